@@ -1,0 +1,93 @@
+"""A dual-aware stand-in for the :mod:`math` module.
+
+Every function of :mod:`math` is here. Those with a rule in
+:mod:`dualgpu.rules` accept :class:`dualgpu.Dual` arguments and propagate
+partials; those that act on the value (``floor``, ``isnan``...) read the value;
+any other function given a Dual raises :class:`~dualgpu.errors.MissingRuleError`
+naming the function and how to add a rule. Plain numbers go straight to
+:mod:`math`. The CUDA simulator backend puts this module in place of ``math``
+in a kernel's globals while it runs.
+
+Examples
+--------
+>>> from dualgpu import Dual, dmath
+>>> d = dmath.exp(Dual(0.0, [1.0]))
+>>> float(d.value), float(d.partials[0])
+(1.0, 1.0)
+"""
+import math as _math
+
+from . import rules as _rules
+from .dual import Dual as _Dual
+from .dual import apply_rule as _apply_rule
+from .errors import MissingRuleError as _MissingRuleError
+from .errors import missing_rule_message as _missing_rule_message
+
+
+def _has_dual(args):
+    return any(isinstance(a, _Dual) for a in args)
+
+
+def _with_rule(name, rule_name):
+    plain = getattr(_math, name)
+
+    def fn(*args):
+        if _has_dual(args):
+            return _apply_rule(rule_name, *args)
+        return plain(*args)
+
+    fn.__name__ = name
+    fn.__doc__ = f"math.{name}, with partials propagated for Dual arguments."
+    return fn
+
+
+def _on_value(name):
+    plain = getattr(_math, name)
+
+    def fn(*args):
+        return plain(*(a.value if isinstance(a, _Dual) else a for a in args))
+
+    fn.__name__ = name
+    fn.__doc__ = f"math.{name} of the value (zero derivative)."
+    return fn
+
+
+def _without_rule(name):
+    plain = getattr(_math, name)
+
+    def fn(*args, **kwargs):
+        if _has_dual(args) or _has_dual(kwargs.values()):
+            raise _MissingRuleError(_missing_rule_message(f"math.{name}"))
+        return plain(*args, **kwargs)
+
+    fn.__name__ = name
+    fn.__doc__ = plain.__doc__
+    return fn
+
+
+def _build():
+    ruled = {}
+    for rule_name, rule in {**_rules.UNARY_RULES, **_rules.BINARY_RULES}.items():
+        if rule.primal.startswith("math."):
+            ruled[rule.primal[5:]] = rule_name
+    for dotted, rule_name in _rules.ALIASES.items():
+        if dotted.startswith("math."):
+            ruled[dotted[5:]] = rule_name
+    value_only = {d[5:] for d in _rules.VALUE_ONLY.values() if d.startswith("math.")}
+    namespace = {}
+    for name in dir(_math):
+        if name.startswith("_"):
+            continue
+        attr = getattr(_math, name)
+        if not callable(attr):
+            namespace[name] = attr  # pi, e, inf, nan, tau
+        elif name in ruled:
+            namespace[name] = _with_rule(name, ruled[name])
+        elif name in value_only:
+            namespace[name] = _on_value(name)
+        else:
+            namespace[name] = _without_rule(name)
+    return namespace
+
+
+globals().update(_build())

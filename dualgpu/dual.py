@@ -1,0 +1,267 @@
+"""The pure-Python dual number, generated from :mod:`dualgpu.rules`.
+
+This class is what ``dualgpu.Dual`` is on the host and inside kernels run by
+the CUDA simulator. Compiled code (``@njit``, ``@cuda.jit``) sees the same
+class as a numba extension type whose lanes live in registers
+(:mod:`dualgpu.numba_types`). There is deliberately no working ``__float__``:
+``float(d)`` or ``math.sin(d)`` would silently drop the partials.
+"""
+import builtins
+import math
+import operator
+
+import numpy as np
+
+from . import rules
+from ._expressions import expression
+from .errors import DualgpuError
+
+__all__ = ["Dual", "check_dtype", "apply_rule", "DTYPES"]
+
+DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+
+#: numpy stand-ins for math functions, so that float32 inputs stay float32.
+_NUMPY_NAMES = {
+    "asin": "arcsin", "acos": "arccos", "atan": "arctan", "asinh": "arcsinh",
+    "acosh": "arccosh", "atanh": "arctanh", "atan2": "arctan2", "pow": "power",
+}
+_EXPRESSION_NAMESPACE = {
+    name: getattr(np, _NUMPY_NAMES.get(name, name)) for name in rules.EXPRESSION_FUNCTIONS
+}
+
+
+def check_dtype(dtype, what):
+    """Return ``dtype`` as a numpy dtype, or raise unless it is float32/float64."""
+    dtype = np.dtype(dtype)
+    if dtype not in DTYPES:
+        raise DualgpuError(
+            f"{what}: expected dtype float32 or float64; got {dtype}. Cast with "
+            ".astype(np.float64) (or np.float32) first."
+        )
+    return dtype
+
+
+def _resolve(dotted):
+    module, _, name = dotted.rpartition(".")
+    return getattr({"math": math, "operator": operator, "builtins": builtins}[module], name)
+
+
+def _python_primal(dotted):
+    """The primal as plain Python computes it on numpy scalars (float32 kept)."""
+    module, _, name = dotted.rpartition(".")
+    if module == "math":
+        np_name = _NUMPY_NAMES.get(name, name)
+        if hasattr(np, np_name):
+            return getattr(np, np_name)
+        fn = getattr(math, name)  # erf, erfc: no numpy version
+
+        def via_math(*args):
+            dtype = np.result_type(*args)
+            try:
+                return dtype.type(fn(*(float(a) for a in args)))
+            except (ValueError, OverflowError):
+                return dtype.type(np.nan)
+
+        return via_math
+    return _resolve(dotted)
+
+
+class _CompiledFactor:
+    """A rule expression compiled for Python, evaluated per dtype."""
+
+    def __init__(self, text):
+        self.expression = expression(text)
+        self.code = compile(self.expression.source, f"<rule {text}>", "eval")
+        self._namespaces = {}
+
+    def __call__(self, dtype, x, y, ans):
+        ns = self._namespaces.get(dtype)
+        if ns is None:
+            ns = dict(_EXPRESSION_NAMESPACE)
+            ns.update({k: dtype.type(v) for k, v in self.expression.constants.items()})
+            self._namespaces[dtype] = ns
+        return dtype.type(eval(self.code, ns, {"x": x, "y": y, "ans": ans}))
+
+
+def _lanes(item):
+    return len(item.partials)
+
+
+class Dual:
+    """A dual number: a value and N tangent lanes (partials) of one float dtype.
+
+    Parameters
+    ----------
+    value : float
+    partials : sequence of float or 1-D ndarray
+        The N tangent lanes (N >= 1).
+    dtype : float32 or float64, optional
+        Defaults to the partials' dtype when they are an ndarray, else to the
+        value's dtype when it is a numpy float, else float64.
+
+    Examples
+    --------
+    >>> import math
+    >>> from dualgpu import Dual, dmath
+    >>> d = dmath.sin(Dual(0.0, [1.0, 2.0]))
+    >>> float(d.value), d.partials.tolist()
+    (0.0, [1.0, 2.0])
+    """
+
+    __slots__ = ("value", "partials")
+    __array_priority__ = 1000  # numpy scalars defer to our reflected operators
+
+    def __init__(self, value, partials, dtype=None):
+        if dtype is None:
+            if isinstance(partials, np.ndarray) and partials.dtype.kind == "f":
+                dtype = partials.dtype
+            elif isinstance(value, np.floating):
+                dtype = value.dtype
+            else:
+                dtype = np.float64
+        dtype = check_dtype(dtype, "Dual")
+        if isinstance(value, Dual):
+            raise DualgpuError("Dual(value, ...): value must be a number, not a Dual.")
+        partials = np.array(partials, dtype=dtype, copy=True).reshape(-1)
+        if partials.size < 1:
+            raise DualgpuError("Dual: partials need at least one lane (N >= 1).")
+        self.value = dtype.type(value)
+        self.partials = partials
+
+    @property
+    def lanes(self):
+        """N, the number of tangent lanes."""
+        return self.partials.size
+
+    @property
+    def dtype(self):
+        return self.partials.dtype
+
+    def __repr__(self):
+        return f"Dual({self.value!r}, {self.partials.tolist()!r}, dtype={self.dtype})"
+
+    # -- conversions ------------------------------------------------------------
+    def __float__(self):
+        raise TypeError(
+            "float(Dual) would drop the partials. Use d.value for the value alone, or a "
+            "dual-aware function (dualgpu.dmath / math inside a dualgpu kernel)."
+        )
+
+    def __complex__(self):
+        raise TypeError("complex(Dual) would drop the partials; use d.value.")
+
+    def __int__(self):
+        return int(self.value)
+
+    def __bool__(self):
+        return bool(self.value)
+
+    def __round__(self, ndigits=None):
+        return round(float(self.value), ndigits) if ndigits is not None else round(float(self.value))
+
+    def __floor__(self):
+        return math.floor(self.value)
+
+    def __ceil__(self):
+        return math.ceil(self.value)
+
+    def __trunc__(self):
+        return math.trunc(self.value)
+
+    __hash__ = None
+
+
+def _result_dtype(*args):
+    return np.result_type(*(a.value if isinstance(a, Dual) else a for a in args))
+
+
+def apply_rule(name, *args):
+    """Apply the rule ``name`` of :mod:`dualgpu.rules` to Dual/number arguments."""
+    rule = rules.UNARY_RULES.get(name) or rules.BINARY_RULES[name]
+    primal, factors = _RUNTIME[name]
+    duals = [a for a in args if isinstance(a, Dual)]
+    lanes = {d.lanes for d in duals}
+    if len(lanes) > 1:
+        raise DualgpuError(
+            f"{rule.primal}: the duals have different lane counts {sorted(lanes)}; "
+            "all duals in one computation must be seeded with the same N."
+        )
+    values = [a.value if isinstance(a, Dual) else a for a in args]
+    with np.errstate(all="ignore"):
+        ans = primal(*values)
+        dtype = _result_dtype(*args)
+        if dtype.kind != "f":
+            dtype = np.dtype(np.float64)
+        dtype = check_dtype(np.promote_types(dtype, np.float32), rule.primal)
+        cast = [dtype.type(v) for v in values]
+        ans = dtype.type(ans)
+        x = cast[0]
+        y = cast[1] if len(cast) > 1 else None
+        partials = None
+        for arg, factor in zip(args, factors):
+            if not isinstance(arg, Dual):
+                continue
+            unit = factor.expression.unit
+            if unit == 0:
+                term = None
+            elif unit == 1:
+                term = arg.partials.astype(dtype, copy=False)
+            elif unit == -1:
+                term = -arg.partials.astype(dtype, copy=False)
+            else:
+                term = factor(dtype, x, y, ans) * arg.partials.astype(dtype, copy=False)
+            if term is not None:
+                partials = term if partials is None else partials + term
+        if partials is None:
+            partials = np.zeros(duals[0].lanes, dtype)
+    return Dual(ans, partials, dtype=dtype)
+
+
+_RUNTIME = {}
+for _name, _rule in {**rules.UNARY_RULES, **rules.BINARY_RULES}.items():
+    _RUNTIME[_name] = (
+        _python_primal(_rule.primal),
+        tuple(_CompiledFactor(t) for t in _rule.derivatives),
+    )
+
+
+def _is_operand(other):
+    return isinstance(other, (Dual, int, float, np.integer, np.floating))
+
+
+def _binary_method(name, reflected=False):
+    def method(self, other):
+        if not _is_operand(other):
+            return NotImplemented
+        return apply_rule(name, other, self) if reflected else apply_rule(name, self, other)
+
+    method.__name__ = f"__{'r' if reflected else ''}{name}__"
+    return method
+
+
+def _unary_method(name):
+    def method(self):
+        return apply_rule(name, self)
+
+    method.__name__ = f"__{name}__"
+    return method
+
+
+def _comparison_method(op):
+    def method(self, other):
+        if isinstance(other, Dual):
+            return op(self.value, other.value)
+        if not _is_operand(other):
+            return NotImplemented
+        return op(self.value, other)
+
+    return method
+
+
+for _name in ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow"):
+    setattr(Dual, f"__{_name}__", _binary_method(_name))
+    setattr(Dual, f"__r{_name}__", _binary_method(_name, reflected=True))
+for _name in ("neg", "pos", "abs"):
+    setattr(Dual, f"__{_name}__", _unary_method(_name))
+for _name, _dotted in rules.COMPARISONS.items():
+    setattr(Dual, f"__{_name}__", _comparison_method(_resolve(_dotted)))

@@ -1,0 +1,199 @@
+"""DualArray: values of shape S plus partials of shape (N, *S), on host or device.
+
+The partials are lane-major (structure of arrays): lane k of every cell is one
+contiguous array ``partials[k]``, so neighbouring GPU threads read neighbouring
+addresses. Inside compiled kernels a DualArray is indexed like an ordinary
+array (see :mod:`dualgpu.numba_arrays`); in plain Python (the CUDA simulator and
+host code) this class does the same with :class:`dualgpu.Dual` elements.
+"""
+import numpy as np
+
+from .dual import Dual, check_dtype
+from .errors import DualgpuError
+
+__all__ = ["DualArray", "dual_array", "zeros_like_lanes"]
+
+MAX_NDIM = 3
+
+
+def _is_device(array):
+    return hasattr(array, "copy_to_host")
+
+
+def _as_index(index):
+    return index if isinstance(index, tuple) else (index,)
+
+
+class DualArray:
+    """An array of dual numbers stored as ``values`` and lane-major ``partials``.
+
+    Parameters
+    ----------
+    values : ndarray or device array, shape S (1 to 3 dimensions)
+    partials : ndarray or device array, shape (N, *S), same dtype and kind
+        as ``values``. Both are used as given (not copied): use
+        :func:`dual_array` to build one from a caller's data safely.
+    """
+
+    __slots__ = ("values", "partials")
+
+    def __init__(self, values, partials):
+        if _is_device(values) != _is_device(partials):
+            raise DualgpuError(
+                "DualArray: values and partials must both be host (numpy) arrays or both "
+                f"device arrays; got {type(values).__name__} and {type(partials).__name__}. "
+                "Use dualgpu.cuda.to_device(dual_array) to move both."
+            )
+        if not (1 <= values.ndim <= MAX_NDIM):
+            raise DualgpuError(
+                f"DualArray: values must have 1 to {MAX_NDIM} dimensions; got shape "
+                f"{tuple(values.shape)}."
+            )
+        check_dtype(values.dtype, "DualArray values")
+        if partials.dtype != values.dtype:
+            raise DualgpuError(
+                f"DualArray: partials dtype {partials.dtype} differs from values dtype "
+                f"{values.dtype}; cast one of them (both must be float32 or both float64)."
+            )
+        if partials.ndim != values.ndim + 1 or tuple(partials.shape[1:]) != tuple(values.shape):
+            raise DualgpuError(
+                f"DualArray: partials must have shape (N, *{tuple(values.shape)}) for values "
+                f"of shape {tuple(values.shape)}; got {tuple(partials.shape)}."
+            )
+        if partials.shape[0] < 1:
+            raise DualgpuError("DualArray: partials need at least one lane (N >= 1).")
+        self.values = values
+        self.partials = partials
+
+    # -- array-like attributes -------------------------------------------------
+    @property
+    def lanes(self):
+        """N, the number of tangent lanes."""
+        return self.partials.shape[0]
+
+    @property
+    def shape(self):
+        return tuple(self.values.shape)
+
+    @property
+    def dtype(self):
+        return self.values.dtype
+
+    @property
+    def ndim(self):
+        return self.values.ndim
+
+    @property
+    def size(self):
+        return self.values.size
+
+    @property
+    def is_device(self):
+        """True when the members are numba.cuda device arrays."""
+        return _is_device(self.values)
+
+    def __len__(self):
+        return self.shape[0]
+
+    def __repr__(self):
+        where = "device" if self.is_device else "host"
+        return (
+            f"DualArray(shape={self.shape}, dtype={self.dtype}, lanes={self.lanes}, {where})"
+        )
+
+    # -- element and slice access (plain Python: simulator and host code) -------
+    def __getitem__(self, index):
+        index = _as_index(index)
+        value = self.values[index]
+        partials = self.partials[(slice(None),) + index]
+        if np.ndim(value) == 0:
+            return Dual(value, np.asarray(partials))
+        return DualArray(value, partials)
+
+    def __setitem__(self, index, item):
+        index = _as_index(index)
+        lanes_index = (slice(None),) + index
+        if isinstance(item, (Dual, DualArray)):
+            if item.lanes != self.lanes:
+                raise DualgpuError(
+                    f"cannot store a dual with {item.lanes} lanes into a DualArray with "
+                    f"{self.lanes} lanes; seed both with the same lane count."
+                )
+            self.values[index] = item.value if isinstance(item, Dual) else item.values
+            self.partials[lanes_index] = item.partials
+        elif hasattr(item, "__cuda_array_interface__") or isinstance(item, np.ndarray) or np.isscalar(item):
+            self.values[index] = item
+            self.partials[lanes_index] = 0
+        else:
+            raise DualgpuError(
+                f"cannot store {type(item).__name__} into a DualArray; expected a Dual, a "
+                "DualArray, a number or an array."
+            )
+
+    # -- host/device transfer ---------------------------------------------------
+    def copy_to_host(self):
+        """Return a host DualArray (numpy members); a copy when on the device."""
+        if not self.is_device:
+            return DualArray(self.values.copy(), self.partials.copy())
+        return DualArray(self.values.copy_to_host(), self.partials.copy_to_host())
+
+    def copy(self):
+        """Return a deep copy on the same side (host or device)."""
+        if not self.is_device:
+            return DualArray(self.values.copy(), self.partials.copy())
+        from numba import cuda
+
+        values = cuda.device_array_like(self.values)
+        partials = cuda.device_array_like(self.partials)
+        values.copy_to_device(self.values)
+        partials.copy_to_device(self.partials)
+        return DualArray(values, partials)
+
+
+def dual_array(values, partials=None, *, lanes=None, dtype=None):
+    """Return a new host :class:`DualArray` built from copies of the inputs.
+
+    Parameters
+    ----------
+    values : array_like, 1 to 3 dimensions
+    partials : array_like of shape (N, *values.shape), optional
+        The tangent lanes. When omitted, ``lanes`` zero lanes are made.
+    lanes : int, optional
+        Number of zero lanes when ``partials`` is omitted.
+    dtype : float32 or float64, optional
+        Defaults to the dtype of ``values`` (float64 for integer input).
+
+    Examples
+    --------
+    >>> import numpy as np, dualgpu
+    >>> u = dualgpu.dual_array(np.linspace(0.0, 1.0, 4), lanes=2)
+    >>> u.shape, u.lanes, u.partials.shape
+    ((4,), 2, (2, 4))
+    """
+    values = np.asarray(values)
+    if dtype is None:
+        dtype = values.dtype if values.dtype.kind == "f" else np.float64
+    dtype = check_dtype(dtype, "dual_array dtype")
+    values = np.array(values, dtype=dtype, copy=True, order="C")
+    if partials is None:
+        if lanes is None:
+            raise DualgpuError(
+                "dual_array: give either partials (shape (N, *values.shape)) or lanes=N."
+            )
+        if int(lanes) < 1:
+            raise DualgpuError(f"dual_array: lanes must be >= 1; got {lanes}.")
+        partials = np.zeros((int(lanes),) + values.shape, dtype=dtype)
+    else:
+        partials = np.array(partials, dtype=dtype, copy=True, order="C")
+        if lanes is not None and partials.shape[0] != lanes:
+            raise DualgpuError(
+                f"dual_array: partials have {partials.shape[0]} lanes but lanes={lanes}."
+            )
+    return DualArray(values, partials)
+
+
+def zeros_like_lanes(like, lanes):
+    """Return a host DualArray of zeros shaped and typed like ``like`` with ``lanes`` lanes."""
+    dtype = check_dtype(like.dtype, "zeros_like_lanes")
+    shape = tuple(like.shape)
+    return DualArray(np.zeros(shape, dtype), np.zeros((lanes,) + shape, dtype))

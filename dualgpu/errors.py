@@ -1,0 +1,22 @@
+"""Exceptions raised by dualgpu."""
+
+__all__ = ["DualgpuError", "MissingRuleError", "missing_rule_message"]
+
+
+class DualgpuError(ValueError):
+    """Bad input to dualgpu: the message says what was expected, what came and the fix."""
+
+
+class MissingRuleError(TypeError):
+    """A function was applied to a dual but has no derivative rule."""
+
+
+def missing_rule_message(qualname):
+    """Return the error text for a function with no derivative rule."""
+    short = qualname.rsplit(".", 1)[-1]
+    return (
+        f"{qualname} has no derivative rule in dualgpu, so it cannot take a Dual. "
+        f"Add one line to UNARY_RULES or BINARY_RULES in dualgpu/rules.py, e.g. "
+        f"'{short}': Rule('{qualname}', ('<d{short}/dx in x and ans>',), ((lo, hi),)); "
+        f"or, if its derivative is not needed, call it on the value: {short}(d.value)."
+    )

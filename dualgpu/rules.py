@@ -1,0 +1,167 @@
+"""The derivative rules: one table, read by every execution path.
+
+Each rule names a primal function and, for each argument, the partial derivative
+of the answer with respect to that argument, written as a Python expression in
+
+* ``x`` (the first argument), ``y`` (the second argument) and
+* ``ans`` (the primal answer, so ``exp`` can reuse it).
+
+Expressions may call the functions in :data:`EXPRESSION_FUNCTIONS` by their bare
+names and use numeric literals. Code generators compile each expression once per
+value dtype, turning every literal into a constant of that dtype, so a float32
+dual computes its derivative factors in float32. A factor written exactly
+``"1"``, ``"-1"`` or ``"0"`` is recognised and costs no multiplication.
+
+``domain`` gives, per argument, an interval where the rule is smooth; the tests
+draw their inputs from it.
+
+To add a rule, add one line here: for example
+``"gamma": Rule("math.gamma", ("ans * digamma(x)",), ((0.5, 5),))`` (after
+making ``digamma`` available in :data:`EXPRESSION_FUNCTIONS`). Nothing else
+changes: the compiled (CPU and CUDA) and pure-Python duals are generated from
+this table.
+
+Conventions at points where a function is not differentiable (documented in
+the README): ``abs``/``fabs`` take the derivative from the right at 0 (+1);
+``min``/``max`` ties take the first argument's partials; ``sqrt`` at 0 gives
+an infinite factor (as JAX does); ``hypot(0, 0)`` gives zero partials; ``x**y``
+with ``x == 0`` contributes nothing through ``y``.
+"""
+from collections import namedtuple
+
+__all__ = [
+    "Rule",
+    "UNARY_RULES",
+    "BINARY_RULES",
+    "VALUE_ONLY",
+    "COMPARISONS",
+    "INPLACE",
+    "EXPRESSION_FUNCTIONS",
+]
+
+Rule = namedtuple("Rule", "primal derivatives domain")
+Rule.__doc__ = """One derivative rule.
+
+primal : str
+    Dotted name of the primal callable (``"math.sin"``, ``"operator.add"``).
+derivatives : tuple of str
+    One expression per argument, in ``x``, ``y`` and ``ans``.
+domain : tuple of (float, float)
+    Per argument, an interval of smooth inputs used by the tests.
+"""
+
+#: Functions of one argument.
+UNARY_RULES = {
+    # --- operators and builtins ---
+    "neg": Rule("operator.neg", ("-1",), ((-5, 5),)),
+    "pos": Rule("operator.pos", ("1",), ((-5, 5),)),
+    "abs": Rule("builtins.abs", ("1 if x >= 0 else -1",), ((-5, 5),)),
+    # --- math: trigonometric ---
+    "sin": Rule("math.sin", ("cos(x)",), ((-3, 3),)),
+    "cos": Rule("math.cos", ("-sin(x)",), ((-3, 3),)),
+    "tan": Rule("math.tan", ("1 + ans * ans",), ((-1.2, 1.2),)),
+    "asin": Rule("math.asin", ("1 / sqrt(1 - x * x)",), ((-0.9, 0.9),)),
+    "acos": Rule("math.acos", ("-1 / sqrt(1 - x * x)",), ((-0.9, 0.9),)),
+    "atan": Rule("math.atan", ("1 / (1 + x * x)",), ((-5, 5),)),
+    # --- math: hyperbolic ---
+    "sinh": Rule("math.sinh", ("cosh(x)",), ((-3, 3),)),
+    "cosh": Rule("math.cosh", ("sinh(x)",), ((-3, 3),)),
+    "tanh": Rule("math.tanh", ("1 - ans * ans",), ((-3, 3),)),
+    "asinh": Rule("math.asinh", ("1 / sqrt(x * x + 1)",), ((-5, 5),)),
+    "acosh": Rule("math.acosh", ("1 / sqrt(x * x - 1)",), ((1.1, 5),)),
+    "atanh": Rule("math.atanh", ("1 / (1 - x * x)",), ((-0.9, 0.9),)),
+    # --- math: exponential and logarithmic ---
+    "exp": Rule("math.exp", ("ans",), ((-3, 3),)),
+    "expm1": Rule("math.expm1", ("ans + 1",), ((-3, 3),)),
+    "log": Rule("math.log", ("1 / x",), ((0.1, 5),)),
+    "log1p": Rule("math.log1p", ("1 / (1 + x)",), ((-0.9, 5),)),
+    "log2": Rule("math.log2", ("1 / (x * 0.6931471805599453)",), ((0.1, 5),)),
+    "log10": Rule("math.log10", ("1 / (x * 2.302585092994046)",), ((0.1, 5),)),
+    "sqrt": Rule("math.sqrt", ("0.5 / ans",), ((0.1, 5),)),
+    # --- math: other ---
+    "fabs": Rule("math.fabs", ("1 if x >= 0 else -1",), ((-5, 5),)),
+    "erf": Rule("math.erf", ("1.1283791670955126 * exp(-x * x)",), ((-2, 2),)),
+    "erfc": Rule("math.erfc", ("-1.1283791670955126 * exp(-x * x)",), ((-2, 2),)),
+}
+
+#: Functions of two arguments. A dual combined with a plain number uses only
+#: the dual argument's expression.
+BINARY_RULES = {
+    # --- operators ---
+    "add": Rule("operator.add", ("1", "1"), ((-5, 5), (-5, 5))),
+    "sub": Rule("operator.sub", ("1", "-1"), ((-5, 5), (-5, 5))),
+    "mul": Rule("operator.mul", ("y", "x"), ((-5, 5), (-5, 5))),
+    "truediv": Rule("operator.truediv", ("1 / y", "-ans / y"), ((-5, 5), (0.5, 5))),
+    "floordiv": Rule("operator.floordiv", ("0", "0"), ((0.5, 5), (0.7, 3))),
+    "mod": Rule("operator.mod", ("1", "-floor(x / y)"), ((0.5, 5), (0.7, 3))),
+    "pow": Rule(
+        "operator.pow",
+        ("y * pow(x, y - 1)", "log(x) * ans if x != 0 else 0"),
+        ((0.5, 3), (-2, 2)),
+    ),
+    # --- builtins ---
+    "min": Rule("builtins.min", ("1 if x <= y else 0", "0 if x <= y else 1"), ((-5, 5), (-5, 5))),
+    "max": Rule("builtins.max", ("1 if x >= y else 0", "0 if x >= y else 1"), ((-5, 5), (-5, 5))),
+    # --- math ---
+    "atan2": Rule(
+        "math.atan2", ("y / (x * x + y * y)", "-x / (x * x + y * y)"), ((-3, 3), (0.5, 3))
+    ),
+    "hypot": Rule(
+        "math.hypot",
+        ("x / ans if ans != 0 else 0", "y / ans if ans != 0 else 0"),
+        ((-3, 3), (-3, 3)),
+    ),
+    "copysign": Rule(
+        "math.copysign", ("copysign(1, x) * copysign(1, y)", "0"), ((0.5, 3), (-3, 3))
+    ),
+    "fmod": Rule("math.fmod", ("1", "-trunc(x / y)"), ((0.5, 5), (0.7, 3))),
+}
+
+#: Aliases that share a rule: ``pow(a, b)`` and ``math.pow`` behave like ``a ** b``.
+ALIASES = {
+    "builtins.pow": "pow",
+    "math.pow": "pow",
+}
+
+#: Functions that act on the value alone: their answer is not a dual (an int
+#: or a bool), so no partials exist to propagate.
+VALUE_ONLY = {
+    "floor": "math.floor",
+    "ceil": "math.ceil",
+    "trunc": "math.trunc",
+    "isnan": "math.isnan",
+    "isinf": "math.isinf",
+    "isfinite": "math.isfinite",
+    "int": "builtins.int",
+    "round": "builtins.round",
+    "bool": "builtins.bool",
+}
+
+#: Comparisons compare values and return a bool.
+COMPARISONS = {
+    "lt": "operator.lt",
+    "le": "operator.le",
+    "gt": "operator.gt",
+    "ge": "operator.ge",
+    "eq": "operator.eq",
+    "ne": "operator.ne",
+}
+
+#: In-place operators and the binary rule each one applies.
+INPLACE = {
+    "operator.iadd": "add",
+    "operator.isub": "sub",
+    "operator.imul": "mul",
+    "operator.itruediv": "truediv",
+    "operator.ifloordiv": "floordiv",
+    "operator.imod": "mod",
+    "operator.ipow": "pow",
+}
+
+#: Names a derivative expression may call, with the ``math`` function each
+#: stands for. Compiled code calls these; the pure-Python dual calls the numpy
+#: function of the same name so that float32 stays float32.
+EXPRESSION_FUNCTIONS = (
+    "sin", "cos", "sinh", "cosh", "sqrt", "exp", "log", "pow",
+    "floor", "trunc", "copysign",
+)
