@@ -1,0 +1,1 @@
+"""Execution backends: the real GPU (``cuda``), compiled CPU (``cpu``) and the CUDA simulator (``cudasim``)."""
