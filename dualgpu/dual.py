@@ -134,6 +134,21 @@ class Dual:
         return self.partials.size
 
     @property
+    def _partials_tuple(self):
+        # read by the compiled code's unboxing
+        return tuple(self.partials.tolist())
+
+    @classmethod
+    def _from_float32(cls, value, partials):
+        # called by the compiled code's boxing
+        return cls(value, partials, dtype=np.float32)
+
+    @classmethod
+    def _from_float64(cls, value, partials):
+        # called by the compiled code's boxing
+        return cls(value, partials, dtype=np.float64)
+
+    @property
     def dtype(self):
         return self.partials.dtype
 

@@ -1,0 +1,481 @@
+"""Column coloring of a sparse Jacobian: fewer dual lanes, then recovery of J.
+
+Two columns of a Jacobian ``J`` (shape ``(m, n)``) that never share a nonzero
+row can be seeded in the same dual lane: their contributions land in
+different outputs. :func:`color_columns` groups the columns into
+``n_colors`` such groups (a greedy coloring of the column intersection graph,
+i.e. a distance-2 coloring of the bipartite row/column graph). A simulation
+run with the ``n_colors`` seeds ``S`` (``S[j, colors[j]] = 1``) yields the
+compressed Jacobian ``B = J @ S``, from which :meth:`Coloring.recover`
+reads back every structural entry: ``J[i, j] = B[i, colors[j]]``.
+
+The greedy loops are compiled with numba over the CSR and CSC index arrays of
+the pattern; a million columns of a banded pattern take well under a second.
+For banded patterns of half-width ``T`` the greedy count is the optimum
+``2 T + 1`` (3 for a 3-point stencil) with each ordering offered here.
+
+Examples
+--------
+>>> import numpy as np
+>>> from dualgpu.sparsity import banded_pattern
+>>> coloring = color_columns(banded_pattern(6, 1))
+>>> coloring.n_colors
+3
+>>> J = np.diag([1.0] * 6) + np.diag([2.0] * 5, 1) + np.diag([3.0] * 5, -1)
+>>> B = J @ coloring.seed_matrix()
+>>> bool(np.all(coloring.recover(B).toarray() == J))
+True
+"""
+import numpy as np
+import scipy.sparse as sp
+from numba import njit
+
+from .errors import DualgpuError
+from .sparsity import as_pattern
+
+__all__ = ["Coloring", "color_columns", "check_coloring", "ORDERS"]
+
+#: Column orders understood by :func:`color_columns` (an explicit permutation also works).
+ORDERS = ("largest_first", "smallest_last", "natural")
+
+
+# ---------------------------------------------------------------- compiled kernels
+# Neighbours of column j in the column intersection graph: every column k that
+# has a nonzero in some row i where column j has one (rows of j from the CSC
+# arrays, columns of each such row from the CSR arrays).
+
+
+@njit(cache=True)
+def _degrees(n, col_ptr, col_rows, row_ptr, row_cols):
+    """Number of distinct neighbours of each column (itself excluded)."""
+    degree = np.zeros(n, dtype=np.int64)
+    mark = np.full(n, -1, dtype=np.int64)
+    for j in range(n):
+        mark[j] = j
+        count = 0
+        for a in range(col_ptr[j], col_ptr[j + 1]):
+            i = col_rows[a]
+            for b in range(row_ptr[i], row_ptr[i + 1]):
+                k = row_cols[b]
+                if mark[k] != j:
+                    mark[k] = j
+                    count += 1
+        degree[j] = count
+    return degree
+
+
+@njit(cache=True)
+def _smallest_last_order(n, col_ptr, col_rows, row_ptr, row_cols):
+    """Smallest-last (degeneracy) order: repeatedly remove a column of least remaining degree."""
+    degree = _degrees(n, col_ptr, col_rows, row_ptr, row_cols)
+    order = np.empty(n, dtype=np.int64)
+    if n == 0:
+        return order
+    max_degree = degree.max()
+    # buckets of columns by remaining degree, as doubly linked lists
+    head = np.full(max_degree + 1, -1, dtype=np.int64)
+    following = np.full(n, -1, dtype=np.int64)
+    preceding = np.full(n, -1, dtype=np.int64)
+    for j in range(n - 1, -1, -1):
+        d = degree[j]
+        following[j] = head[d]
+        if head[d] >= 0:
+            preceding[head[d]] = j
+        head[d] = j
+    removed = np.zeros(n, dtype=np.bool_)
+    mark = np.full(n, -1, dtype=np.int64)
+    low = 0
+    for t in range(n):
+        while head[low] < 0:
+            low += 1
+        v = head[low]
+        head[low] = following[v]
+        if following[v] >= 0:
+            preceding[following[v]] = -1
+        removed[v] = True
+        order[n - 1 - t] = v
+        mark[v] = v
+        for a in range(col_ptr[v], col_ptr[v + 1]):
+            i = col_rows[a]
+            for b in range(row_ptr[i], row_ptr[i + 1]):
+                u = row_cols[b]
+                if mark[u] == v or removed[u]:
+                    continue
+                mark[u] = v
+                d = degree[u]
+                # unlink u from bucket d, push it on bucket d - 1
+                if preceding[u] >= 0:
+                    following[preceding[u]] = following[u]
+                else:
+                    head[d] = following[u]
+                if following[u] >= 0:
+                    preceding[following[u]] = preceding[u]
+                d -= 1
+                degree[u] = d
+                preceding[u] = -1
+                following[u] = head[d]
+                if head[d] >= 0:
+                    preceding[head[d]] = u
+                head[d] = u
+                if d < low:
+                    low = d
+    return order
+
+
+@njit(cache=True)
+def _greedy_colors(order, col_ptr, col_rows, row_ptr, row_cols):
+    """Give each column, in ``order``, the smallest color no neighbour already has."""
+    n = order.size
+    colors = np.full(n, -1, dtype=np.int64)
+    forbidden = np.full(n + 1, -1, dtype=np.int64)
+    n_colors = 0
+    for t in range(n):
+        j = order[t]
+        for a in range(col_ptr[j], col_ptr[j + 1]):
+            i = col_rows[a]
+            for b in range(row_ptr[i], row_ptr[i + 1]):
+                c = colors[row_cols[b]]
+                if c >= 0:
+                    forbidden[c] = j
+        c = 0
+        while forbidden[c] == j:
+            c += 1
+        colors[j] = c
+        if c >= n_colors:
+            n_colors = c + 1
+    return colors, n_colors
+
+
+@njit(cache=True)
+def _first_conflict(row_ptr, row_cols, colors, n_colors):
+    """Return (row, column, column) of the first row holding two columns of one color, or -1s."""
+    seen_in_row = np.full(n_colors, -1, dtype=np.int64)
+    seen_column = np.full(n_colors, -1, dtype=np.int64)
+    for i in range(row_ptr.size - 1):
+        for b in range(row_ptr[i], row_ptr[i + 1]):
+            k = row_cols[b]
+            c = colors[k]
+            if seen_in_row[c] == i:
+                return i, seen_column[c], k
+            seen_in_row[c] = i
+            seen_column[c] = k
+    return -1, -1, -1
+
+
+# ---------------------------------------------------------------- checking
+
+
+def _as_colors(colors, n):
+    array = np.asarray(colors)
+    if array.ndim != 1 or array.size != n:
+        raise DualgpuError(
+            f"colors must be a 1-D integer array with one entry per column ({n}); got shape "
+            f"{array.shape}. Use color_columns(pattern).colors."
+        )
+    if n and not np.issubdtype(array.dtype, np.integer):
+        raise DualgpuError(
+            f"colors must be integers; got dtype {array.dtype}. Use color_columns(pattern).colors."
+        )
+    array = array.astype(np.int64, copy=True)
+    if n and array.min() < 0:
+        raise DualgpuError(
+            f"colors must be >= 0; column {int(np.argmin(array))} has color {int(array.min())}. "
+            f"Use color_columns(pattern).colors."
+        )
+    return array
+
+
+def check_coloring(pattern, colors):
+    """Raise if two columns of one color share a nonzero row of ``pattern``.
+
+    Parameters
+    ----------
+    pattern : sparse matrix or array_like, shape ``(m, n)``
+        The Jacobian's sparsity pattern (see :func:`dualgpu.sparsity.as_pattern`).
+    colors : array_like of int, length ``n``
+        A color (lane) per column.
+
+    Returns
+    -------
+    int
+        The number of colors, ``max(colors) + 1`` (0 when ``n == 0``).
+
+    Raises
+    ------
+    DualgpuError
+        Naming the row and the two columns in conflict, or when ``colors`` has
+        the wrong length, type or sign.
+    """
+    pattern = as_pattern(pattern)
+    n = pattern.shape[1]
+    colors = _as_colors(colors, n)
+    n_colors = int(colors.max()) + 1 if n else 0
+    row, first, second = _first_conflict(pattern.indptr, pattern.indices, colors, n_colors)
+    if row >= 0:
+        raise DualgpuError(
+            f"invalid coloring: columns {first} and {second} both have color {colors[first]} "
+            f"but share the nonzero row {row}, so J @ S would mix their derivatives. Colors "
+            f"must differ for columns sharing a row; use color_columns(pattern)."
+        )
+    return n_colors
+
+
+# ---------------------------------------------------------------- the coloring
+
+
+class Coloring:
+    """A valid column coloring of a sparsity pattern, with seeding and recovery.
+
+    Build one with :func:`color_columns`; it holds everything needed to seed
+    and to recover Jacobians of that pattern, and can be reused for every
+    later evaluation (and pickled).
+
+    Parameters
+    ----------
+    pattern : sparse matrix or array_like, shape ``(m, n)``
+    colors : array_like of int, length ``n``
+    check : bool, default True
+        Verify that no two columns of one color share a row (linear time).
+
+    Attributes
+    ----------
+    pattern : scipy.sparse.csr_matrix of bool, shape ``(m, n)``
+    colors : ndarray of int64, shape ``(n,)``
+        ``colors[j]`` is the lane that seeds column (input) ``j``.
+    n_colors : int
+        Number of lanes needed for the whole Jacobian.
+    """
+
+    __slots__ = ("pattern", "colors", "n_colors", "_rows", "_lanes")
+
+    def __init__(self, pattern, colors, check=True):
+        self.pattern = as_pattern(pattern)
+        self.colors = _as_colors(colors, self.pattern.shape[1])
+        if check:
+            self.n_colors = check_coloring(self.pattern, self.colors)
+        else:
+            self.n_colors = int(self.colors.max()) + 1 if self.colors.size else 0
+        self._rows = None
+        self._lanes = None
+
+    def __getstate__(self):
+        return {"pattern": self.pattern, "colors": self.colors, "n_colors": self.n_colors}
+
+    def __setstate__(self, state):
+        self.pattern = state["pattern"]
+        self.colors = state["colors"]
+        self.n_colors = state["n_colors"]
+        self._rows = None
+        self._lanes = None
+
+    def __repr__(self):
+        m, n = self.shape
+        return (
+            f"Coloring({self.n_colors} colors for {n} inputs and {m} outputs, "
+            f"{self.pattern.nnz} structural nonzeros)"
+        )
+
+    @property
+    def shape(self):
+        """``(m, n)``: outputs by inputs."""
+        return self.pattern.shape
+
+    @property
+    def lower_bound(self):
+        """The most nonzeros in one row: no coloring can use fewer colors."""
+        if self.pattern.shape[0] == 0:
+            return 0
+        return int(np.diff(self.pattern.indptr).max())
+
+    def validate(self):
+        """Raise :class:`DualgpuError` if two columns of one color share a row."""
+        check_coloring(self.pattern, self.colors)
+
+    # ------------------------------------------------------------ seeding
+    def seed_matrix(self, dtype=np.float64):
+        """Return the dense seed matrix ``S``, shape ``(n, n_colors)``, ``S[j, colors[j]] = 1``.
+
+        For large ``n`` prefer :meth:`seed_chunk`, which builds only the lanes
+        of one chunk, lane-major.
+        """
+        n = self.shape[1]
+        seeds = np.zeros((n, self.n_colors), dtype=dtype)
+        seeds[np.arange(n), self.colors] = 1
+        return seeds
+
+    def seed_chunk(self, start, stop, dtype=np.float64, input_shape=None):
+        """Return the seeds of lanes ``start .. stop-1``, lane-major: shape ``(stop - start, n)``.
+
+        Row ``c`` is the indicator of the columns of color ``start + c``, that
+        is ``seed_matrix()[:, start:stop].T``, ready to be the ``partials`` of
+        a :class:`dualgpu.DualArray` over the inputs.
+
+        Parameters
+        ----------
+        start, stop : int
+            ``0 <= start <= stop``; ``stop`` may exceed ``n_colors`` (a padded
+            last chunk): those lanes are all zero.
+        dtype : numpy dtype, default float64
+        input_shape : tuple of int, optional
+            Reshape each lane to this shape (product ``n``), giving an array of
+            shape ``(stop - start, *input_shape)``; input ``j`` is element
+            ``j`` of the C-order ravel.
+        """
+        start, stop = int(start), int(stop)
+        if not 0 <= start <= stop:
+            raise DualgpuError(
+                f"seed_chunk needs 0 <= start <= stop; got start={start}, stop={stop}. "
+                f"Lanes are numbered 0 .. n_colors-1 = {self.n_colors - 1}."
+            )
+        n = self.shape[1]
+        seeds = np.zeros((stop - start, n), dtype=dtype)
+        inside = (self.colors >= start) & (self.colors < stop)
+        columns = np.flatnonzero(inside)
+        seeds[self.colors[columns] - start, columns] = 1
+        if input_shape is not None:
+            input_shape = tuple(int(s) for s in np.atleast_1d(input_shape))
+            if int(np.prod(input_shape)) != n:
+                raise DualgpuError(
+                    f"input_shape {input_shape} holds {int(np.prod(input_shape))} elements but "
+                    f"the pattern has {n} inputs (columns); pass a shape whose product is {n}."
+                )
+            seeds = seeds.reshape((stop - start,) + input_shape)
+        return seeds
+
+    # ------------------------------------------------------------ recovery
+    def _gather_indices(self):
+        if self._rows is None:
+            counts = np.diff(self.pattern.indptr)
+            self._rows = np.repeat(np.arange(self.shape[0], dtype=np.intp), counts)
+            self._lanes = self.colors[self.pattern.indices]
+        return self._rows, self._lanes
+
+    def recover(self, compressed, lanes_first=False):
+        """Return ``J`` as a CSR matrix with exactly the pattern's structure.
+
+        Parameters
+        ----------
+        compressed : ndarray
+            The compressed Jacobian ``B = J @ S``. Layout:
+
+            - ``lanes_first=False`` (default): shape ``(m, n_colors)``, row
+              ``i`` holding the lanes of output ``i``;
+            - ``lanes_first=True``: shape ``(n_colors, m)`` or
+              ``(n_colors, *output_shape)`` with ``prod(output_shape) == m``,
+              i.e. ``B.T`` -- the lane-major ``partials`` of a
+              :class:`dualgpu.DualArray` of outputs (chunks concatenated
+              along axis 0), output ``i`` being element ``i`` of the C-order
+              ravel.
+
+        lanes_first : bool, default False
+
+        Returns
+        -------
+        scipy.sparse.csr_matrix, shape ``(m, n)``, dtype of ``compressed``
+            ``J[i, j] = B[i, colors[j]]`` for every structural ``(i, j)``. Every
+            structural entry is stored, including those whose value is zero
+            (so the structure is the same on every call); call
+            ``.eliminate_zeros()`` on the result to drop them. The index arrays
+            are copies: the result may be modified freely.
+        """
+        compressed = np.asarray(compressed)
+        m, n = self.shape
+        if lanes_first:
+            expected = f"({self.n_colors}, {m}) or ({self.n_colors}, *output_shape) with {m} elements"
+            lanes = compressed.shape[0] if compressed.ndim else None
+            ok = compressed.ndim >= 2 and lanes == self.n_colors and compressed.size == lanes * m
+        else:
+            expected = f"({m}, {self.n_colors})"
+            lanes = compressed.shape[-1] if compressed.ndim else None
+            ok = compressed.shape == (m, self.n_colors)
+        if not ok:
+            padded = lanes is not None and lanes > self.n_colors
+            layout = "(lanes, outputs)" if lanes_first else "(outputs, lanes)"
+            other = "lanes_first=False" if lanes_first else "lanes_first=True"
+            raise DualgpuError(
+                f"recover: the compressed Jacobian must have shape {expected} for layout "
+                f"{layout}; got {compressed.shape}. Pass J @ S for {m} outputs and "
+                f"{self.n_colors} colors, or set {other} if it is in the other layout."
+                + (f" If the last chunk was padded, keep only the first {self.n_colors} lanes."
+                   if padded else "")
+            )
+        rows, lanes = self._gather_indices()
+        if lanes_first:
+            data = compressed.reshape(self.n_colors, m)[lanes, rows]
+        else:
+            data = compressed[rows, lanes]
+        return sp.csr_matrix(
+            (data, self.pattern.indices.copy(), self.pattern.indptr.copy()), shape=(m, n)
+        )
+
+
+# ---------------------------------------------------------------- coloring a pattern
+
+
+def _as_order(order, n, csc, csr):
+    if isinstance(order, str):
+        if order == "natural":
+            return np.arange(n, dtype=np.int64)
+        if order == "largest_first":
+            degree = _degrees(n, csc.indptr, csc.indices, csr.indptr, csr.indices)
+            return np.argsort(-degree, kind="stable").astype(np.int64)
+        if order == "smallest_last":
+            return _smallest_last_order(n, csc.indptr, csc.indices, csr.indptr, csr.indices)
+        raise DualgpuError(
+            f"order must be one of {ORDERS} or a permutation of the columns; got {order!r}. "
+            f"The default 'largest_first' suits most patterns."
+        )
+    permutation = np.asarray(order)
+    if (
+        permutation.ndim != 1
+        or permutation.size != n
+        or (n and not np.issubdtype(permutation.dtype, np.integer))
+        or (n and (permutation.min() < 0 or permutation.max() >= n))
+        or (n and np.bincount(permutation, minlength=n).max() != 1)
+    ):
+        raise DualgpuError(
+            f"order must be one of {ORDERS} or a permutation of range({n}) (each column once); "
+            f"got an array of shape {permutation.shape} and dtype {permutation.dtype} that is "
+            f"not one. Pass e.g. np.arange({n}) or order='natural'."
+        )
+    return permutation.astype(np.int64)
+
+
+def color_columns(pattern, order="largest_first", shape=None):
+    """Return a :class:`Coloring` of the columns of ``pattern``: columns sharing a row differ.
+
+    Greedy coloring of the column intersection graph: columns are visited in
+    ``order`` and each takes the smallest color not already taken by a column
+    with which it shares a nonzero row.
+
+    Parameters
+    ----------
+    pattern : scipy.sparse matrix or array_like of bool, shape ``(m, n)``
+        Where the Jacobian may be nonzero (see :func:`dualgpu.sparsity.as_pattern`).
+    order : {'largest_first', 'smallest_last', 'natural'} or array of int
+        Visiting order: by decreasing number of neighbouring columns (ties in
+        column order); the smallest-last (degeneracy) order; column order; or
+        an explicit permutation of ``range(n)``.
+    shape : tuple of int, optional
+        The expected ``(m, n)``; a pattern of another shape raises an error.
+
+    Returns
+    -------
+    Coloring
+
+    Notes
+    -----
+    The work is proportional to the sum over rows of the squared row length.
+    Measured on a 2-core machine: a tridiagonal pattern with ``n = 10**6``
+    and a 5-point stencil on a 1000 x 1000 grid each take a few tenths of a
+    second (see the project's notes for numbers).
+    """
+    pattern = as_pattern(pattern, shape)
+    n = pattern.shape[1]
+    csc = pattern.tocsc()
+    csc.sort_indices()
+    permutation = _as_order(order, n, csc, pattern)
+    colors, _ = _greedy_colors(
+        permutation, csc.indptr, csc.indices, pattern.indptr, pattern.indices
+    )
+    return Coloring(pattern, colors, check=False)

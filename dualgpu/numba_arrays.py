@@ -1,0 +1,303 @@
+"""numba typing and lowering of :class:`dualgpu.DualArray` (CPU and CUDA alike).
+
+A ``DualArrayType`` is a struct of two arrays: ``values`` (shape S) and
+``partials`` (shape (N, *S)). Indexing with integers yields a dual whose lanes
+are read from ``partials[k, index]``; storing a dual writes them back; storing
+a plain number writes zero partials. Any other index (slices, fewer indices
+than dimensions) yields a DualArray view. The lane count N is part of the type.
+"""
+import operator
+
+import numpy as np
+from numba import types
+from numba.core import cgutils
+from numba.core.errors import TypingError
+from numba.core.extending import (
+    NativeValue,
+    box,
+    intrinsic,
+    make_attribute_wrapper,
+    models,
+    overload,
+    overload_attribute,
+    register_jitable,
+    register_model,
+    typeof_impl,
+    unbox,
+)
+from numba.core.typing.typeof import typeof
+
+from .dualarray import DualArray
+from .errors import DualgpuError
+from .numba_types import DualType, MAX_LANES, make_dual
+
+__all__ = ["DualArrayType", "dual_array_type", "empty_dual_array", "make_dual_array"]
+
+
+class DualArrayType(types.Type):
+    """numba type of a DualArray: two array types and the lane count ``n``."""
+
+    def __init__(self, values_type, partials_type, n):
+        if values_type.dtype not in (types.float32, types.float64):
+            raise DualgpuError(f"DualArray: dtype must be float32 or float64; got {values_type.dtype}.")
+        if not 1 <= n <= MAX_LANES:
+            raise DualgpuError(
+                f"DualArray: {n} lanes requested; compiled duals support 1..{MAX_LANES}. "
+                "Use a smaller chunk_size."
+            )
+        self.values_type = values_type
+        self.partials_type = partials_type
+        self.n = n
+        self.dtype = values_type.dtype
+        self.ndim = values_type.ndim
+        super().__init__(name=f"DualArray({values_type}, lanes={n})")
+
+    @property
+    def key(self):
+        return self.values_type, self.partials_type, self.n
+
+    @property
+    def dual(self):
+        from .numba_types import dual_type
+
+        return dual_type(self.dtype, self.n)
+
+
+def dual_array_type(dtype, ndim, n, layout="C"):
+    """Return the DualArrayType of C-contiguous arrays of ``dtype`` with ``ndim`` dims and ``n`` lanes."""
+    return DualArrayType(types.Array(dtype, ndim, layout), types.Array(dtype, ndim + 1, layout), n)
+
+
+@register_model(DualArrayType)
+class DualArrayModel(models.StructModel):
+    def __init__(self, dmm, fe_type):
+        members = [("values", fe_type.values_type), ("partials", fe_type.partials_type)]
+        super().__init__(dmm, fe_type, members)
+
+
+make_attribute_wrapper(DualArrayType, "values", "values")
+make_attribute_wrapper(DualArrayType, "partials", "partials")
+
+
+@typeof_impl.register(DualArray)
+def _typeof_dual_array(val, c):
+    return DualArrayType(typeof(val.values, c), typeof(val.partials, c), val.lanes)
+
+
+@intrinsic
+def make_dual_array(typingctx, values, partials, lanes):
+    """Build a DualArray from two arrays; ``lanes`` must be a compile-time integer."""
+    if not isinstance(lanes, types.IntegerLiteral):
+        raise TypingError("make_dual_array: the lane count must be a compile-time constant")
+    if not isinstance(values, types.Array) or not isinstance(partials, types.Array):
+        raise TypingError(f"make_dual_array(values, partials): got {values}, {partials}")
+    ret = DualArrayType(values, partials, lanes.literal_value)
+
+    def codegen(context, builder, sig, args):
+        s = cgutils.create_struct_proxy(ret)(context, builder)
+        s.values = args[0]
+        s.partials = args[1]
+        if context.enable_nrt:
+            context.nrt.incref(builder, values, args[0])
+            context.nrt.incref(builder, partials, args[1])
+        return s._getvalue()
+
+    return ret(values, partials, lanes), codegen
+
+
+@register_jitable
+def _empty_pair(shape, dtype, lanes):
+    return np.empty(shape, dtype), np.empty((lanes,) + shape, dtype)
+
+
+def empty_dual_array(shape, dtype, lanes):
+    """Return an uninitialised host DualArray (callable from Python and compiled CPU code)."""
+    shape = (shape,) if np.ndim(shape) == 0 else tuple(shape)
+    return DualArray(np.empty(shape, dtype), np.empty((lanes,) + shape, dtype))
+
+
+@overload(empty_dual_array, prefer_literal=True)
+def _empty_dual_array(shape, dtype, lanes):
+    if not isinstance(lanes, types.IntegerLiteral):
+        raise TypingError("empty_dual_array: lanes must be a compile-time constant")
+    if isinstance(shape, types.Integer):
+        def impl(shape, dtype, lanes):
+            return make_dual_array(np.empty(shape, dtype), np.empty((lanes, shape), dtype), lanes)
+    else:
+        def impl(shape, dtype, lanes):
+            return make_dual_array(np.empty(shape, dtype), np.empty((lanes,) + shape, dtype), lanes)
+    return impl
+
+
+# --- indexing ------------------------------------------------------------------------
+
+def _index_parts(index, ndim):
+    """Describe an index type: ('full', k) for k integer indices covering all dims, else None."""
+    if isinstance(index, types.Integer):
+        return 1 if ndim == 1 else None
+    if isinstance(index, types.BaseTuple) and len(index) == ndim:
+        if all(isinstance(t, types.Integer) for t in index):
+            return ndim
+    return None
+
+
+_GETITEM = {}
+_SETITEM = {}
+
+
+def _element_getter(ndim, n, index_is_tuple):
+    key = (ndim, n, index_is_tuple)
+    if key not in _GETITEM:
+        names = [f"i{k}" for k in range(ndim)] if index_is_tuple else ["i"]
+        unpack = f"    {', '.join(names)}, = i\n" if index_is_tuple else ""
+        idx = ", ".join(names)
+        lanes = ", ".join(f"p[{k}, {idx}]" for k in range(n))
+        src = (
+            "def getitem(a, i):\n" + unpack +
+            "    p = a.partials\n"
+            f"    return _make_dual(a.values[{idx}], ({lanes},))\n"
+        )
+        ns = {"_make_dual": make_dual}
+        exec(compile(src, f"<dualgpu getitem {key}>", "exec"), ns)
+        _GETITEM[key] = ns["getitem"]
+    return _GETITEM[key]
+
+
+def _element_setter(ndim, n, index_is_tuple, kind):
+    key = (ndim, n, index_is_tuple, kind)
+    if key not in _SETITEM:
+        names = [f"i{k}" for k in range(ndim)] if index_is_tuple else ["i"]
+        unpack = f"    {', '.join(names)}, = i\n" if index_is_tuple else ""
+        idx = ", ".join(names)
+        if kind == "dual":
+            body = f"    a.values[{idx}] = v.value\n    q = v.partials\n" + "".join(
+                f"    p[{k}, {idx}] = q[{k}]\n" for k in range(n)
+            )
+        else:
+            body = f"    a.values[{idx}] = v\n" + "".join(f"    p[{k}, {idx}] = 0\n" for k in range(n))
+        src = "def setitem(a, i, v):\n" + unpack + "    p = a.partials\n" + body
+        ns = {}
+        exec(compile(src, f"<dualgpu setitem {key}>", "exec"), ns)
+        _SETITEM[key] = ns["setitem"]
+    return _SETITEM[key]
+
+
+def _view_index_source(index, ndim):
+    """Source for the partials index of a view: ``(slice(None), *index)``."""
+    if isinstance(index, types.BaseTuple):
+        return ", ".join(["p_all"] + [f"i[{k}]" for k in range(len(index))])
+    return "p_all, i"
+
+
+@overload(operator.getitem)
+def _dual_array_getitem(a, i):
+    if not isinstance(a, DualArrayType):
+        return None
+    full = _index_parts(i, a.ndim)
+    if full is not None:
+        return _element_getter(a.ndim, a.n, isinstance(i, types.BaseTuple))
+    ok = isinstance(i, (types.Integer, types.SliceType)) or (
+        isinstance(i, types.BaseTuple) and all(isinstance(t, (types.Integer, types.SliceType)) for t in i)
+    )
+    if not ok:
+        raise TypingError(
+            f"DualArray indexing: expected integers or slices, got {i}. Fancy/boolean "
+            "indexing is not supported inside kernels."
+        )
+    n = a.n
+    src = (
+        "def getitem(a, i):\n"
+        "    p_all = slice(None)\n"
+        f"    return _make_dual_array(a.values[i], a.partials[{_view_index_source(i, a.ndim)}], _N)\n"
+    )
+    ns = {"_make_dual_array": make_dual_array, "_N": n}
+    exec(compile(src, "<dualgpu getitem view>", "exec"), ns)
+    return ns["getitem"]
+
+
+@overload(operator.setitem)
+def _dual_array_setitem(a, i, v):
+    if isinstance(a, types.Array) and isinstance(v, DualType):
+        raise TypingError(
+            f"a Dual ({v}) is stored into a plain {a.dtype} array: its partials would be "
+            "dropped. Allocate that array as a DualArray (dualgpu.dual_array, or "
+            "dualgpu.cuda.device_array_like of a DualArray), or run the simulation under "
+            "the driver (dualgpu.jvp / jacfwd), which allocates dual arrays for you."
+        )
+    if not isinstance(a, DualArrayType):
+        return None
+    full = _index_parts(i, a.ndim)
+    if full is None:
+        raise TypingError(
+            f"DualArray assignment inside compiled code needs one integer per dimension "
+            f"({a.ndim}); got index {i}. Assign element by element."
+        )
+    if isinstance(v, DualType):
+        if v.n != a.n:
+            raise TypingError(
+                f"storing a dual with {v.n} lanes into a DualArray with {a.n} lanes; every "
+                "dual in one computation must have the same lane count."
+            )
+        kind = "dual"
+    elif isinstance(v, (types.Float, types.Integer, types.Boolean)):
+        kind = "number"
+    else:
+        raise TypingError(f"cannot store {v} into {a}; expected a Dual or a number.")
+    return _element_setter(a.ndim, a.n, isinstance(i, types.BaseTuple), kind)
+
+
+@overload(len)
+def _dual_array_len(a):
+    if isinstance(a, DualArrayType):
+        return lambda a: len(a.values)
+
+
+@overload_attribute(DualArrayType, "shape")
+def _dual_array_shape(a):
+    return lambda a: a.values.shape
+
+
+@overload_attribute(DualArrayType, "size")
+def _dual_array_size(a):
+    return lambda a: a.values.size
+
+
+@overload_attribute(DualArrayType, "ndim")
+def _dual_array_ndim(a):
+    return lambda a: a.values.ndim
+
+
+@overload_attribute(DualArrayType, "lanes")
+def _dual_array_lanes(a):
+    n = a.n
+    return lambda a: n
+
+
+# --- boxing (CPU: DualArray arguments and results of @njit functions) -----------
+
+@unbox(DualArrayType)
+def _unbox_dual_array(typ, obj, c):
+    values_obj = c.pyapi.object_getattr_string(obj, "values")
+    partials_obj = c.pyapi.object_getattr_string(obj, "partials")
+    values = c.unbox(typ.values_type, values_obj)
+    partials = c.unbox(typ.partials_type, partials_obj)
+    c.pyapi.decref(values_obj)
+    c.pyapi.decref(partials_obj)
+    s = cgutils.create_struct_proxy(typ)(c.context, c.builder)
+    s.values = values.value
+    s.partials = partials.value
+    is_error = c.builder.or_(values.is_error, partials.is_error)
+    return NativeValue(s._getvalue(), is_error=is_error)
+
+
+@box(DualArrayType)
+def _box_dual_array(typ, val, c):
+    s = cgutils.create_struct_proxy(typ)(c.context, c.builder, value=val)
+    values_obj = c.box(typ.values_type, s.values)
+    partials_obj = c.box(typ.partials_type, s.partials)
+    cls = c.pyapi.unserialize(c.pyapi.serialize_object(DualArray))
+    out = c.pyapi.call_function_objargs(cls, (values_obj, partials_obj))
+    c.pyapi.decref(values_obj)
+    c.pyapi.decref(partials_obj)
+    c.pyapi.decref(cls)
+    return out

@@ -1,0 +1,276 @@
+"""numba overloads of every rule in :mod:`dualgpu.rules`, for CPU and CUDA.
+
+For each rule and each mix of dual and plain arguments, the implementation is
+generated as Python source, compiled with the rule's derivative expressions
+inlined and their literals bound to constants of the result dtype (so float32
+duals never compute in float64 unless numba's own promotion asks for it), and
+returned from an ``@overload`` template registered for the generic target.
+
+Hand-written cases (each says why it cannot come from the table):
+comparisons (they return a bool from the values), value-only functions
+(``floor``, ``int``... return an integer from the value), ``float(d)`` (an
+error: it would drop the partials), math functions without a rule (an error
+that names the function and how to add a rule), and the ``Dual`` constructor.
+"""
+import builtins
+import math
+import operator
+
+import numpy as np
+from numba import types
+from numba.core.errors import TypingError
+from numba.core.extending import overload, overload_attribute
+
+from . import rules
+from ._expressions import expression
+from .dual import Dual
+from .errors import missing_rule_message
+from .numba_types import (
+    DualType,
+    dual_type,
+    lanes_add,
+    lanes_axpby,
+    lanes_cast,
+    lanes_neg,
+    lanes_scale,
+    lanes_sub,
+    lanes_zero,
+    make_dual,
+    promote,
+)
+
+__all__ = ["resolve_primal", "result_dtype"]
+
+_MODULES = {"math": math, "operator": operator, "builtins": builtins}
+_NUMBA_NAMESPACE = {name: getattr(math, name) for name in rules.EXPRESSION_FUNCTIONS}
+_NUMBA_NAMESPACE.update(
+    _make_dual=make_dual,
+    _lanes_scale=lanes_scale,
+    _lanes_axpby=lanes_axpby,
+    _lanes_add=lanes_add,
+    _lanes_sub=lanes_sub,
+    _lanes_neg=lanes_neg,
+    _lanes_cast=lanes_cast,
+    _lanes_zero=lanes_zero,
+)
+
+
+def resolve_primal(dotted):
+    """Return the Python callable named ``"module.name"``."""
+    module, _, name = dotted.rpartition(".")
+    return getattr(_MODULES[module], name)
+
+
+def _is_number(ty):
+    return isinstance(ty, (types.Float, types.Integer, types.Boolean))
+
+
+def _value_type(ty):
+    return ty.dtype if isinstance(ty, DualType) else ty
+
+
+def result_dtype(primal, arg_types):
+    """The float type numba gives ``primal`` on the values' types (float32/float64)."""
+    from numba.core.registry import cpu_target
+
+    values = tuple(_value_type(t) for t in arg_types)
+    try:
+        sig = cpu_target.typing_context.resolve_function_type(primal, values, {})
+    except Exception:  # pragma: no cover - typing errors fall back to promotion
+        sig = None
+    if sig is not None and sig.return_type in (types.float32, types.float64):
+        return sig.return_type
+    return promote(*values)
+
+
+def _check_lanes(name, arg_types):
+    lanes = {t.n for t in arg_types if isinstance(t, DualType)}
+    if len(lanes) > 1:
+        raise TypingError(
+            f"{name}: duals with different lane counts {sorted(lanes)} cannot be combined; "
+            "seed every dual input of one computation with the same N."
+        )
+
+
+_IMPL_CACHE = {}
+
+
+def _generate(rule_name, rule, kinds, dtype):
+    """Generate the implementation for a rule and a tuple of 'd'/'n' argument kinds."""
+    key = (rule_name, kinds, dtype)
+    if key in _IMPL_CACHE:
+        return _IMPL_CACHE[key]
+    nargs = len(kinds)
+    params = ["a", "b"][:nargs]
+    values = [f"{p}.value" if kind == "d" else p for p, kind in zip(params, kinds)]
+    ns = dict(_NUMBA_NAMESPACE)
+    ns["_T"] = np.float32 if dtype == types.float32 else np.float64
+    ns["_primal"] = resolve_primal(rule.primal)
+    lines = [f"def impl({', '.join(params)}):"]
+    names = ["x", "y"][:nargs]
+    for name, value in zip(names, values):
+        lines.append(f"    {name} = _T({value})")
+    lines.append(f"    ans = _T(_primal({', '.join(values)}))")
+    terms = []  # (unit or None, factor name, partials source)
+    for k, kind in enumerate(kinds):
+        if kind != "d":
+            continue
+        expr = expression(rule.derivatives[k])
+        for cname, cvalue in expr.constants.items():
+            ns[f"{cname}_{k}"] = ns["_T"](cvalue)
+        if expr.unit == 0:
+            continue
+        src = expr.source
+        for cname in expr.constants:
+            src = src.replace(cname, f"{cname}_{k}")
+        if expr.unit is None:
+            lines.append(f"    f{k} = _T({src})")
+        terms.append((expr.unit, f"f{k}", f"{params[k]}.partials"))
+    if not terms:
+        first = kinds.index("d")
+        lanes = f"_lanes_cast(ans, _lanes_zero({params[first]}))"
+    elif len(terms) == 1:
+        unit, f, p = terms[0]
+        lanes = {1: f"_lanes_cast(ans, {p})", -1: f"_lanes_neg(ans, {p})"}.get(unit, f"_lanes_scale({f}, {p})")
+    else:
+        (u0, f0, p0), (u1, f1, p1) = terms
+        if (u0, u1) == (1, 1):
+            lanes = f"_lanes_add(ans, {p0}, {p1})"
+        elif (u0, u1) == (1, -1):
+            lanes = f"_lanes_sub(ans, {p0}, {p1})"
+        else:
+            f0 = "_T(1)" if u0 == 1 else ("_T(-1)" if u0 == -1 else f0)
+            f1 = "_T(1)" if u1 == 1 else ("_T(-1)" if u1 == -1 else f1)
+            lanes = f"_lanes_axpby({f0}, {p0}, {f1}, {p1})"
+    lines.append(f"    return _make_dual(ans, {lanes})")
+    source = "\n".join(lines)
+    exec(compile(source, f"<dualgpu rule {rule_name} {kinds} {dtype}>", "exec"), ns)
+    impl = ns["impl"]
+    impl.__dualgpu_source__ = source
+    _IMPL_CACHE[key] = impl
+    return impl
+
+
+def _register_rule(fn, rule_name, rule):
+    nargs = len(rule.derivatives)
+
+    def typer(*args):
+        if len(args) != nargs or not any(isinstance(a, DualType) for a in args):
+            return None
+        if not all(isinstance(a, DualType) or _is_number(a) for a in args):
+            return None
+        _check_lanes(rule.primal, args)
+        kinds = tuple("d" if isinstance(a, DualType) else "n" for a in args)
+        dtype = result_dtype(resolve_primal(rule.primal), args)
+        return _generate(rule_name, rule, kinds, dtype)
+
+    if nargs == 1:
+        overload(fn)(lambda a: typer(a))
+    else:
+        overload(fn)(lambda a, b: typer(a, b))
+
+
+def _register_value_only(fn, dotted):
+    def typer(*args):
+        if not any(isinstance(a, DualType) for a in args):
+            return None
+        if len(args) == 1:
+            return lambda x: fn(x.value)
+        return None
+
+    overload(fn)(lambda x: typer(x))
+
+
+def _register_comparison(fn):
+    def typer(a, b):
+        if not (isinstance(a, DualType) or isinstance(b, DualType)):
+            return None
+        if not all(isinstance(t, DualType) or _is_number(t) for t in (a, b)):
+            return None
+        if isinstance(a, DualType) and isinstance(b, DualType):
+            return lambda a, b: fn(a.value, b.value)
+        if isinstance(a, DualType):
+            return lambda a, b: fn(a.value, b)
+        return lambda a, b: fn(a, b.value)
+
+    overload(fn)(typer)
+
+
+def _register_missing(fn, dotted):
+    def typer(*args):
+        if any(isinstance(a, DualType) for a in args):
+            raise TypingError(missing_rule_message(dotted))
+        return None
+
+    overload(fn)(typer)
+
+
+def _register_all():
+    covered = set()
+    for rule_name, rule in {**rules.UNARY_RULES, **rules.BINARY_RULES}.items():
+        _register_rule(resolve_primal(rule.primal), rule_name, rule)
+        covered.add(rule.primal)
+    for dotted, rule_name in rules.ALIASES.items():
+        rule = rules.BINARY_RULES.get(rule_name) or rules.UNARY_RULES[rule_name]
+        _register_rule(resolve_primal(dotted), rule_name, rule)
+        covered.add(dotted)
+    for dotted, rule_name in rules.INPLACE.items():
+        _register_rule(resolve_primal(dotted), rule_name, rules.BINARY_RULES[rule_name])
+    for dotted in rules.VALUE_ONLY.values():
+        _register_value_only(resolve_primal(dotted), dotted)
+        covered.add(dotted)
+    for dotted in rules.COMPARISONS.values():
+        _register_comparison(resolve_primal(dotted))
+    for name in dir(math):
+        dotted = f"math.{name}"
+        fn = getattr(math, name)
+        if name.startswith("_") or not callable(fn) or dotted in covered:
+            continue
+        _register_missing(fn, dotted)
+
+
+_register_all()
+
+
+# --- hand-written: conversions that would drop partials ------------------------
+
+def _dropped_partials(what):
+    return (
+        f"{what}(Dual) would drop the partials. Use d.value for the value alone; "
+        "if you meant to cast, keep the dual (arithmetic with floats promotes)."
+    )
+
+
+@overload(float)
+def _float_of_dual(x):
+    if isinstance(x, DualType):
+        raise TypingError(_dropped_partials("float"))
+
+
+# --- hand-written: the Dual constructor and attributes in compiled code ----------
+
+@overload(Dual)
+def _construct_dual(value, partials):
+    if isinstance(value, DualType):
+        raise TypingError("Dual(value, partials): value must be a number, not a Dual.")
+    if not _is_number(value):
+        return None
+    if not isinstance(partials, types.UniTuple) or not _is_number(partials.dtype):
+        raise TypingError(
+            f"Dual(value, partials) in compiled code needs partials as a tuple of numbers, "
+            f"e.g. Dual(x, (1.0, 0.0)); got {partials}."
+        )
+    dtype = value if isinstance(value, types.Float) else types.float64
+    T = np.float32 if dtype == types.float32 else np.float64
+
+    def impl(value, partials):
+        v = T(value)
+        return make_dual(v, lanes_cast(v, partials))
+
+    return impl
+
+
+@overload_attribute(DualType, "lanes")
+def _dual_lanes(d):
+    n = d.n
+    return lambda d: n

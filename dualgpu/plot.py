@@ -1,0 +1,736 @@
+"""Figures for derivatives: Jacobian heatmaps, sensitivity fields, rankings and histories.
+
+Every function draws on a :class:`matplotlib.figure.Figure` with an Agg canvas, so it works
+headless and never touches pyplot's state or backend. Each takes an optional ``ax`` to draw
+into and returns ``(fig, ax)``; :func:`save` writes the figure as a PNG.
+
+Colour scales are diverging and centred at zero: red is positive, blue negative, white zero.
+Entries that are NaN or infinite are drawn in a colour of their own (green by default), and
+the title and a :class:`RuntimeWarning` say how many there are.
+"""
+import warnings
+from pathlib import Path
+
+import numpy as np
+from matplotlib import colormaps, colors
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+from matplotlib.patches import Patch
+from matplotlib.ticker import MaxNLocator
+
+from .errors import DualgpuError
+
+__all__ = [
+    "jacobian_heatmap",
+    "sensitivity_field",
+    "parameter_ranking",
+    "sensitivity_over_time",
+    "save",
+]
+
+MAX_PIXELS = 800  # a matrix side longer than this is pooled into at most this many blocks
+MAX_TICK_LABELS = 40  # at most this many named ticks per axis
+MAX_LABEL_CHARS = 24  # longer tick labels are shortened with an ellipsis
+MAX_ANNOTATED_CELLS = 100  # Jacobians this small get their values written in the cells
+MAX_RANKED = 30  # parameter_ranking shows at most this many bars unless told otherwise
+NAN_COLOR = "#2ca02c"  # green: absent from the diverging maps used here
+POSITIVE_COLOR = "#b2182b"  # the red end of RdBu_r
+NEGATIVE_COLOR = "#2166ac"  # the blue end of RdBu_r
+SCALES = ("linear", "symlog")
+
+
+# ---------------------------------------------------------------- shared helpers
+
+def _figure_and_axes(ax, figsize):
+    """Return ``(fig, ax)``: the given axes and its figure, or a new headless figure."""
+    if ax is not None:
+        try:
+            return ax.get_figure(root=True), ax
+        except TypeError:  # matplotlib < 3.10
+            return ax.figure, ax
+    fig = Figure(figsize=figsize, layout="constrained")
+    FigureCanvasAgg(fig)
+    return fig, fig.add_subplot()
+
+
+def _as_float_array(data, what):
+    """Return ``data`` as a float ndarray on the host (device arrays are copied back)."""
+    if hasattr(data, "copy_to_host"):  # numba device array
+        data = data.copy_to_host()
+    elif hasattr(data, "get") and not isinstance(data, dict):  # cupy array
+        data = data.get()
+    try:
+        array = np.asarray(data, dtype=float)
+    except (TypeError, ValueError) as exc:
+        raise DualgpuError(
+            f"{what} must be an array of real numbers; got {type(data).__name__} ({exc}). "
+            "For dual numbers pass their .value or .partials."
+        ) from None
+    return array
+
+
+def _is_sparse(data):
+    return type(data).__module__.startswith("scipy.sparse") and hasattr(data, "tocoo")
+
+
+def _check_choice(name, value, choices):
+    if value not in choices:
+        raise DualgpuError(f"{name} must be one of {choices}; got {value!r}.")
+
+
+def _abs_max(finite_values):
+    """Return the largest magnitude among ``finite_values``, or 0.0 when there are none."""
+    return float(np.max(np.abs(finite_values))) if finite_values.size else 0.0
+
+
+def _symmetric_norm(vmax, scale, linthresh):
+    """Return a norm mapping ``[-vmax, vmax]`` onto the colormap with zero at its centre."""
+    _check_choice("scale", scale, SCALES)
+    vmax = vmax if vmax > 0 else 1.0  # all zero: any symmetric range shows plain white
+    if scale == "linear":
+        return colors.TwoSlopeNorm(vcenter=0.0, vmin=-vmax, vmax=vmax)
+    return colors.SymLogNorm(
+        linthresh=_linthresh(linthresh, vmax), linscale=1.0, vmin=-vmax, vmax=vmax, base=10
+    )
+
+
+def _linthresh(linthresh, vmax):
+    """Return the symlog linear range: ``linthresh`` checked, or ``1e-3 * vmax``."""
+    if linthresh is None:
+        return 1e-3 * vmax if vmax > 0 else 1e-3
+    if not (np.isfinite(linthresh) and linthresh > 0):
+        raise DualgpuError(
+            f"linthresh must be a positive number (the half-width of the linear range around "
+            f"zero in a symlog scale); got {linthresh!r}. Omit it for 1e-3 * max|value|."
+        )
+    return float(linthresh)
+
+
+def _colormap(cmap, nan_color):
+    return colormaps.get_cmap(cmap).with_extremes(bad=nan_color)
+
+
+def _nonfinite_note(values, what, nan_color):
+    """Return a title note on NaN/inf entries of ``values`` (warning once), or ''."""
+    count = int(np.count_nonzero(~np.isfinite(values)))
+    if not count:
+        return ""
+    shown = "green" if nan_color == NAN_COLOR else str(nan_color)
+    warnings.warn(
+        f"{what} has {count} NaN or infinite entr{'y' if count == 1 else 'ies'}; they are "
+        f"drawn in {shown}.",
+        RuntimeWarning,
+        stacklevel=3,
+    )
+    return f"{count} NaN/inf entr{'y' if count == 1 else 'ies'} shown in {shown}"
+
+
+def _set_title(ax, title, notes):
+    notes = [note for note in notes if note]
+    ax.set_title("\n".join([title] + ([f"({'; '.join(notes)})"] if notes else [])))
+
+
+def _short(label):
+    label = str(label)
+    return label if len(label) <= MAX_LABEL_CHARS else label[: MAX_LABEL_CHARS - 1] + "…"
+
+
+def _check_labels(labels, count, name, meaning):
+    if labels is None:
+        return None
+    labels = [str(label) for label in labels]
+    if len(labels) != count:
+        raise DualgpuError(
+            f"{name} must hold one label per {meaning}: expected {count}, got {len(labels)}. "
+            f"Pass {count} labels, or leave {name}=None to number them."
+        )
+    return labels
+
+
+def _label_ticks(axis, labels, rotate):
+    """Name the ticks of ``axis`` (x or y) with ``labels``, thinned to MAX_TICK_LABELS."""
+    positions = np.unique(np.linspace(0, len(labels) - 1, min(len(labels), MAX_TICK_LABELS)).round())
+    positions = positions.astype(int)
+    axis.set_ticks(positions, [_short(labels[i]) for i in positions])
+    if rotate and (len(positions) > 8 or max(len(labels[i]) for i in positions) > 3):
+        axis.set_tick_params(labelrotation=45)
+        for text in axis.get_ticklabels():
+            text.set_horizontalalignment("right")
+            text.set_rotation_mode("anchor")
+
+
+def _draw_image(fig, ax, image, norm, cmap, nan_color, colorbar_label, **imshow):
+    """Draw ``image`` with a zero-centred ``norm`` and a labelled colorbar; return the image."""
+    shown = ax.imshow(
+        np.ma.masked_invalid(image), norm=norm, cmap=_colormap(cmap, nan_color),
+        interpolation="nearest", **imshow,
+    )
+    bar = fig.colorbar(shown, ax=ax, shrink=0.9)
+    bar.set_label(colorbar_label)
+    return shown
+
+
+# ---------------------------------------------------------------- fields
+
+def _draw_field(fig, ax, field, *, extent, xlabel, ylabel, cmap, value_label, scale, linthresh,
+                nan_color, title, notes=()):
+    """Draw a 1-D field as a line or a 2-D field as a zero-centred image."""
+    finite = field[np.isfinite(field)]
+    vmax = _abs_max(finite)
+    notes = list(notes) + [_nonfinite_note(field, "The field", nan_color)]
+    if vmax == 0:
+        notes.append("all values are zero")
+    if field.ndim == 1:
+        if extent is None:
+            x = np.arange(field.size)
+        elif len(extent) == 2:
+            x = np.linspace(extent[0], extent[1], field.size)
+        else:
+            raise DualgpuError(
+                f"extent of a 1-D field must be (xmin, xmax); got {tuple(extent)!r}. "
+                "Pass two numbers, or None to use the sample index."
+            )
+        _check_choice("scale", scale, SCALES)
+        ax.axhline(0.0, color="0.4", linewidth=0.8, zorder=1)
+        ax.plot(x, field, color=NEGATIVE_COLOR, linewidth=1.6, zorder=2)
+        if scale == "symlog":
+            ax.set_yscale("symlog", linthresh=_linthresh(linthresh, vmax))
+        ax.set_xlabel(xlabel if extent is not None else f"{xlabel} (sample index)")
+        ax.set_ylabel(value_label if ylabel is None else ylabel)
+        ax.grid(alpha=0.3)
+        _set_title(ax, title, notes)
+        return
+    ny, nx = field.shape
+    if extent is None:
+        imshow_extent = (-0.5, nx - 0.5, -0.5, ny - 0.5)
+        xlabel, ylabel = f"{xlabel} (column index)", f"{'y' if ylabel is None else ylabel} (row index)"
+    elif len(extent) == 4:
+        imshow_extent = tuple(extent)
+        ylabel = "y" if ylabel is None else ylabel
+    else:
+        raise DualgpuError(
+            f"extent of a 2-D field must be (xmin, xmax, ymin, ymax); got {tuple(extent)!r}. "
+            "Pass four numbers, or None to use the cell indices."
+        )
+    width = abs(imshow_extent[1] - imshow_extent[0])
+    height = abs(imshow_extent[3] - imshow_extent[2])
+    aspect = "equal" if 0.2 <= height / width <= 5 else "auto"
+    _draw_image(
+        fig, ax, field, _symmetric_norm(vmax, scale, linthresh), cmap, nan_color, value_label,
+        origin="lower", extent=imshow_extent, aspect=aspect,
+    )
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    _set_title(ax, title, notes)
+
+
+def sensitivity_field(field, *, ax=None, title=None, extent=None, xlabel="x", ylabel=None,
+                      cmap="RdBu_r", colorbar_label="sensitivity", scale="linear",
+                      linthresh=None, nan_color=NAN_COLOR):
+    """Return ``(fig, ax)`` showing a 1-D field as a line or a 2-D field as an image.
+
+    A 2-D field ``field[iy, ix]`` is drawn with y upwards on a diverging colour scale whose
+    limits are symmetric around zero; a 1-D field is drawn as a line over a zero line.
+
+    Parameters
+    ----------
+    field : array_like, 1-D or 2-D (singleton axes are dropped)
+        The sensitivity of something to one parameter, at each point of a grid, e.g. one lane
+        of ``DualArray.partials``.
+    ax : matplotlib Axes, optional
+        Axes to draw into; a new headless figure is made when None.
+    title : str, optional
+        Defaults to the value label and the field's shape.
+    extent : tuple, optional
+        Physical coordinates: ``(xmin, xmax)`` for 1-D, ``(xmin, xmax, ymin, ymax)`` for 2-D.
+        Without it the axes show sample indices.
+    xlabel, ylabel : str
+        Axis names (for 1-D, ``ylabel`` defaults to ``colorbar_label``).
+    cmap : str or Colormap
+        A diverging colormap; red positive, blue negative by default.
+    colorbar_label : str
+        What the values are, with units if any (labels the colorbar, or the y axis in 1-D).
+    scale : {"linear", "symlog"}
+        "symlog" is linear within ``linthresh`` of zero and logarithmic outside.
+    linthresh : float, optional
+        Defaults to ``1e-3 * max|field|``.
+    nan_color : color
+        Colour of NaN and infinite entries.
+    """
+    field = _as_float_array(field, "field")
+    field = field.reshape([size for size in field.shape if size != 1])
+    if field.ndim not in (1, 2) or field.size < 2:
+        raise DualgpuError(
+            f"field must be 1-D or 2-D with at least 2 values; got shape {np.shape(field)}. "
+            "Slice one line or plane out of it first, e.g. field[k] or field[:, :, k]."
+        )
+    if title is None:
+        shape = " × ".join(str(size) for size in field.shape)
+        title = f"{colorbar_label[:1].upper()}{colorbar_label[1:]} ({shape} field)"
+    fig, ax = _figure_and_axes(ax, (7.0, 5.0) if field.ndim == 2 else (7.5, 4.0))
+    _draw_field(
+        fig, ax, field, extent=extent, xlabel=xlabel, ylabel=ylabel, cmap=cmap,
+        value_label=colorbar_label, scale=scale, linthresh=linthresh, nan_color=nan_color,
+        title=title,
+    )
+    return fig, ax
+
+
+# ---------------------------------------------------------------- Jacobian
+
+def _flat_index(index, count, shape, name, meaning):
+    """Return ``index`` (an int, or a tuple into ``shape``) as a flat index below ``count``."""
+    if isinstance(index, tuple):
+        if shape is None or len(index) != len(shape):
+            raise DualgpuError(
+                f"{name}={index!r} is a tuple, which needs a matching shape for the {meaning}s; "
+                f"got shape {shape!r}. Pass a flat integer index, or the shape too."
+            )
+        try:
+            return int(np.ravel_multi_index(index, shape))
+        except ValueError:
+            raise DualgpuError(f"{name}={index!r} lies outside the {meaning} shape {shape}.") from None
+    if not isinstance(index, (int, np.integer)) or not -count <= index < count:
+        raise DualgpuError(
+            f"{name} must be an integer from 0 to {count - 1} (one of the {count} {meaning}s); "
+            f"got {index!r}."
+        )
+    return int(index) % count
+
+
+def _check_shape(shape, count, name, meaning):
+    if shape is None:
+        return None
+    shape = tuple(int(size) for size in np.atleast_1d(shape))
+    if len(shape) not in (1, 2) or int(np.prod(shape)) != count:
+        raise DualgpuError(
+            f"{name} must be a 1-D or 2-D shape holding one cell per {meaning} of J: expected "
+            f"{count} cells, got {name}={shape} ({int(np.prod(shape))} cells). Pass the shape "
+            f"of the {meaning} field, e.g. {name}=(ny, nx) with ny * nx == {count}."
+        )
+    return shape
+
+
+def _as_jacobian(J, output_shape, input_shape):
+    """Return ``(J, sparse)``: a 2-D ndarray or a scipy COO matrix, and whether it is sparse."""
+    if _is_sparse(J):
+        coo = J.tocoo()
+        return coo, True
+    J = _as_float_array(J, "J")
+    if J.ndim == 1:  # a lone column or row is clear once a field shape names its length
+        if output_shape is not None and int(np.prod(output_shape)) == J.size:
+            return J[:, None], False
+        if input_shape is not None and int(np.prod(input_shape)) == J.size:
+            return J[None, :], False
+    if J.ndim != 2:
+        raise DualgpuError(
+            f"J must be 2-D, one row per output and one column per input; got shape {J.shape}. "
+            "For one input pass J[:, None]; for one output pass J[None, :]; for field-shaped "
+            "outputs flatten them: J.reshape(n_outputs, n_inputs)."
+        )
+    return J, False
+
+
+def _pool_max_abs(rows, cols, vals, shape, bins):
+    """Return a ``bins`` grid holding, per block of J, its entry of largest magnitude.
+
+    Signs are kept, NaN wins over any number, empty blocks are zero.
+    """
+    block_rows = rows.astype(np.int64) * bins[0] // shape[0]
+    block_cols = cols.astype(np.int64) * bins[1] // shape[1]
+    key = block_rows * bins[1] + block_cols
+    magnitude = np.abs(vals)
+    magnitude[np.isnan(magnitude)] = np.inf
+    order = np.lexsort((magnitude, key))
+    key = key[order]
+    last = np.ones(key.size, dtype=bool)
+    last[:-1] = key[1:] != key[:-1]
+    grid = np.zeros(bins[0] * bins[1])
+    grid[key[last]] = vals[order][last]
+    return grid.reshape(bins)
+
+
+def _matrix_image(J, sparse):
+    """Return ``(image, note)``: J itself, or its max-magnitude pooling when it is large."""
+    m, n = J.shape
+    if m <= MAX_PIXELS and n <= MAX_PIXELS:
+        return (J.toarray().astype(float) if sparse else J), ""
+    bins = (min(m, MAX_PIXELS), min(n, MAX_PIXELS))
+    if sparse:
+        rows, cols, vals = J.row, J.col, J.data.astype(float)
+    else:
+        rows, cols = np.nonzero(J != 0)  # NaN != 0, so NaN entries are kept
+        vals = J[rows, cols]
+    note = (
+        f"each pixel shows the largest-magnitude entry of a block of about "
+        f"{m / bins[0]:.3g} × {n / bins[1]:.3g} entries"
+    )
+    return _pool_max_abs(rows, cols, vals, (m, n), bins), note
+
+
+def _annotate_cells(ax, image, norm):
+    for (row, col), value in np.ndenumerate(image):
+        if not np.isfinite(value):
+            ax.text(col, row, "NaN" if np.isnan(value) else f"{value}", ha="center",
+                    va="center", fontsize=8, color="white")
+            continue
+        dark = abs(float(norm(value)) - 0.5) > 0.3
+        ax.text(col, row, f"{value:.2g}", ha="center", va="center", fontsize=8,
+                color="white" if dark else "black")
+
+
+def _column_or_row(J, sparse, index, axis):
+    """Return column (axis=1) or row (axis=0) ``index`` of J as a dense 1-D array."""
+    if sparse:
+        J = J.tocsc() if axis == 1 else J.tocsr()
+        piece = J[:, [index]] if axis == 1 else J[[index], :]
+        return np.asarray(piece.toarray(), dtype=float).ravel()
+    return np.array(J[:, index] if axis == 1 else J[index, :], dtype=float)
+
+
+def jacobian_heatmap(J, *, ax=None, title=None, output_labels=None, input_labels=None,
+                     output_name="output", input_name="input", scale="linear", linthresh=None,
+                     output_shape=None, input_shape=None, input_index=None, output_index=None,
+                     extent=None, cmap="RdBu_r", colorbar_label=None, annotate=None,
+                     nan_color=NAN_COLOR):
+    """Return ``(fig, ax)`` showing a Jacobian as a heatmap centred at zero.
+
+    ``J[i, j] = ∂ output_i / ∂ input_j``: outputs run down the rows, inputs across the
+    columns. Colour limits are ``±max|J|`` so that white is zero, red positive and blue
+    negative. Matrices with a side above ``MAX_PIXELS`` are pooled: each pixel shows the
+    largest-magnitude entry of its block, so isolated nonzeros stay visible.
+
+    With ``output_shape=(ny, nx)`` one column of J, the sensitivity of the whole output field
+    to one input, is drawn as a 2-D image instead (``input_index`` picks the column; it may be
+    left out when J has one column). Likewise ``input_shape`` with ``output_index`` draws one
+    row: the sensitivity of one output to every cell of an input field.
+
+    Parameters
+    ----------
+    J : array_like or scipy.sparse matrix, shape (n_outputs, n_inputs)
+        A 1-D J is accepted when ``output_shape`` (a column) or ``input_shape`` (a row) gives
+        its length. Sparse matrices are never densified whole when large.
+    ax : matplotlib Axes, optional
+        Axes to draw into; a new headless figure is made when None.
+    title : str, optional
+        Defaults to one naming the derivative and the matrix size.
+    output_labels, input_labels : sequence of str, optional
+        Names of the rows and of the columns (e.g. parameter names), one per row / column.
+        Long lists are thinned to ``MAX_TICK_LABELS`` ticks and long names shortened.
+    output_name, input_name : str
+        What the rows and the columns are, for the axis labels, title and colorbar.
+    scale : {"linear", "symlog"}
+        "symlog" is linear within ``linthresh`` of zero and logarithmic outside: use it when
+        entries span many orders of magnitude.
+    linthresh : float, optional
+        Defaults to ``1e-3 * max|J|``.
+    output_shape, input_shape : tuple, optional
+        Shapes of the output and input fields; see above.
+    input_index, output_index : int or tuple, optional
+        Which column (or row) to draw as a field; a tuple indexes into ``input_shape``
+        (``output_shape``).
+    extent : tuple, optional
+        Physical ``(xmin, xmax, ymin, ymax)`` of a field drawn as an image.
+    cmap : str or Colormap
+        A diverging colormap.
+    colorbar_label : str, optional
+        Defaults to ``"∂ {output_name} / ∂ {input_name}"``.
+    annotate : bool, optional
+        Write each value in its cell; by default only for matrices of at most
+        ``MAX_ANNOTATED_CELLS`` entries.
+    nan_color : color
+        Colour of NaN and infinite entries (which also raise a RuntimeWarning).
+    """
+    J, sparse = _as_jacobian(J, output_shape, input_shape)
+    m, n = J.shape
+    output_shape = _check_shape(output_shape, m, "output_shape", "output (row)")
+    input_shape = _check_shape(input_shape, n, "input_shape", "input (column)")
+    output_labels = _check_labels(output_labels, m, "output_labels", "output (row of J)")
+    input_labels = _check_labels(input_labels, n, "input_labels", "input (column of J)")
+
+    field_of_column = output_shape is not None and (input_index is not None or n == 1)
+    field_of_row = input_shape is not None and (output_index is not None or m == 1)
+    if field_of_column and field_of_row and input_index is not None and output_index is not None:
+        raise DualgpuError(
+            "Pass input_index (draw one column as an output field) or output_index (draw one "
+            "row as an input field), not both."
+        )
+    if (output_shape is not None or input_shape is not None) and not (field_of_column or field_of_row):
+        which = "input_index" if output_shape is not None else "output_index"
+        count = n if output_shape is not None else m
+        raise DualgpuError(
+            f"A field shape was given but J has {count} "
+            f"{'columns' if which == 'input_index' else 'rows'}; a field image shows one of "
+            f"them. Pass {which}=k with 0 <= k < {count}, or drop the shape to see the matrix."
+        )
+
+    if field_of_column or field_of_row:
+        if field_of_column and not (field_of_row and output_index is not None):
+            k = _flat_index(0 if input_index is None else input_index, n, input_shape,
+                            "input_index", "input")
+            values = _column_or_row(J, sparse, k, axis=1).reshape(output_shape)
+            other = input_labels[k] if input_labels else f"{input_name}[{k}]"
+            derivative, field_name = f"∂ {output_name} / ∂ {other}", output_name
+        else:
+            k = _flat_index(0 if output_index is None else output_index, m, output_shape,
+                            "output_index", "output")
+            values = _column_or_row(J, sparse, k, axis=0).reshape(input_shape)
+            other = output_labels[k] if output_labels else f"{output_name}[{k}]"
+            derivative, field_name = f"∂ {other} / ∂ {input_name}", input_name
+        fig, ax = _figure_and_axes(ax, (7.0, 5.0) if values.ndim == 2 else (7.5, 4.0))
+        _draw_field(
+            fig, ax, values, extent=extent, xlabel=f"{field_name} x", ylabel=f"{field_name} y"
+            if values.ndim == 2 else None, cmap=cmap, value_label=colorbar_label or derivative,
+            scale=scale, linthresh=linthresh, nan_color=nan_color,
+            title=title or f"Sensitivity {derivative} over the {field_name} field",
+        )
+        return fig, ax
+
+    image, pooled_note = _matrix_image(J, sparse)
+    finite = image[np.isfinite(image)]
+    vmax = _abs_max(finite)
+    norm = _symmetric_norm(vmax, scale, linthresh)
+    notes = [_nonfinite_note(image, "J", nan_color), pooled_note]
+    if vmax == 0:
+        notes.append("all entries are zero")
+    if scale == "symlog":
+        notes.append(f"symlog colour scale, linear within ±{norm.linthresh:.2g}")
+    fig, ax = _figure_and_axes(ax, (7.5, 6.0))
+    _draw_image(
+        fig, ax, image, norm, cmap, nan_color,
+        colorbar_label or f"∂ {output_name} / ∂ {input_name}",
+        aspect="auto", extent=(-0.5, n - 0.5, m - 0.5, -0.5),
+    )
+    if annotate or (annotate is None and m * n <= MAX_ANNOTATED_CELLS):
+        _annotate_cells(ax, image, norm)
+    for axis, labels, name, count, rotate in (
+        (ax.xaxis, input_labels, input_name, n, True),
+        (ax.yaxis, output_labels, output_name, m, False),
+    ):
+        if labels is not None:
+            _label_ticks(axis, labels, rotate)
+        else:
+            axis.set_major_locator(MaxNLocator(nbins=10, integer=True))
+        (ax.set_xlabel if rotate else ax.set_ylabel)(
+            name if labels is not None else f"{name} index ({count} {'columns' if rotate else 'rows'})"
+        )
+    if title is None:
+        title = f"Jacobian ∂ {output_name} / ∂ {input_name}  ({m} × {n})"
+    _set_title(ax, title, notes)
+    return fig, ax
+
+
+# ---------------------------------------------------------------- parameters
+
+def _relative(sensitivities, relative, output_value, output_name):
+    """Return ``(values, xlabel)`` for parameter_ranking's choice of ``relative``."""
+    if relative is None or relative is False:
+        if output_value is not None:
+            raise DualgpuError(
+                "output_value only applies with relative=parameter_values; pass both to get "
+                "elasticities (∂ ln output / ∂ ln parameter)."
+            )
+        return sensitivities, f"sensitivity ∂ {output_name} / ∂ parameter"
+    if relative is True:
+        scale = _abs_max(sensitivities[np.isfinite(sensitivities)])
+        return (sensitivities / scale if scale > 0 else sensitivities,
+                "sensitivity / max |sensitivity|")
+    parameters = _as_float_array(relative, "relative (parameter values)").ravel()
+    if parameters.size != sensitivities.size:
+        raise DualgpuError(
+            f"relative must be True or hold one value per parameter: expected "
+            f"{sensitivities.size}, got {parameters.size}."
+        )
+    scaled = sensitivities * parameters
+    if output_value is None:
+        return scaled, f"∂ {output_name} / ∂ ln parameter  (sensitivity × parameter value)"
+    if output_value == 0:
+        raise DualgpuError("output_value is 0, so elasticities (divided by it) are undefined; "
+                           "omit output_value to plot sensitivity × parameter value.")
+    return scaled / output_value, f"elasticity ∂ ln {output_name} / ∂ ln parameter"
+
+
+def parameter_ranking(names, sensitivities, *, ax=None, relative=None, output_value=None,
+                      output_name="output", title=None, xlabel=None, top=None, annotate=True):
+    """Return ``(fig, ax)`` with a horizontal bar per parameter, largest |sensitivity| on top.
+
+    Positive bars are red, negative blue; each bar is annotated with its value.
+
+    Parameters
+    ----------
+    names : sequence of str
+        Parameter names, one per sensitivity.
+    sensitivities : array_like, shape (P,)
+        ``∂ output / ∂ parameter_p``, e.g. one row of a Jacobian.
+    ax : matplotlib Axes, optional
+        Axes to draw into; a new headless figure is made when None.
+    relative : None, True or array_like of shape (P,)
+        None plots the sensitivities as they are. True divides them by the largest magnitude.
+        Parameter values ``p`` plot ``p * ∂ output / ∂ p`` (the change in output per relative
+        change in each parameter), which compares parameters of different units; with
+        ``output_value`` too, ``p / output * ∂ output / ∂ p`` (dimensionless elasticities).
+    output_value : float, optional
+        The output's value, for elasticities.
+    output_name : str
+        What was differentiated, for the default labels.
+    title, xlabel : str, optional
+        Default to a title saying how bars are sorted and a label saying what they show.
+    top : int, optional
+        Show only the ``top`` largest; defaults to all, or ``MAX_RANKED`` when there are more.
+    annotate : bool
+        Write each value at the end of its bar.
+    """
+    values = _as_float_array(sensitivities, "sensitivities")
+    if values.ndim != 1 or values.size == 0:
+        raise DualgpuError(
+            f"sensitivities must be 1-D, one value per parameter; got shape {values.shape}. "
+            "For a Jacobian row pass J[i]; for a gradient of shape (1, P) pass g.ravel()."
+        )
+    names = _check_labels(names, values.size, "names", "sensitivity")
+    values, default_xlabel = _relative(values, relative, output_value, output_name)
+    nan_note = _nonfinite_note(values, "sensitivities", NAN_COLOR)
+    magnitude = np.where(np.isfinite(values), np.abs(values), -1.0)  # NaN ranks last
+    order = np.argsort(-magnitude, kind="stable")
+    count = values.size
+    top = min(count, MAX_RANKED) if top is None else int(top)
+    if top < 1:
+        raise DualgpuError(f"top must be a positive number of bars; got {top}.")
+    order = order[:top]
+    shown, shown_names = values[order], [_short(names[i]) for i in order]
+
+    fig, ax = _figure_and_axes(ax, (7.5, max(3.0, 0.38 * len(order) + 1.6)))
+    positions = np.arange(len(order))[::-1]  # largest at the top
+    finite = np.isfinite(shown)
+    bar_colors = np.where(shown >= 0, POSITIVE_COLOR, NEGATIVE_COLOR)
+    ax.barh(positions[finite], shown[finite], color=bar_colors[finite], height=0.7)
+    ax.axvline(0.0, color="0.3", linewidth=0.8)
+    ax.set_yticks(positions, shown_names)
+    vmax = _abs_max(shown[finite])
+    span = vmax if vmax > 0 else 1.0
+    low = -1.3 * span if np.any(shown[finite] < 0) else 0.0
+    high = 1.3 * span if np.any(shown[finite] > 0) or low == 0.0 else 0.0
+    ax.set_xlim(low, high)
+    if annotate:
+        for y, value in zip(positions, shown):
+            if not np.isfinite(value):
+                ax.text(0.0, y, f" {value}", va="center", ha="left", fontsize=9, color=NAN_COLOR)
+                continue
+            ax.text(value, y, f" {value:.3g} ", va="center",
+                    ha="left" if value >= 0 else "right", fontsize=9)
+    ax.set_xlabel(xlabel or default_xlabel)
+    ax.set_ylabel("parameter")
+    ax.grid(axis="x", alpha=0.3)
+    ax.legend(
+        handles=[Patch(color=POSITIVE_COLOR, label="positive"),
+                 Patch(color=NEGATIVE_COLOR, label="negative")],
+        loc="lower right", fontsize=8, frameon=False,
+    )
+    notes = [nan_note]
+    if len(order) < count:
+        notes.append(f"largest {len(order)} of {count} parameters")
+    _set_title(ax, title or "Parameters ranked by |sensitivity|", notes)
+    return fig, ax
+
+
+def sensitivity_over_time(times, sensitivities, *, labels=None, ax=None, title=None,
+                          xlabel="time", ylabel="sensitivity ∂ output / ∂ parameter",
+                          logy=False, linthresh=None):
+    """Return ``(fig, ax)`` with one line per parameter showing its sensitivity over time.
+
+    Parameters
+    ----------
+    times : array_like, shape (T,)
+        Sample times.
+    sensitivities : array_like, shape (T,) or (T, P)
+        Sensitivity at each time, one column per parameter (a (P, T) array is rejected with a
+        hint to transpose it).
+    labels : sequence of str, optional
+        One name per parameter, for the legend.
+    ax : matplotlib Axes, optional
+        Axes to draw into; a new headless figure is made when None.
+    title, xlabel, ylabel : str
+        Axis text; say the units in them.
+    logy : bool
+        Logarithmic y axis: "log" when every value is positive, otherwise "symlog" (linear
+        within ``linthresh`` of zero, logarithmic outside) so that signs are kept.
+    linthresh : float, optional
+        Defaults to ``1e-3 * max|sensitivity|``.
+    """
+    times = _as_float_array(times, "times")
+    values = _as_float_array(sensitivities, "sensitivities")
+    if times.ndim != 1:
+        raise DualgpuError(f"times must be 1-D, one entry per sample; got shape {times.shape}.")
+    if values.ndim == 1:
+        values = values[:, None]
+    if values.ndim != 2 or values.shape[0] != times.size:
+        hint = ("pass sensitivities.T" if values.ndim == 2 and values.shape[1] == times.size
+                else "pass one row per time")
+        raise DualgpuError(
+            f"sensitivities must have shape (T,) or (T, P) with T = len(times) = {times.size}; "
+            f"got {values.shape}. Fix: {hint}."
+        )
+    count = values.shape[1]
+    labels = _check_labels(labels, count, "labels", "parameter (column of sensitivities)")
+    if labels is None:
+        labels = [f"parameter {p}" for p in range(count)] if count > 1 else None
+    nan_note = _nonfinite_note(values, "sensitivities", NAN_COLOR)
+
+    fig, ax = _figure_and_axes(ax, (8.5 if count > 10 else 7.5, 4.5))
+    palette = colormaps["tab10" if count <= 10 else "tab20"]
+    styles = ("-", "--", ":", "-.")
+    for p in range(count):
+        ax.plot(times, values[:, p], color=palette(p % palette.N), linewidth=1.6,
+                linestyle=styles[(p // palette.N) % len(styles)],
+                label=_short(labels[p]) if labels else None)
+    ax.axhline(0.0, color="0.4", linewidth=0.8, zorder=0)
+    finite = values[np.isfinite(values)]
+    if logy:
+        if finite.size and np.all(finite > 0):
+            ax.set_yscale("log")
+        else:
+            ax.set_yscale("symlog", linthresh=_linthresh(linthresh, _abs_max(finite)))
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.grid(alpha=0.3)
+    if labels:
+        if count <= 8:
+            ax.legend(fontsize=9)
+        else:
+            ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0),
+                      ncols=1 if count <= 20 else 2, frameon=False)
+    _set_title(ax, title or "Sensitivity over time", [nan_note])
+    return fig, ax
+
+
+# ---------------------------------------------------------------- output
+
+def save(fig, path, dpi=150):
+    """Return the path written: ``fig`` saved as a PNG (parent folders are created).
+
+    Parameters
+    ----------
+    fig : Figure, Axes, or the ``(fig, ax)`` pair the plotting functions return
+    path : str or Path
+        Where to write; ``.png`` is appended when there is no suffix. Another suffix that
+        matplotlib knows (``.pdf``, ``.svg``) selects that format.
+    dpi : int
+        Pixels per inch.
+    """
+    if isinstance(fig, tuple):
+        fig = fig[0]
+    if not hasattr(fig, "savefig"):
+        if hasattr(fig, "get_figure"):
+            fig = fig.get_figure()
+        else:
+            raise DualgpuError(
+                f"save needs a matplotlib Figure (or the (fig, ax) pair the plotting functions "
+                f"return); got {type(fig).__name__}."
+            )
+    path = Path(path)
+    if not path.suffix:
+        path = path.with_suffix(".png")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if getattr(fig, "canvas", None) is None or type(fig.canvas).__name__ == "FigureCanvasBase":
+        FigureCanvasAgg(fig)
+    fig.savefig(path, dpi=dpi)
+    return path
