@@ -29,7 +29,7 @@ __all__ = [
 ]
 
 MAX_PIXELS = 800  # a matrix side longer than this is pooled into at most this many blocks
-MAX_TICK_LABELS = 40  # at most this many named ticks per axis
+MAX_TICK_LABELS = {"x": 20, "y": 30}  # at most this many named ticks per axis
 MAX_LABEL_CHARS = 24  # longer tick labels are shortened with an ellipsis
 MAX_ANNOTATED_CELLS = 100  # Jacobians this small get their values written in the cells
 MAX_RANKED = 30  # parameter_ranking shows at most this many bars unless told otherwise
@@ -95,9 +95,13 @@ def _symmetric_norm(vmax, scale, linthresh):
 
 
 def _linthresh(linthresh, vmax):
-    """Return the symlog linear range: ``linthresh`` checked, or ``1e-3 * vmax``."""
+    """Return the symlog linear range: ``linthresh`` checked, or ``1e-3 * vmax``.
+
+    The default is rounded down to a power of ten so that the decade ticks of the log part
+    do not crowd the zero tick.
+    """
     if linthresh is None:
-        return 1e-3 * vmax if vmax > 0 else 1e-3
+        return 10.0 ** np.floor(np.log10(1e-3 * vmax)) if vmax > 0 else 1e-3
     if not (np.isfinite(linthresh) and linthresh > 0):
         raise DualgpuError(
             f"linthresh must be a positive number (the half-width of the linear range around "
@@ -127,7 +131,7 @@ def _nonfinite_note(values, what, nan_color):
 
 def _set_title(ax, title, notes):
     notes = [note for note in notes if note]
-    ax.set_title("\n".join([title] + ([f"({'; '.join(notes)})"] if notes else [])))
+    ax.set_title("\n".join([title] + [f"({note})" for note in notes]))
 
 
 def _short(label):
@@ -148,10 +152,13 @@ def _check_labels(labels, count, name, meaning):
 
 
 def _label_ticks(axis, labels, rotate):
-    """Name the ticks of ``axis`` (x or y) with ``labels``, thinned to MAX_TICK_LABELS."""
-    positions = np.unique(np.linspace(0, len(labels) - 1, min(len(labels), MAX_TICK_LABELS)).round())
+    """Name the ticks of ``axis`` with ``labels``, thinned to MAX_TICK_LABELS, rotated if x."""
+    most = MAX_TICK_LABELS[axis.axis_name]
+    positions = np.unique(np.linspace(0, len(labels) - 1, min(len(labels), most)).round())
     positions = positions.astype(int)
     axis.set_ticks(positions, [_short(labels[i]) for i in positions])
+    if len(positions) > 12:
+        axis.set_tick_params(labelsize=8)
     if rotate and (len(positions) > 8 or max(len(labels[i]) for i in positions) > 3):
         axis.set_tick_params(labelrotation=45)
         for text in axis.get_ticklabels():
@@ -361,10 +368,7 @@ def _matrix_image(J, sparse):
     else:
         rows, cols = np.nonzero(J != 0)  # NaN != 0, so NaN entries are kept
         vals = J[rows, cols]
-    note = (
-        f"each pixel shows the largest-magnitude entry of a block of about "
-        f"{m / bins[0]:.3g} × {n / bins[1]:.3g} entries"
-    )
+    note = f"pooled: each pixel shows the largest |entry| of its ~{m / bins[0]:.2g} × {n / bins[1]:.2g} block"
     return _pool_max_abs(rows, cols, vals, (m, n), bins), note
 
 
@@ -523,18 +527,18 @@ def jacobian_heatmap(J, *, ax=None, title=None, output_labels=None, input_labels
 # ---------------------------------------------------------------- parameters
 
 def _relative(sensitivities, relative, output_value, output_name):
-    """Return ``(values, xlabel)`` for parameter_ranking's choice of ``relative``."""
+    """Return ``(values, xlabel, quantity)`` for parameter_ranking's choice of ``relative``."""
     if relative is None or relative is False:
         if output_value is not None:
             raise DualgpuError(
                 "output_value only applies with relative=parameter_values; pass both to get "
                 "elasticities (∂ ln output / ∂ ln parameter)."
             )
-        return sensitivities, f"sensitivity ∂ {output_name} / ∂ parameter"
+        return sensitivities, f"sensitivity ∂ {output_name} / ∂ parameter", "sensitivity"
     if relative is True:
         scale = _abs_max(sensitivities[np.isfinite(sensitivities)])
         return (sensitivities / scale if scale > 0 else sensitivities,
-                "sensitivity / max |sensitivity|")
+                "sensitivity / max |sensitivity|", "sensitivity")
     parameters = _as_float_array(relative, "relative (parameter values)").ravel()
     if parameters.size != sensitivities.size:
         raise DualgpuError(
@@ -543,11 +547,13 @@ def _relative(sensitivities, relative, output_value, output_name):
         )
     scaled = sensitivities * parameters
     if output_value is None:
-        return scaled, f"∂ {output_name} / ∂ ln parameter  (sensitivity × parameter value)"
+        return (scaled, f"∂ {output_name} / ∂ ln parameter  (sensitivity × parameter value)",
+                "sensitivity × parameter value")
     if output_value == 0:
         raise DualgpuError("output_value is 0, so elasticities (divided by it) are undefined; "
                            "omit output_value to plot sensitivity × parameter value.")
-    return scaled / output_value, f"elasticity ∂ ln {output_name} / ∂ ln parameter"
+    return (scaled / output_value, f"elasticity ∂ ln {output_name} / ∂ ln parameter",
+            "elasticity")
 
 
 def parameter_ranking(names, sensitivities, *, ax=None, relative=None, output_value=None,
@@ -587,7 +593,7 @@ def parameter_ranking(names, sensitivities, *, ax=None, relative=None, output_va
             "For a Jacobian row pass J[i]; for a gradient of shape (1, P) pass g.ravel()."
         )
     names = _check_labels(names, values.size, "names", "sensitivity")
-    values, default_xlabel = _relative(values, relative, output_value, output_name)
+    values, default_xlabel, quantity = _relative(values, relative, output_value, output_name)
     nan_note = _nonfinite_note(values, "sensitivities", NAN_COLOR)
     magnitude = np.where(np.isfinite(values), np.abs(values), -1.0)  # NaN ranks last
     order = np.argsort(-magnitude, kind="stable")
@@ -605,11 +611,10 @@ def parameter_ranking(names, sensitivities, *, ax=None, relative=None, output_va
     ax.barh(positions[finite], shown[finite], color=bar_colors[finite], height=0.7)
     ax.axvline(0.0, color="0.3", linewidth=0.8)
     ax.set_yticks(positions, shown_names)
-    vmax = _abs_max(shown[finite])
-    span = vmax if vmax > 0 else 1.0
-    low = -1.3 * span if np.any(shown[finite] < 0) else 0.0
-    high = 1.3 * span if np.any(shown[finite] > 0) or low == 0.0 else 0.0
-    ax.set_xlim(low, high)
+    low = min(0.0, float(np.min(shown[finite]))) if finite.any() else 0.0
+    high = max(0.0, float(np.max(shown[finite]))) if finite.any() else 0.0
+    pad = 0.22 * (high - low) if high > low else 1.0  # room for the value labels
+    ax.set_xlim(low - pad if low < 0 else 0.0, high + pad if high > 0 or low == 0 else 0.0)
     if annotate:
         for y, value in zip(positions, shown):
             if not np.isfinite(value):
@@ -620,15 +625,14 @@ def parameter_ranking(names, sensitivities, *, ax=None, relative=None, output_va
     ax.set_xlabel(xlabel or default_xlabel)
     ax.set_ylabel("parameter")
     ax.grid(axis="x", alpha=0.3)
-    ax.legend(
-        handles=[Patch(color=POSITIVE_COLOR, label="positive"),
-                 Patch(color=NEGATIVE_COLOR, label="negative")],
-        loc="lower right", fontsize=8, frameon=False,
-    )
+    signs = [(shown[finite] > 0, POSITIVE_COLOR, "positive"), (shown[finite] < 0, NEGATIVE_COLOR, "negative")]
+    ax.legend(handles=[Patch(color=color, label=label) for present, color, label in signs
+                       if present.any()],
+              loc="lower right", fontsize=8, frameon=False)
     notes = [nan_note]
     if len(order) < count:
         notes.append(f"largest {len(order)} of {count} parameters")
-    _set_title(ax, title or "Parameters ranked by |sensitivity|", notes)
+    _set_title(ax, title or f"Parameters ranked by |{quantity}|, largest on top", notes)
     return fig, ax
 
 
