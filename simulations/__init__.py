@@ -1,0 +1,22 @@
+"""Example physics simulations written as ordinary numba.cuda code.
+
+Each module holds ``@cuda.jit`` kernels, a host ``simulate(...)`` that runs many time steps and
+returns the final state as host arrays, and a ``default_initial_state(...)`` helper:
+
+* :mod:`simulations.heat1d` -- 1-D heat equation, explicit 3-point stencil, Dirichlet or
+  periodic ends.
+* :mod:`simulations.heat2d` -- 2-D heat equation, explicit 5-point stencil, Dirichlet edges.
+* :mod:`simulations.wave2d` -- 2-D damped wave equation on a clamped membrane, leapfrog.
+* :mod:`simulations.nbody` -- all-pairs softened gravity, kick-drift-kick leapfrog.
+* :mod:`simulations.mass_spring` -- hanging chain of masses and damped springs, symplectic
+  Euler.
+* :mod:`simulations.pendulums` -- ensemble of damped driven pendulums, RK4.
+* :mod:`simulations.gray_scott` -- Gray-Scott reaction-diffusion on a periodic grid.
+
+Every module imports CUDA with the single line ``from numba import cuda``; physical parameters
+are kernel arguments, so replacing that line with ``from dualgpu import cuda`` lets the same
+kernels carry derivatives. Run them without a GPU with ``NUMBA_ENABLE_CUDASIM=1``.
+"""
+from . import gray_scott, heat1d, heat2d, mass_spring, nbody, pendulums, wave2d
+
+__all__ = ["gray_scott", "heat1d", "heat2d", "mass_spring", "nbody", "pendulums", "wave2d"]
