@@ -31,6 +31,9 @@ REPO = Path(__file__).resolve().parents[1]
 MODULES = ["heat1d", "heat2d", "wave2d", "nbody", "mass_spring", "pendulums", "gray_scott"]
 RTOL = 1e-12
 
+if str(REPO) not in sys.path:   # `simulations/` is not an installed package; plain `pytest` needs this
+    sys.path.insert(0, str(REPO))
+
 
 # --------------------------------------------------------------------------------------------
 # NumPy reference implementations (same schemes, written independently, vectorised)
