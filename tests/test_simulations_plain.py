@@ -31,7 +31,8 @@ REPO = Path(__file__).resolve().parents[1]
 MODULES = ["heat1d", "heat2d", "wave2d", "nbody", "mass_spring", "pendulums", "gray_scott"]
 RTOL = 1e-12
 
-if str(REPO) not in sys.path:   # `simulations/` is not an installed package; plain `pytest` needs this
+# `simulations/` is not an installed package: plain `pytest` (not `python3 -m pytest`) needs this.
+if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 
