@@ -38,11 +38,32 @@ __all__ = ["Coloring", "color_columns", "check_coloring", "ORDERS"]
 #: Column orders understood by :func:`color_columns` (an explicit permutation also works).
 ORDERS = ("largest_first", "smallest_last", "natural")
 
+# memory allowed for the per-row masks of used colors (beyond 8 bytes per nonzero)
+_MASK_BUDGET_BYTES = 64 * 2**20
+
 
 # ---------------------------------------------------------------- compiled kernels
 # Neighbours of column j in the column intersection graph: every column k that
 # has a nonzero in some row i where column j has one (rows of j from the CSC
 # arrays, columns of each such row from the CSR arrays).
+
+
+@njit(cache=True)
+def _transpose_indices(n, row_ptr, row_cols):
+    """CSC index arrays (column pointers, sorted row indices) of a CSR structure."""
+    col_ptr = np.zeros(n + 1, dtype=np.int64)
+    for b in range(row_cols.size):
+        col_ptr[row_cols[b] + 1] += 1
+    for j in range(n):
+        col_ptr[j + 1] += col_ptr[j]
+    fill = col_ptr[:-1].copy()
+    col_rows = np.empty(row_cols.size, dtype=np.int64)
+    for i in range(row_ptr.size - 1):
+        for b in range(row_ptr[i], row_ptr[i + 1]):
+            j = row_cols[b]
+            col_rows[fill[j]] = i
+            fill[j] += 1
+    return col_ptr, col_rows
 
 
 @njit(cache=True)
@@ -122,14 +143,28 @@ def _smallest_last_order(n, col_ptr, col_rows, row_ptr, row_cols):
     return order
 
 
+# de Bruijn sequence for finding the index of a single set bit in a 64-bit word
+_DEBRUIJN = np.uint64(0x03F79D71B4CB0A89)
+_DEBRUIJN_INDEX = np.zeros(64, dtype=np.int64)
+for _k in range(64):
+    _DEBRUIJN_INDEX[(((1 << _k) * int(_DEBRUIJN)) % 2**64) >> 58] = _k
+del _k
+_ALL_ONES = np.uint64(0xFFFFFFFFFFFFFFFF)
+
+
 @njit(cache=True)
-def _greedy_colors(order, col_ptr, col_rows, row_ptr, row_cols):
-    """Give each column, in ``order``, the smallest color no neighbour already has."""
+def _lowest_zero_bit(word):
+    """Index of the lowest zero bit of a uint64 word that is not all ones."""
+    bit = ~word & (word + np.uint64(1))
+    return _DEBRUIJN_INDEX[(bit * _DEBRUIJN) >> np.uint64(58)]
+
+
+@njit(cache=True)
+def _greedy_scan(order, start, colors, col_ptr, col_rows, row_ptr, row_cols):
+    """Greedy from position ``start`` of ``order``, scanning each neighbour's color."""
     n = order.size
-    colors = np.full(n, -1, dtype=np.int64)
     forbidden = np.full(n + 1, -1, dtype=np.int64)
-    n_colors = 0
-    for t in range(n):
+    for t in range(start, n):
         j = order[t]
         for a in range(col_ptr[j], col_ptr[j + 1]):
             i = col_rows[a]
@@ -141,9 +176,49 @@ def _greedy_colors(order, col_ptr, col_rows, row_ptr, row_cols):
         while forbidden[c] == j:
             c += 1
         colors[j] = c
-        if c >= n_colors:
-            n_colors = c + 1
-    return colors, n_colors
+
+
+@njit(cache=True)
+def _greedy_colors(order, col_ptr, col_rows, row_ptr, row_cols, n_rows, max_words):
+    """Give each column, in ``order``, the smallest color no neighbour already has.
+
+    Each row keeps a bit mask of the colors used in it, so a column's forbidden
+    colors are the OR of the masks of its rows: the work is the number of
+    nonzeros times the number of 64-bit words, not the sum of squared row
+    lengths. When more than ``64 * max_words`` colors are needed the rest of
+    the columns are colored by scanning their neighbours instead.
+    """
+    n = order.size
+    colors = np.full(n, -1, dtype=np.int64)
+    words = 1
+    used = np.zeros((n_rows, words), dtype=np.uint64)
+    t = 0
+    while t < n:
+        j = order[t]
+        c = -1
+        for w in range(words):
+            forbidden = np.uint64(0)
+            for a in range(col_ptr[j], col_ptr[j + 1]):
+                forbidden |= used[col_rows[a], w]
+            if forbidden != _ALL_ONES:
+                c = 64 * w + _lowest_zero_bit(forbidden)
+                break
+        if c < 0:
+            if 2 * words > max_words:
+                break
+            grown = np.zeros((n_rows, 2 * words), dtype=np.uint64)
+            grown[:, :words] = used
+            used = grown
+            c = 64 * words
+            words *= 2
+        colors[j] = c
+        bit = np.uint64(1) << np.uint64(c & 63)
+        for a in range(col_ptr[j], col_ptr[j + 1]):
+            used[col_rows[a], c >> 6] |= bit
+        t += 1
+    if t < n:
+        _greedy_scan(order, t, colors, col_ptr, col_rows, row_ptr, row_cols)
+    return colors
 
 
 @njit(cache=True)
@@ -412,15 +487,15 @@ class Coloring:
 # ---------------------------------------------------------------- coloring a pattern
 
 
-def _as_order(order, n, csc, csr):
+def _as_order(order, n, columns, csr):
     if isinstance(order, str):
         if order == "natural":
             return np.arange(n, dtype=np.int64)
         if order == "largest_first":
-            degree = _degrees(n, csc.indptr, csc.indices, csr.indptr, csr.indices)
+            degree = _degrees(n, *columns, csr.indptr, csr.indices)
             return np.argsort(-degree, kind="stable").astype(np.int64)
         if order == "smallest_last":
-            return _smallest_last_order(n, csc.indptr, csc.indices, csr.indptr, csr.indices)
+            return _smallest_last_order(n, *columns, csr.indptr, csr.indices)
         raise DualgpuError(
             f"order must be one of {ORDERS} or a permutation of the columns; got {order!r}. "
             f"The default 'largest_first' suits most patterns."
@@ -439,6 +514,19 @@ def _as_order(order, n, csc, csr):
             f"not one. Pass e.g. np.arange({n}) or order='natural'."
         )
     return permutation.astype(np.int64)
+
+
+def _max_words(pattern):
+    """How many 64-bit words of used-color masks per row are worth their memory."""
+    m = max(pattern.shape[0], 1)
+    budget = max(_MASK_BUDGET_BYTES, 8 * pattern.nnz)
+    return max(1, budget // (8 * m))
+
+
+def _greedy(permutation, columns, csr):
+    return _greedy_colors(
+        permutation, *columns, csr.indptr, csr.indices, csr.shape[0], _max_words(csr)
+    )
 
 
 def color_columns(pattern, order="largest_first", shape=None):
@@ -472,10 +560,7 @@ def color_columns(pattern, order="largest_first", shape=None):
     """
     pattern = as_pattern(pattern, shape)
     n = pattern.shape[1]
-    csc = pattern.tocsc()
-    csc.sort_indices()
-    permutation = _as_order(order, n, csc, pattern)
-    colors, _ = _greedy_colors(
-        permutation, csc.indptr, csc.indices, pattern.indptr, pattern.indices
-    )
+    columns = _transpose_indices(n, pattern.indptr, pattern.indices)
+    permutation = _as_order(order, n, columns, pattern)
+    colors = _greedy(permutation, columns, pattern)
     return Coloring(pattern, colors, check=False)

@@ -175,13 +175,13 @@ class Dual:
         return round(float(self.value), ndigits) if ndigits is not None else round(float(self.value))
 
     def __floor__(self):
-        return math.floor(self.value)
+        return math.floor(float(self.value))
 
     def __ceil__(self):
-        return math.ceil(self.value)
+        return math.ceil(float(self.value))
 
     def __trunc__(self):
-        return math.trunc(self.value)
+        return math.trunc(float(self.value))
 
     __hash__ = None
 

@@ -114,19 +114,22 @@ def _colormap(cmap, nan_color):
     return colormaps.get_cmap(cmap).with_extremes(bad=nan_color)
 
 
-def _nonfinite_note(values, what, nan_color):
-    """Return a title note on NaN/inf entries of ``values`` (warning once), or ''."""
+def _drawn_in(nan_color):
+    return f"shown in {'green' if nan_color == NAN_COLOR else nan_color}"
+
+
+def _nonfinite_note(values, what, how):
+    """Return a title note on NaN/inf entries of ``values`` (with a warning), or ''.
+
+    ``how`` says what became of them, e.g. "shown in green" or "left out".
+    """
     count = int(np.count_nonzero(~np.isfinite(values)))
     if not count:
         return ""
-    shown = "green" if nan_color == NAN_COLOR else str(nan_color)
-    warnings.warn(
-        f"{what} has {count} NaN or infinite entr{'y' if count == 1 else 'ies'}; they are "
-        f"drawn in {shown}.",
-        RuntimeWarning,
-        stacklevel=3,
-    )
-    return f"{count} NaN/inf entr{'y' if count == 1 else 'ies'} shown in {shown}"
+    entries = f"entr{'y' if count == 1 else 'ies'}"
+    warnings.warn(f"{what} has {count} NaN or infinite {entries}; they are {how}.",
+                  RuntimeWarning, stacklevel=3)
+    return f"{count} NaN/inf {entries} {how}"
 
 
 def _set_title(ax, title, notes):
@@ -184,9 +187,12 @@ def _draw_field(fig, ax, field, *, extent, xlabel, ylabel, cmap, value_label, sc
     """Draw a 1-D field as a line or a 2-D field as a zero-centred image."""
     finite = field[np.isfinite(field)]
     vmax = _abs_max(finite)
-    notes = list(notes) + [_nonfinite_note(field, "The field", nan_color)]
+    how = _drawn_in(nan_color) if field.ndim == 2 else "left out (gaps in the line)"
+    notes = list(notes) + [_nonfinite_note(field, "The field", how)]
     if vmax == 0:
         notes.append("all values are zero")
+    if scale == "symlog":
+        notes.append(f"symlog scale, linear within ±{_linthresh(linthresh, vmax):.2g}")
     if field.ndim == 1:
         if extent is None:
             x = np.arange(field.size)
@@ -210,7 +216,8 @@ def _draw_field(fig, ax, field, *, extent, xlabel, ylabel, cmap, value_label, sc
     ny, nx = field.shape
     if extent is None:
         imshow_extent = (-0.5, nx - 0.5, -0.5, ny - 0.5)
-        xlabel, ylabel = f"{xlabel} (column index)", f"{'y' if ylabel is None else ylabel} (row index)"
+        ylabel = "y" if ylabel is None else ylabel
+        xlabel, ylabel = f"{xlabel} (column index)", f"{ylabel} (row index)"
     elif len(extent) == 4:
         imshow_extent = tuple(extent)
         ylabel = "y" if ylabel is None else ylabel
@@ -296,7 +303,9 @@ def _flat_index(index, count, shape, name, meaning):
         try:
             return int(np.ravel_multi_index(index, shape))
         except ValueError:
-            raise DualgpuError(f"{name}={index!r} lies outside the {meaning} shape {shape}.") from None
+            raise DualgpuError(
+                f"{name}={index!r} lies outside the {meaning} shape {shape}."
+            ) from None
     if not isinstance(index, (int, np.integer)) or not -count <= index < count:
         raise DualgpuError(
             f"{name} must be an integer from 0 to {count - 1} (one of the {count} {meaning}s); "
@@ -368,7 +377,8 @@ def _matrix_image(J, sparse):
     else:
         rows, cols = np.nonzero(J != 0)  # NaN != 0, so NaN entries are kept
         vals = J[rows, cols]
-    note = f"pooled: each pixel shows the largest |entry| of its ~{m / bins[0]:.2g} × {n / bins[1]:.2g} block"
+    block = f"{m / bins[0]:.2g} × {n / bins[1]:.2g}"
+    note = f"pooled: each pixel shows the largest |entry| of its ~{block} block"
     return _pool_max_abs(rows, cols, vals, (m, n), bins), note
 
 
@@ -381,6 +391,36 @@ def _annotate_cells(ax, image, norm):
         dark = abs(float(norm(value)) - 0.5) > 0.3
         ax.text(col, row, f"{value:.2g}", ha="center", va="center", fontsize=8,
                 color="white" if dark else "black")
+
+
+def _field_axis(output_shape, input_shape, input_index, output_index, m, n):
+    """Return 1 to draw a column of J as an output field, 0 for a row, None for the matrix."""
+    if input_index is not None and output_index is not None:
+        raise DualgpuError(
+            "Pass input_index (draw one column as an output field) or output_index (draw one "
+            "row as an input field), not both."
+        )
+    if input_index is not None or output_index is not None:
+        index, shape = ("input_index", "output_shape") if input_index is not None else (
+            "output_index", "input_shape")
+        if (output_shape if input_index is not None else input_shape) is None:
+            raise DualgpuError(
+                f"{index} picks what to draw as a field, so it needs {shape}=(ny, nx) (or "
+                f"(n,)) for that field; got {shape}=None. Pass {shape}, or drop {index}."
+            )
+        return 1 if input_index is not None else 0
+    if output_shape is not None and n == 1:
+        return 1
+    if input_shape is not None and m == 1:
+        return 0
+    if output_shape is not None or input_shape is not None:
+        which, count, kind = (("input_index", n, "columns") if output_shape is not None
+                              else ("output_index", m, "rows"))
+        raise DualgpuError(
+            f"A field shape was given but J has {count} {kind}; a field image shows one of "
+            f"them. Pass {which}=k with 0 <= k < {count}, or drop the shape to see the matrix."
+        )
+    return None
 
 
 def _column_or_row(J, sparse, index, axis):
@@ -452,40 +492,28 @@ def jacobian_heatmap(J, *, ax=None, title=None, output_labels=None, input_labels
     output_labels = _check_labels(output_labels, m, "output_labels", "output (row of J)")
     input_labels = _check_labels(input_labels, n, "input_labels", "input (column of J)")
 
-    field_of_column = output_shape is not None and (input_index is not None or n == 1)
-    field_of_row = input_shape is not None and (output_index is not None or m == 1)
-    if field_of_column and field_of_row and input_index is not None and output_index is not None:
-        raise DualgpuError(
-            "Pass input_index (draw one column as an output field) or output_index (draw one "
-            "row as an input field), not both."
-        )
-    if (output_shape is not None or input_shape is not None) and not (field_of_column or field_of_row):
-        which = "input_index" if output_shape is not None else "output_index"
-        count = n if output_shape is not None else m
-        raise DualgpuError(
-            f"A field shape was given but J has {count} "
-            f"{'columns' if which == 'input_index' else 'rows'}; a field image shows one of "
-            f"them. Pass {which}=k with 0 <= k < {count}, or drop the shape to see the matrix."
-        )
-
-    if field_of_column or field_of_row:
-        if field_of_column and not (field_of_row and output_index is not None):
-            k = _flat_index(0 if input_index is None else input_index, n, input_shape,
-                            "input_index", "input")
-            values = _column_or_row(J, sparse, k, axis=1).reshape(output_shape)
-            other = input_labels[k] if input_labels else f"{input_name}[{k}]"
-            derivative, field_name = f"∂ {output_name} / ∂ {other}", output_name
-        else:
-            k = _flat_index(0 if output_index is None else output_index, m, output_shape,
-                            "output_index", "output")
-            values = _column_or_row(J, sparse, k, axis=0).reshape(input_shape)
-            other = output_labels[k] if output_labels else f"{output_name}[{k}]"
-            derivative, field_name = f"∂ {other} / ∂ {input_name}", input_name
+    axis = _field_axis(output_shape, input_shape, input_index, output_index, m, n)
+    if axis == 1:  # one column: d(output field) / d(one input)
+        k = _flat_index(0 if input_index is None else input_index, n, input_shape,
+                        "input_index", "input")
+        values = _column_or_row(J, sparse, k, axis=1).reshape(output_shape)
+        other = (input_labels[k] if input_labels
+                 else input_name if n == 1 else f"{input_name}[{k}]")
+        derivative, field_name = f"∂ {output_name} / ∂ {other}", output_name
+    elif axis == 0:  # one row: d(one output) / d(input field)
+        k = _flat_index(0 if output_index is None else output_index, m, output_shape,
+                        "output_index", "output")
+        values = _column_or_row(J, sparse, k, axis=0).reshape(input_shape)
+        other = (output_labels[k] if output_labels
+                 else output_name if m == 1 else f"{output_name}[{k}]")
+        derivative, field_name = f"∂ {other} / ∂ {input_name}", input_name
+    if axis is not None:
         fig, ax = _figure_and_axes(ax, (7.0, 5.0) if values.ndim == 2 else (7.5, 4.0))
         _draw_field(
-            fig, ax, values, extent=extent, xlabel=f"{field_name} x", ylabel=f"{field_name} y"
-            if values.ndim == 2 else None, cmap=cmap, value_label=colorbar_label or derivative,
-            scale=scale, linthresh=linthresh, nan_color=nan_color,
+            fig, ax, values, extent=extent, xlabel=f"{field_name} x",
+            ylabel=f"{field_name} y" if values.ndim == 2 else None, cmap=cmap,
+            value_label=colorbar_label or derivative, scale=scale, linthresh=linthresh,
+            nan_color=nan_color,
             title=title or f"Sensitivity {derivative} over the {field_name} field",
         )
         return fig, ax
@@ -494,7 +522,7 @@ def jacobian_heatmap(J, *, ax=None, title=None, output_labels=None, input_labels
     finite = image[np.isfinite(image)]
     vmax = _abs_max(finite)
     norm = _symmetric_norm(vmax, scale, linthresh)
-    notes = [_nonfinite_note(image, "J", nan_color), pooled_note]
+    notes = [_nonfinite_note(image, "J", _drawn_in(nan_color)), pooled_note]
     if vmax == 0:
         notes.append("all entries are zero")
     if scale == "symlog":
@@ -505,19 +533,23 @@ def jacobian_heatmap(J, *, ax=None, title=None, output_labels=None, input_labels
         colorbar_label or f"∂ {output_name} / ∂ {input_name}",
         aspect="auto", extent=(-0.5, n - 0.5, m - 0.5, -0.5),
     )
+    if annotate and image.size > 4 * MAX_ANNOTATED_CELLS:
+        raise DualgpuError(
+            f"annotate=True writes one number per cell, which is unreadable for {m} × {n} "
+            f"entries; it works up to {4 * MAX_ANNOTATED_CELLS}. Pass a slice of J, e.g. "
+            "J[:20, :20]."
+        )
     if annotate or (annotate is None and m * n <= MAX_ANNOTATED_CELLS):
         _annotate_cells(ax, image, norm)
-    for axis, labels, name, count, rotate in (
-        (ax.xaxis, input_labels, input_name, n, True),
-        (ax.yaxis, output_labels, output_name, m, False),
+    for axis, labels, name, count, kind in (
+        (ax.xaxis, input_labels, input_name, n, "columns"),
+        (ax.yaxis, output_labels, output_name, m, "rows"),
     ):
         if labels is not None:
-            _label_ticks(axis, labels, rotate)
+            _label_ticks(axis, labels, rotate=kind == "columns")
         else:
             axis.set_major_locator(MaxNLocator(nbins=10, integer=True))
-        (ax.set_xlabel if rotate else ax.set_ylabel)(
-            name if labels is not None else f"{name} index ({count} {'columns' if rotate else 'rows'})"
-        )
+        axis.set_label_text(name if labels is not None else f"{name} index ({count} {kind})")
     if title is None:
         title = f"Jacobian ∂ {output_name} / ∂ {input_name}  ({m} × {n})"
     _set_title(ax, title, notes)
@@ -594,7 +626,7 @@ def parameter_ranking(names, sensitivities, *, ax=None, relative=None, output_va
         )
     names = _check_labels(names, values.size, "names", "sensitivity")
     values, default_xlabel, quantity = _relative(values, relative, output_value, output_name)
-    nan_note = _nonfinite_note(values, "sensitivities", NAN_COLOR)
+    nan_note = _nonfinite_note(values, "sensitivities", "listed last, without a bar")
     magnitude = np.where(np.isfinite(values), np.abs(values), -1.0)  # NaN ranks last
     order = np.argsort(-magnitude, kind="stable")
     count = values.size
@@ -611,6 +643,7 @@ def parameter_ranking(names, sensitivities, *, ax=None, relative=None, output_va
     ax.barh(positions[finite], shown[finite], color=bar_colors[finite], height=0.7)
     ax.axvline(0.0, color="0.3", linewidth=0.8)
     ax.set_yticks(positions, shown_names)
+    ax.set_ylim(-0.6, len(order) - 0.4)
     low = min(0.0, float(np.min(shown[finite]))) if finite.any() else 0.0
     high = max(0.0, float(np.max(shown[finite]))) if finite.any() else 0.0
     pad = 0.22 * (high - low) if high > low else 1.0  # room for the value labels
@@ -618,17 +651,19 @@ def parameter_ranking(names, sensitivities, *, ax=None, relative=None, output_va
     if annotate:
         for y, value in zip(positions, shown):
             if not np.isfinite(value):
-                ax.text(0.0, y, f" {value}", va="center", ha="left", fontsize=9, color=NAN_COLOR)
+                ax.text(0.5, y, f"{value} (no bar)", va="center", ha="center", fontsize=9,
+                        color="0.3", transform=ax.get_yaxis_transform())
                 continue
             ax.text(value, y, f" {value:.3g} ", va="center",
                     ha="left" if value >= 0 else "right", fontsize=9)
     ax.set_xlabel(xlabel or default_xlabel)
     ax.set_ylabel("parameter")
     ax.grid(axis="x", alpha=0.3)
-    signs = [(shown[finite] > 0, POSITIVE_COLOR, "positive"), (shown[finite] < 0, NEGATIVE_COLOR, "negative")]
+    signs = [(shown[finite] > 0, POSITIVE_COLOR, "positive"),
+             (shown[finite] < 0, NEGATIVE_COLOR, "negative")]
     ax.legend(handles=[Patch(color=color, label=label) for present, color, label in signs
                        if present.any()],
-              loc="lower right", fontsize=8, frameon=False)
+              loc="lower right" if signs[0][0].any() else "lower left", fontsize=8, frameon=False)
     notes = [nan_note]
     if len(order) < count:
         notes.append(f"largest {len(order)} of {count} parameters")
@@ -677,7 +712,7 @@ def sensitivity_over_time(times, sensitivities, *, labels=None, ax=None, title=N
     labels = _check_labels(labels, count, "labels", "parameter (column of sensitivities)")
     if labels is None:
         labels = [f"parameter {p}" for p in range(count)] if count > 1 else None
-    nan_note = _nonfinite_note(values, "sensitivities", NAN_COLOR)
+    nan_note = _nonfinite_note(values, "sensitivities", "left out (gaps in the lines)")
 
     fig, ax = _figure_and_axes(ax, (8.5 if count > 10 else 7.5, 4.5))
     palette = colormaps["tab10" if count <= 10 else "tab20"]

@@ -59,12 +59,17 @@ def as_pattern(pattern, shape=None):
                 f"pattern must be a 2-D (outputs x inputs) sparse matrix; got a "
                 f"{pattern.ndim}-D one of shape {pattern.shape}. Reshape it to (m, n)."
             )
-        csr = sp.csr_matrix(pattern, copy=True)
-        csr.sum_duplicates()
-        csr.sort_indices()
+        csr = pattern if pattern.format == "csr" else pattern.tocsr()
+        if csr.has_canonical_format:
+            indices, indptr = csr.indices.copy(), csr.indptr.copy()
+        else:
+            csr = csr.copy()
+            csr.sum_duplicates()
+            indices, indptr = csr.indices, csr.indptr
         csr = sp.csr_matrix(
-            (np.ones(csr.nnz, dtype=bool), csr.indices, csr.indptr), shape=csr.shape
+            (np.ones(indices.size, dtype=bool), indices, indptr), shape=csr.shape
         )
+        csr.has_canonical_format = True
     else:
         try:
             dense = np.asarray(pattern)

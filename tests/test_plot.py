@@ -185,6 +185,10 @@ def test_heatmap_draws_into_given_axes():
         ({"J": np.ones((2, 2)), "scale": "log"}, "scale must be one of"),
         ({"J": np.ones((2, 2)), "scale": "symlog", "linthresh": -1}, "positive number"),
         ({"J": "abc"}, "real numbers"),
+        ({"J": np.ones((4, 2)), "input_index": 0}, r"needs output_shape=\(ny, nx\)"),
+        ({"J": np.ones((4, 2)), "output_shape": (2, 2), "input_shape": (2,), "input_index": 0,
+          "output_index": 0}, "not both"),
+        ({"J": np.ones((40, 40)), "annotate": True}, r"unreadable.*J\[:20, :20\]"),
     ],
 )
 def test_heatmap_errors_say_what_was_expected(kwargs, match):

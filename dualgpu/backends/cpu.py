@@ -1,0 +1,785 @@
+"""The compiled CPU backend: run an unchanged numba.cuda kernel with numba on the CPU.
+
+The kernel's Python source is rewritten (see :mod:`dualgpu.backends._translate`)
+into a *thread function*: ``cuda.threadIdx.x``, ``cuda.blockIdx.y``,
+``cuda.grid(2)``, ``cuda.gridsize(1)`` ... become expressions in twelve extra
+parameters (thread index, block index, block size, grid size, x/y/z each).
+A generated *launcher*, compiled with ``numba.njit``, loops over the blocks of
+the launch grid (``prange`` for large launches) and, inside each block, over its
+threads, calling the thread function once per CUDA thread. The thread function
+is compiled with ``inline='always'`` so each launch is one tight compiled loop.
+
+Device functions the kernel calls are translated the same way (cached per
+function object) and put, compiled with ``njit``, into a copy of the kernel's
+globals. ``cuda.local.array`` becomes ``_dg_local_array(shape, dtype,
+_dg_lanes)``; ``cuda.atomic.*`` become plain read-modify-write functions and
+kernels that use them run serially, so the result is exact.
+
+Block-level cooperation cannot be emulated this way: kernels using shared
+memory, ``cuda.syncthreads`` and friends, constant memory or warp intrinsics
+are rejected by :func:`compile_kernel` with a message that says so.
+
+Examples
+--------
+>>> import numpy as np
+>>> from numba import cuda
+>>> from dualgpu.backends.cpu import compile_kernel
+>>> def scale(a, factor):              # doctest: +SKIP  (source must live in a file)
+...     i = cuda.grid(1)
+...     if i < a.size:
+...         a[i] *= factor
+>>> k = compile_kernel(scale)          # doctest: +SKIP
+>>> a = np.ones(1000)
+>>> k.launch(4, 256, (a, 2.0))         # doctest: +SKIP
+"""
+import ast
+
+import numba
+import numpy as np
+from numba import njit, prange, types
+from numba.extending import overload
+
+from ..errors import DualgpuError
+from . import _translate
+from ._translate import CudaRewriter, Namespace, dotted
+
+__all__ = ["CpuKernel", "compile_kernel", "PARALLEL_MIN_THREADS", "BACKEND"]
+
+BACKEND = "cpu"
+
+#: Launches with at least this many CUDA threads run in parallel (``prange``
+#: over blocks); smaller ones run serially, where the thread pool's start-up
+#: cost would dominate. Measured on a 2-core machine (see the module tests).
+PARALLEL_MIN_THREADS = 1 << 16
+
+#: CUDA's limit on the number of threads in one block.
+MAX_THREADS_PER_BLOCK = 1024
+
+WARP_SIZE = 32
+
+#: The thread function's extra parameters, in order: global index (what
+#: ``cuda.grid`` returns), thread index, block index, block size, grid size.
+CONTEXT = (
+    "_dg_gx", "_dg_gy", "_dg_gz",
+    "_dg_tx", "_dg_ty", "_dg_tz",
+    "_dg_bx", "_dg_by", "_dg_bz",
+    "_dg_bdx", "_dg_bdy", "_dg_bdz",
+    "_dg_gdx", "_dg_gdy", "_dg_gdz",
+)
+_INDEX_PREFIX = {"threadIdx": "_dg_t", "blockIdx": "_dg_b", "blockDim": "_dg_bd", "gridDim": "_dg_gd"}
+_AXES = ("x", "y", "z")
+
+#: Features that need threads of a block to run together: rejected.
+UNSUPPORTED = {
+    "shared": "shared memory (cuda.shared.array)",
+    "syncthreads": "block synchronisation (cuda.syncthreads)",
+    "syncthreads_count": "block synchronisation (cuda.syncthreads_count)",
+    "syncthreads_and": "block synchronisation (cuda.syncthreads_and)",
+    "syncthreads_or": "block synchronisation (cuda.syncthreads_or)",
+    "syncwarp": "warp synchronisation (cuda.syncwarp)",
+    "const": "constant memory (cuda.const.array_like)",
+    "cg": "cooperative groups (cuda.cg)",
+}
+
+ATOMIC_OPS = (
+    "add", "sub", "max", "min", "nanmax", "nanmin", "and_", "or_", "xor",
+    "exch", "inc", "dec", "cas", "compare_and_swap",
+)
+
+_FENCES = ("threadfence", "threadfence_block", "threadfence_system")
+
+
+def _fix_hint(feature):
+    return (
+        f"The {BACKEND} backend runs the threads of a block one after another, so "
+        f"{feature} cannot be emulated there. Run this kernel on the 'cuda' backend (a GPU) "
+        "or the 'cudasim' backend (the CUDA simulator), or rewrite it without that feature."
+    )
+
+
+# ---------------------------------------------------------------------------
+# Runtime helpers that the rewritten source calls
+# ---------------------------------------------------------------------------
+def _dg_local_array(shape, dtype, lanes):
+    """Return uninitialised scratch like ``cuda.local.array`` (a DualArray when lanes > 0).
+
+    ``lanes`` must be a compile-time constant: 0 for a plain run; N for a dual
+    run, where float scratch becomes a dual array with N partials (integer
+    scratch stays plain).
+    """
+    dtype = np.dtype(getattr(dtype, "key", dtype) if isinstance(dtype, types.Type) else dtype)
+    if lanes and dtype.kind == "f":
+        return _empty_dual_array()(shape, dtype, lanes)
+    return np.empty(shape, dtype)
+
+
+def _empty_dual_array():
+    try:
+        from ..numba_arrays import empty_dual_array
+    except ImportError as exc:
+        raise DualgpuError(
+            "cuda.local.array in a dual run needs dualgpu.numba_arrays.empty_dual_array, "
+            f"which could not be imported ({exc})."
+        ) from None
+    return empty_dual_array
+
+
+def _scalar_dtype(ty):
+    if isinstance(ty, types.NumberClass):
+        return ty.instance_type
+    if isinstance(ty, types.DType):
+        return ty.dtype
+    if isinstance(ty, types.Number):  # a numba type object passed as a global
+        return ty
+    return None
+
+
+@overload(_dg_local_array, prefer_literal=True, jit_options={"inline": "always"})
+def _ov_local_array(shape, dtype, lanes):
+    if not isinstance(lanes, types.IntegerLiteral):
+        raise numba.core.errors.TypingError(
+            "_dg_local_array: lanes must be a compile-time integer constant"
+        )
+    n_lanes = lanes.literal_value
+    element = _scalar_dtype(dtype)
+    if n_lanes and isinstance(element, types.Float):
+        empty_dual_array = _empty_dual_array()
+
+        def dual_impl(shape, dtype, lanes):
+            return empty_dual_array(shape, dtype, n_lanes)
+
+        return dual_impl
+
+    def plain_impl(shape, dtype, lanes):
+        return np.empty(shape, dtype)
+
+    return plain_impl
+
+
+@njit
+def _dg_atomic_add(ary, idx, val):
+    old = ary[idx]
+    ary[idx] = old + val
+    return old
+
+
+@njit
+def _dg_atomic_sub(ary, idx, val):
+    old = ary[idx]
+    ary[idx] = old - val
+    return old
+
+
+@njit
+def _dg_atomic_max(ary, idx, val):
+    old = ary[idx]
+    if val > old:
+        ary[idx] = val
+    return old
+
+
+@njit
+def _dg_atomic_min(ary, idx, val):
+    old = ary[idx]
+    if val < old:
+        ary[idx] = val
+    return old
+
+
+@njit
+def _dg_atomic_nanmax(ary, idx, val):
+    old = ary[idx]
+    if old != old or val > old:
+        ary[idx] = val
+    return old
+
+
+@njit
+def _dg_atomic_nanmin(ary, idx, val):
+    old = ary[idx]
+    if old != old or val < old:
+        ary[idx] = val
+    return old
+
+
+@njit
+def _dg_atomic_and_(ary, idx, val):
+    old = ary[idx]
+    ary[idx] = old & val
+    return old
+
+
+@njit
+def _dg_atomic_or_(ary, idx, val):
+    old = ary[idx]
+    ary[idx] = old | val
+    return old
+
+
+@njit
+def _dg_atomic_xor(ary, idx, val):
+    old = ary[idx]
+    ary[idx] = old ^ val
+    return old
+
+
+@njit
+def _dg_atomic_exch(ary, idx, val):
+    old = ary[idx]
+    ary[idx] = val
+    return old
+
+
+@njit
+def _dg_atomic_inc(ary, idx, val):
+    old = ary[idx]
+    ary[idx] = 0 if old >= val else old + 1
+    return old
+
+
+@njit
+def _dg_atomic_dec(ary, idx, val):
+    old = ary[idx]
+    ary[idx] = val if (old == 0 or old > val) else old - 1
+    return old
+
+
+@njit
+def _dg_atomic_cas(ary, idx, old, val):
+    current = ary[idx]
+    if current == old:
+        ary[idx] = val
+    return current
+
+
+@njit
+def _dg_atomic_compare_and_swap(ary, old, val):
+    current = ary[0]
+    if current == old:
+        ary[0] = val
+    return current
+
+
+_RUNTIME = {"_dg_local_array": _dg_local_array}
+_RUNTIME.update({f"_dg_atomic_{op}": globals()[f"_dg_atomic_{op}"] for op in ATOMIC_OPS})
+
+
+# ---------------------------------------------------------------------------
+# Source rewriting
+# ---------------------------------------------------------------------------
+def _name(identifier):
+    return ast.Name(id=identifier, ctx=ast.Load())
+
+
+def _global_index(axis):
+    """``blockIdx.a * blockDim.a + threadIdx.a``: the launcher passes it as ``_dg_g<a>``."""
+    return _name(f"_dg_g{axis}")
+
+
+def _grid_size(axis):
+    return ast.BinOp(left=_name(f"_dg_bd{axis}"), op=ast.Mult(), right=_name(f"_dg_gd{axis}"))
+
+
+def _lane_id():
+    """``(tx + bdx * (ty + bdy * tz)) % 32``: the linear thread index in the block, mod warp."""
+    linear = ast.BinOp(
+        left=_name("_dg_tx"),
+        op=ast.Add(),
+        right=ast.BinOp(
+            left=_name("_dg_bdx"),
+            op=ast.Mult(),
+            right=ast.BinOp(
+                left=_name("_dg_ty"),
+                op=ast.Add(),
+                right=ast.BinOp(left=_name("_dg_bdy"), op=ast.Mult(), right=_name("_dg_tz")),
+            ),
+        ),
+    )
+    return ast.BinOp(left=linear, op=ast.Mod(), right=ast.Constant(WARP_SIZE))
+
+
+class _CpuRewriter(CudaRewriter):
+    """Rewrites cuda references into the thread-function form described in the module doc."""
+
+    def __init__(self, namespace, where, kernel_name):
+        super().__init__(namespace, where)
+        self.kernel_name = kernel_name
+        self.uses_context = False
+        self.uses_block_index = False
+        self.uses_atomics = False
+        self.uses_local_array = False
+        self.devices = {}  # bound name -> _Translation
+
+    # -- errors ----------------------------------------------------------------
+    def _unsupported(self, path, node):
+        feature = UNSUPPORTED.get(path[0]) if path else None
+        if feature is not None:
+            return DualgpuError(
+                f"{self.where} uses {feature} ('{dotted(node)}'), which the {BACKEND} backend "
+                f"does not support. {_fix_hint(feature)}"
+            )
+        what = "cuda." + ".".join(path) if path else "the cuda module itself"
+        return DualgpuError(
+            f"{self.where} uses {what} ('{dotted(node)}'), which the {BACKEND} backend does not "
+            "know. It supports cuda.grid, cuda.gridsize, cuda.threadIdx/blockIdx/blockDim/"
+            "gridDim .x/.y/.z, cuda.laneid, cuda.warpsize, cuda.local.array, cuda.atomic.* "
+            "and device functions. Run this kernel on the 'cuda' or 'cudasim' backend, or "
+            "rewrite that line with these."
+        )
+
+    # -- values ----------------------------------------------------------------
+    def cuda_value(self, path, node):
+        if len(path) == 2 and path[0] in _INDEX_PREFIX and path[1] in _AXES:
+            self.uses_context = True
+            self.uses_block_index |= path[0] in ("threadIdx", "blockIdx")
+            return _name(_INDEX_PREFIX[path[0]] + path[1])
+        if path == ("warpsize",):
+            return ast.Constant(WARP_SIZE)
+        if path == ("laneid",):
+            self.uses_context = True
+            self.uses_block_index = True
+            return _lane_id()
+        value = self.namespace.cuda_value(path)
+        if isinstance(value, types.Type):  # cuda.float32 and other numba types
+            return self.bind(value, "type")
+        if path and path[0] in UNSUPPORTED:
+            raise self._unsupported(path, node)
+        if len(path) == 1 and path[0] in _INDEX_PREFIX:
+            raise DualgpuError(
+                f"{self.where} uses '{dotted(node)}' without .x, .y or .z; the {BACKEND} "
+                f"backend needs the component written out, e.g. '{dotted(node)}.x'."
+            )
+        raise self._unsupported(path, node)
+
+    # -- calls -----------------------------------------------------------------
+    def _literal_ndim(self, path, node):
+        if (
+            len(node.args) == 1
+            and not node.keywords
+            and isinstance(node.args[0], ast.Constant)
+            and node.args[0].value in (1, 2, 3)
+        ):
+            return node.args[0].value
+        raise DualgpuError(
+            f"{self.where}: '{dotted(node)}' needs a literal 1, 2 or 3 as its only argument "
+            f"(as numba.cuda does), e.g. cuda.{path[0]}(1)."
+        )
+
+    def cuda_call(self, path, node):
+        if path in (("grid",), ("gridsize",)):
+            ndim = self._literal_ndim(path, node)
+            self.uses_context = True
+            make = _global_index if path == ("grid",) else _grid_size
+            parts = [make(axis) for axis in _AXES[:ndim]]
+            return parts[0] if ndim == 1 else ast.Tuple(elts=parts, ctx=ast.Load())
+        if path == ("local", "array"):
+            return self._local_array(node)
+        if len(path) == 2 and path[0] == "atomic":
+            if path[1] not in ATOMIC_OPS:
+                raise self._unsupported(path, node)
+            self.uses_atomics = True
+            return ast.Call(func=_name(f"_dg_atomic_{path[1]}"), args=node.args, keywords=node.keywords)
+        if len(path) == 1 and path[0] in _FENCES:
+            return ast.Constant(None)  # threads run one after another: fences are no-ops
+        if path == ("fma",) and len(node.args) == 3 and not node.keywords:
+            a, b, c = node.args
+            return ast.BinOp(left=ast.BinOp(left=a, op=ast.Mult(), right=b), op=ast.Add(), right=c)
+        if path == ("selp",) and len(node.args) == 3 and not node.keywords:
+            cond, a, b = node.args
+            return ast.IfExp(test=cond, body=a, orelse=b)
+        value = self.namespace.cuda_value(path)
+        if isinstance(value, types.Type):  # cuda.float32(x): a cast
+            return ast.Call(func=self.bind(value, "type"), args=node.args, keywords=node.keywords)
+        raise self._unsupported(path, node.func)
+
+    def _local_array(self, node):
+        arguments = dict(zip(("shape", "dtype"), node.args))
+        for kw in node.keywords:
+            arguments[kw.arg] = kw.value
+        if set(arguments) != {"shape", "dtype"} or len(node.args) > 2:
+            raise DualgpuError(
+                f"{self.where}: '{dotted(node)}' should be cuda.local.array(shape, dtype), "
+                "with shape an int or tuple of ints and dtype a numba or numpy type."
+            )
+        self.uses_local_array = True
+        return ast.Call(
+            func=_name("_dg_local_array"),
+            args=[arguments["shape"], arguments["dtype"], _name("_dg_lanes")],
+            keywords=[],
+        )
+
+    # -- device functions ------------------------------------------------------
+    def _device(self, py_func):
+        translation = _device_translation(py_func, self.kernel_name)
+        name = self.bind(translation, "device").id
+        self.devices[name] = translation
+        self.uses_atomics |= translation.uses_atomics
+        self.uses_block_index |= translation.uses_block_index
+        return name, translation
+
+    def device_call(self, py_func, node):
+        name, translation = self._device(py_func)
+        keywords = list(node.keywords)
+        if translation.uses_context:
+            self.uses_context = True
+            keywords += [ast.keyword(arg=c, value=_name(c)) for c in CONTEXT]
+        return ast.Call(func=_name(name), args=node.args, keywords=keywords)
+
+    def device_value(self, py_func, node):
+        name, translation = self._device(py_func)
+        if translation.uses_context:
+            raise DualgpuError(
+                f"{self.where} passes the device function {py_func.__qualname__!r} around as a "
+                f"value; the {BACKEND} backend only supports calling it directly, because it "
+                "reads the thread index."
+            )
+        return _name(name)
+
+
+def _check_signature(tree, where):
+    a = tree.args
+    if a.vararg or a.kwarg or a.kwonlyargs or a.posonlyargs:
+        raise DualgpuError(
+            f"{where}: *args, **kwargs, keyword-only and positional-only parameters are not "
+            f"supported by the {BACKEND} backend (nor by numba.cuda); list the parameters "
+            "plainly: def kernel(a, b, n)."
+        )
+    clashes = [arg.arg for arg in a.args if arg.arg.startswith("_dg_")]
+    if clashes:
+        raise DualgpuError(
+            f"{where}: parameter names starting with '_dg_' are reserved by dualgpu; rename {clashes}."
+        )
+
+
+class _Translation:
+    """One function's rewritten source; builds njit dispatchers per lanes value.
+
+    Parameters
+    ----------
+    py_func : function
+    role : {"kernel", "device function"}
+    kernel_name : str
+        The kernel being compiled (named in error messages).
+    """
+
+    def __init__(self, py_func, role, kernel_name):
+        self.py_func = py_func
+        self.role = role
+        name = py_func.__qualname__
+        self.where = (
+            f"kernel {name!r}" if role == "kernel"
+            else f"device function {name!r} (called from kernel {kernel_name!r})"
+        )
+        source = _translate.function_source(py_func, role, BACKEND)
+        self.filename = source.filename
+        tree = source.tree
+        _check_signature(tree, self.where)
+        self.params = [arg.arg for arg in tree.args.args]
+        self.namespace = Namespace(py_func, tree)
+        # Registered before the body is rewritten, so recursion finds it (and
+        # marks it recursive: a recursive function cannot be inlined).
+        self.tree = None
+        self.recursive = False
+        self.uses_atomics = False
+        self.uses_context = False
+        self.uses_block_index = False
+        self.lanes_dependent = False
+        self.devices = {}
+        self._built = {}
+        if role != "kernel":
+            _DEVICE_TRANSLATIONS.set(py_func, self)
+        rewriter = _CpuRewriter(self.namespace, self.where, kernel_name)
+        tree = rewriter.visit(tree)
+        self.uses_atomics = rewriter.uses_atomics
+        self.uses_context = rewriter.uses_context or role == "kernel"
+        self.uses_block_index = rewriter.uses_block_index
+        self.devices = rewriter.devices
+        self.lanes_dependent = rewriter.uses_local_array or any(
+            d.lanes_dependent for d in self.devices.values()
+        )
+        if self.uses_context:
+            tree.args.args += [ast.arg(arg=c) for c in CONTEXT]
+            if tree.args.defaults:
+                tree.args.defaults += [ast.Constant(0) for _ in CONTEXT]
+        self.tree = tree
+        self.namespace.values.update(_RUNTIME)
+
+    def stale(self, seen=None):
+        """True if a name undefined at translation is defined now (here or in a callee)."""
+        seen = set() if seen is None else seen
+        if id(self) in seen:
+            return False
+        seen.add(id(self))
+        if any(n in self.py_func.__globals__ for n in self.namespace.unresolved):
+            return True
+        return any(d.stale(seen) for d in self.devices.values())
+
+    def function(self, lanes):
+        """Return the rewritten Python function for ``lanes`` (not yet jitted)."""
+        lanes = lanes if self.lanes_dependent else 0
+        values = dict(self.namespace.values)
+        values["_dg_lanes"] = lanes
+        return _translate.compile_function(self.tree, values, self.filename), values
+
+    def build(self, lanes, fastmath, **options):
+        """Return the njit dispatcher of this function for ``lanes`` (cached)."""
+        key = (lanes if self.lanes_dependent else 0, fastmath, tuple(sorted(options.items())))
+        dispatcher = self._built.get(key)
+        if dispatcher is None:
+            function, values = self.function(lanes)
+            if self.role != "kernel" and not self.recursive:
+                # numba does not let LLVM inline across compiled functions; a call in
+                # the thread loop would stop vectorisation, so inline in numba's IR.
+                options.setdefault("inline", "always")
+            dispatcher = njit(fastmath=fastmath, error_model="numpy", **options)(function)
+            self._built[key] = dispatcher
+            for name, device in self.devices.items():
+                values[name] = device.build(lanes, fastmath)
+        return dispatcher
+
+
+_DEVICE_TRANSLATIONS = _translate.FunctionCache()
+
+
+def _device_translation(py_func, kernel_name):
+    translation = _DEVICE_TRANSLATIONS.get(py_func)
+    if translation is not None and translation.tree is None:
+        translation.recursive = True  # referenced while its own body is being rewritten
+        return translation
+    if translation is None or (translation._built == {} and translation.stale()):
+        translation = _Translation(py_func, "device function", kernel_name)
+    return translation
+
+
+# ---------------------------------------------------------------------------
+# Launchers
+# ---------------------------------------------------------------------------
+_HEADER = "def _dg_launch({params}_dg_gdx, _dg_gdy, _dg_gdz, _dg_bdx, _dg_bdy, _dg_bdz):\n"
+_CALL = "_dg_thread({params}_dg_gx, _dg_gy, _dg_gz, _dg_tx, _dg_ty, _dg_tz, _dg_bx, _dg_by, _dg_bz, "\
+    "_dg_bdx, _dg_bdy, _dg_bdz, _dg_gdx, _dg_gdy, _dg_gdz)"
+
+#: Launcher bodies. "blocks" walks blocks then threads (for kernels that read
+#: threadIdx/blockIdx); the "flat" ones walk the global index directly (kernels
+#: that only use cuda.grid/gridsize), so the innermost loop is a plain range the
+#: compiler can vectorise. No launcher divides per thread.
+_LAUNCHERS = {
+    # blocks: serial or prange over blocks; threads of a block run in order.
+    "blocks": """\
+    _dg_gdxy = _dg_gdx * _dg_gdy
+    for _dg_block in _dg_range(_dg_gdxy * _dg_gdz):
+        _dg_bz = _dg_block // _dg_gdxy
+        _dg_rest = _dg_block - _dg_bz * _dg_gdxy
+        _dg_by = _dg_rest // _dg_gdx
+        _dg_bx = _dg_rest - _dg_by * _dg_gdx
+        _dg_x0 = _dg_bx * _dg_bdx
+        for _dg_tz in range(_dg_bdz):
+            _dg_gz = _dg_bz * _dg_bdz + _dg_tz
+            for _dg_ty in range(_dg_bdy):
+                _dg_gy = _dg_by * _dg_bdy + _dg_ty
+                for _dg_tx in range(_dg_bdx):
+                    _dg_gx = _dg_x0 + _dg_tx
+                    {call}
+""",
+    # flat, serial.
+    "flat": """\
+    _dg_tx = _dg_ty = _dg_tz = _dg_bx = _dg_by = _dg_bz = 0
+    for _dg_gz in range(_dg_gdz * _dg_bdz):
+        for _dg_gy in range(_dg_gdy * _dg_bdy):
+            for _dg_gx in range(_dg_gdx * _dg_bdx):
+                {call}
+""",
+    # flat, prange over rows (y, z): 2-D and 3-D launches with many rows.
+    "flat_rows": """\
+    _dg_tx = _dg_ty = _dg_tz = _dg_bx = _dg_by = _dg_bz = 0
+    _dg_ny = _dg_gdy * _dg_bdy
+    for _dg_row in _dg_range(_dg_ny * _dg_gdz * _dg_bdz):
+        _dg_gz = _dg_row // _dg_ny
+        _dg_gy = _dg_row - _dg_gz * _dg_ny
+        for _dg_gx in range(_dg_gdx * _dg_bdx):
+            {call}
+""",
+    # flat, prange along x inside each row: 1-D launches (or very few rows).
+    "flat_x": """\
+    _dg_tx = _dg_ty = _dg_tz = _dg_bx = _dg_by = _dg_bz = 0
+    for _dg_gz in range(_dg_gdz * _dg_bdz):
+        for _dg_gy in range(_dg_gdy * _dg_bdy):
+            for _dg_gx in _dg_range(_dg_gdx * _dg_bdx):
+                {call}
+""",
+}
+
+
+def _make_launcher(translation, thread, variant, parallel, fastmath):
+    """Return the njit launcher ``variant`` (a key of _LAUNCHERS) calling ``thread``."""
+    params = "".join(p + ", " for p in translation.params)
+    source = _HEADER.format(params=params) + _LAUNCHERS[variant].format(
+        call=_CALL.format(params=params)
+    )
+    namespace = {"_dg_thread": thread, "_dg_range": prange if parallel else range}
+    function = _translate.compile_source(
+        source, namespace, "_dg_launch", f"cpu launcher of {translation.py_func.__qualname__}"
+    )
+    return njit(parallel=parallel, fastmath=fastmath, error_model="numpy")(function)
+
+
+def _dim3(value, what, kernel):
+    if type(value) is int and value > 0:
+        return value, 1, 1
+    if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
+        dims = (int(value),)
+    elif isinstance(value, (tuple, list)) and all(
+        isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in value
+    ):
+        dims = tuple(int(v) for v in value)
+    else:
+        dims = None
+    if dims is None or not 1 <= len(dims) <= 3 or min(dims) < 1:
+        raise DualgpuError(
+            f"kernel {kernel!r}: {what} must be a positive int or a tuple of 1 to 3 positive "
+            f"ints (x, y, z); got {value!r}. Example: kernel[(n + 255) // 256, 256](...)."
+        )
+    return dims + (1,) * (3 - len(dims))
+
+
+def _lanes_of(args, kernel):
+    lanes = 0
+    for arg in args:
+        arg_lanes = getattr(arg, "lanes", None)
+        if arg_lanes is None:
+            continue
+        arg_lanes = int(arg_lanes)
+        if lanes and arg_lanes != lanes:
+            raise DualgpuError(
+                f"kernel {kernel!r}: dual arguments have different numbers of lanes ({lanes} "
+                f"and {arg_lanes}); seed all duals of one launch with the same number of partials."
+            )
+        lanes = arg_lanes
+    return lanes
+
+
+class CpuKernel:
+    """A numba.cuda kernel compiled for the CPU; launch with :meth:`launch`.
+
+    Made by :func:`compile_kernel`. One launcher dispatcher is kept per lanes
+    value (and serial/parallel), and numba keeps one specialisation per argument
+    types, so repeated launches never recompile.
+    """
+
+    def __init__(self, py_func, fastmath=False):
+        self.py_func = py_func
+        self.name = py_func.__qualname__
+        self.fastmath = bool(fastmath)
+        self._translation = _Translation(py_func, "kernel", self.name)
+        self.params = tuple(self._translation.params)
+        self._launchers = {}
+
+    @property
+    def uses_atomics(self):
+        """True if the kernel (or a device function it calls) uses cuda.atomic: runs serially."""
+        return self._translation.uses_atomics
+
+    def _launcher(self, lanes, variant):
+        """Return (building once) the launcher for ``lanes`` and ``variant``."""
+        key = (lanes, variant)
+        launcher = self._launchers.get(key)
+        if launcher is None:
+            thread = self._translation.build(lanes, self.fastmath, inline="always")
+            parallel = variant != "flat" and variant != "blocks"
+            base = "blocks" if variant.startswith("blocks") else variant
+            launcher = _make_launcher(self._translation, thread, base, parallel, self.fastmath)
+            self._launchers[key] = launcher
+        return launcher
+
+    def _variant(self, g, b):
+        """Pick serial/parallel and the loop order for a launch of grid ``g``, block ``b``."""
+        rows = g[1] * b[1] * g[2] * b[2]
+        total = rows * g[0] * b[0]
+        parallel = (
+            total >= PARALLEL_MIN_THREADS
+            and not self._translation.uses_atomics
+            and numba.config.NUMBA_NUM_THREADS > 1
+        )
+        if self._translation.uses_block_index:
+            return "blocks_parallel" if parallel else "blocks"
+        if not parallel:
+            return "flat"
+        return "flat_rows" if rows >= 4 * numba.config.NUMBA_NUM_THREADS else "flat_x"
+
+    def launch(self, griddim, blockdim, args):
+        """Run the kernel over a ``griddim`` x ``blockdim`` launch with ``args``.
+
+        Parameters
+        ----------
+        griddim, blockdim : int or tuple of 1 to 3 ints
+        args : tuple
+            The kernel's arguments: numpy arrays, scalars, and dualgpu duals.
+        """
+        g = _dim3(griddim, "griddim", self.name)
+        b = _dim3(blockdim, "blockdim", self.name)
+        if len(args) != len(self.params):
+            raise DualgpuError(
+                f"kernel {self.name!r} takes {len(self.params)} arguments "
+                f"({', '.join(self.params)}); got {len(args)}."
+            )
+        if b[0] * b[1] * b[2] > MAX_THREADS_PER_BLOCK:
+            raise DualgpuError(
+                f"kernel {self.name!r}: blockdim {blockdim!r} has {b[0] * b[1] * b[2]} threads; "
+                f"CUDA allows at most {MAX_THREADS_PER_BLOCK} per block (the {BACKEND} backend "
+                "keeps that limit so the kernel also runs on a GPU). Use more blocks."
+            )
+        lanes = _lanes_of(args, self.name)
+        if not self._launchers and self._translation.stale():
+            # a global the kernel uses was defined after compile_kernel: look again
+            self._translation = _Translation(self.py_func, "kernel", self.name)
+        variant = self._variant(g, b)
+        launcher = self._launchers.get((lanes, variant))
+        if launcher is None:
+            launcher = self._launcher(lanes, variant)
+        launcher(*args, *g, *b)
+
+    def __getitem__(self, config):
+        """``kernel[griddim, blockdim](*args)``, as with numba.cuda."""
+        if not isinstance(config, tuple) or len(config) not in (2, 3, 4):
+            raise DualgpuError(
+                f"kernel {self.name!r}: launch as kernel[griddim, blockdim](*args); got "
+                f"kernel[{config!r}]."
+            )
+        griddim, blockdim = config[0], config[1]
+
+        def configured(*args):
+            self.launch(griddim, blockdim, args)
+
+        return configured
+
+    def __repr__(self):
+        return f"<CpuKernel {self.name}({', '.join(self.params)})>"
+
+
+def compile_kernel(kernel, fastmath=False):
+    """Return a :class:`CpuKernel` running ``kernel`` on the CPU.
+
+    Parameters
+    ----------
+    kernel : function or numba.cuda dispatcher
+        A numba.cuda kernel (decorated or not); its source must be in a file.
+    fastmath : bool
+        Passed to ``numba.njit``.
+
+    Raises
+    ------
+    DualgpuError
+        If the source is unavailable or the kernel uses a feature this backend
+        cannot run (shared memory, syncthreads, constant memory, warp intrinsics).
+    """
+    py_func = _translate.unwrap(kernel)
+    if py_func is None:
+        raise DualgpuError(
+            f"compile_kernel expects a Python function or a numba.cuda kernel; got "
+            f"{type(kernel).__name__}. Pass the function you decorate with @cuda.jit."
+        )
+    if _translate.device_py_func(kernel) is not None:
+        raise DualgpuError(
+            f"{py_func.__qualname__!r} is a device function (device=True), not a kernel; "
+            "launch the kernel that calls it instead."
+        )
+    return CpuKernel(py_func, fastmath=fastmath)

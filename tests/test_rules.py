@@ -1,0 +1,170 @@
+"""Every rule of dualgpu.rules, checked against finite differences on every path.
+
+Paths: the pure-Python Dual, compiled CPU code (@njit), and a numba.cuda kernel run
+under the CUDA simulator. Real CUDA code generation (PTX) is in test_ptx.py.
+"""
+import functools
+
+import numpy as np
+import pytest
+from numba import njit
+
+import dualgpu
+from dualgpu import Dual, DualArray, dmath, rules
+from dualgpu.dual import apply_rule
+
+from rule_harness import (
+    BINARY_CASES,
+    UNARY_CASES,
+    build_function,
+    check_results,
+    draw_inputs,
+    kernel_source,
+)
+
+DTYPES = [np.float32, np.float64]
+LANES = [1, 3, 8]
+KINDS = [("d",), ("d", "d"), ("d", "n"), ("n", "d")]
+COUNT = 3  # input points per rule
+
+
+def cases_for(kinds):
+    return UNARY_CASES if len(kinds) == 1 else BINARY_CASES
+
+
+def make_inputs(kinds, dtype, lanes, seed):
+    rng = np.random.default_rng(seed)
+    cases = cases_for(kinds)
+    xs, ys = draw_inputs(cases, rng, count=COUNT)
+    px = rng.normal(size=(COUNT, lanes, len(cases)))
+    py = rng.normal(size=(COUNT, lanes, len(cases)))
+    return cases, xs, ys, px, py
+
+
+def operand(kind, values, partials, dtype):
+    if kind == "d":
+        return DualArray(values.astype(dtype), partials.astype(dtype))
+    return values.astype(dtype)
+
+
+@functools.lru_cache(maxsize=None)
+def njit_kernel(kinds):
+    return njit(build_function(kernel_source(cases_for(kinds), kinds, cuda_kernel=False), {"math": __import__("math")}))
+
+
+@functools.lru_cache(maxsize=None)
+def cudasim_kernel(kinds):
+    from numba.cuda import simulator as sim
+    from numba import cuda
+
+    fn = build_function(kernel_source(cases_for(kinds), kinds, cuda_kernel=True), {"math": dmath, "cuda": cuda})
+    return sim.jit(fn)
+
+
+def run_path(path, kinds, dtype, lanes, xs, ys, px, py):
+    cases = cases_for(kinds)
+    x = operand(kinds[0], xs, px, dtype)
+    y = operand(kinds[1] if len(kinds) > 1 else "n", ys, py, dtype)
+    out = dualgpu.dual_array(np.zeros(len(cases)), lanes=lanes, dtype=dtype)
+    if path == "njit":
+        njit_kernel(kinds)(x, y, out)
+    elif path == "cudasim":
+        cudasim_kernel(kinds)[1, 1](x, y, out)
+    else:  # pure Python, element by element
+        fn = build_function(kernel_source(cases, kinds, cuda_kernel=False), {"math": dmath})
+        fn(x, y, out)
+    return out
+
+
+@pytest.mark.parametrize("kinds", KINDS, ids=lambda k: "".join(k))
+@pytest.mark.parametrize("lanes", LANES)
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize("path", ["python", "njit", "cudasim"])
+def test_every_rule_matches_finite_differences(path, dtype, lanes, kinds):
+    if path == "cudasim" and lanes == 3 and len(kinds) == 2:
+        pass  # the simulator is slow but these are single-thread launches
+    cases, xs, ys, px, py = make_inputs(kinds, dtype, lanes, seed=lanes * 10 + len(kinds))
+    for row in range(COUNT):
+        out = run_path(path, kinds, dtype, lanes, xs[row], ys[row], px[row], py[row])
+        assert out.dtype == np.dtype(dtype)
+        check_results(cases, kinds, xs[row], ys[row], px[row], py[row], out.values, out.partials,
+                      dtype, where=f"{path} {np.dtype(dtype).name} N={lanes} {''.join(kinds)}")
+
+
+def test_rule_table_is_fully_covered_by_the_harness():
+    names = {c[2] for c in UNARY_CASES + BINARY_CASES}
+    assert names == set(rules.UNARY_RULES) | set(rules.BINARY_RULES)
+
+
+# --- exact values at points with known derivatives ----------------------------------
+
+KNOWN = [
+    ("sin", 0.0, 1.0),
+    ("cos", 0.0, 0.0),
+    ("exp", 0.0, 1.0),
+    ("log", 1.0, 1.0),
+    ("sqrt", 4.0, 0.25),
+    ("atan", 0.0, 1.0),
+    ("tanh", 0.0, 1.0),
+    ("erf", 0.0, 2.0 / np.sqrt(np.pi)),
+    ("abs", 0.0, 1.0),  # convention: right derivative at 0
+    ("abs", -2.0, -1.0),
+    ("fabs", 0.0, 1.0),
+]
+
+
+@pytest.mark.parametrize("name,x,slope", KNOWN)
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
+def test_known_derivatives_python_and_njit(name, x, slope, dtype):
+    d = Dual(dtype(x), np.array([1.0, -2.0], dtype))
+    py = apply_rule(name, d)
+    fn = njit(build_function(
+        "def kernel(xs, ys, out):\n    out[0] = " + _text(name, "xs[0]"), {"math": __import__("math")}))
+    out = dualgpu.dual_array(np.zeros(1), lanes=2, dtype=dtype)
+    fn(DualArray(np.array([x], dtype), np.array([[1.0], [-2.0]], dtype)), None, out)
+    for got in (py.partials, out.partials[:, 0]):
+        np.testing.assert_allclose(got, [slope, -2 * slope], rtol=1e-6, atol=0)
+
+
+def _text(name, x):
+    from rule_harness import call_text
+    case = next(c for c in UNARY_CASES if c[2] == name)
+    return call_text(case, x)
+
+
+def test_non_differentiable_conventions():
+    a = Dual(1.0, [1.0, 0.0])
+    b = Dual(1.0, [0.0, 1.0])
+    # min/max ties take the first argument's partials, in Python and compiled code
+    assert min(a, b).partials.tolist() == [1.0, 0.0]
+    assert apply_rule("max", b, a).partials.tolist() == [0.0, 1.0]
+    tie = njit(lambda p, q: (min(p, q), max(q, p)))(a, b)
+    assert tie[0].partials.tolist() == [1.0, 0.0]
+    assert tie[1].partials.tolist() == [0.0, 1.0]
+    # hypot(0, 0) has zero partials; sqrt(0) an infinite factor
+    z = Dual(0.0, [1.0, 0.0])
+    assert dmath.hypot(z, z).partials.tolist() == [0.0, 0.0]
+    assert np.isinf(dmath.sqrt(z).partials[0])
+    # 0 ** y contributes nothing through y
+    assert (0.0 ** Dual(2.0, [1.0, 0.0])).partials.tolist() == [0.0, 0.0]
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
+def test_value_only_functions_act_on_the_value(dtype):
+    import math
+
+    d = Dual(dtype(2.7), np.array([1.0], dtype))
+    f = njit(lambda d: (math.floor(d), math.ceil(d), math.trunc(d), int(d), round(d),
+                        math.isnan(d), math.isinf(d), math.isfinite(d), d < 3.0, d != 2.5))
+    expected = (2, 3, 2, 2, 3, False, False, True, True, True)
+    assert f(d) == expected
+    assert (math.floor(d), math.ceil(d), math.trunc(d), int(d), round(d)) == expected[:5]
+    assert (dmath.isnan(d), dmath.isinf(d), dmath.isfinite(d), d < 3.0) == expected[5:9]
+
+
+def test_float32_stays_float32_in_python():
+    d = Dual(np.float32(0.3), np.array([1.0, 2.0], np.float32))
+    for name in rules.UNARY_RULES:
+        assert apply_rule(name, d).dtype == np.float32, name
+    assert (d * np.float32(2)).dtype == np.float32
+    assert (d * d).dtype == np.float32
