@@ -36,7 +36,10 @@ THREADS_PER_BLOCK = (16, 16)
 
 @cuda.jit
 def step(u, v, u_new, v_new, ru, rv, F, k, dt):
-    """One explicit Euler step of cell ``(i, j)``; ``ru = Du dt / dx**2``, ``rv = Dv dt / dx**2``."""
+    """One explicit Euler step of cell ``(i, j)``.
+
+    ``ru = Du dt / dx**2`` and ``rv = Dv dt / dx**2`` are the diffusion numbers.
+    """
     i, j = cuda.grid(2)
     nx = u.shape[0]
     ny = u.shape[1]

@@ -32,7 +32,8 @@ array is never written.
 import numpy as np
 from numba import cuda
 
-__all__ = ["THREADS_PER_BLOCK", "default_initial_state", "simulate", "step_dirichlet", "step_periodic"]
+__all__ = ["THREADS_PER_BLOCK", "default_initial_state", "simulate", "step_dirichlet",
+           "step_periodic"]
 
 THREADS_PER_BLOCK = 128
 """Threads per block of the 1-D launches."""
