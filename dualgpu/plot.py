@@ -7,6 +7,18 @@ into and returns ``(fig, ax)``; :func:`save` writes the figure as a PNG.
 Colour scales are diverging and centred at zero: red is positive, blue negative, white zero.
 Entries that are NaN or infinite are drawn in a colour of their own (green by default), and
 the title and a :class:`RuntimeWarning` say how many there are.
+
+Examples
+--------
+>>> import numpy as np
+>>> from dualgpu import plot
+>>> J = np.array([[1.0, -2.0], [0.5, 0.0]])
+>>> fig, ax = plot.jacobian_heatmap(J, input_labels=["a", "b"], output_name="y")
+>>> norm = ax.images[0].norm
+>>> float(norm.vmin), float(norm.vmax)
+(-2.0, 2.0)
+>>> ax.get_title()
+'Jacobian ∂ y / ∂ input  (2 × 2)'
 """
 import warnings
 from pathlib import Path

@@ -352,6 +352,12 @@ def test_over_time_errors(times, values, kwargs, match):
 
 # ---------------------------------------------------------------- save and headless use
 
+def test_module_examples_run():
+    import doctest
+
+    assert doctest.testmod(plot, raise_on_error=False).failed == 0
+
+
 def test_save_creates_folders_appends_suffix_and_accepts_pairs(tmp_path):
     pair = plot.parameter_ranking("ab", [1.0, -1.0])
     path = plot.save(pair, tmp_path / "a" / "b" / "ranking", dpi=80)
