@@ -69,7 +69,7 @@ def _as_float_array(data, what):
     """Return ``data`` as a float ndarray on the host (device arrays are copied back)."""
     if hasattr(data, "copy_to_host"):  # numba device array
         data = data.copy_to_host()
-    elif hasattr(data, "get") and not isinstance(data, dict):  # cupy array
+    elif type(data).__module__.startswith("cupy"):  # cupy array
         data = data.get()
     try:
         array = np.asarray(data, dtype=float)
