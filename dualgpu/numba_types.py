@@ -219,7 +219,9 @@ def lanes_neg(typingctx, dtype_of, p):
 
     def codegen(context, builder, sig, args):
         lp = _cast_lanes(context, builder, args[1], p, dtype_of)
-        return _pack(context, builder, ret, [builder.fneg(x) for x in lp])
+        # fsub from -0.0 rather than fneg: NVVM's IR dialect predates fneg
+        minus_zero = context.get_constant(dtype_of, -0.0)
+        return _pack(context, builder, ret, [builder.fsub(minus_zero, x) for x in lp])
 
     return ret(dtype_of, p), codegen
 
