@@ -71,14 +71,14 @@ _AXES = ("x", "y", "z")
 
 #: Features that need threads of a block to run together: rejected.
 UNSUPPORTED = {
-    "shared": "shared memory (cuda.shared.array)",
-    "syncthreads": "block synchronisation (cuda.syncthreads)",
-    "syncthreads_count": "block synchronisation (cuda.syncthreads_count)",
-    "syncthreads_and": "block synchronisation (cuda.syncthreads_and)",
-    "syncthreads_or": "block synchronisation (cuda.syncthreads_or)",
-    "syncwarp": "warp synchronisation (cuda.syncwarp)",
-    "const": "constant memory (cuda.const.array_like)",
-    "cg": "cooperative groups (cuda.cg)",
+    "shared": "shared memory",
+    "syncthreads": "block synchronisation",
+    "syncthreads_count": "block synchronisation",
+    "syncthreads_and": "block synchronisation",
+    "syncthreads_or": "block synchronisation",
+    "syncwarp": "warp synchronisation",
+    "const": "constant memory",
+    "cg": "cooperative groups",
 }
 
 ATOMIC_OPS = (
@@ -598,13 +598,17 @@ _LAUNCHERS = {
         for _dg_gx in range(_dg_gdx * _dg_bdx):
             {call}
 """,
-    # flat, prange along x inside each row: 1-D launches (or very few rows).
-    "flat_x": """\
+    # flat, prange over pieces of rows one block wide: 1-D launches and few rows.
+    "flat_pieces": """\
     _dg_tx = _dg_ty = _dg_tz = _dg_bx = _dg_by = _dg_bz = 0
-    for _dg_gz in range(_dg_gdz * _dg_bdz):
-        for _dg_gy in range(_dg_gdy * _dg_bdy):
-            for _dg_gx in _dg_range(_dg_gdx * _dg_bdx):
-                {call}
+    _dg_ny = _dg_gdy * _dg_bdy
+    for _dg_piece in _dg_range(_dg_ny * _dg_gdz * _dg_bdz * _dg_gdx):
+        _dg_row = _dg_piece // _dg_gdx
+        _dg_x0 = (_dg_piece - _dg_row * _dg_gdx) * _dg_bdx
+        _dg_gz = _dg_row // _dg_ny
+        _dg_gy = _dg_row - _dg_gz * _dg_ny
+        for _dg_gx in range(_dg_x0, _dg_x0 + _dg_bdx):
+            {call}
 """,
 }
 
@@ -639,6 +643,14 @@ def _dim3(value, what, kernel):
             f"ints (x, y, z); got {value!r}. Example: kernel[(n + 255) // 256, 256](...)."
         )
     return dims + (1,) * (3 - len(dims))
+
+
+def _register_dual_types():
+    """Import the numba typing of Dual/DualArray, so the launcher can take them."""
+    try:
+        from .. import numba_arrays, numba_types  # noqa: F401  (registers typeof)
+    except ImportError:  # not written yet: numba will say it cannot type the argument
+        pass
 
 
 def _lanes_of(args, kernel):
@@ -683,6 +695,8 @@ class CpuKernel:
         key = (lanes, variant)
         launcher = self._launchers.get(key)
         if launcher is None:
+            if lanes:
+                _register_dual_types()
             thread = self._translation.build(lanes, self.fastmath, inline="always")
             parallel = variant != "flat" and variant != "blocks"
             base = "blocks" if variant.startswith("blocks") else variant
@@ -703,7 +717,7 @@ class CpuKernel:
             return "blocks_parallel" if parallel else "blocks"
         if not parallel:
             return "flat"
-        return "flat_rows" if rows >= 4 * numba.config.NUMBA_NUM_THREADS else "flat_x"
+        return "flat_rows" if rows >= 4 * numba.config.NUMBA_NUM_THREADS else "flat_pieces"
 
     def launch(self, griddim, blockdim, args):
         """Run the kernel over a ``griddim`` x ``blockdim`` launch with ``args``.
@@ -727,7 +741,7 @@ class CpuKernel:
                 f"CUDA allows at most {MAX_THREADS_PER_BLOCK} per block (the {BACKEND} backend "
                 "keeps that limit so the kernel also runs on a GPU). Use more blocks."
             )
-        lanes = _lanes_of(args, self.name)
+        lanes = _lanes_of(args, self.name) if args else 0
         if not self._launchers and self._translation.stale():
             # a global the kernel uses was defined after compile_kernel: look again
             self._translation = _Translation(self.py_func, "kernel", self.name)

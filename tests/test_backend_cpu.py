@@ -1,0 +1,417 @@
+"""The compiled CPU backend (dualgpu.backends.cpu) against the CUDA simulator run in-process."""
+import math
+import types
+
+import numba
+import numpy as np
+import pytest
+from numba import cuda
+from numba.cuda import simulator as sim
+
+import kernels_for_cpu_backend as kfc
+from kernels_for_cpu_backend import laplacian_1d
+from dualgpu.backends import cpu
+from dualgpu.backends._translate import device_py_func, unwrap
+from dualgpu.errors import DualgpuError
+
+
+# --- the reference: the same kernel on the CUDA simulator ----------------------
+def _simulator_value(value, memo):
+    py_func = device_py_func(value)
+    if py_func is not None:
+        return sim.jit(device=True)(_for_simulator(py_func, memo))
+    if isinstance(value, types.ModuleType) and value.__name__ == kfc.__name__:
+        clone = memo.get(value)
+        if clone is None:
+            clone = memo[value] = types.ModuleType(value.__name__)
+            clone.__dict__.update({k: _simulator_value(v, memo) for k, v in vars(value).items()})
+        return clone
+    return value
+
+
+def _for_simulator(py_func, memo):
+    """A copy of ``py_func`` whose device functions are simulator device functions.
+
+    The simulator cannot call real numba.cuda device dispatchers, so globals,
+    closure cells and attributes of the helper module are swapped for simulator
+    versions in copies; the simulator then swaps ``cuda`` in the copy's globals.
+    """
+    if py_func in memo:
+        return memo[py_func]
+    namespace = {}
+    closure = None
+    if py_func.__closure__:
+        closure = tuple(
+            types.CellType(_simulator_value(c.cell_contents, memo)) for c in py_func.__closure__
+        )
+    copy = types.FunctionType(
+        py_func.__code__, namespace, py_func.__name__, py_func.__defaults__, closure
+    )
+    memo[py_func] = copy
+    namespace.update({k: _simulator_value(v, memo) for k, v in py_func.__globals__.items()})
+    return copy
+
+
+def simulate(kernel, griddim, blockdim, *args):
+    sim.jit(_for_simulator(unwrap(kernel), {}))[griddim, blockdim](*args)
+
+
+def run_cpu(kernel, griddim, blockdim, *args):
+    cpu.compile_kernel(kernel).launch(griddim, blockdim, args)
+
+
+@pytest.fixture(params=["serial", "parallel"])
+def mode(request, monkeypatch):
+    """Run a test once with serial launchers and once with parallel ones forced."""
+    if request.param == "parallel":
+        monkeypatch.setattr(cpu, "PARALLEL_MIN_THREADS", 1)
+    return request.param
+
+
+# --- kernels defined in this module, using device functions from another module
+@cuda.jit
+def heat_1d_device(u, u_new):
+    i = cuda.grid(1)
+    if i > 0 and i < u.shape[0] - 1:
+        u_new[i] = u[i] + kfc.DIFFUSIVITY * laplacian_1d(u, i)
+
+
+@cuda.jit
+def write_global_x(out):
+    i = kfc.global_x()
+    if i < out.size:
+        out[i] = i
+
+
+@cuda.jit
+def early_return_odd(x, out):
+    i = cuda.grid(1)
+    if i >= x.size:
+        return
+    if i % 2 == 1:
+        return
+    out[i] = math.exp(-x[i])
+
+
+# --- correctness against the simulator --------------------------------------------
+def test_heat_1d_boundary_branches(rng, mode):
+    u = rng.random(1000)
+    expected, got = np.full_like(u, np.nan), np.full_like(u, np.nan)
+    simulate(kfc.heat_1d, 4, 256, u, expected, 0.2)
+    kernel = cpu.compile_kernel(kfc.heat_1d)
+    kernel.launch(4, 256, (u, got, 0.2))
+    np.testing.assert_allclose(got, expected, rtol=1e-14)
+    assert not kernel._translation.uses_block_index
+    assert set(v for _, v in kernel._launchers) == {"flat" if mode == "serial" else "flat_pieces"}
+
+
+def test_heat_2d_boundary_branches(rng, mode):
+    u = rng.random((37, 21))
+    expected, got = np.full_like(u, np.nan), np.full_like(u, np.nan)
+    simulate(kfc.heat_2d, (5, 3), (8, 8), u, expected, 0.1)
+    kernel = cpu.compile_kernel(kfc.heat_2d)
+    kernel.launch((5, 3), (8, 8), (u, got, 0.1))
+    np.testing.assert_allclose(got, expected, rtol=1e-14)
+    assert set(v for _, v in kernel._launchers) == {"flat" if mode == "serial" else "flat_rows"}
+
+
+def test_3d_grid_and_every_index(mode):
+    shape = (5, 6, 7)
+    griddim, blockdim = (2, 3, 2), (3, 2, 4)
+    expected = np.full(shape, -1, dtype=np.int64)
+    got = expected.copy()
+    ids_expected = np.full(shape + (5,), -1, dtype=np.int64)
+    ids_got = ids_expected.copy()
+    simulate(kfc.indices_3d, griddim, blockdim, expected, ids_expected)
+    kernel = cpu.compile_kernel(kfc.indices_3d)
+    kernel.launch(griddim, blockdim, (got, ids_got))
+    np.testing.assert_array_equal(got, expected)
+    np.testing.assert_array_equal(ids_got, ids_expected)
+    assert kernel._translation.uses_block_index
+    assert set(v for _, v in kernel._launchers) == {"blocks" if mode == "serial" else "blocks_parallel"}
+
+
+def test_grid_stride_loop(rng):
+    x, y = rng.random(1000), rng.random(1000)
+    expected, got = np.zeros_like(x), np.zeros_like(x)
+    simulate(kfc.saxpy_grid_stride, 3, 32, 2.5, x, y, expected)
+    run_cpu(kfc.saxpy_grid_stride, 3, 32, 2.5, x, y, got)
+    np.testing.assert_allclose(got, expected, rtol=1e-14)
+    np.testing.assert_allclose(got, 2.5 * x + y, rtol=1e-14)
+
+
+def test_early_return(rng):
+    x = rng.random(100)
+    expected, got = np.zeros_like(x), np.zeros_like(x)
+    simulate(early_return_odd, 4, 32, x, expected)
+    run_cpu(early_return_odd, 4, 32, x, got)
+    np.testing.assert_allclose(got, expected, rtol=1e-14)
+    assert np.all(got[1::2] == 0) and np.all(got[::2] > 0)
+
+
+def test_particles_inner_loop_over_all_others(rng):
+    pos = rng.random((40, 2))
+    expected, got = np.zeros_like(pos), np.zeros_like(pos)
+    simulate(kfc.nbody_accel, 2, 32, pos, expected, 0.05)
+    run_cpu(kfc.nbody_accel, 2, 32, pos, got, 0.05)
+    np.testing.assert_allclose(got, expected, rtol=1e-12)
+
+
+def test_device_functions_from_another_module_nested(rng):
+    u = rng.random(300) * 3 - 1.5
+    expected, got = np.zeros_like(u), np.zeros_like(u)
+    simulate(kfc.smooth_with_devices, 3, 128, u, expected)
+    run_cpu(kfc.smooth_with_devices, 3, 128, u, got)
+    np.testing.assert_allclose(got, expected, rtol=1e-14)
+
+    expected, got = np.zeros_like(u), np.zeros_like(u)
+    simulate(heat_1d_device, 3, 128, u, expected)
+    run_cpu(heat_1d_device, 3, 128, u, got)
+    np.testing.assert_allclose(got, expected, rtol=1e-14)
+
+
+def test_device_function_reading_thread_index():
+    expected, got = np.zeros(100), np.zeros(100)
+    simulate(write_global_x, 4, 32, expected)
+    kernel = cpu.compile_kernel(write_global_x)
+    kernel.launch(4, 32, (got,))
+    np.testing.assert_array_equal(got, expected)
+    np.testing.assert_array_equal(got, np.arange(100))
+    assert kernel._translation.uses_block_index  # inherited from the device function
+
+
+def test_device_translation_cached_per_function():
+    cpu.compile_kernel(kfc.smooth_with_devices)
+    first = cpu._DEVICE_TRANSLATIONS.get(kfc.clamp.py_func)
+    cpu.compile_kernel(kfc.make_scaler(1.0, 0.0))
+    assert cpu._DEVICE_TRANSLATIONS.get(kfc.clamp.py_func) is first
+
+
+def test_closure_kernel(rng):
+    scaler = kfc.make_scaler(3.0, -1.0)
+    x = rng.random(50)
+    expected, got = np.zeros_like(x), np.zeros_like(x)
+    simulate(scaler, 2, 32, x, expected)
+    run_cpu(scaler, 2, 32, x, got)
+    np.testing.assert_allclose(got, expected, rtol=1e-14)
+
+
+def test_float32_kernel(rng):
+    x = rng.random(200).astype(np.float32)
+    expected, got = np.zeros_like(x), np.zeros_like(x)
+    simulate(kfc.scale_float32, 2, 128, x, expected, 0.5)
+    run_cpu(kfc.scale_float32, 2, 128, x, got, 0.5)
+    assert got.dtype == np.float32
+    np.testing.assert_allclose(got, expected, rtol=1e-6)
+
+
+def test_local_array_scratch(rng):
+    u = rng.random(100)
+    expected, got = np.zeros_like(u), np.zeros_like(u)
+    simulate(kfc.moving_average_local, 4, 32, u, expected)
+    kernel = cpu.compile_kernel(kfc.moving_average_local)
+    kernel.launch(4, 32, (u, got))
+    np.testing.assert_allclose(got, expected, rtol=1e-14)
+    assert kernel._translation.lanes_dependent
+
+
+def test_atomics_histogram_is_exact(rng):
+    values = rng.random(5000)
+    bins = np.zeros(10, dtype=np.int64)
+    firsts = np.full(11, -1, dtype=np.int64)
+    kernel = cpu.compile_kernel(kfc.histogram)
+    assert kernel.uses_atomics
+    kernel.launch(40, 128, (values, bins, 0.0, 0.1, firsts))
+    np.testing.assert_array_equal(bins, np.histogram(values, bins=10, range=(0.0, 1.0))[0])
+    # atomic.add returned the old count: exactly one thread per bin saw 0, and it is
+    # the first index in that bin because atomic kernels run serially.
+    which = np.minimum((values / 0.1).astype(int), 9)
+    for b in range(10):
+        assert firsts[b] == np.flatnonzero(which == b)[0]
+    assert firsts[10] == values.size - 1  # atomic.max
+    # the launch was serial even though it is large
+    assert {v for _, v in kernel._launchers} == {"flat"}
+
+    sim_bins = np.zeros(10, dtype=np.int64)
+    simulate(kfc.histogram, 40, 128, values, sim_bins, 0.0, 0.1, np.full(11, -1, dtype=np.int64))
+    np.testing.assert_array_equal(bins, sim_bins)
+
+
+def test_atomic_ops_return_old_values():
+    a = np.array([5, 7, 0, 3, 10], dtype=np.int64)
+    assert cpu._dg_atomic_add(a, 0, 2) == 5 and a[0] == 7
+    assert cpu._dg_atomic_sub(a, 1, 2) == 7 and a[1] == 5
+    assert cpu._dg_atomic_max(a, 2, 4) == 0 and a[2] == 4
+    assert cpu._dg_atomic_min(a, 3, 1) == 3 and a[3] == 1
+    assert cpu._dg_atomic_exch(a, 4, 9) == 10 and a[4] == 9
+    assert cpu._dg_atomic_inc(a, 4, 9) == 9 and a[4] == 0
+    assert cpu._dg_atomic_dec(a, 4, 3) == 0 and a[4] == 3
+    assert cpu._dg_atomic_cas(a, 4, 3, 8) == 3 and a[4] == 8
+    assert cpu._dg_atomic_cas(a, 4, 3, 1) == 8 and a[4] == 8
+    f = np.array([np.nan, 1.0])
+    assert np.isnan(cpu._dg_atomic_nanmax(f, 0, 2.0)) and f[0] == 2.0
+
+
+def test_laneid_and_warpsize():
+    got = np.zeros((100, 2), dtype=np.int64)
+    run_cpu(kfc.lanes_and_warps, 2, 64, got)
+    np.testing.assert_array_equal(got[:, 0], np.arange(100) % 64 % 32)
+    assert np.all(got[:, 1] == 32)
+
+
+@pytest.mark.parametrize("kernel", [kfc.via_alias, kfc.via_names, kfc.via_drop_in])
+def test_other_spellings_of_cuda(kernel):
+    got = np.zeros(70)
+    run_cpu(kernel, 3, 32, got)
+    i = np.arange(70)
+    tx, bx = i % 32, i // 32
+    expected = {
+        "via_alias": tx + 1000 * bx,
+        "via_names": tx,
+        "via_drop_in": tx + 2 * i,
+    }[kernel.__name__]
+    np.testing.assert_array_equal(got, expected)
+
+
+def test_plain_function_and_dispatcher_give_same_result(rng):
+    u = rng.random(64)
+    a, b = np.zeros_like(u), np.zeros_like(u)
+    run_cpu(kfc.heat_1d, 1, 64, u, a, 0.3)
+    run_cpu(kfc.heat_1d.py_func, 1, 64, u, b, 0.3)
+    np.testing.assert_array_equal(a, b)
+
+
+def test_launch_reuses_compiled_code(rng):
+    kernel = cpu.compile_kernel(kfc.heat_1d)
+    u, out = rng.random(100), np.zeros(100)
+    kernel[1, 128](u, out, 0.1)
+    launchers = dict(kernel._launchers)
+    for _ in range(3):
+        kernel.launch((1,), (128,), (u, out, 0.1))
+    assert kernel._launchers == launchers
+    (launcher,) = launchers.values()
+    assert len(launcher.signatures) == 1
+
+
+# --- dual mode (needs the lead's compiled DualArray) ----------------------------
+def _dual(values, lanes, rng):
+    from dualgpu import dual_array
+
+    return dual_array(values, rng.random((lanes,) + values.shape))
+
+
+def test_dual_arrays_pass_through(rng):
+    pytest.importorskip("dualgpu.numba_arrays")
+    u = _dual(rng.random(50), 3, rng)
+    out = _dual(np.zeros(50), 3, rng)
+    cpu.compile_kernel(kfc.heat_1d).launch(1, 64, (u, out, 0.2))
+    v, p = u.values, u.partials
+    np.testing.assert_allclose(out.values[1:-1], v[1:-1] + 0.2 * (v[:-2] - 2 * v[1:-1] + v[2:]))
+    np.testing.assert_allclose(
+        out.partials[:, 1:-1], p[:, 1:-1] + 0.2 * (p[:, :-2] - 2 * p[:, 1:-1] + p[:, 2:])
+    )
+    np.testing.assert_allclose(out.partials[:, 0], p[:, 0])
+
+
+def test_dual_local_array(rng):
+    pytest.importorskip("dualgpu.numba_arrays")
+    u = _dual(rng.random(40), 2, rng)
+    out = _dual(np.zeros(40), 2, rng)
+    kernel = cpu.compile_kernel(kfc.moving_average_local)
+    kernel.launch(2, 32, (u, out))
+    w = kfc.WEIGHTS
+    for x, y in ((u.values, out.values), (u.partials, out.partials)):
+        np.testing.assert_allclose(
+            y[..., 1:-1], w[0] * x[..., :-2] + w[1] * x[..., 1:-1] + w[2] * x[..., 2:]
+        )
+    # plain launches of the same kernel still work (one translation per lanes value)
+    plain_u, plain_out = rng.random(40), np.zeros(40)
+    kernel.launch(2, 32, (plain_u, plain_out))
+    assert {lanes for lanes, _ in kernel._launchers} == {0, 2}
+
+
+def test_lanes_must_agree():
+    class Fake:
+        def __init__(self, lanes):
+            self.lanes = lanes
+
+    assert cpu._lanes_of((np.zeros(3), Fake(4), 1.0, Fake(4)), "k") == 4
+    with pytest.raises(DualgpuError, match="different numbers of lanes"):
+        cpu._lanes_of((Fake(4), Fake(2)), "k")
+
+
+# --- errors -----------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "kernel, text",
+    [
+        (kfc.uses_shared, r"kernel 'uses_shared' uses shared memory \('cuda.shared.array'\)"),
+        (kfc.uses_syncthreads, r"kernel 'uses_syncthreads' uses block synchronisation"),
+        (kfc.uses_const, r"kernel 'uses_const' uses constant memory \('cuda.const.array_like'\)"),
+        (
+            kfc.calls_device_with_syncthreads,
+            r"device function 'device_uses_syncthreads' \(called from kernel "
+            r"'calls_device_with_syncthreads'\) uses block synchronisation",
+        ),
+    ],
+)
+def test_unsupported_features_are_refused(kernel, text):
+    with pytest.raises(DualgpuError, match=text) as info:
+        cpu.compile_kernel(kernel)
+    message = str(info.value)
+    assert "cpu backend" in message and "'cudasim' backend" in message
+
+
+def test_unknown_cuda_attribute_is_named():
+    with pytest.raises(DualgpuError, match=r"uses cuda.shfl_down_sync .*does not know"):
+        cpu.compile_kernel(kfc.uses_shuffle)
+
+
+def test_source_not_available():
+    namespace = {"cuda": cuda}
+    exec("def typed_at_prompt(x):\n    x[cuda.grid(1)] = 1.0\n", namespace)
+    with pytest.raises(DualgpuError, match=r"source is not available.*in a\s+file"):
+        cpu.compile_kernel(namespace["typed_at_prompt"])
+
+
+def test_device_function_is_not_a_kernel():
+    with pytest.raises(DualgpuError, match="is a device function"):
+        cpu.compile_kernel(kfc.clamp)
+
+
+@pytest.mark.parametrize(
+    "griddim, blockdim, what",
+    [
+        (0, 32, "griddim"),
+        (-1, 32, "griddim"),
+        ((1, 2, 3, 4), 32, "griddim"),
+        (1.5, 32, "griddim"),
+        (1, (32, 0), "blockdim"),
+        (1, "32", "blockdim"),
+    ],
+)
+def test_bad_launch_configuration(griddim, blockdim, what):
+    kernel = cpu.compile_kernel(kfc.heat_1d)
+    with pytest.raises(DualgpuError, match=f"{what} must be a positive int or a tuple of 1 to 3"):
+        kernel.launch(griddim, blockdim, (np.zeros(4), np.zeros(4), 0.1))
+
+
+def test_too_many_threads_per_block():
+    kernel = cpu.compile_kernel(kfc.heat_1d)
+    with pytest.raises(DualgpuError, match="at most 1024 per block"):
+        kernel.launch(1, (64, 32), (np.zeros(4), np.zeros(4), 0.1))
+
+
+def test_wrong_number_of_arguments():
+    kernel = cpu.compile_kernel(kfc.heat_1d)
+    with pytest.raises(DualgpuError, match=r"takes 3 arguments \(u, u_new, alpha\); got 2"):
+        kernel.launch(1, 32, (np.zeros(4), np.zeros(4)))
+
+
+def bad_grid_argument(x, n):
+    i = cuda.grid(n)
+    x[i] = 1.0
+
+
+def test_grid_needs_literal():
+    with pytest.raises(DualgpuError, match=r"needs a literal 1, 2 or 3"):
+        cpu.compile_kernel(bad_grid_argument)
