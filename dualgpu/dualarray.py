@@ -17,7 +17,8 @@ MAX_NDIM = 3
 
 
 def _is_device(array):
-    return hasattr(array, "copy_to_host")
+    # numba.cuda device arrays and the simulator's stand-ins; HostArray (cpu backend) is numpy
+    return hasattr(array, "copy_to_host") and not isinstance(array, np.ndarray)
 
 
 def _as_index(index):

@@ -1,0 +1,142 @@
+"""A drop-in namespace for ``numba.cuda``: change ``from numba import cuda`` to ``from dualgpu import cuda``.
+
+Kernel-side names (``grid``, ``threadIdx``, ``local.array`` ...) are numba.cuda's
+own; each backend makes them mean the right thing. Host-side names allocate and
+copy on the active backend, for plain and dual arrays alike:
+
+* ``to_device(dual_array)`` and ``device_array_like(dual_array)`` give DualArrays;
+* while the driver runs a function, every float array created here is a
+  DualArray with the driver's lane count (zero partials), so host code written
+  for plain arrays needs no change to be differentiated;
+* outside the driver, allocation follows the argument (plain stays plain).
+
+On the ``cpu`` backend "device" arrays are host arrays that also have numba's
+device-array methods (``copy_to_host``, ``copy_to_device``).
+"""
+import numpy as np
+from numba import cuda as _cuda
+
+from ._context import active_lanes
+from .backend import backend
+from .dualarray import DualArray
+from .kernel import jit
+
+__dualgpu_cuda__ = True
+
+__all__ = [
+    "jit", "grid", "gridsize", "threadIdx", "blockIdx", "blockDim", "gridDim", "local",
+    "shared", "const", "atomic", "syncthreads", "laneid", "warpsize", "to_device",
+    "device_array", "device_array_like", "synchronize", "is_available", "HostArray",
+]
+
+# kernel-side names: numba.cuda's own objects (backends give them meaning)
+grid = _cuda.grid
+gridsize = _cuda.gridsize
+threadIdx = _cuda.threadIdx
+blockIdx = _cuda.blockIdx
+blockDim = _cuda.blockDim
+gridDim = _cuda.gridDim
+local = _cuda.local
+shared = _cuda.shared
+const = _cuda.const
+atomic = _cuda.atomic
+syncthreads = _cuda.syncthreads
+laneid = _cuda.laneid
+warpsize = _cuda.warpsize
+
+
+class HostArray(np.ndarray):
+    """A numpy array standing in for a device array on the ``cpu`` backend."""
+
+    def copy_to_host(self, ary=None, stream=0):
+        """Return a plain numpy copy (or copy into ``ary``)."""
+        if ary is None:
+            return np.array(self, copy=True).view(np.ndarray)
+        ary[...] = self
+        return ary
+
+    def copy_to_device(self, ary, stream=0):
+        """Copy ``ary`` into this array."""
+        self[...] = np.asarray(ary)
+
+
+def _plain_to_device(array, copy=True):
+    name = backend()
+    if name == "cuda":
+        return _cuda.to_device(array)
+    if name == "cudasim":
+        from numba.cuda import simulator
+
+        return simulator.to_device(np.array(array, copy=True))
+    return np.array(array, copy=True).view(HostArray)
+
+
+def _plain_empty(shape, dtype):
+    name = backend()
+    if name == "cuda":
+        return _cuda.device_array(shape, dtype)
+    if name == "cudasim":
+        from numba.cuda import simulator
+
+        return simulator.device_array(shape, dtype)
+    return np.zeros(shape, dtype).view(HostArray)
+
+
+def _is_float(dtype):
+    return np.dtype(dtype).kind == "f"
+
+
+def _host(array):
+    return array.copy_to_host() if hasattr(array, "copy_to_host") and not isinstance(array, np.ndarray) else np.asarray(array)
+
+
+def to_device(obj, stream=0, copy=True, to=None):
+    """Copy a host array (or DualArray) to the active backend's memory.
+
+    Returns a DualArray for a DualArray, or for a float array while the driver runs.
+    """
+    if to is not None:
+        to.copy_to_device(obj)
+        return to
+    if isinstance(obj, DualArray):
+        return DualArray(_plain_to_device(_host(obj.values)), _plain_to_device(_host(obj.partials)))
+    array = np.asarray(obj)
+    lanes = active_lanes()
+    if lanes and _is_float(array.dtype):
+        zeros = np.zeros((lanes,) + array.shape, array.dtype)
+        return DualArray(_plain_to_device(array), _plain_to_device(zeros))
+    return _plain_to_device(array)
+
+
+def device_array(shape, dtype=np.float64, strides=None, order="C", stream=0):
+    """An uninitialised array on the active backend; a DualArray for float dtypes under the driver."""
+    shape = (shape,) if np.ndim(shape) == 0 else tuple(shape)
+    lanes = active_lanes()
+    if lanes and _is_float(dtype):
+        return DualArray(_plain_empty(shape, dtype), _plain_empty((lanes,) + shape, dtype))
+    return _plain_empty(shape, dtype)
+
+
+def device_array_like(ary, stream=0):
+    """An array shaped and typed like ``ary``: a DualArray with its lanes when ``ary`` is one."""
+    if isinstance(ary, DualArray):
+        return DualArray(
+            _plain_empty(ary.shape, ary.dtype), _plain_empty((ary.lanes,) + ary.shape, ary.dtype)
+        )
+    return device_array(tuple(ary.shape), ary.dtype)
+
+
+def synchronize():
+    """Wait for the device (a no-op on the cpu and cudasim backends)."""
+    if backend() == "cuda":
+        _cuda.synchronize()
+
+
+def is_available():
+    """True: dualgpu can always launch kernels (on the GPU, the simulator or the CPU)."""
+    return True
+
+
+def __getattr__(name):
+    # anything else numba.cuda offers (streams, events, pinned memory...)
+    return getattr(_cuda, name)

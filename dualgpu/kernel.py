@@ -1,0 +1,270 @@
+"""``dualgpu.jit``: numba.cuda kernels that also propagate tangents, on every backend.
+
+A :class:`Kernel` keeps the user's function and launches it with numba's syntax
+``kernel[blocks, threads](args)`` (or ``[blocks, threads, stream]``). Called with
+plain arrays it behaves like the numba.cuda kernel; called with DualArray or Dual
+arguments it compiles a dual specialisation. Which backend runs it is decided at
+launch time (:mod:`dualgpu.backend`); compiled backends are cached per kernel,
+and their specialisations per argument types.
+"""
+import ast
+import functools
+import inspect
+import textwrap
+import warnings
+
+import numpy as np
+
+from .backend import backend
+from .dual import Dual
+from .dualarray import DualArray
+from .errors import DualgpuError
+
+__all__ = ["jit", "Kernel", "DeviceFunction", "LaunchCoverageWarning"]
+
+_DROP_MARKERS = ("would drop the partials", "partials would be dropped", "its partials would be")
+
+
+class LaunchCoverageWarning(UserWarning):
+    """A launch has fewer threads than the arrays it is given have rows."""
+
+
+def _normalise_dims(dims, what, kernel_name):
+    if isinstance(dims, (int, np.integer)):
+        dims = (int(dims),)
+    try:
+        dims = tuple(int(d) for d in dims)
+    except TypeError:
+        raise DualgpuError(
+            f"kernel {kernel_name}: {what} must be an int or a tuple of 1-3 ints; got {dims!r}."
+        ) from None
+    if not 1 <= len(dims) <= 3 or any(d < 1 for d in dims):
+        raise DualgpuError(
+            f"kernel {kernel_name}: {what} must be 1-3 positive ints; got {dims!r}."
+        )
+    return dims
+
+
+def _backend_module(name):
+    if name == "cpu":
+        from .backends import cpu as module
+    elif name == "cudasim":
+        from .backends import cudasim as module
+    else:
+        from .backends import gpu as module
+    return module
+
+
+class DeviceFunction:
+    """A ``device=True`` function: compiled for each backend where a kernel calls it.
+
+    Called from plain Python it simply runs its Python function.
+    """
+
+    __dualgpu_device__ = True
+
+    def __init__(self, func, options):
+        from .backends._translate import unwrap
+
+        self.py_func = unwrap(func) or func
+        self.options = {k: v for k, v in options.items() if k != "device"}
+        functools.update_wrapper(self, self.py_func)
+
+    def __call__(self, *args, **kwargs):
+        return self.py_func(*args, **kwargs)
+
+    def __repr__(self):
+        return f"<dualgpu device function {self.py_func.__qualname__}>"
+
+
+class Kernel:
+    """A kernel launched as ``kernel[griddim, blockdim](*args)`` on the active backend."""
+
+    __dualgpu_kernel__ = True
+
+    def __init__(self, func, options):
+        from .backends._translate import unwrap
+
+        self.py_func = unwrap(func) or func
+        self.options = dict(options)
+        self._compiled = {}
+        functools.update_wrapper(self, self.py_func)
+        self._params = list(inspect.signature(self.py_func).parameters)
+
+    def __repr__(self):
+        return f"<dualgpu kernel {self.py_func.__qualname__}>"
+
+    def __getitem__(self, config):
+        if not isinstance(config, tuple) or not 2 <= len(config) <= 4:
+            raise DualgpuError(
+                f"kernel {self.__name__}: launch as kernel[griddim, blockdim](...) or "
+                f"kernel[griddim, blockdim, stream](...); got kernel[{config!r}]."
+            )
+        griddim = _normalise_dims(config[0], "griddim", self.__name__)
+        blockdim = _normalise_dims(config[1], "blockdim", self.__name__)
+        stream = config[2] if len(config) > 2 else 0
+        sharedmem = config[3] if len(config) > 3 else 0
+        return functools.partial(self.launch, griddim, blockdim, stream, sharedmem)
+
+    def __call__(self, *args, **kwargs):
+        raise DualgpuError(
+            f"kernel {self.__name__} needs a launch configuration: call it as "
+            f"{self.__name__}[blocks, threads_per_block](...)."
+        )
+
+    # -- launching -------------------------------------------------------------------
+    def compiled(self, name=None):
+        """The backend kernel object for backend ``name`` (default: the active one)."""
+        name = name or backend()
+        if name not in self._compiled:
+            self._compiled[name] = _backend_module(name).compile_kernel(self.py_func, **self.options)
+        return self._compiled[name]
+
+    def launch(self, griddim, blockdim, stream, sharedmem, *args):
+        if len(args) != len(self._params):
+            raise DualgpuError(
+                f"kernel {self.__name__} takes {len(self._params)} arguments "
+                f"({', '.join(self._params)}); got {len(args)}."
+            )
+        name = backend()
+        self._check_duals(args, name)
+        self._check_coverage(griddim, blockdim, args)
+        kernel = self.compiled(name)
+        try:
+            if name == "cpu":
+                if sharedmem:
+                    raise DualgpuError(
+                        f"kernel {self.__name__} asks for {sharedmem} bytes of dynamic shared "
+                        "memory, which the cpu backend cannot provide; run it on the 'cuda' or "
+                        "'cudasim' backend."
+                    )
+                kernel.launch(griddim, blockdim, args)
+            else:
+                kernel.launch(griddim, blockdim, stream, sharedmem, args)
+        except DualgpuError:
+            raise
+        except Exception as exc:
+            if any(marker in str(exc) for marker in _DROP_MARKERS):
+                raise DualgpuError(self._drop_message(args)) from exc
+            raise
+
+    def _check_duals(self, args, name):
+        duals = [(p, a) for p, a in zip(self._params, args) if isinstance(a, (Dual, DualArray))]
+        if not duals:
+            return
+        lanes = {a.lanes for _, a in duals}
+        if len(lanes) > 1:
+            listing = ", ".join(f"{p} has {a.lanes}" for p, a in duals)
+            raise DualgpuError(
+                f"kernel {self.__name__}: the dual arguments disagree on the lane count ({listing}). "
+                "Seed every dual input of one launch with the same N (the driver does this)."
+            )
+        dtypes = {np.dtype(a.dtype) for _, a in duals}
+        if len(dtypes) > 1:
+            listing = ", ".join(f"{p} is {np.dtype(a.dtype).name}" for p, a in duals)
+            raise DualgpuError(
+                f"kernel {self.__name__}: the dual arguments disagree on the dtype ({listing}). "
+                "Make them all float32 or all float64."
+            )
+        if name == "cpu":
+            for p, a in duals:
+                if isinstance(a, DualArray) and a.is_device:
+                    raise DualgpuError(
+                        f"kernel {self.__name__}: argument {p} is a DualArray in device memory, "
+                        "but the active backend is 'cpu'; copy it with .copy_to_host() or "
+                        "switch to the backend it was allocated on."
+                    )
+
+    def _check_coverage(self, griddim, blockdim, args):
+        if "gridsize" in self._source_names():
+            return  # grid-stride loops cover any size
+        threads = int(np.prod(griddim)) * int(np.prod(blockdim))
+        rows = [
+            (p, a.shape[0]) for p, a in zip(self._params, args)
+            if hasattr(a, "shape") and len(getattr(a, "shape", ())) >= 1
+        ]
+        if rows and "grid" in self._source_names() and all(threads < n for _, n in rows):
+            listing = ", ".join(f"{p}: {n}" for p, n in rows)
+            warnings.warn(
+                f"kernel {self.__name__} is launched with {threads} threads "
+                f"(griddim {griddim}, blockdim {blockdim}), fewer than the first dimension of "
+                f"every array argument ({listing}); some cells will not be computed. Use "
+                "blocks = (n + threads - 1) // threads.",
+                LaunchCoverageWarning,
+                stacklevel=3,
+            )
+
+    @functools.lru_cache(maxsize=None)
+    def _source_names(self):
+        try:
+            tree = ast.parse(textwrap.dedent(inspect.getsource(self.py_func)))
+        except (OSError, TypeError, SyntaxError):
+            return frozenset()
+        return frozenset(
+            node.attr if isinstance(node, ast.Attribute) else node.id
+            for node in ast.walk(tree)
+            if isinstance(node, (ast.Attribute, ast.Name))
+        )
+
+    def _stored_plain_arrays(self, args):
+        plain = [
+            p for p, a in zip(self._params, args)
+            if not isinstance(a, DualArray) and getattr(getattr(a, "dtype", None), "kind", "") == "f"
+        ]
+        try:
+            tree = ast.parse(textwrap.dedent(inspect.getsource(self.py_func)))
+            stored = {
+                node.value.id
+                for node in ast.walk(tree)
+                if isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Store)
+                and isinstance(node.value, ast.Name)
+            }
+            written = [p for p in plain if p in stored]
+            return written or plain
+        except (OSError, TypeError, SyntaxError):
+            return plain
+
+    def _drop_message(self, args):
+        names = self._stored_plain_arrays(args)
+        which = ", ".join(names) if names else "a plain array"
+        return (
+            f"kernel {self.__name__} stores a dual into the plain array argument(s) {which}, "
+            "which would drop its partials. Allocate it as a DualArray "
+            "(dualgpu.cuda.device_array_like(dual_input) or dualgpu.dual_array), or run the "
+            "simulation under the driver (dualgpu.jvp / dualgpu.jacfwd), which allocates dual "
+            "arrays through dualgpu.cuda for you."
+        )
+
+
+def jit(func_or_sig=None, device=False, **options):
+    """Decorate a numba.cuda kernel or device function so that it also propagates tangents.
+
+    Accepts the same options as ``numba.cuda.jit`` and works as ``@dualgpu.jit``,
+    ``@dualgpu.jit(...)``, ``@dualgpu.jit(device=True)``, or applied to an
+    already-decorated numba.cuda kernel. An explicit signature is accepted and
+    ignored: specialisations are compiled per argument types at launch.
+
+    Returns
+    -------
+    Kernel or DeviceFunction
+    """
+    if isinstance(func_or_sig, (str, list, tuple)) or _is_signature(func_or_sig):
+        func_or_sig = None
+
+    def decorate(func):
+        target_options = dict(getattr(func, "targetoptions", {}) or {})
+        is_device = device or target_options.pop("device", False)
+        target_options.update(options)
+        if is_device:
+            return DeviceFunction(func, target_options)
+        return Kernel(func, target_options)
+
+    if func_or_sig is None:
+        return decorate
+    return decorate(func_or_sig)
+
+
+def _is_signature(obj):
+    from numba.core import typing
+
+    return isinstance(obj, typing.Signature)
