@@ -26,7 +26,7 @@ is stable for ``max(Du, Dv) dt / dx**2 <= 1/4``; not checked here. One kernel la
 updates both species; the buffers are swapped after every step.
 """
 import numpy as np
-from numba import cuda
+from dualgpu import cuda
 
 __all__ = ["THREADS_PER_BLOCK", "default_initial_state", "simulate", "step"]
 

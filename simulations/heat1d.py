@@ -30,7 +30,7 @@ Each step launches one kernel over the cells and then swaps the two buffers, so 
 array is never written.
 """
 import numpy as np
-from numba import cuda
+from dualgpu import cuda
 
 __all__ = ["THREADS_PER_BLOCK", "default_initial_state", "simulate", "step_dirichlet",
            "step_periodic"]

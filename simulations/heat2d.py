@@ -28,7 +28,7 @@ Each step is one kernel launch over a 2-D grid of ``(16, 16)`` blocks, followed 
 the two device buffers; the caller's array is never written.
 """
 import numpy as np
-from numba import cuda
+from dualgpu import cuda
 
 __all__ = ["THREADS_PER_BLOCK", "default_initial_state", "simulate", "step"]
 

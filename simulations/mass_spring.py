@@ -28,7 +28,7 @@ second pair of buffers; the buffers are swapped after every step.
 import math
 
 import numpy as np
-from numba import cuda
+from dualgpu import cuda
 
 __all__ = ["THREADS_PER_BLOCK", "default_initial_state", "simulate", "spring_force", "step"]
 

@@ -27,7 +27,7 @@ per body. Positions, velocities and accelerations are ``(n, 3)`` arrays.
 import math
 
 import numpy as np
-from numba import cuda
+from dualgpu import cuda
 
 __all__ = ["THREADS_PER_BLOCK", "default_initial_state", "simulate", "pair_acceleration",
            "accelerations", "kick_drift", "kick"]

@@ -26,7 +26,7 @@ moves every member one step, in place, from time ``t = t0 + step * dt``.
 import math
 
 import numpy as np
-from numba import cuda
+from dualgpu import cuda
 
 __all__ = ["THREADS_PER_BLOCK", "default_initial_state", "simulate", "angular_acceleration",
            "rk4_step", "advance"]

@@ -33,7 +33,7 @@ The displacement ``u`` at ``t = n_steps dt`` and the leapfrog velocity
 ``v = (u(t) - u(t - dt)) / dt`` (a second-order estimate of du/dt at ``t - dt/2``).
 """
 import numpy as np
-from numba import cuda
+from dualgpu import cuda
 
 __all__ = ["THREADS_PER_BLOCK", "default_initial_state", "simulate", "start", "step",
            "half_step_velocity"]
