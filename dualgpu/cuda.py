@@ -29,20 +29,13 @@ __all__ = [
     "device_array", "device_array_like", "synchronize", "is_available", "HostArray",
 ]
 
-# kernel-side names: numba.cuda's own objects (backends give them meaning)
-grid = _cuda.grid
-gridsize = _cuda.gridsize
-threadIdx = _cuda.threadIdx
-blockIdx = _cuda.blockIdx
-blockDim = _cuda.blockDim
-gridDim = _cuda.gridDim
-local = _cuda.local
-shared = _cuda.shared
-const = _cuda.const
-atomic = _cuda.atomic
-syncthreads = _cuda.syncthreads
-laneid = _cuda.laneid
-warpsize = _cuda.warpsize
+# kernel-side names: numba.cuda's own objects (backends give them meaning). With
+# NUMBA_ENABLE_CUDASIM=1 numba.cuda has none of them outside a launch.
+_KERNEL_SIDE = (
+    "grid", "gridsize", "threadIdx", "blockIdx", "blockDim", "gridDim", "local", "shared",
+    "const", "atomic", "syncthreads", "laneid", "warpsize",
+)
+globals().update({name: getattr(_cuda, name, None) for name in _KERNEL_SIDE})
 
 
 class HostArray(np.ndarray):
