@@ -1,0 +1,103 @@
+"""DualArray on the host, in compiled code, and through dualgpu.cuda's allocation helpers."""
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+from numba import njit
+
+import dualgpu
+from dualgpu import Dual, DualArray, dmath, dual_array
+from dualgpu._context import dual_allocation
+
+
+@pytest.mark.parametrize("shape", [(5,), (3, 4), (2, 3, 4)])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_indexing_host_and_compiled(shape, dtype):
+    rng = np.random.default_rng(0)
+    a = dual_array(rng.normal(size=shape), rng.normal(size=(3,) + shape), dtype=dtype)
+    idx = tuple(s - 1 for s in shape)
+    key = idx if len(idx) > 1 else idx[0]
+    d = a[key]
+    assert d.value == a.values[idx] and d.partials.tolist() == a.partials[(slice(None),) + idx].tolist()
+
+    @njit
+    def roundtrip(a, key):
+        a[key] = a[key] * 2.0
+        return a.shape, a.size, a.ndim, len(a), a.lanes
+
+    before = a.copy()
+    assert roundtrip(a, key) == (shape, int(np.prod(shape)), len(shape), shape[0], 3)
+    np.testing.assert_allclose(a.values[idx], 2 * before.values[idx], rtol=1e-6)
+    np.testing.assert_allclose(a.partials[(slice(None),) + idx], 2 * before.partials[(slice(None),) + idx], rtol=1e-6)
+    assert a.dtype == np.dtype(dtype)
+
+
+def test_storing_a_float_stores_zero_partials():
+    a = dual_array(np.ones(4), np.ones((2, 4)))
+    @njit
+    def store(a):
+        a[1] = 5.0
+
+    store(a)
+    a[2] = 7.0
+    assert a.values.tolist() == [1, 5, 7, 1]
+    assert a.partials[:, 1].tolist() == [0, 0] and a.partials[:, 2].tolist() == [0, 0]
+
+
+def test_views_and_host_helpers():
+    a = dual_array(np.arange(6.0).reshape(2, 3), lanes=2)
+    row = a[1]
+    assert isinstance(row, DualArray) and row.shape == (3,) and row.lanes == 2
+    a[:] = 0.0
+    assert not a.values.any()
+    row_compiled = njit(lambda a: a[1])(dual_array(np.arange(6.0).reshape(2, 3), lanes=2))
+    assert row_compiled.shape == (3,) and row_compiled.values.tolist() == [3.0, 4.0, 5.0]
+    values = np.arange(3.0)
+    b = dual_array(values, lanes=1)
+    b.values[0] = 99
+    assert values[0] == 0  # dual_array copies the caller's data
+
+
+@pytest.mark.parametrize("name", ["cpu", "cudasim"])
+def test_to_device_and_allocation_follow_the_argument(name):
+    with dualgpu.using_backend(name):
+        cuda = dualgpu.cuda
+        a = dual_array(np.arange(4.0), np.ones((2, 4)))
+        d = cuda.to_device(a)
+        assert isinstance(d, DualArray) and d.lanes == 2
+        back = d.copy_to_host()
+        np.testing.assert_array_equal(back.values, a.values)
+        np.testing.assert_array_equal(back.partials, a.partials)
+        like = cuda.device_array_like(d)
+        assert isinstance(like, DualArray) and like.shape == (4,) and like.lanes == 2
+        plain = cuda.to_device(np.arange(3.0))
+        assert not isinstance(plain, DualArray)
+        np.testing.assert_array_equal(plain.copy_to_host(), np.arange(3.0))
+        with dual_allocation(5):
+            u = cuda.to_device(np.arange(3.0))
+            w = cuda.device_array(7, np.float32)
+            ints = cuda.to_device(np.arange(3))
+        assert isinstance(u, DualArray) and u.lanes == 5 and not u.copy_to_host().partials.any()
+        assert isinstance(w, DualArray) and w.dtype == np.float32
+        assert not isinstance(ints, DualArray)
+
+
+# --- property tests of the pure-Python dual over wide input ranges -----------------
+
+finite = st.floats(min_value=-1e3, max_value=1e3, allow_nan=False)
+
+
+@settings(max_examples=60, deadline=None)
+@given(x=finite, y=finite, p=finite, q=finite)
+def test_product_and_quotient_rules(x, y, p, q):
+    a, b = Dual(x, [p]), Dual(y, [q])
+    assert np.isclose((a * b).partials[0], p * y + x * q, rtol=1e-12, atol=1e-9)
+    if abs(y) > 1e-3:
+        assert np.isclose((a / b).partials[0], (p * y - x * q) / y**2, rtol=1e-9, atol=1e-9)
+
+
+@settings(max_examples=60, deadline=None)
+@given(x=st.floats(min_value=-30, max_value=30), p=finite)
+def test_chain_rule_through_exp_and_tanh(x, p):
+    d = dmath.tanh(dmath.exp(Dual(x, [p]) * 0.1))
+    e = np.exp(0.1 * x)
+    assert np.isclose(d.partials[0], (1 - np.tanh(e) ** 2) * e * 0.1 * p, rtol=1e-9, atol=1e-12)

@@ -1,0 +1,99 @@
+"""Bad input fails loudly, with a message that says what came and how to fix it."""
+import math
+
+import numpy as np
+import pytest
+from numba import njit
+from numba.core.errors import TypingError
+
+import dualgpu
+from dualgpu import Dual, DualArray, DualgpuError, MissingRuleError, dmath, dual_array
+
+
+def test_math_function_without_rule_python():
+    with pytest.raises(MissingRuleError, match=r"math\.gamma has no derivative rule.*dualgpu/rules\.py"):
+        dmath.gamma(Dual(1.5, [1.0]))
+    assert dmath.gamma(1.5) == math.gamma(1.5)  # plain numbers still work
+
+
+def test_math_function_without_rule_compiled():
+    f = njit(lambda d: math.gamma(d))
+    with pytest.raises(TypingError, match=r"math\.gamma has no derivative rule.*UNARY_RULES"):
+        f(Dual(1.5, [1.0]))
+
+
+def test_float_of_dual_says_it_drops_partials():
+    with pytest.raises(TypeError, match="would drop the partials"):
+        float(Dual(1.0, [1.0]))
+    with pytest.raises(TypingError, match="would drop the partials"):
+        njit(lambda d: float(d))(Dual(1.0, [1.0]))
+    # and numpy, which converts through float(), cannot swallow a dual either
+    with pytest.raises(TypeError, match="would drop the partials"):
+        np.zeros(2)[0] = Dual(1.0, [1.0])
+
+
+def test_dual_stored_into_plain_array_compiled():
+    @njit
+    def store(u, out):
+        out[0] = u[0] * 2.0
+
+    with pytest.raises(TypingError, match="stored into a plain float64 array.*DualArray"):
+        store(dual_array(np.ones(3), lanes=2), np.zeros(3))
+
+
+def test_mismatched_lane_counts():
+    a, b = Dual(1.0, [1.0, 0.0]), Dual(1.0, [1.0, 0.0, 0.0])
+    with pytest.raises(DualgpuError, match=r"different lane counts \[2, 3\]"):
+        a + b
+    with pytest.raises(TypingError, match=r"different lane counts \[2, 3\]"):
+        njit(lambda x, y: x * y)(a, b)
+    u = dual_array(np.ones(3), lanes=2)
+    @njit
+    def store(u, d):
+        u[0] = d
+
+    with pytest.raises(TypingError, match="3 lanes into a DualArray with 2 lanes"):
+        store(u, b)
+    with pytest.raises(DualgpuError, match="3 lanes into a DualArray with 2 lanes"):
+        u[0] = b
+
+
+def test_bad_dtypes_and_shapes():
+    with pytest.raises(DualgpuError, match="expected dtype float32 or float64; got int64"):
+        DualArray(np.arange(3), np.zeros((1, 3), np.int64))
+    with pytest.raises(DualgpuError, match=r"partials must have shape \(N, \*\(3,\)\)"):
+        DualArray(np.ones(3), np.zeros((2, 4)))
+    with pytest.raises(DualgpuError, match="partials dtype float32 differs from values dtype float64"):
+        DualArray(np.ones(3), np.zeros((2, 3), np.float32))
+    with pytest.raises(DualgpuError, match="1 to 3 dimensions"):
+        DualArray(np.ones((2, 2, 2, 2)), np.zeros((1, 2, 2, 2, 2)))
+    with pytest.raises(DualgpuError, match="float32 or float64; got complex128"):
+        Dual(1.0, np.zeros(2, np.complex128), dtype=np.complex128)
+    with pytest.raises(DualgpuError, match="give either partials"):
+        dual_array(np.ones(3))
+    with pytest.raises(DualgpuError, match="at least one lane"):
+        Dual(1.0, [])
+
+
+def test_kernel_argument_mismatches():
+    from kernels_for_errors import axpy
+
+    x = dual_array(np.ones(8), lanes=2)
+    y = dual_array(np.ones(8), lanes=3)
+    with dualgpu.using_backend("cpu"):
+        with pytest.raises(DualgpuError, match=r"disagree on the lane count \(x has 2, y has 3\)"):
+            axpy[1, 8](x, y, 2.0)
+        y32 = dual_array(np.ones(8), lanes=2, dtype=np.float32)
+        with pytest.raises(DualgpuError, match=r"disagree on the dtype \(x is float64, y is float32\)"):
+            axpy[1, 8](x, y32, 2.0)
+        with pytest.raises(DualgpuError, match="takes 3 arguments"):
+            axpy[1, 8](x, x)
+        with pytest.raises(DualgpuError, match="needs a launch configuration"):
+            axpy(x, x, 1.0)
+        with pytest.raises(DualgpuError, match="griddim must be 1-3 positive ints"):
+            axpy[0, 8](x, x, 1.0)
+
+
+def test_unknown_backend():
+    with pytest.raises(DualgpuError, match="unknown backend 'tpu'; expected one of"):
+        dualgpu.set_backend("tpu")
