@@ -1,0 +1,174 @@
+"""Issue 3: numba.cuda kernels ported with the one line ``from dualgpu import cuda``.
+
+Every kernel of ``kernels_ported.py`` is run on the ``cpu`` and ``cudasim`` backends:
+
+* plain arguments give what the original kernel gives (its ``py_func`` run by numba's
+  CUDA simulator with ``cuda`` meaning numba.cuda again and ``math`` the real math);
+* dual arguments (DualArray inputs with random seeds, Dual scalar parameters) give the
+  same values, and partials equal to central finite differences of the plain kernel
+  along the seed directions;
+* the errors of issue 3 point 4 say what went wrong, and caller arrays are not modified
+  except those the kernel writes.
+"""
+import warnings
+
+import numba.cuda
+import numpy as np
+import pytest
+from numba.cuda import simulator
+
+import dualgpu
+import dualgpu.cuda
+import kernels_ported as K
+from dualgpu import Dual, DualArray, DualgpuError
+from dualgpu.backends._rebind import rebind
+from dualgpu.kernel import LaunchCoverageWarning
+
+BACKENDS = ("cpu", "cudasim")
+LANES = 2
+
+
+# --- the original kernels ------------------------------------------------------------------
+
+def _unport(value):
+    if value is dualgpu.cuda:
+        return numba.cuda
+    if getattr(value, "__dualgpu_device__", False) is True:
+        return simulator.jit(device=True)(rebind(value.py_func, _unport))
+    return value
+
+
+def original(kernel):
+    """The kernel as it was before the port: numba.cuda (simulated) with the real math."""
+    return simulator.jit(rebind(kernel.py_func, _unport))
+
+
+# --- cases: arguments, launch, which arguments are seeded and which are written -------------
+
+def _cases():
+    f64, f32 = np.float64, np.float32
+    return {
+        # name: (make_args(rng), griddim, blockdim, seeded indices, written indices, dtype)
+        "stencil_1d": (lambda r: [r.random(11), np.zeros(11), 0.23, 1.0, -0.5],
+                       2, 8, (0, 2, 3), (1,), f64),
+        "stencil_2d": (lambda r: [r.random((5, 6)), np.zeros((5, 6)), 0.11, 0.5],
+                       (2, 2), (4, 4), (0, 2, 3), (1,), f64),
+        "nbody_accel": (lambda r: [r.random((5, 2)), r.random(5) + 0.5, 0.3, np.zeros((5, 2))],
+                        1, 8, (0, 1, 2), (3,), f64),
+        "smooth_with_lib": (lambda r: [r.random(10), np.zeros(10), 0.3, 0.1],
+                            2, 8, (0, 2, 3), (1,), f64),
+        "grid_stride_scale": (lambda r: [r.random(10) - 0.5, np.zeros(10), 0.7],
+                              1, 4, (0, 2), (1,), f64),
+        "stencil_1d_f32": (lambda r: [r.random(9).astype(f32), np.zeros(9, f32), f32(0.2)],
+                           2, 8, (0, 2), (1,), f32),
+        "local_scratch": (lambda r: [r.random(9), np.zeros(9), 1.3],
+                          2, 8, (0, 2), (1,), f64),
+        "early_return": (lambda r: [r.random(10) + 0.1, r.random(10), 0.4],
+                         2, 8, (0, 2), (1,), f64),
+    }
+
+
+CASES = _cases()
+
+
+def _copy(args):
+    return [a.copy() if isinstance(a, np.ndarray) else a for a in args]
+
+
+def _run_plain(name, args, runner=None):
+    make, griddim, blockdim, *_ = CASES[name]
+    args = _copy(args)
+    kernel = runner or getattr(K, name)
+    kernel[griddim, blockdim](*args)
+    return args
+
+
+def _assert_close(got, expected, rtol, what):
+    got, expected = np.asarray(got, np.float64), np.asarray(expected, np.float64)
+    scale = max(np.abs(expected).max(initial=0.0), 1e-300)
+    np.testing.assert_allclose(got, expected, rtol=rtol, atol=rtol * scale, err_msg=what)
+
+
+# --- plain: equal to the original ---------------------------------------------------------
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("name", list(CASES))
+def test_plain_equals_original(backend, name, rng):
+    make, griddim, blockdim, seeded, written, dtype = CASES[name]
+    args = make(rng)
+    expected = _run_plain(name, args, original(getattr(K, name)))
+    with dualgpu.using_backend(backend):
+        got = _run_plain(name, args)
+    # float32: numba promotes `2.0 * u[i]` to float64, the simulator's NumPy keeps float32
+    rtol = 1e-12 if dtype == np.float64 else 2e-6
+    for k, (g, e) in enumerate(zip(got, expected)):
+        if isinstance(e, np.ndarray):
+            assert g.dtype == e.dtype
+            _assert_close(g, e, rtol, f"{name} on {backend}: argument {k}")
+
+
+# --- dual: values equal plain, partials equal central differences -------------------------
+
+def _seeds(args, seeded, rng):
+    return {k: rng.standard_normal((LANES,) + np.shape(args[k])) for k in seeded}
+
+
+def _dual_args(args, seeds, written):
+    out = []
+    for k, a in enumerate(args):
+        if k in seeds:
+            if isinstance(a, np.ndarray):
+                out.append(DualArray(a.copy(), seeds[k].astype(a.dtype)))
+            else:
+                out.append(Dual(a, seeds[k].astype(np.asarray(a).dtype)))
+        elif k in written:
+            out.append(DualArray(a.copy(), np.zeros((LANES,) + a.shape, a.dtype)))
+        else:
+            out.append(a.copy() if isinstance(a, np.ndarray) else a)
+    return out
+
+
+def _shifted(args, seeds, lane, h):
+    """Inputs moved by h along seed lane ``lane``, in float64 (the kernels are dtype-generic)."""
+    out = []
+    for k, a in enumerate(args):
+        a64 = np.asarray(a, np.float64) if isinstance(a, np.ndarray) else float(a)
+        if k in seeds:
+            a64 = a64 + h * seeds[k][lane]
+            a64 = a64 if isinstance(a, np.ndarray) else float(a64)
+        out.append(a64.copy() if isinstance(a64, np.ndarray) else a64)
+    return out
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("name", list(CASES))
+def test_dual_matches_plain_and_finite_differences(backend, name, rng):
+    make, griddim, blockdim, seeded, written, dtype = CASES[name]
+    args = make(rng)
+    seeds = _seeds(args, seeded, rng)
+    dual_args = _dual_args(args, seeds, written)
+    before = [(a.values.copy(), a.partials.copy()) if isinstance(a, DualArray) else None
+              for a in dual_args]
+    with dualgpu.using_backend(backend):
+        plain = _run_plain(name, args)
+        getattr(K, name)[griddim, blockdim](*dual_args)
+        h = 1e-5
+        fd = []
+        for lane in range(LANES):
+            up = _run_plain(name, _shifted(args, seeds, lane, h))
+            down = _run_plain(name, _shifted(args, seeds, lane, -h))
+            fd.append([(u - d) / (2 * h) if isinstance(u, np.ndarray) else None
+                       for u, d in zip(up, down)])
+    value_rtol = 1e-12 if dtype == np.float64 else 1e-6
+    partial_rtol = 1e-6 if dtype == np.float64 else 1e-3
+    for k in written:
+        d = dual_args[k]
+        assert isinstance(d, DualArray) and d.dtype == dtype
+        _assert_close(d.values, plain[k], value_rtol, f"{name} on {backend}: values of arg {k}")
+        for lane in range(LANES):
+            _assert_close(d.partials[lane], fd[lane][k], partial_rtol,
+                          f"{name} on {backend}: lane {lane} of arg {k}")
+    for k, b in enumerate(before):  # inputs the kernel only reads are untouched
+        if b is not None and k not in written:
+            np.testing.assert_array_equal(dual_args[k].values, b[0])
+            np.testing.assert_array_equal(dual_args[k].partials, b[1])
