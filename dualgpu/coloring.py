@@ -239,6 +239,18 @@ def _first_conflict(row_ptr, row_cols, colors, n_colors):
     return -1, -1, -1
 
 
+@njit(cache=True)
+def _gather(row_ptr, row_cols, colors, compressed, lanes_first, data):
+    """Recovery: ``data[b] = B[i, colors[j]]`` for the b-th stored entry (i, j) of J."""
+    for i in range(row_ptr.size - 1):
+        for b in range(row_ptr[i], row_ptr[i + 1]):
+            lane = colors[row_cols[b]]
+            if lanes_first:
+                data[b] = compressed[lane, i]
+            else:
+                data[b] = compressed[i, lane]
+
+
 # ---------------------------------------------------------------- checking
 
 
@@ -254,10 +266,11 @@ def _as_colors(colors, n):
             f"colors must be integers; got dtype {array.dtype}. Use color_columns(pattern).colors."
         )
     array = array.astype(np.int64, copy=True)
-    if n and array.min() < 0:
+    if n and (array.min() < 0 or array.max() >= n):
+        bad = int(np.argmin(array)) if array.min() < 0 else int(np.argmax(array))
         raise DualgpuError(
-            f"colors must be >= 0; column {int(np.argmin(array))} has color {int(array.min())}. "
-            f"Use color_columns(pattern).colors."
+            f"colors must be >= 0 and < the number of columns ({n}); column {bad} has color "
+            f"{int(array[bad])}. Number the colors 0, 1, ..., or use color_columns(pattern).colors."
         )
     return array
 
@@ -288,8 +301,11 @@ def check_coloring(pattern, colors):
         the wrong length, type or sign.
     """
     pattern = as_pattern(pattern)
-    n = pattern.shape[1]
-    colors = _as_colors(colors, n)
+    colors = _as_colors(colors, pattern.shape[1])
+    return _check_canonical(pattern, colors)
+
+
+def _check_canonical(pattern, colors):
     n_colors = _count_colors(colors)
     row, first, second = _first_conflict(pattern.indptr, pattern.indices, colors, n_colors)
     if row >= 0:
@@ -302,10 +318,6 @@ def check_coloring(pattern, colors):
 
 
 # ---------------------------------------------------------------- the coloring
-
-
-def _small_index(size):
-    return np.int32 if size < np.iinfo(np.int32).max else np.int64
 
 
 class Coloring:
@@ -331,20 +343,18 @@ class Coloring:
         Number of lanes needed for the whole Jacobian.
     """
 
-    __slots__ = ("pattern", "colors", "n_colors", "_rows", "_lanes")
+    __slots__ = ("pattern", "colors", "n_colors")
 
     def __init__(self, pattern, colors, check=True):
         pattern = as_pattern(pattern)
         colors = _as_colors(colors, pattern.shape[1])
-        n_colors = check_coloring(pattern, colors) if check else _count_colors(colors)
+        n_colors = _check_canonical(pattern, colors) if check else _count_colors(colors)
         self._set(pattern, colors, n_colors)
 
     def _set(self, pattern, colors, n_colors):
         self.pattern = pattern
         self.colors = colors
         self.n_colors = n_colors
-        self._rows = None
-        self._lanes = None
 
     @classmethod
     def _trusted(cls, pattern, colors):
@@ -380,7 +390,7 @@ class Coloring:
 
     def validate(self):
         """Raise :class:`DualgpuError` if two columns of one color share a row."""
-        check_coloring(self.pattern, self.colors)
+        _check_canonical(self.pattern, self.colors)
 
     # ------------------------------------------------------------ seeding
     def seed_matrix(self, dtype=np.float64):
@@ -434,14 +444,6 @@ class Coloring:
         return seeds
 
     # ------------------------------------------------------------ recovery
-    def _gather_indices(self):
-        if self._rows is None:
-            m = self.shape[0]
-            counts = np.diff(self.pattern.indptr)
-            self._rows = np.repeat(np.arange(m, dtype=_small_index(m)), counts)
-            self._lanes = self.colors.astype(_small_index(self.n_colors))[self.pattern.indices]
-        return self._rows, self._lanes
-
     def recover(self, compressed, lanes_first=False):
         """Return ``J`` as a CSR matrix with exactly the pattern's structure.
 
@@ -491,11 +493,15 @@ class Coloring:
                 + (f" If the last chunk was padded, keep only the first {self.n_colors} lanes."
                    if padded else "")
             )
-        rows, lanes = self._gather_indices()
+        if compressed.dtype.kind not in "biufc":
+            raise DualgpuError(
+                f"recover: the compressed Jacobian must hold numbers; got dtype "
+                f"{compressed.dtype}. Pass the partials as a float array."
+            )
         if lanes_first:
-            data = compressed.reshape(self.n_colors, m)[lanes, rows]
-        else:
-            data = compressed[rows, lanes]
+            compressed = compressed.reshape(self.n_colors, m)
+        data = np.empty(self.pattern.nnz, dtype=compressed.dtype)
+        _gather(self.pattern.indptr, self.pattern.indices, self.colors, compressed, lanes_first, data)
         return sp.csr_matrix(
             (data, self.pattern.indices.copy(), self.pattern.indptr.copy()), shape=(m, n)
         )

@@ -212,6 +212,8 @@ def test_check_coloring_names_the_conflict_and_bad_input():
         check_coloring(pattern, [0, 1])
     with pytest.raises(DualgpuError, match=">= 0"):
         check_coloring(pattern, [0, -1, 1])
+    with pytest.raises(DualgpuError, match="column 2 has color 3"):
+        check_coloring(pattern, [0, 1, 3])
     with pytest.raises(DualgpuError, match="integers"):
         check_coloring(pattern, [0.0, 1.0, 2.0])
 
