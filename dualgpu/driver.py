@@ -1,0 +1,568 @@
+"""Forward-mode drivers: ``jvp``, ``jvp_batch``, ``jacfwd`` and ``jacobian`` (JAX conventions).
+
+A *simulation function* ``f`` is ordinary Python that takes arrays and scalars,
+moves arrays to the device with :mod:`dualgpu.cuda`, launches dualgpu kernels
+and returns host results. The driver differentiates it without changes:
+
+1. **seed** -- each differentiated array argument is passed to ``f`` as a host
+   :class:`~dualgpu.DualArray` (a copy of the values, plus N seed lanes); each
+   differentiated scalar as a :class:`~dualgpu.Dual`. Other float arrays stay
+   plain: ``f``'s ``cuda.to_device`` turns them into zero-partial DualArrays,
+   because ``f`` runs inside :func:`dualgpu._context.dual_allocation`.
+2. **evaluate** -- one run of ``f`` per chunk of N directions;
+3. **extract** -- the output partials of the chunk are written into the result;
+4. repeat until every direction is done.
+
+Only the current chunk's lanes exist at any time, so memory does not grow with
+the number of time steps (forward mode). The last chunk reuses the same N with
+zero-padded lanes, so kernels compile once per lane count.
+
+Chunk size
+----------
+``chunk_size=None`` picks N by :func:`default_chunk_size`: the fewest chunks of
+at most :data:`DEFAULT_CHUNK_LIMIT` (8) lanes, then the N that leaves the fewest
+padded lanes (ForwardDiff.jl's rule). Eight float64 lanes keep a dual in 72
+bytes of registers on the GPU; on the CPU backends each new N costs one compile
+of every kernel (about 1 to 4 s), so keeping one N per problem matters more than
+its exact value. Any N from 1 to n (the number of directions) and at most
+:data:`dualgpu.numba_types.MAX_LANES` works.
+"""
+import math
+import numbers
+
+import numpy as np
+
+from ._context import dual_allocation
+from .dual import Dual, check_dtype
+from .dualarray import DualArray
+from .errors import DualgpuError
+from .numba_types import MAX_LANES
+
+__all__ = [
+    "jvp", "jvp_batch", "jacfwd", "jacobian", "default_chunk_size",
+    "DEFAULT_CHUNK_LIMIT", "PROGRESS_MIN_CHUNKS",
+]
+
+#: Largest N the default chunk size picks.
+DEFAULT_CHUNK_LIMIT = 8
+#: With ``progress=None`` a tqdm bar is shown when there are more chunks than this.
+PROGRESS_MIN_CHUNKS = 4
+#: Largest number of array dimensions a differentiated argument may have.
+_MAX_NDIM = 3
+
+
+def default_chunk_size(n, limit=DEFAULT_CHUNK_LIMIT):
+    """Return the default lane count N for ``n`` directions.
+
+    The fewest chunks of at most ``limit`` lanes, spread evenly: ``n=200`` gives
+    8 (25 chunks), ``n=9`` gives 5 (2 chunks, one padded lane), ``n=3`` gives 3.
+
+    Examples
+    --------
+    >>> default_chunk_size(200), default_chunk_size(9), default_chunk_size(3)
+    (8, 5, 3)
+    """
+    n = int(n)
+    if n < 1:
+        raise DualgpuError(f"default_chunk_size: expected at least 1 direction; got {n}.")
+    limit = max(1, min(int(limit), MAX_LANES))
+    chunks = -(-n // limit)
+    return -(-n // chunks)
+
+
+# ---------------------------------------------------------------------------
+# inputs
+# ---------------------------------------------------------------------------
+class _Input:
+    """One differentiated argument: where its directions sit and how it is seeded."""
+
+    __slots__ = ("position", "kind", "value", "shape", "size", "dtype", "offset",
+                 "values_buffer", "lanes_buffer")
+
+    def __init__(self, position, kind, value, dtype, offset):
+        self.position = position
+        self.kind = kind  # "array" or "scalar"
+        self.value = value  # private copy (array) or numpy scalar
+        self.shape = tuple(np.shape(value)) if kind == "array" else ()
+        self.size = int(np.prod(self.shape)) if kind == "array" else 1
+        self.dtype = dtype
+        self.offset = offset
+        self.values_buffer = None
+        self.lanes_buffer = None
+
+    def allocate(self, lanes):
+        """Make the reused seed buffers for ``lanes`` lanes."""
+        self.lanes_buffer = np.zeros((lanes, self.size), self.dtype)
+        if self.kind == "array":
+            self.values_buffer = np.empty(self.shape, self.dtype)
+
+    def argument(self):
+        """The argument passed to ``f`` for the current contents of the lane buffer."""
+        if self.kind == "scalar":
+            return Dual(self.value, self.lanes_buffer[:, 0], dtype=self.dtype)
+        # fresh values every chunk: f may have written into the previous one
+        np.copyto(self.values_buffer, self.value)
+        lanes = self.lanes_buffer.shape[0]
+        return DualArray(self.values_buffer, self.lanes_buffer.reshape((lanes,) + self.shape))
+
+    def where(self, flat):
+        """Describe direction ``flat`` of this input for messages."""
+        if self.kind == "scalar":
+            return f"argument {self.position} (scalar)"
+        return f"argument {self.position}[{', '.join(map(str, np.unravel_index(flat, self.shape)))}]"
+
+
+def _classify(arg):
+    """Return ``(kind, value, dtype)`` for a float argument, or ``(None, reason, None)``."""
+    if isinstance(arg, (bool, np.bool_)):
+        return None, "a bool", None
+    if isinstance(arg, DualArray) or isinstance(arg, Dual):
+        return None, f"a {type(arg).__name__} (the driver seeds its own)", None
+    if isinstance(arg, float):
+        return "scalar", np.float64(arg), np.dtype(np.float64)
+    if isinstance(arg, np.floating):
+        if arg.dtype not in (np.float32, np.float64):
+            return None, f"a numpy {arg.dtype} scalar", None
+        return "scalar", arg, arg.dtype
+    if isinstance(arg, np.ndarray):
+        if arg.dtype not in (np.float32, np.float64):
+            return None, f"an array of dtype {arg.dtype}", None
+        if arg.ndim == 0:
+            return "scalar", arg.dtype.type(arg[()]), arg.dtype
+        if arg.ndim > _MAX_NDIM:
+            return None, f"an array of {arg.ndim} dimensions {arg.shape}", None
+        return "array", np.array(arg, copy=True, order="C"), arg.dtype
+    if hasattr(arg, "copy_to_host"):
+        return None, f"a device array ({type(arg).__name__})", None
+    if isinstance(arg, numbers.Integral):
+        return None, f"an int ({arg!r})", None
+    return None, f"{type(arg).__name__}", None
+
+
+def _normalize_argnums(argnums, nargs, fname):
+    single = isinstance(argnums, (numbers.Integral,)) and not isinstance(argnums, bool)
+    items = (argnums,) if single else argnums
+    try:
+        items = tuple(items)
+    except TypeError:
+        items = None
+    if not items or any(isinstance(a, bool) or not isinstance(a, numbers.Integral) for a in items):
+        raise DualgpuError(
+            f"{fname}: argnums must be an int or a non-empty tuple of ints (positions of the "
+            f"arguments to differentiate); got {argnums!r}. Fix: e.g. argnums=0 or argnums=(0, 2)."
+        )
+    positions = []
+    for a in items:
+        if not -nargs <= a < nargs:
+            raise DualgpuError(
+                f"{fname}: argnums={argnums!r} points at argument {a}, but f was called with "
+                f"{nargs} positional argument(s) (valid: 0..{nargs - 1} or negative from the "
+                "end). Fix: pass the argument positionally or change argnums."
+            )
+        positions.append(int(a) % nargs)
+    if len(set(positions)) != len(positions):
+        raise DualgpuError(f"{fname}: argnums={argnums!r} names an argument twice.")
+    return single, positions
+
+
+def _make_inputs(args, positions, fname):
+    inputs = []
+    offset = 0
+    for p in positions:
+        kind, value, dtype = _classify(args[p])
+        if kind is None:
+            raise DualgpuError(
+                f"{fname}: argument {p} is {value}; expected a float32/float64 array of 1 to "
+                f"{_MAX_NDIM} dimensions or a float scalar (Python float, numpy float) to "
+                "differentiate. Fix: remove it from argnums, or pass floats (e.g. "
+                "np.asarray(x, dtype=np.float64), or 1.0 instead of 1)."
+            )
+        inputs.append(_Input(p, kind, value, dtype, offset))
+        offset += inputs[-1].size
+    return inputs
+
+
+def _check_chunk_size(chunk_size, n, fname):
+    if chunk_size is None:
+        return min(default_chunk_size(n), MAX_LANES)
+    valid = isinstance(chunk_size, numbers.Integral) and not isinstance(chunk_size, bool)
+    if not valid or not 1 <= chunk_size <= min(n, MAX_LANES):
+        raise DualgpuError(
+            f"{fname}: chunk_size={chunk_size!r}; expected an int from 1 to "
+            f"{min(n, MAX_LANES)} (at most the {n} input direction(s) and at most "
+            f"dualgpu.numba_types.MAX_LANES={MAX_LANES} lanes). Fix: pass chunk_size=None "
+            f"for the default ({min(default_chunk_size(n), MAX_LANES)} here) or a value in range."
+        )
+    return int(chunk_size)
+
+
+# ---------------------------------------------------------------------------
+# outputs
+# ---------------------------------------------------------------------------
+def _to_numpy(array):
+    if hasattr(array, "copy_to_host") and not isinstance(array, np.ndarray):
+        array = array.copy_to_host()
+    return np.array(array, copy=True)  # HostArray -> plain ndarray
+
+
+def _unpack(result, lanes, fname):
+    """Return ``(is_tuple, [(values, partials or None), ...])`` of one run of f."""
+    is_tuple = isinstance(result, (tuple, list))
+    items = list(result) if is_tuple else [result]
+    unpacked = []
+    for i, item in enumerate(items):
+        if isinstance(item, DualArray):
+            values, partials = _to_numpy(item.values), _to_numpy(item.partials)
+        elif isinstance(item, Dual):
+            values, partials = np.asarray(item.value), np.array(item.partials, copy=True)
+        else:
+            try:
+                values = _to_numpy(item)
+            except Exception:
+                values = None
+            if values is None or values.dtype.kind not in "biuf":
+                raise DualgpuError(
+                    f"{fname}: output {i} of f is {type(item).__name__}; expected a DualArray, "
+                    "a Dual, a number or an array (or a tuple of them)."
+                )
+            partials = None
+        if partials is not None and partials.shape[0] != lanes:
+            raise DualgpuError(
+                f"{fname}: output {i} of f has {partials.shape[0]} lanes; the driver seeded "
+                f"{lanes}. Fix: let the driver allocate (dualgpu.cuda.to_device/device_array*) "
+                "rather than building duals with a fixed lane count inside f."
+            )
+        unpacked.append((values, partials))
+    if all(p is None for _, p in unpacked):
+        got = ", ".join(f"{type(v).__name__} of shape {v.shape}" for v, _ in unpacked)
+        raise DualgpuError(
+            f"{fname}: the output of f does not depend on the seeded inputs through dual "
+            f"arithmetic: expected a DualArray or a Dual (or a tuple holding one); got {got}. "
+            "This happens when f converts to numpy or float (np.asarray(u), float(x), "
+            "u.values, .value), or allocates with numba.cuda instead of dualgpu.cuda. Fix: "
+            "keep the computation in dualgpu.cuda arrays and kernels and return "
+            "u.copy_to_host()."
+        )
+    return is_tuple, unpacked
+
+
+def _progress_bar(n_chunks, progress, desc):
+    if progress is False or (progress is None and n_chunks <= PROGRESS_MIN_CHUNKS):
+        return None
+    from tqdm.auto import tqdm
+
+    return tqdm(total=n_chunks, desc=desc, unit="chunk", leave=False)
+
+
+def _push_forward(f, args, kwargs, inputs, n_directions, lanes, fill, where, progress, fname):
+    """Run f once per chunk of ``lanes`` directions.
+
+    ``fill(start, count)`` writes the tangents of directions ``start .. start+count-1``
+    into the inputs' lane buffers (the rest stays zero). Returns ``is_tuple``, the
+    output values and, per output, the partials of all directions ``(n_directions, *S)``
+    (None for outputs that carry none).
+    """
+    for item in inputs:
+        item.allocate(lanes)
+    n_chunks = -(-n_directions // lanes)
+    bar = _progress_bar(n_chunks, progress, fname)
+    call_args = list(args)
+    is_tuple, values, partials = None, None, None
+    try:
+        for chunk in range(n_chunks):
+            start = chunk * lanes
+            count = min(lanes, n_directions - start)
+            for item in inputs:
+                item.lanes_buffer.fill(0)
+            fill(start, count)
+            for item in inputs:
+                call_args[item.position] = item.argument()
+            with dual_allocation(lanes):
+                result = f(*call_args, **kwargs)
+            chunk_tuple, unpacked = _unpack(result, lanes, fname)
+            if chunk == 0:
+                is_tuple = chunk_tuple
+                values = [v for v, _ in unpacked]
+                partials = [
+                    None if p is None else np.zeros((n_directions,) + p.shape[1:], p.dtype)
+                    for _, p in unpacked
+                ]
+            elif chunk_tuple != is_tuple or len(unpacked) != len(values):
+                raise DualgpuError(f"{fname}: f returned differently shaped outputs between runs.")
+            for o, (_, p) in enumerate(unpacked):
+                if p is None:
+                    continue
+                if partials[o] is None or p.shape[1:] != partials[o].shape[1:]:
+                    raise DualgpuError(
+                        f"{fname}: output {o} of f changed between runs; f must be deterministic."
+                    )
+                used = p[:count]
+                if not np.all(np.isfinite(used)):
+                    _raise_non_finite(used, o, start, values[o], where, fname)
+                partials[o][start:start + count] = used
+            if bar is not None:
+                bar.update(1)
+    finally:
+        if bar is not None:
+            bar.close()
+    return is_tuple, values, partials
+
+
+def _raise_non_finite(used, output, start, values, where, fname):
+    bad = ~np.isfinite(used.reshape(used.shape[0], -1))
+    lane = int(np.argmax(bad.any(axis=1)))
+    flat = int(np.argmax(bad[lane]))
+    shape = used.shape[1:]
+    index = np.unravel_index(flat, shape) if shape else ()
+    value = used.reshape(used.shape[0], -1)[lane, flat]
+    primal = np.asarray(values).reshape(-1)[flat]
+    raise DualgpuError(
+        f"{fname}: non-finite derivative {value} of output {output}"
+        f"{list(map(int, index)) if shape else ''} (value {primal}) with respect to "
+        f"{where(start + lane)}; this is the first such entry. Expected finite partials. "
+        "Fix: check that the simulation is stable for these inputs and avoids points where "
+        "a derivative is infinite (sqrt(0), x**0.5 at 0, log(0), division by zero)."
+    )
+
+
+def _output_values(values, is_tuple):
+    out = [v[()] if v.ndim == 0 else v for v in values]
+    return tuple(out) if is_tuple else out[0]
+
+
+# ---------------------------------------------------------------------------
+# Jacobians
+# ---------------------------------------------------------------------------
+def _jacobian(f, args, kwargs, argnums, chunk_size, progress, fname):
+    args = tuple(args)
+    single, positions = _normalize_argnums(argnums, len(args), fname)
+    inputs = _make_inputs(args, positions, fname)
+    n = sum(item.size for item in inputs)
+    lanes = _check_chunk_size(chunk_size, n, fname)
+
+    def fill(start, count):
+        for item in inputs:
+            lo = max(start, item.offset)
+            hi = min(start + count, item.offset + item.size)
+            if lo < hi:
+                k = np.arange(lo, hi)
+                item.lanes_buffer[k - start, k - item.offset] = 1
+
+    def where(direction):
+        for item in inputs:
+            if item.offset <= direction < item.offset + item.size:
+                return item.where(direction - item.offset)
+        return f"direction {direction}"
+
+    is_tuple, values, partials = _push_forward(
+        f, args, kwargs, inputs, n, lanes, fill, where, progress, fname)
+    results = []
+    for v, p in zip(values, partials):
+        out_shape = v.shape
+        m = int(np.prod(out_shape))
+        dtype = p.dtype if p is not None else np.result_type(v.dtype, np.float32)
+        blocks = []
+        for item in inputs:
+            if p is None:
+                block = np.zeros(out_shape + item.shape, dtype)
+            else:
+                part = p[item.offset:item.offset + item.size].reshape(item.size, m)
+                block = np.ascontiguousarray(part.T).reshape(out_shape + item.shape)
+            blocks.append(block)
+        results.append(blocks[0] if single else tuple(blocks))
+    return tuple(results) if is_tuple else results[0]
+
+
+def jacobian(f, *args, argnums=0, chunk_size=None, progress=None):
+    """Return the Jacobian of ``f(*args)`` with respect to ``args[argnums]``.
+
+    Parameters
+    ----------
+    f : callable
+        The simulation function (see :mod:`dualgpu.driver`). It returns a
+        DualArray, a Dual, or a tuple of them (plain outputs count as constant).
+    *args
+        f's positional arguments.
+    argnums : int or tuple of int
+        Which arguments to differentiate: float32/float64 arrays of 1 to 3
+        dimensions, or float scalars (Python float, numpy float).
+    chunk_size : int, optional
+        Lanes N per run of f, 1 to min(n, MAX_LANES) where n is the total number
+        of input entries; default :func:`default_chunk_size`.
+    progress : bool, optional
+        tqdm progress bar: None shows it above PROGRESS_MIN_CHUNKS chunks,
+        True always, False never.
+
+    Returns
+    -------
+    ndarray or tuple
+        Shape ``output.shape + input.shape``. JAX nesting: a tuple over
+        outputs when f returns a tuple, each a tuple over argnums when argnums
+        is a tuple.
+
+    Examples
+    --------
+    >>> import numpy as np, dualgpu
+    >>> from dualgpu.driver import jacobian
+    >>> def identity(x):
+    ...     return dualgpu.cuda.to_device(x).copy_to_host()
+    >>> jacobian(identity, np.ones(3)).tolist()
+    [[1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]]
+    """
+    return _jacobian(f, args, {}, argnums, chunk_size, progress, "jacobian")
+
+
+def jacfwd(f, argnums=0, *, chunk_size=None, progress=None):
+    """Return a function computing the Jacobian of ``f`` (forward mode, like ``jax.jacfwd``).
+
+    The returned function takes f's arguments (keyword arguments pass through
+    to f undifferentiated) and returns what :func:`jacobian` returns.
+
+    Examples
+    --------
+    >>> import numpy as np, dualgpu
+    >>> from dualgpu.driver import jacfwd
+    >>> def identity(x):
+    ...     return dualgpu.cuda.to_device(x).copy_to_host()
+    >>> jacfwd(identity)(np.zeros((2, 3))).shape
+    (2, 3, 2, 3)
+    """
+
+    def jacobian_of_f(*args, **kwargs):
+        return _jacobian(f, args, kwargs, argnums, chunk_size, progress, "jacfwd")
+
+    jacobian_of_f.__name__ = f"jacfwd_{getattr(f, '__name__', 'f')}"
+    jacobian_of_f.__doc__ = f"Jacobian of {getattr(f, '__name__', 'f')} w.r.t. argnums={argnums}."
+    return jacobian_of_f
+
+
+# ---------------------------------------------------------------------------
+# Jacobian-vector products
+# ---------------------------------------------------------------------------
+def _tangent_inputs(primals, tangents, batch, fname):
+    """Return the differentiated inputs and their tangents, shaped (B, size)."""
+    primals, tangents = tuple(primals), tuple(tangents)
+    if len(primals) != len(tangents):
+        raise DualgpuError(
+            f"{fname}: got {len(primals)} primals and {len(tangents)} tangents; expected one "
+            "tangent per primal (None for arguments not differentiated)."
+        )
+    inputs, seeds = [], []
+    offset = 0
+    size_b = None
+    for p, (x, t) in enumerate(zip(primals, tangents)):
+        if t is None:
+            continue
+        kind, value, dtype = _classify(x)
+        t = np.asarray(t)
+        if kind is None:
+            if t.dtype.kind in "biuf" and not np.any(t):
+                continue  # zero tangent of an int/bool argument: not differentiated
+            raise DualgpuError(
+                f"{fname}: argument {p} is {value} and cannot carry a tangent; expected a "
+                "float array or float scalar. Fix: pass None as its tangent."
+            )
+        shape = tuple(np.shape(value)) if kind == "array" else ()
+        expected = ((batch,) if batch else ()) + shape
+        b = t.shape[0] if batch and t.ndim >= 1 else None
+        if batch and (t.ndim != len(shape) + 1 or tuple(t.shape[1:]) != shape):
+            raise DualgpuError(
+                f"{fname}: tangent {p} has shape {t.shape}; expected (B,) + {shape} (a leading "
+                "batch axis over the primal's shape)."
+            )
+        if not batch and t.shape != shape:
+            raise DualgpuError(
+                f"{fname}: tangent {p} has shape {t.shape}; expected {expected}, the shape of "
+                "its primal."
+            )
+        if batch:
+            if size_b is None:
+                size_b = b
+            elif b != size_b:
+                raise DualgpuError(
+                    f"{fname}: tangents have different batch sizes {size_b} and {b}; all must "
+                    "share the leading axis B."
+                )
+        item = _Input(p, kind, value, dtype, offset)
+        inputs.append(item)
+        seeds.append(np.asarray(t, dtype).reshape((size_b if batch else 1), item.size))
+        offset += item.size
+    if not inputs:
+        raise DualgpuError(
+            f"{fname}: every tangent is None (or zero for non-float arguments); expected at "
+            "least one float argument with a tangent."
+        )
+    return inputs, seeds, (size_b if batch else 1)
+
+
+def jvp_batch(f, primals, tangents, *, chunk_size=None, progress=None):
+    """Return ``(outputs, output_tangents)`` for a batch of B tangent directions.
+
+    Each tangent is None (argument not differentiated) or an array of shape
+    ``(B,) + primal.shape`` (``(B,)`` for scalars). The B directions run
+    ``chunk_size`` lanes at a time (default :func:`default_chunk_size` of B).
+
+    Returns
+    -------
+    outputs
+        f's output values (plain numpy), same structure as f's result.
+    output_tangents
+        For each output, its tangents with a leading axis B.
+    """
+    fname = "jvp_batch"
+    primals = tuple(primals)
+    inputs, seeds, b = _tangent_inputs(primals, tangents, True, fname)
+    lanes = _check_chunk_size(chunk_size, b, fname)
+
+    def fill(start, count):
+        for item, seed in zip(inputs, seeds):
+            item.lanes_buffer[:count] = seed[start:start + count]
+
+    def where(direction):
+        return f"tangent direction {direction}"
+
+    is_tuple, values, partials = _push_forward(
+        f, primals, {}, inputs, b, lanes, fill, where, progress, fname)
+    tangents_out = [
+        np.zeros((b,) + v.shape, np.result_type(v.dtype, np.float32)) if p is None else p
+        for v, p in zip(values, partials)
+    ]
+    outs = _output_values(values, is_tuple)
+    return outs, (tuple(tangents_out) if is_tuple else tangents_out[0])
+
+
+def jvp(f, primals, tangents):
+    """Return ``(outputs, output_tangents)``: f's outputs and their directional derivatives.
+
+    Like ``jax.jvp``: ``primals`` is the tuple of f's positional arguments and
+    ``tangents`` a tuple of the same length, each None (not differentiated) or
+    shaped like its primal. One run of f with one lane. For many directions at
+    once use :func:`jvp_batch`.
+
+    Examples
+    --------
+    >>> import numpy as np, dualgpu
+    >>> from dualgpu.driver import jvp
+    >>> def identity(x):
+    ...     return dualgpu.cuda.to_device(x).copy_to_host()
+    >>> out, tangent = jvp(identity, (np.ones(2),), (np.array([1.0, -1.0]),))
+    >>> tangent.tolist()
+    [1.0, -1.0]
+    """
+    fname = "jvp"
+    primals, tangents = tuple(primals), tuple(tangents)
+    inputs, seeds, _ = _tangent_inputs(primals, tangents, False, fname)
+
+    def fill(start, count):
+        for item, seed in zip(inputs, seeds):
+            item.lanes_buffer[:1] = seed
+
+    is_tuple, values, partials = _push_forward(
+        f, primals, {}, inputs, 1, 1, fill, lambda d: "the tangent", False, fname)
+    tangents_out = [
+        np.zeros(v.shape, np.result_type(v.dtype, np.float32)) if p is None else p[0]
+        for v, p in zip(values, partials)
+    ]
+    tangents_out = [t[()] if t.ndim == 0 else t for t in tangents_out]
+    outs = _output_values(values, is_tuple)
+    return outs, (tuple(tangents_out) if is_tuple else tangents_out[0])
