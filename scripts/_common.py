@@ -43,6 +43,8 @@ def parser(script, description):
                    help="folder for the PNG figures")
     p.add_argument("--no-progress", dest="progress", action="store_false",
                    help="hide the progress bars")
+    p.add_argument("--chunk-size", type=int, default=None,
+                   help="tangent lanes per pass (1..64); default: the driver's choice")
     return p
 
 

@@ -42,8 +42,6 @@ def build_parser():
                    help="r = alpha dt / dx², sets dt (stable for r <= 0.5)")
     p.add_argument("--snapshots", type=int, default=20,
                    help="times at which the sensitivities are recorded for the history plot")
-    p.add_argument("--chunk-size", type=int, default=None,
-                   help="tangent lanes per pass for the initial-state Jacobian (<= 64)")
     return p
 
 
