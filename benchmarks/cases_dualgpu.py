@@ -1,0 +1,432 @@
+"""dualgpu's side of the benchmarks: kernels, reference loops and one function per case.
+
+Every case function takes a profile name (``"full"``, ``"quick"`` or ``"tiny"``,
+see :data:`PROFILES`) and returns a JSON-serialisable dict; :mod:`benchmarks.run`
+runs each case in its own process and prints the table. Times are medians over
+``repeats`` runs after one warm-up run; the first run (which compiles) is
+reported separately as ``compile_s``.
+
+Cases
+-----
+overhead
+    1-D heat stencil on the cpu backend: plain kernel vs DualArray with N lanes.
+cpu_vs_njit
+    The plain stencil kernel on the cpu backend vs the same loop in ``@njit``
+    (serial) and ``@njit(parallel=True)`` (prange).
+launch
+    Cost of one launch of a cached tiny kernel on the cpu backend.
+memory
+    Peak memory of heat under the driver's ``jvp`` for two step counts.
+peers_heat, peers_nbody, peers_pendulum
+    Jacobians of :mod:`benchmarks.peers.problems` with dualgpu's driver vs
+    JAX ``jacfwd``, ``torch.func.jacfwd`` and NumPy finite differences.
+"""
+import gc
+import importlib
+import math
+import resource
+import statistics
+import sys
+import time
+import tracemalloc
+
+import numpy as np
+from numba import njit, prange
+
+import dualgpu
+from dualgpu import cuda
+from dualgpu.dualarray import DualArray
+
+__all__ = [
+    "PROFILES", "CASES", "TARGETS", "heat_step", "heat_njit_serial", "heat_njit_parallel",
+    "tiny_kernel", "measure", "load_driver", "run_case",
+]
+
+THREADS = 256
+
+#: Problem sizes per profile.
+PROFILES = {
+    "full": {
+        "repeats": 5, "heat_n": 1_000_000, "heat_steps": 100, "lanes": (1, 2, 4, 8, 16),
+        "launches": 1000, "memory_steps": (100, 1000), "memory_n": 100_000,
+        "peer_heat": {"n": 1000, "steps": 100}, "peer_nbody": {"nb": 1024, "steps": 10},
+        "peer_pendulum": {"m": 100_000, "steps": 1000}, "peer_budget_s": 120.0,
+    },
+    "quick": {
+        "repeats": 3, "heat_n": 1_000_000, "heat_steps": 10, "lanes": (1, 2, 4, 8, 16),
+        "launches": 1000, "memory_steps": (100, 1000), "memory_n": 10_000,
+        "peer_heat": {"n": 200, "steps": 100}, "peer_nbody": {"nb": 64, "steps": 5},
+        "peer_pendulum": {"m": 10_000, "steps": 100}, "peer_budget_s": 10.0,
+    },
+    "tiny": {
+        "repeats": 1, "heat_n": 1000, "heat_steps": 3, "lanes": (1, 2),
+        "launches": 20, "memory_steps": (5, 10), "memory_n": 100,
+        "peer_heat": {"n": 10, "steps": 3}, "peer_nbody": {"nb": 4, "steps": 2},
+        "peer_pendulum": {"m": 20, "steps": 5}, "peer_budget_s": 2.0,
+    },
+}
+
+#: Speed targets (reported, never asserted).
+TARGETS = {
+    "dual_plain_N1": 2.2, "dual_plain_N8": 9.6, "cpu_vs_njit": 1.5, "jacobian_vs_jax": 5.0,
+}
+
+
+# ---------------------------------------------------------------------------
+# kernels and reference loops
+# ---------------------------------------------------------------------------
+
+@cuda.jit
+def heat_step(u, u_new, r):
+    """One explicit heat step; ghost cells outside ``[0, n)`` are held at 0 (as in peers)."""
+    i = cuda.grid(1)
+    n = u.shape[0]
+    if i < n:
+        left = u[i - 1] if i > 0 else 0.0
+        right = u[i + 1] if i < n - 1 else 0.0
+        u_new[i] = u[i] + r * (left - 2.0 * u[i] + right)
+
+
+@njit
+def heat_njit_serial(u, u_new, r, steps):
+    """``steps`` heat steps written directly as a serial loop (returns the final buffer)."""
+    n = u.shape[0]
+    for _ in range(steps):
+        for i in range(n):
+            left = u[i - 1] if i > 0 else 0.0
+            right = u[i + 1] if i < n - 1 else 0.0
+            u_new[i] = u[i] + r * (left - 2.0 * u[i] + right)
+        u, u_new = u_new, u
+    return u
+
+
+@njit(parallel=True)
+def _heat_prange_step(u, u_new, r):
+    n = u.shape[0]
+    for i in prange(n):
+        left = u[i - 1] if i > 0 else 0.0
+        right = u[i + 1] if i < n - 1 else 0.0
+        u_new[i] = u[i] + r * (left - 2.0 * u[i] + right)
+
+
+def heat_njit_parallel(u, u_new, r, steps):
+    """``steps`` heat steps with a ``prange`` loop, one compiled call per step."""
+    for _ in range(steps):
+        _heat_prange_step(u, u_new, r)
+        u, u_new = u_new, u
+    return u
+
+
+@cuda.jit
+def tiny_kernel(a, x):
+    """Add ``x`` to every element of ``a`` (launch-overhead probe)."""
+    i = cuda.grid(1)
+    if i < a.shape[0]:
+        a[i] += x
+
+
+def heat_run(u, u_new, r, steps):
+    """``steps`` launches of :func:`heat_step` (returns the final buffer)."""
+    n = u.shape[0]
+    blocks = (n + THREADS - 1) // THREADS
+    for _ in range(steps):
+        heat_step[blocks, THREADS](u, u_new, r)
+        u, u_new = u_new, u
+    return u
+
+
+def heat_simulate(u0, r, steps):
+    """The peers' heat problem written with dualgpu.cuda (differentiable through the driver)."""
+    u = cuda.to_device(u0)
+    u_new = cuda.device_array_like(u)
+    return heat_run(u, u_new, r, steps).copy_to_host()
+
+
+# ---------------------------------------------------------------------------
+# helpers
+# ---------------------------------------------------------------------------
+
+def measure(fn, repeats, budget_s=None):
+    """Time ``fn()``: first call (compile + run), one warm-up, then median of ``repeats``.
+
+    If the first call took longer than ``budget_s``, no more calls are made and
+    the first call's time stands in for the median (flagged ``single_run``).
+    Returns ``(result of the last call, dict of timings)``.
+    """
+    t0 = time.perf_counter()
+    result = fn()
+    first = time.perf_counter() - t0
+    if budget_s is not None and first > budget_s:
+        return result, {"first_s": first, "median_s": first, "runs": 1, "single_run": True}
+    result = fn()  # warm-up
+    times = []
+    for _ in range(max(1, repeats)):
+        t0 = time.perf_counter()
+        result = fn()
+        times.append(time.perf_counter() - t0)
+    median = statistics.median(times)
+    return result, {"first_s": first, "median_s": median, "compile_s": max(0.0, first - median),
+                    "runs": len(times), "min_s": min(times)}
+
+
+def load_driver():
+    """Return ``dualgpu.driver`` if it exists and has ``jacfwd`` and ``jvp``, else None."""
+    try:
+        driver = importlib.import_module("dualgpu.driver")
+    except ImportError as exc:
+        print(f"note: dualgpu.driver is not available ({exc}); driver cases are skipped.",
+              file=sys.stderr)
+        return None
+    if not (hasattr(driver, "jacfwd") and hasattr(driver, "jvp")):
+        print("note: dualgpu.driver has no jacfwd/jvp yet; driver cases are skipped.",
+              file=sys.stderr)
+        return None
+    return driver
+
+
+def _dual_heat_arrays(u0, lanes):
+    n = u0.shape[0]
+    partials = np.zeros((lanes, n))
+    for k in range(lanes):
+        partials[k, (k * n) // lanes] = 1.0
+    return DualArray(u0.copy(), partials), DualArray(np.zeros(n), np.zeros((lanes, n)))
+
+
+def _heat_initial(n):
+    x = (np.arange(n, dtype=np.float64) + 0.5) / n
+    return np.sin(np.pi * x) + np.exp(-50.0 * (x - 0.3) ** 2)
+
+
+def _rel_diff(ours, theirs):
+    ours = np.asarray(ours, dtype=np.float64)
+    theirs = np.asarray(theirs, dtype=np.float64).reshape(ours.shape)
+    scale = max(float(np.max(np.abs(ours))), 1e-300)
+    return float(np.max(np.abs(ours - theirs)) / scale)
+
+
+# ---------------------------------------------------------------------------
+# cases
+# ---------------------------------------------------------------------------
+
+def case_overhead(profile):
+    """Dual vs plain heat stencil on the cpu backend, N lanes."""
+    p = PROFILES[profile]
+    n, steps, r = p["heat_n"], p["heat_steps"], 0.25
+    u0 = _heat_initial(n)
+    rows = []
+    with dualgpu.using_backend("cpu"):
+        plain_u, plain_new = u0.copy(), np.zeros(n)
+        plain_out, plain = measure(lambda: heat_run(plain_u, plain_new, r, steps), p["repeats"])
+        for lanes in p["lanes"]:
+            du, dnew = _dual_heat_arrays(u0, lanes)
+            _, t = measure(lambda: heat_run(du, dnew, r, steps), p["repeats"])
+            ratio = t["median_s"] / plain["median_s"]
+            rows.append({"lanes": lanes, **t, "ratio": ratio, "per_direction": ratio / lanes,
+                         "memory_bound_limit": 1 + lanes})
+    # correctness spot check: the values of a dual run equal the plain run
+    ok = None
+    if steps <= 20:
+        du, dnew = _dual_heat_arrays(u0, 1)
+        with dualgpu.using_backend("cpu"):
+            pu, pn = u0.copy(), np.zeros(n)
+            ok = bool(np.allclose(heat_run(du, dnew, r, steps).values, heat_run(pu, pn, r, steps)))
+    by_lanes = {row["lanes"]: row["ratio"] for row in rows}
+    targets = {}
+    if 1 in by_lanes:
+        targets["dual_plain_N1"] = {"value": by_lanes[1], "target": TARGETS["dual_plain_N1"],
+                                    "met": by_lanes[1] <= TARGETS["dual_plain_N1"]}
+    if 8 in by_lanes:
+        targets["dual_plain_N8"] = {"value": by_lanes[8], "target": TARGETS["dual_plain_N8"],
+                                    "met": by_lanes[8] <= TARGETS["dual_plain_N8"]}
+    return {"n": n, "steps": steps, "plain": plain, "dual": rows, "values_match": ok,
+            "targets": targets}
+
+
+def case_cpu_vs_njit(profile):
+    """The plain kernel on the cpu backend vs hand-written @njit loops."""
+    p = PROFILES[profile]
+    n, steps, r = p["heat_n"], p["heat_steps"], 0.25
+    u0 = _heat_initial(n)
+    bufs = {name: (u0.copy(), np.zeros(n)) for name in ("kernel", "serial", "parallel")}
+    with dualgpu.using_backend("cpu"):
+        out_k, kernel = measure(lambda: heat_run(*bufs["kernel"], r, steps), p["repeats"])
+    out_s, serial = measure(lambda: heat_njit_serial(*bufs["serial"], r, steps), p["repeats"])
+    out_p, parallel = measure(lambda: heat_njit_parallel(*bufs["parallel"], r, steps),
+                              p["repeats"])
+    ratio_serial = kernel["median_s"] / serial["median_s"]
+    ratio_parallel = kernel["median_s"] / parallel["median_s"]
+    best = min(ratio_serial, ratio_parallel)
+    return {"n": n, "steps": steps, "cpu_backend": kernel, "njit_serial": serial,
+            "njit_parallel": parallel, "ratio_vs_serial": ratio_serial,
+            "ratio_vs_parallel": ratio_parallel,
+            "targets": {"cpu_vs_njit": {"value": best, "target": TARGETS["cpu_vs_njit"],
+                                        "met": best <= TARGETS["cpu_vs_njit"],
+                                        "note": "vs the faster of serial/parallel njit"}}}
+
+
+def case_launch(profile):
+    """Microseconds per launch of a cached tiny kernel on the cpu backend."""
+    p = PROFILES[profile]
+    a = np.zeros(32)
+    launches = p["launches"]
+
+    def many():
+        for _ in range(launches):
+            tiny_kernel[1, 32](a, 1.0)
+
+    with dualgpu.using_backend("cpu"):
+        _, t = measure(many, p["repeats"])
+    return {"launches": launches, "array": a.size, **t,
+            "us_per_launch": 1e6 * t["median_s"] / launches}
+
+
+def _peak_memory_child(n, steps, use_driver):
+    """Peak traced memory (tracemalloc) of one heat jvp of ``steps`` steps."""
+    u0 = _heat_initial(n)
+    v = np.cos(np.arange(n) * 0.1)
+    driver = load_driver() if use_driver else None
+    with dualgpu.using_backend("cpu"):
+        def once():
+            if driver is not None:
+                return driver.jvp(lambda u: heat_simulate(u, 0.25, steps), (u0,), (v,))
+            du = DualArray(u0.copy(), v[None, :].copy())
+            return heat_simulate(du, 0.25, steps)
+        once()  # compile outside the trace
+        gc.collect()
+        tracemalloc.start()
+        t0 = time.perf_counter()
+        once()
+        elapsed = time.perf_counter() - t0
+        _, peak = tracemalloc.get_traced_memory()
+        tracemalloc.stop()
+    return {"steps": steps, "peak_traced_bytes": peak, "seconds": elapsed,
+            "ru_maxrss_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}
+
+
+def case_memory(profile):
+    """Peak memory of heat jvp with few vs many steps (flat in steps expected)."""
+    p = PROFILES[profile]
+    driver = load_driver()
+    via = "driver.jvp" if driver is not None else "DualArray seeded by hand (driver missing)"
+    rows = [_peak_memory_child(p["memory_n"], steps, driver is not None)
+            for steps in p["memory_steps"]]
+    growth = rows[-1]["peak_traced_bytes"] / max(rows[0]["peak_traced_bytes"], 1)
+    state_bytes = p["memory_n"] * 8 * 2
+    return {"n": p["memory_n"], "via": via, "runs": rows, "peak_ratio": growth,
+            "state_bytes_dual": state_bytes,
+            "note": "peak traced (tracemalloc) bytes; ru_maxrss is the process high-water mark"}
+
+
+# -- peers -------------------------------------------------------------------
+
+def _peer_rows(case, kwargs, ours, repeats, budget):
+    from benchmarks import peers
+
+    rows = []
+    for name, module in peers.load_peers().items():
+        if not module.AVAILABLE:
+            rows.append({"peer": name, "available": False, "reason": module.IMPORT_ERROR})
+            continue
+        extra = {}
+        if name == "jax" and case == "nbody_mass_jacobian" and kwargs["masses"].size > 128:
+            extra["chunk_size"] = 32   # all lanes at once needs (nb, nb, nb, 3) doubles
+        try:
+            fn = module.prepare(case, **kwargs, **extra)
+            result, t = measure(fn, repeats, budget)
+        except Exception as exc:  # a failing peer is reported, not fatal
+            rows.append({"peer": name, "available": True, "error": f"{type(exc).__name__}: {exc}"})
+            continue
+        row = {"peer": name, "available": True, "version": module.VERSION, **t}
+        if ours is not None:
+            row["max_rel_diff_vs_dualgpu"] = _rel_diff(ours, result)
+        rows.append(row)
+    return rows
+
+
+def _peer_case(profile, problem, case, jacobian):
+    from benchmarks.peers import problems
+
+    p = PROFILES[profile]
+    size = p[f"peer_{problem}"]
+    setup = getattr(problems, f"{problem}_setup")(**size)
+    driver = load_driver()
+    ours, t = None, None
+    note = None
+    if driver is None:
+        note = "dualgpu.driver missing: dualgpu side skipped"
+    else:
+        with dualgpu.using_backend("cpu"):
+            try:
+                ours, t = measure(lambda: np.asarray(jacobian(driver, setup)), p["repeats"],
+                                  p["peer_budget_s"])
+            except Exception as exc:
+                note = f"dualgpu failed: {type(exc).__name__}: {exc}"
+    rows = _peer_rows(case, setup, ours, p["repeats"], p["peer_budget_s"])
+    result = {"problem": problem, "size": size, "dualgpu": t, "peers": rows, "note": note}
+    jax_row = next((r for r in rows if r["peer"] == "jax" and "median_s" in r), None)
+    if t is not None and jax_row is not None:
+        speedup = jax_row["median_s"] / t["median_s"]
+        result["targets"] = {"jacobian_vs_jax": {"value": speedup,
+                                                 "target": TARGETS["jacobian_vs_jax"],
+                                                 "met": speedup >= TARGETS["jacobian_vs_jax"]}}
+    return result
+
+
+def _heat_jacobian(driver, s):
+    return driver.jacfwd(lambda u: heat_simulate(u, s["r"], s["steps"]))(s["u0"])
+
+
+def _nbody_jacobian(driver, s):
+    from simulations import nbody
+
+    def final_positions(masses):
+        return nbody.simulate(s["pos"], s["vel"], masses, n_steps=s["steps"], G=s["G"],
+                              eps=s["eps"], dt=s["dt"])[0]
+    jac = np.asarray(driver.jacfwd(final_positions)(s["masses"]))
+    return jac.reshape(-1, s["masses"].size)
+
+
+def _pendulum_jacobian(driver, s):
+    from simulations import pendulums
+
+    def final_theta(params):
+        return pendulums.simulate(s["theta0"], s["omega0"], n_steps=s["steps"], dt=s["dt"],
+                                  damping=params[0], drive_amplitude=params[1],
+                                  drive_frequency=params[2], g_over_l=1.0)[0]
+    return driver.jacfwd(final_theta)(s["params"])
+
+
+def case_peers_heat(profile):
+    """Heat dense Jacobian w.r.t. the initial state."""
+    return _peer_case(profile, "heat", "heat_jacobian", _heat_jacobian)
+
+
+def case_peers_nbody(profile):
+    """N-body Jacobian of final positions w.r.t. masses."""
+    return _peer_case(profile, "nbody", "nbody_mass_jacobian", _nbody_jacobian)
+
+
+def case_peers_pendulum(profile):
+    """Pendulum ensemble Jacobian of final angles w.r.t. (gamma, A, omega)."""
+    return _peer_case(profile, "pendulum", "pendulum_param_jacobian", _pendulum_jacobian)
+
+
+#: case name -> function(profile) -> dict
+CASES = {
+    "overhead": case_overhead,
+    "cpu_vs_njit": case_cpu_vs_njit,
+    "launch": case_launch,
+    "memory": case_memory,
+    "peers_heat": case_peers_heat,
+    "peers_nbody": case_peers_nbody,
+    "peers_pendulum": case_peers_pendulum,
+}
+
+
+def run_case(name, profile):
+    """Run case ``name`` at ``profile`` and return its dict (with the environment)."""
+    if name not in CASES:
+        raise KeyError(f"unknown case {name!r}; expected one of {sorted(CASES)}.")
+    if profile not in PROFILES:
+        raise KeyError(f"unknown profile {profile!r}; expected one of {sorted(PROFILES)}.")
+    return CASES[name](profile)

@@ -1,0 +1,211 @@
+"""Run dualgpu's benchmarks side by side and print a table; optionally write JSON.
+
+Usage::
+
+    python benchmarks/run.py                 # full sizes (tens of minutes on 2 cores)
+    python benchmarks/run.py --quick         # reduced sizes, about 2 minutes
+    python benchmarks/run.py --tiny          # smoke test, seconds of compute
+    python benchmarks/run.py --only overhead --out results.json
+
+Each case runs in its own Python process (fresh JIT caches, its own peak
+memory), one after the other; a case that fails or times out is reported and
+the others still run. Case definitions and sizes: ``benchmarks/cases_dualgpu.py``.
+"""
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if ROOT not in sys.path:
+    sys.path.insert(0, ROOT)
+
+__all__ = ["main", "run_cases", "format_table"]
+
+CASE_ORDER = ("overhead", "cpu_vs_njit", "launch", "memory", "peers_heat", "peers_nbody",
+              "peers_pendulum")
+
+#: Seconds one case may run, per profile.
+CASE_TIMEOUT = {"full": 3600, "quick": 300, "tiny": 300}
+
+
+def _child(case, profile, out):
+    from benchmarks import cases_dualgpu
+
+    result = cases_dualgpu.run_case(case, profile)
+    with open(out, "w") as fh:
+        json.dump(result, fh)
+
+
+def run_cases(cases, profile, timeout=None, echo=True):
+    """Run ``cases`` (names) at ``profile`` each in a subprocess; return ``{case: result}``.
+
+    A failed case maps to ``{"error": message}``.
+    """
+    results = {}
+    env = dict(os.environ)
+    env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
+    timeout = timeout or CASE_TIMEOUT[profile]
+    for case in cases:
+        with tempfile.TemporaryDirectory() as tmp:
+            out = os.path.join(tmp, "result.json")
+            cmd = [sys.executable, os.path.abspath(__file__), "--child", case,
+                   "--profile", profile, "--child-out", out]
+            t0 = time.perf_counter()
+            if echo:
+                print(f"[{case}] running ...", file=sys.stderr, flush=True)
+            try:
+                proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True,
+                                      timeout=timeout)
+            except subprocess.TimeoutExpired:
+                results[case] = {"error": f"timed out after {timeout} s"}
+                continue
+            wall = time.perf_counter() - t0
+            notes = [line for line in proc.stderr.splitlines() if line.startswith("note:")]
+            if proc.returncode != 0 or not os.path.exists(out):
+                tail = "\n".join(proc.stderr.strip().splitlines()[-6:])
+                results[case] = {"error": f"exit code {proc.returncode}: {tail}"}
+            else:
+                with open(out) as fh:
+                    results[case] = json.load(fh)
+            results[case]["wall_s"] = wall
+            if notes:
+                results[case]["notes"] = sorted(set(notes))
+            if echo:
+                print(f"[{case}] done in {wall:.1f} s", file=sys.stderr, flush=True)
+    return results
+
+
+# ---------------------------------------------------------------------------
+# table
+# ---------------------------------------------------------------------------
+
+def _ms(seconds):
+    return "-" if seconds is None else f"{1e3 * seconds:10.2f} ms"
+
+
+def _target_lines(result):
+    lines = []
+    for name, t in (result.get("targets") or {}).items():
+        sign = ">=" if name == "jacobian_vs_jax" else "<="
+        mark = "MET" if t["met"] else "MISSED"
+        lines.append(f"  target {name}: {t['value']:.2f} ({sign} {t['target']}) {mark}")
+    return lines
+
+
+def _overhead(r):
+    lines = [f"Overhead: heat 1-D stencil, n = {r['n']:,}, {r['steps']} steps, cpu backend",
+             f"  plain kernel      {_ms(r['plain']['median_s'])}  (compile {r['plain']['compile_s']:.2f} s)",
+             "  lanes   dual time      dual/plain  per direction  memory-bound limit  compile"]
+    for row in r["dual"]:
+        lines.append(f"  {row['lanes']:5d} {_ms(row['median_s'])}  {row['ratio']:10.2f}x "
+                     f"{row['per_direction']:12.2f}x {row['memory_bound_limit']:17d}x "
+                     f"{row['compile_s']:7.2f} s")
+    if r.get("values_match") is not None:
+        lines.append(f"  dual values equal plain values: {r['values_match']}")
+    return lines + _target_lines(r)
+
+
+def _cpu_vs_njit(r):
+    return [f"cpu backend vs hand-written @njit: heat n = {r['n']:,}, {r['steps']} steps",
+            f"  cpu backend kernel    {_ms(r['cpu_backend']['median_s'])}  (compile {r['cpu_backend']['compile_s']:.2f} s)",
+            f"  @njit serial          {_ms(r['njit_serial']['median_s'])}  ratio {r['ratio_vs_serial']:.2f}x",
+            f"  @njit(parallel=True)  {_ms(r['njit_parallel']['median_s'])}  ratio {r['ratio_vs_parallel']:.2f}x",
+            ] + _target_lines(r)
+
+
+def _launch(r):
+    return [f"Launch overhead (cached kernel, {r['array']} elements, {r['launches']} launches): "
+            f"{r['us_per_launch']:.2f} us per launch (first batch incl. compile {r['first_s']:.2f} s)"]
+
+
+def _memory(r):
+    lines = [f"Memory vs time steps: heat jvp, n = {r['n']:,}, via {r['via']}"]
+    for row in r["runs"]:
+        lines.append(f"  {row['steps']:5d} steps: peak traced {row['peak_traced_bytes'] / 1e6:8.2f} MB, "
+                     f"ru_maxrss {row['ru_maxrss_kib'] / 1024:8.1f} MiB, {row['seconds']:.3f} s")
+    lines.append(f"  peak ratio (many/few steps): {r['peak_ratio']:.2f}  "
+                 f"(dual state u+u_new ~ {r['state_bytes_dual'] / 1e6:.2f} MB x 2)")
+    return lines
+
+
+def _peers(r):
+    size = ", ".join(f"{k}={v:,}" for k, v in r["size"].items())
+    lines = [f"Jacobian, {r['problem']} ({size})",
+             "  implementation        median         first call   max rel diff vs dualgpu"]
+    ours = r.get("dualgpu")
+    if ours:
+        lines.append(f"  {'dualgpu (cpu)':20s} {_ms(ours['median_s'])}  {ours['first_s']:9.2f} s")
+    else:
+        lines.append(f"  {'dualgpu (cpu)':20s} skipped: {r.get('note')}")
+    for row in r["peers"]:
+        if not row.get("available"):
+            lines.append(f"  {row['peer']:20s} not installed ({row.get('reason')})")
+        elif "error" in row:
+            lines.append(f"  {row['peer']:20s} failed: {row['error'][:100]}")
+        else:
+            diff = row.get("max_rel_diff_vs_dualgpu")
+            diff = "-" if diff is None else f"{diff:.2e}"
+            single = "  (single run: over budget)" if row.get("single_run") else ""
+            lines.append(f"  {row['peer'] + ' ' + str(row.get('version')):20s} {_ms(row['median_s'])}  "
+                         f"{row['first_s']:9.2f} s   {diff}{single}")
+    return lines + _target_lines(r)
+
+
+_FORMATTERS = {"overhead": _overhead, "cpu_vs_njit": _cpu_vs_njit, "launch": _launch,
+               "memory": _memory, "peers_heat": _peers, "peers_nbody": _peers,
+               "peers_pendulum": _peers}
+
+
+def format_table(results, profile):
+    """Return the readable report of ``results`` (as made by :func:`run_cases`)."""
+    lines = [f"dualgpu benchmarks, profile {profile!r}; {platform.processor() or platform.machine()}, "
+             f"{os.cpu_count()} CPUs, Python {platform.python_version()}", ""]
+    for case, result in results.items():
+        if "error" in result:
+            lines.append(f"{case}: FAILED: {result['error']}")
+        else:
+            try:
+                lines.extend(_FORMATTERS[case](result))
+            except Exception as exc:  # never lose the JSON over a formatting slip
+                lines.append(f"{case}: (could not format: {type(exc).__name__}: {exc})")
+        for note in result.get("notes", ()):
+            lines.append(f"  {note}")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    size = parser.add_mutually_exclusive_group()
+    size.add_argument("--quick", action="store_true", help="reduced sizes (~2 minutes)")
+    size.add_argument("--tiny", action="store_true", help="smoke-test sizes (for tests)")
+    parser.add_argument("--only", action="append", choices=CASE_ORDER, metavar="CASE",
+                        help=f"run only this case (repeatable): {', '.join(CASE_ORDER)}")
+    parser.add_argument("--out", help="write the results as JSON to this file")
+    parser.add_argument("--timeout", type=float, help="seconds per case")
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    parser.add_argument("--profile", help=argparse.SUPPRESS)
+    parser.add_argument("--child-out", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.child:
+        _child(args.child, args.profile, args.child_out)
+        return 0
+    profile = "tiny" if args.tiny else "quick" if args.quick else "full"
+    cases = args.only or list(CASE_ORDER)
+    results = run_cases(cases, profile, args.timeout)
+    print(format_table(results, profile))
+    if args.out:
+        with open(args.out, "w") as fh:
+            json.dump({"profile": profile, "python": platform.python_version(),
+                       "cpus": os.cpu_count(), "results": results}, fh, indent=1)
+        print(f"results written to {args.out}")
+    return 1 if any("error" in r for r in results.values()) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
