@@ -20,7 +20,7 @@ from numba.cuda import simulator
 import dualgpu
 import dualgpu.cuda
 import kernels_ported as K
-from dualgpu import Dual, DualArray, DualgpuError
+from dualgpu import Dual, DualArray, DualgpuError, cuda
 from dualgpu.backends._rebind import rebind
 from dualgpu.kernel import LaunchCoverageWarning
 
@@ -172,3 +172,86 @@ def test_dual_matches_plain_and_finite_differences(backend, name, rng):
         if b is not None and k not in written:
             np.testing.assert_array_equal(dual_args[k].values, b[0])
             np.testing.assert_array_equal(dual_args[k].partials, b[1])
+
+
+# --- errors and launch checks (issue 3 point 4) ----------------------------------------------
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_lane_count_mismatch(backend, rng):
+    u = DualArray(rng.random(6), rng.random((2, 6)))
+    out = DualArray(np.zeros(6), np.zeros((2, 6)))
+    alpha = Dual(0.1, [1.0, 0.0, 0.0])
+    with dualgpu.using_backend(backend), pytest.raises(DualgpuError) as info:
+        K.stencil_1d[1, 8](u, out, alpha, 0.0, 0.0)
+    message = str(info.value)
+    assert "lane count" in message and "u has 2" in message and "alpha has 3" in message
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_dtype_mismatch(backend, rng):
+    u = DualArray(rng.random(6).astype(np.float32), rng.random((2, 6)).astype(np.float32))
+    out = DualArray(np.zeros(6), np.zeros((2, 6)))
+    with dualgpu.using_backend(backend), pytest.raises(DualgpuError) as info:
+        K.stencil_1d_f32[1, 8](u, out, np.float32(0.1))
+    message = str(info.value)
+    assert "dtype" in message and "u is float32" in message and "out is float64" in message
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_dual_stored_into_plain_array_names_it(backend, rng):
+    u = DualArray(rng.random(6), rng.random((2, 6)))
+    out = np.zeros(6)
+    with dualgpu.using_backend(backend), pytest.raises(DualgpuError) as info:
+        K.stencil_1d[1, 8](u, out, 0.1, 0.0, 0.0)
+    message = str(info.value)
+    assert "out" in message and "partials" in message and "DualArray" in message
+    np.testing.assert_array_equal(out[1:-1], 0.0)  # nothing dual was half-written
+
+
+@cuda.jit
+def _block_sum(x, out):
+    buf = cuda.shared.array(8, dtype=np.float64)
+    t = cuda.threadIdx.x
+    buf[t] = x[t]
+    cuda.syncthreads()
+    if t == 0:
+        s = 0.0
+        for k in range(8):
+            s += buf[k]
+        out[0] = s
+
+
+def test_shared_memory_on_cpu_names_feature_and_backend(rng):
+    x = rng.random(8)
+    with dualgpu.using_backend("cudasim"):  # it does run where shared memory exists
+        out = np.zeros(1)
+        _block_sum[1, 8](x, out)
+        assert out[0] == pytest.approx(x.sum(), rel=1e-14)
+    with dualgpu.using_backend("cpu"), pytest.raises(DualgpuError) as info:
+        _block_sum[1, 8](x, np.zeros(1))
+    message = str(info.value)
+    assert "shared memory" in message and "cpu backend" in message and "cudasim" in message
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_plain_caller_arrays_only_written_ones_change(backend, rng):
+    pos, mass = rng.random((5, 2)), rng.random(5) + 0.5
+    acc = np.full((5, 2), 7.0)
+    copies = pos.copy(), mass.copy()
+    with dualgpu.using_backend(backend):
+        K.nbody_accel[1, 8](pos, mass, 0.3, acc)
+    np.testing.assert_array_equal(pos, copies[0])
+    np.testing.assert_array_equal(mass, copies[1])
+    assert not np.any(acc == 7.0)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_too_few_threads_warn(backend, rng):
+    u = rng.random(20)
+    with dualgpu.using_backend(backend):
+        with pytest.warns(LaunchCoverageWarning, match="fewer than"):
+            K.stencil_1d[1, 8](u, np.zeros(20), 0.1, 0.0, 0.0)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", LaunchCoverageWarning)
+            K.stencil_1d[3, 8](u, np.zeros(20), 0.1, 0.0, 0.0)
+            K.grid_stride_scale[1, 4](u, np.zeros(20), 0.5)  # a grid-stride loop covers all

@@ -5,11 +5,21 @@ the kernel function is made whose ``math`` (and names imported from ``math``)
 refer to :mod:`dualgpu.dmath`, whose ``cuda`` is numba.cuda (which the
 simulator swaps for its own during a launch), and whose device functions are
 simulator device functions made the same way, wherever they are defined.
+
+A launch with dual arguments (N lanes) runs a second copy whose ``cuda`` is a
+:class:`_DualCuda`: it forwards every name to the simulator's module of the
+running launch, except that ``cuda.local.array`` of a float dtype gives a
+DualArray with N lanes, so that scratch can hold duals. Device functions
+called from that copy are made the same way.
 """
 import math
 import types as pytypes
 
+import numpy as np
+
 from .. import dmath
+from ..dual import Dual
+from ..dualarray import DualArray
 from ._rebind import rebind
 from ._translate import device_py_func, is_cuda_module, unwrap
 
@@ -24,38 +34,101 @@ def _simulator():
     return simulator
 
 
-def _replace(value):
-    import numba.cuda
+class _DualLocal:
+    """``cuda.local`` of a dual launch: float scratch is a DualArray with ``lanes`` lanes."""
 
-    if is_cuda_module(value):
-        return numba.cuda
-    if value is math:
-        return dmath
-    if isinstance(value, pytypes.BuiltinFunctionType) and getattr(math, value.__name__, None) is value:
-        return getattr(dmath, value.__name__)
-    py_func = device_py_func(value)
-    if py_func is not None:
-        return _device(py_func)
-    return value
+    def __init__(self, lanes):
+        self.lanes = lanes
+
+    def array(self, shape, dtype, alignment=None):
+        from numba.core import types
+        from numba.np import numpy_support
+
+        if isinstance(dtype, types.Type):
+            dtype = numpy_support.as_dtype(dtype)
+        dtype = np.dtype(dtype)
+        if dtype.kind != "f":
+            return np.empty(shape, dtype)
+        shape = (shape,) if np.ndim(shape) == 0 else tuple(shape)
+        return DualArray(np.empty(shape, dtype), np.zeros((self.lanes,) + shape, dtype))
 
 
-def _device(py_func):
-    key = py_func
+class _DualCuda:
+    """``cuda`` inside a dual launch: the simulator's module, with dual local arrays."""
+
+    def __init__(self, lanes):
+        self.local = _DualLocal(lanes)
+
+    def __getattr__(self, name):
+        from numba.cuda.simulator import kernel
+
+        context = kernel._get_kernel_context()
+        if context is None:  # outside a launch: numba.cuda's own names
+            import numba.cuda
+
+            return getattr(numba.cuda, name)
+        return getattr(context, name)
+
+
+_DUAL_CUDA = {}
+
+
+def _replacer(lanes):
+    """The global replacement for a plain launch (lanes 0) or a dual one with ``lanes`` lanes."""
+
+    def replace(value):
+        import numba.cuda
+
+        if is_cuda_module(value):
+            if not lanes:
+                return numba.cuda
+            if lanes not in _DUAL_CUDA:
+                _DUAL_CUDA[lanes] = _DualCuda(lanes)
+            return _DUAL_CUDA[lanes]
+        if value is math:
+            return dmath
+        if isinstance(value, pytypes.BuiltinFunctionType) and getattr(math, value.__name__, None) is value:
+            return getattr(dmath, value.__name__)
+        py_func = device_py_func(value)
+        if py_func is not None:
+            return _device(py_func, lanes)
+        return value
+
+    return replace
+
+
+_replace = _replacer(0)
+
+
+def _device(py_func, lanes=0):
+    key = (py_func, lanes)
     if key not in _DEVICE_CACHE:
         _DEVICE_CACHE[key] = None  # recursion guard
-        _DEVICE_CACHE[key] = _simulator().jit(device=True)(rebind(py_func, _replace))
+        _DEVICE_CACHE[key] = _simulator().jit(device=True)(rebind(py_func, _replacer(lanes)))
     return _DEVICE_CACHE[key]
 
 
+def _lanes(args):
+    for arg in args:
+        if isinstance(arg, (Dual, DualArray)):
+            return arg.lanes
+    return 0
+
+
 class SimulatorKernel:
-    """A kernel prepared for the CUDA simulator."""
+    """A kernel prepared for the CUDA simulator (one copy per lane count, 0 for plain)."""
 
     def __init__(self, func, options=None):
         self.py_func = unwrap(func) or func
-        self._kernel = _simulator().jit(rebind(self.py_func, _replace))
+        self._kernels = {}
+
+    def _kernel(self, lanes):
+        if lanes not in self._kernels:
+            self._kernels[lanes] = _simulator().jit(rebind(self.py_func, _replacer(lanes)))
+        return self._kernels[lanes]
 
     def launch(self, griddim, blockdim, stream, sharedmem, args):
-        self._kernel[griddim, blockdim, stream, sharedmem](*args)
+        self._kernel(_lanes(args))[griddim, blockdim, stream, sharedmem](*args)
 
 
 def compile_kernel(func, **options):
