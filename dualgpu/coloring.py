@@ -580,15 +580,16 @@ def color_columns(pattern, order="largest_first", shape=None):
     about one step per nonzero (per 64 colors). Ordering by degree
     (``'largest_first'``, ``'smallest_last'``) enumerates every column's
     neighbours, about the sum over rows of the squared row length.
-    Measured on a loaded 2-core machine (whole call, best of 3):
+    Measured on a 2-core machine shared with other jobs (load 4-7, so the
+    ranges are wide; whole call, best of 3-5 runs):
 
-    ==============================  =======  =========  ==============  ==============
-    pattern                          colors   natural    largest_first   smallest_last
-    ==============================  =======  =========  ==============  ==============
-    tridiagonal, n = 10**6             3      0.04 s     0.04 s          0.07 s
-    5-point stencil, 1000 x 1000       7      0.05 s     0.06 s          0.12 s
-    band of width 41, n = 10**6       41      0.2-0.7 s  1.5 s           3.4 s
-    ==============================  =======  =========  ==============  ==============
+    ==============================  ======  ===========  =============  =============
+    pattern                         colors  natural      largest_first  smallest_last
+    ==============================  ======  ===========  =============  =============
+    tridiagonal, n = 10**6               3  0.04-0.09 s  0.04-0.14 s    0.07-0.22 s
+    5-point stencil, 1000 x 1000         7  0.04-0.09 s  0.06-0.19 s    0.12-0.31 s
+    band of width 41, n = 10**6         41  0.7-0.9 s    1.5-4 s        3.4-8 s
+    ==============================  ======  ===========  =============  =============
     """
     pattern = as_pattern(pattern, shape)
     n = pattern.shape[1]
