@@ -1,0 +1,197 @@
+"""One-command check of dualgpu on an NVIDIA GPU (under 5 minutes).
+
+Usage::
+
+    python benchmarks/gpu_check.py            # needs numba.cuda.is_available()
+    python benchmarks/gpu_check.py --self-test   # no GPU: runs the same logic on the cpu backend
+
+For every simulation in ``simulations/`` it runs, on the ``cuda`` backend, the
+plain simulation and a batch of 8 tangent directions through the driver
+(``dualgpu.driver.jvp_batch``), compares both with the ``cpu`` backend and
+reports the dual/plain time ratio. It then times the 1-D heat stencil
+(``benchmarks.cases_dualgpu.heat_step``) at N = 0 (plain), 1, 8, 16 lanes and
+reports the achieved memory bandwidth: bytes moved per step are
+``(1 + N) * n * itemsize * 2`` (read u, write u_new; neighbours hit in cache).
+
+Without a GPU it prints why and exits with status 0 (``--strict``: status 1).
+"""
+import argparse
+import os
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if ROOT not in sys.path:
+    sys.path.insert(0, ROOT)
+
+import numpy as np  # noqa: E402
+
+__all__ = ["main", "SIMULATIONS", "check_simulation", "heat_bandwidth", "stencil_bytes"]
+
+LANES = 8
+
+#: name -> (module, build(size) -> (args tuple, index of the differentiated arg), kwargs)
+SIMULATIONS = {
+    "heat1d": ("simulations.heat1d", lambda m, s: ((m.default_initial_state(s * 64),), 0),
+               {"n_steps": 100}),
+    "heat2d": ("simulations.heat2d", lambda m, s: ((m.default_initial_state(s * 8 + 1),), 0),
+               {"n_steps": 50}),
+    "gray_scott": ("simulations.gray_scott", lambda m, s: (m.default_initial_state(s * 8), 0),
+                   {"n_steps": 50}),
+    "wave2d": ("simulations.wave2d", lambda m, s: (m.default_initial_state(s * 8 + 1), 0),
+               {"n_steps": 50}),
+    "mass_spring": ("simulations.mass_spring", lambda m, s: (m.default_initial_state(s * 2), 0),
+                    {"n_steps": 50}),
+    "nbody": ("simulations.nbody", lambda m, s: (m.default_initial_state(s * 16), 2),
+              {"n_steps": 10}),
+    "pendulums": ("simulations.pendulums", lambda m, s: (m.default_initial_state(s * 1024), 0),
+                  {"n_steps": 100}),
+}
+
+
+def _flat(result):
+    parts = result if isinstance(result, tuple) else (result,)
+    return np.concatenate([np.asarray(p, dtype=np.float64).ravel() for p in parts])
+
+
+def _rel(a, b):
+    return float(np.max(np.abs(a - b)) / max(float(np.max(np.abs(b))), 1e-300))
+
+
+def _timed(fn):
+    from dualgpu import cuda
+
+    fn()  # compile + warm-up
+    cuda.synchronize()
+    t0 = time.perf_counter()
+    out = fn()
+    cuda.synchronize()
+    return out, time.perf_counter() - t0
+
+
+def check_simulation(name, backend, size, lanes=LANES):
+    """Run simulation ``name`` plain and dual on ``backend`` and on ``cpu``; return a dict."""
+    import importlib
+
+    import dualgpu
+    from dualgpu import driver
+
+    module_name, build, kwargs = SIMULATIONS[name]
+    module = importlib.import_module(module_name)
+    args, argnum = build(module, size)
+    rng = np.random.default_rng(0)
+    tangents = [None] * len(args)
+    tangents[argnum] = rng.standard_normal((lanes,) + np.shape(args[argnum]))
+
+    def f(*a):
+        return module.simulate(*a, **kwargs)
+
+    def plain():
+        return f(*args)
+
+    def dual():
+        return driver.jvp_batch(f, args, tangents, chunk_size=lanes, progress=False)
+
+    results = {}
+    for which in ("cpu", backend):
+        with dualgpu.using_backend(which):
+            p_out, p_time = _timed(plain)
+            (v_out, t_out), d_time = _timed(dual)
+        results[which] = (_flat(p_out), _flat(v_out), _flat(t_out), p_time, d_time)
+    ref, got = results["cpu"], results[backend]
+    return {"simulation": name, "backend": backend, "lanes": lanes,
+            "plain_rel_diff": _rel(got[0], ref[0]), "dual_values_rel_diff": _rel(got[1], ref[1]),
+            "tangent_rel_diff": _rel(got[2], ref[2]), "plain_s": got[3], "dual_s": got[4],
+            "dual_over_plain": got[4] / got[3]}
+
+
+def stencil_bytes(n, lanes, itemsize=8):
+    """Bytes one heat step moves at minimum: read and write (1 + lanes) arrays of n."""
+    return (1 + lanes) * n * itemsize * 2
+
+
+def heat_bandwidth(backend, n, steps, lanes_list=(0, 1, 8, 16)):
+    """Time the heat stencil at each lane count on ``backend``; return rows with GB/s."""
+    import dualgpu
+    from dualgpu import cuda
+    from dualgpu.dualarray import DualArray
+
+    from benchmarks.cases_dualgpu import heat_run
+
+    rows = []
+    u0 = np.sin(np.linspace(0.0, np.pi, n))
+    with dualgpu.using_backend(backend):
+        for lanes in lanes_list:
+            if lanes == 0:
+                u, u_new = cuda.to_device(u0), cuda.to_device(np.zeros(n))
+            else:
+                u = cuda.to_device(DualArray(u0.copy(), np.ones((lanes, n))))
+                u_new = cuda.to_device(DualArray(np.zeros(n), np.zeros((lanes, n))))
+            heat_run(u, u_new, 0.25, 2)  # compile
+            cuda.synchronize()
+            t0 = time.perf_counter()
+            heat_run(u, u_new, 0.25, steps)
+            cuda.synchronize()
+            seconds = (time.perf_counter() - t0) / steps
+            rows.append({"lanes": lanes, "n": n, "s_per_step": seconds,
+                         "GB_per_s": stencil_bytes(n, lanes) / seconds / 1e9})
+    plain = rows[0]["s_per_step"]
+    for row in rows:
+        row["over_plain"] = row["s_per_step"] / plain
+    return rows
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--self-test", action="store_true",
+                        help="no GPU needed: run the checks with the cpu backend standing in "
+                             "for cuda, at tiny sizes")
+    parser.add_argument("--strict", action="store_true", help="exit 1 when no GPU is found")
+    parser.add_argument("--only", action="append", choices=sorted(SIMULATIONS),
+                        help="check only this simulation (repeatable)")
+    args = parser.parse_args(argv)
+
+    if args.self_test:
+        backend, size, heat_n, heat_steps = "cpu", 1, 4096, 3
+    else:
+        from numba import cuda as numba_cuda
+
+        if not numba_cuda.is_available():
+            print("gpu_check: no usable NVIDIA GPU (numba.cuda.is_available() is False), so "
+                  "nothing was checked. Run it on a machine with a GPU and a CUDA driver, or "
+                  "use --self-test to exercise the script on the cpu backend.", file=sys.stderr)
+            return 1 if args.strict else 0
+        backend, size, heat_n, heat_steps = "cuda", 16, 1 << 24, 50
+        print(f"device: {numba_cuda.get_current_device().name}")
+
+    failures = 0
+    print(f"{'simulation':12s} {'plain diff':>10s} {'value diff':>10s} {'tangent diff':>12s} "
+          f"{'plain s':>9s} {'dual s':>9s} {'dual/plain':>10s}  (N = {LANES}, vs cpu backend)")
+    for name in args.only or SIMULATIONS:
+        try:
+            r = check_simulation(name, backend, size)
+        except Exception as exc:
+            failures += 1
+            print(f"{name:12s} FAILED: {type(exc).__name__}: {exc}")
+            continue
+        bad = max(r["plain_rel_diff"], r["dual_values_rel_diff"], r["tangent_rel_diff"]) > 1e-6
+        failures += bad
+        print(f"{name:12s} {r['plain_rel_diff']:10.1e} {r['dual_values_rel_diff']:10.1e} "
+              f"{r['tangent_rel_diff']:12.1e} {r['plain_s']:9.4f} {r['dual_s']:9.4f} "
+              f"{r['dual_over_plain']:10.2f}{'  MISMATCH' if bad else ''}")
+
+    print(f"\nheat stencil bandwidth, n = {heat_n:,}, float64, {heat_steps} steps, {backend} backend")
+    print(f"{'lanes':>5s} {'ms/step':>9s} {'GB/s':>8s} {'x plain':>8s} {'limit 1+N':>9s}")
+    try:
+        for row in heat_bandwidth(backend, heat_n, heat_steps):
+            print(f"{row['lanes']:5d} {1e3 * row['s_per_step']:9.3f} {row['GB_per_s']:8.1f} "
+                  f"{row['over_plain']:8.2f} {1 + row['lanes']:9d}")
+    except Exception as exc:
+        failures += 1
+        print(f"FAILED: {type(exc).__name__}: {exc}")
+    print(f"\n{'OK' if not failures else f'{failures} FAILURE(S)'}")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
