@@ -1,0 +1,30 @@
+"""Every Python example in README.md runs, and the README starts with the two commands."""
+import re
+from pathlib import Path
+
+import pytest
+
+README = Path(__file__).resolve().parents[1] / "README.md"
+
+
+def python_blocks():
+    return re.findall(r"```python\n(.*?)```", README.read_text(), flags=re.S)
+
+
+def test_readme_begins_with_the_two_commands():
+    lines = [line for line in README.read_text().splitlines() if line.strip()]
+    assert lines[1].strip().startswith("$ python3 -m pip install -e \".[test]\" && python3 scripts/")
+    assert lines[2].strip() == "$ python3 -m pytest -q"
+    script = lines[1].split("&&")[1].split()[1]
+    assert (README.parent / script).is_file()
+
+
+@pytest.mark.parametrize("index", range(len(python_blocks())))
+def test_readme_example_runs(index):
+    import dualgpu
+
+    source = python_blocks()[index]
+    try:
+        exec(compile(source, f"README.md example {index}", "exec"), {"__name__": "readme"})
+    finally:
+        dualgpu.set_backend(None)
