@@ -1,0 +1,69 @@
+"""The benchmark runner and the GPU check, end to end at tiny sizes (no timing assertions)."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+RUN = os.path.join(ROOT, "benchmarks", "run.py")
+GPU_CHECK = os.path.join(ROOT, "benchmarks", "gpu_check.py")
+
+
+def _python(*args, timeout=300):
+    return subprocess.run([sys.executable, *args], cwd=ROOT, capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def test_run_tiny_writes_json_and_table(tmp_path):
+    out = tmp_path / "results.json"
+    proc = _python(RUN, "--tiny", "--only", "overhead", "--only", "launch", "--only", "memory",
+                   "--only", "peers_pendulum", "--out", str(out))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    data = json.loads(out.read_text())
+    assert data["profile"] == "tiny"
+    results = data["results"]
+    assert set(results) == {"overhead", "launch", "memory", "peers_pendulum"}
+    overhead = results["overhead"]
+    assert [row["lanes"] for row in overhead["dual"]] == [1, 2]
+    assert overhead["values_match"] is True
+    assert results["launch"]["us_per_launch"] > 0
+    assert len(results["memory"]["runs"]) == 2
+    peers = {row["peer"]: row for row in results["peers_pendulum"]["peers"]}
+    assert set(peers) == {"jax", "torch", "numpy-fd"}
+    assert peers["numpy-fd"]["available"]
+    if results["peers_pendulum"]["dualgpu"] is not None:
+        # equal work: every installed peer agrees with dualgpu's Jacobian
+        for row in peers.values():
+            if "max_rel_diff_vs_dualgpu" in row:
+                assert row["max_rel_diff_vs_dualgpu"] < 1e-5, row
+    assert "Overhead: heat 1-D stencil" in proc.stdout
+    assert "Jacobian, pendulum" in proc.stdout
+
+
+def test_format_table_reports_failed_cases():
+    sys.path.insert(0, ROOT)
+    from benchmarks.run import format_table
+
+    text = format_table({"launch": {"error": "boom", "wall_s": 0.1}}, "tiny")
+    assert "launch: FAILED: boom" in text
+
+
+def test_gpu_check_without_gpu_exits_cleanly():
+    from numba import cuda
+
+    if cuda.is_available():
+        pytest.skip("a GPU is present; the no-GPU path is not taken")
+    proc = _python(GPU_CHECK, timeout=120)
+    assert proc.returncode == 0
+    assert "no usable NVIDIA GPU" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    strict = _python(GPU_CHECK, "--strict", timeout=120)
+    assert strict.returncode == 1
+
+
+def test_gpu_check_self_test_runs_on_cpu():
+    proc = _python(GPU_CHECK, "--self-test", "--only", "heat1d", timeout=200)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "heat1d" in proc.stdout and "GB/s" in proc.stdout and "OK" in proc.stdout
