@@ -321,7 +321,8 @@ def _raise_non_finite(used, output, start, values, where, fname):
         f"{list(map(int, index)) if shape else ''} (value {primal}) with respect to "
         f"{where(start + lane)}; this is the first such entry. Expected finite partials. "
         "Fix: check that the simulation is stable for these inputs and avoids points where "
-        "a derivative is infinite (sqrt(0), x**0.5 at 0, log(0), division by zero)."
+        "a derivative is infinite (sqrt(0), x**0.5 at 0, log(0), division by zero); an "
+        "infinite factor times a zero partial gives nan in the other directions too."
     )
 
 
