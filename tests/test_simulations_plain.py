@@ -2,16 +2,18 @@
 
 How they are run here
 ---------------------
-The modules import CUDA with the single line ``from numba import cuda`` and decorate their
-kernels at import time, the way simulation authors write them. To run those kernels on a
+The modules were written with ``from numba import cuda`` and are ported with the one line
+``from dualgpu import cuda``; they decorate their kernels at import time, the way simulation
+authors write them. To run those kernels on a
 machine without a GPU, every case in ``CASES`` is run by the CUDA simulator in ONE
 subprocess started with ``NUMBA_ENABLE_CUDASIM=1`` (``simulator_results`` below); this needs
 no change to the modules and no patching of numba's internals. The results come back by
 pickle and are compared here with independent NumPy implementations of the same schemes
 (``reference_*``) to 1e-12 relative, and checked for physical invariants.
 
-``test_kernels_compile_to_ptx`` compiles every kernel for a real GPU (sm_90) offline, which
-the simulator cannot check (numba typing). ``test_on_gpu`` runs the same cases on a real GPU
+``test_kernels_compile_to_ptx`` compiles every kernel as the GPU backend prepares it
+(``dualgpu.backends.gpu.prepare_function``) for sm_90 offline (the ``offline_ptx`` fixture),
+which the simulator cannot check (numba typing). ``test_on_gpu`` runs the same cases on a real GPU
 in-process when one is present, and is skipped otherwise.
 """
 import ast
@@ -365,13 +367,13 @@ def _source(name):
 @pytest.mark.parametrize("name", MODULES)
 def test_module_imports_cuda_in_one_line(name):
     tree = ast.parse(_source(name))
-    numba_imports = [ast.unparse(node) for node in ast.walk(tree)
+    cuda_imports = [ast.unparse(node) for node in ast.walk(tree)
                      if isinstance(node, (ast.Import, ast.ImportFrom))
-                     and "numba" in ast.unparse(node)]
-    assert numba_imports == ["from numba import cuda"], (
-        f"{name}.py must import numba only as the one line `from numba import cuda` "
-        f"(the line a port replaces); found {numba_imports}")
-    assert _source(name).count("\nfrom numba import cuda\n") == 1
+                     and ("numba" in ast.unparse(node) or "dualgpu" in ast.unparse(node))]
+    assert cuda_imports == ["from dualgpu import cuda"], (
+        f"{name}.py must import CUDA only as the one line `from dualgpu import cuda` "
+        f"(the ported form of `from numba import cuda`); found {cuda_imports}")
+    assert _source(name).count("\nfrom dualgpu import cuda\n") == 1
 
 
 FORBIDDEN_ON_PARAMETERS = ("float(", "np.float64(", "np.float32(", "np.asarray(", "np.array(")
@@ -434,30 +436,16 @@ def _kernel_signatures():
     }
 
 
-class _Hopper:
-    compute_capability = (9, 0)
-
-
-@pytest.fixture
-def sm90_without_gpu(monkeypatch):
-    """Make numba-cuda's device-function compiler see a 9.0 device (test-only shim).
-
-    ``CUDADispatcher.compile_device`` asks the driver for the current device's compute
-    capability, which fails without a GPU; kernels that call device functions need it.
-    """
-    import numba.cuda.dispatcher as dispatcher
-
-    monkeypatch.setattr(dispatcher, "get_current_device", lambda: _Hopper())
-    return _Hopper.compute_capability
-
-
 @pytest.mark.parametrize("module_name, kernel_name", list(_kernel_signatures()))
-def test_kernels_compile_to_ptx(sm90_without_gpu, module_name, kernel_name):
+def test_kernels_compile_to_ptx(offline_ptx, module_name, kernel_name):
+    """The function the GPU backend hands numba.cuda (``cuda`` rebound to numba.cuda)."""
     from numba import cuda
+
+    from dualgpu.backends import gpu
 
     kernel = getattr(importlib.import_module(f"simulations.{module_name}"), kernel_name)
     signature = _kernel_signatures()[(module_name, kernel_name)]
-    ptx, _ = cuda.compile_ptx(kernel.py_func, signature, cc=sm90_without_gpu)
+    ptx, _ = cuda.compile_ptx(gpu.prepare_function(kernel.py_func), signature, cc=offline_ptx)
     assert ".entry" in ptx
 
 
