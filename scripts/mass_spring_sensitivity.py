@@ -95,7 +95,7 @@ def main(argv=None):
 
     figures.save(plot.sensitivity_over_time(
         np.concatenate([[0.0], times]), np.vstack([np.zeros(4), mean * np.array(values)]),
-        labels=[f"{p} × ∂ȳ/∂{p}" for p in PARAMETERS], xlabel="time t [s]",
+        labels=list(PARAMETERS), xlabel="time t [s]",
         ylabel="p × ∂ȳ(t)/∂p  [m]",
         title="Sensitivity of the chain's mean height over time, scaled by each parameter"),
         "sensitivity_over_time")

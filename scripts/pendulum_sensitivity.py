@@ -109,10 +109,10 @@ def main(argv=None):
     figures.save(fig, "sensitivity_histogram")
 
     figures.save(plot.parameter_ranking(
-        [f"{p} = {v:.4g} {UNITS[p]}" for p, v in zip(PARAMETERS, values)], J.mean(axis=1),
+        list(PARAMETERS), J.mean(axis=1),
         relative=np.array(values), output_value=y, output_name="θ̄(T)",
         xlabel="relative sensitivity (p / θ̄) ∂θ̄/∂p  [% per %]",
-        title="Which shared parameter moves the ensemble's mean final angle most"),
+        title="Shared parameters ranked by effect on the mean final angle"),
         "parameter_ranking")
     figures.report()
     return {"output": output, "value": y, "rows": rows, "figures": figures.paths,
