@@ -109,7 +109,8 @@ class _Input:
         """Describe direction ``flat`` of this input for messages."""
         if self.kind == "scalar":
             return f"argument {self.position} (scalar)"
-        return f"argument {self.position}[{', '.join(map(str, np.unravel_index(flat, self.shape)))}]"
+        index = ", ".join(map(str, np.unravel_index(flat, self.shape)))
+        return f"argument {self.position}[{index}]"
 
 
 def _classify(arg):
@@ -266,7 +267,7 @@ def _push_forward(f, args, kwargs, inputs, n_directions, lanes, fill, where, pro
         item.allocate(lanes)
     n_chunks = -(-n_directions // lanes)
     bar = _progress_bar(n_chunks, progress, fname)
-    call_args = list(args)
+    seeded = {item.position for item in inputs}
     is_tuple, values, partials = None, None, None
     try:
         for chunk in range(n_chunks):
@@ -275,6 +276,10 @@ def _push_forward(f, args, kwargs, inputs, n_directions, lanes, fill, where, pro
             for item in inputs:
                 item.lanes_buffer.fill(0)
             fill(start, count)
+            # copies: f may write into its arguments; neither the caller nor the next chunk
+            # may see that
+            call_args = [np.array(a, copy=True) if isinstance(a, np.ndarray) and p not in seeded
+                         else a for p, a in enumerate(args)]
             for item in inputs:
                 call_args[item.position] = item.argument()
             with dual_allocation(lanes):

@@ -77,6 +77,11 @@ def _shift(x, t, h):
     return shifted if isinstance(x, np.ndarray) and x.ndim else dtype.type(shifted)
 
 
+def _copy(x):
+    """A copy of an array argument, so that f cannot change the caller's data."""
+    return np.array(x, copy=True) if isinstance(x, np.ndarray) else x
+
+
 def _outputs(result):
     items = list(result) if isinstance(result, (tuple, list)) else [result]
     return [np.asarray(driver._to_numpy(item), dtype=np.float64) for item in items]
@@ -88,8 +93,8 @@ def _central_difference(f, primals, tangents, eps):
         _rms(t) / (_rms(x) or 1.0) for x, t in zip(primals, tangents) if t is not None
     ) or 1.0
     h = eps / relative
-    plus = tuple(x if t is None else _shift(x, t, h) for x, t in zip(primals, tangents))
-    minus = tuple(x if t is None else _shift(x, t, -h) for x, t in zip(primals, tangents))
+    plus = tuple(_copy(x) if t is None else _shift(x, t, h) for x, t in zip(primals, tangents))
+    minus = tuple(_copy(x) if t is None else _shift(x, t, -h) for x, t in zip(primals, tangents))
     up, down = _outputs(f(*plus)), _outputs(f(*minus))
     return [(a - b) / (2.0 * h) for a, b in zip(up, down)]
 
@@ -119,10 +124,10 @@ def _compare(ad, fd, rtol, atol, what):
             flat = int(np.argmax(diff)) if diff.size else 0
             index = list(map(int, np.unravel_index(flat, a.shape))) if a.ndim else []
             failures.append(
-                f"output {o}{index if index else ''}: forward mode {float(a.reshape(-1)[flat]):.10g} vs "
-                f"finite difference {float(b.reshape(-1)[flat]):.10g} (|diff| {biggest:.3g}, relative "
-                f"{err:.3g} of max |derivative| {scale:.3g}; allowed {atol} + {rtol} * "
-                f"{scale:.3g})"
+                f"output {o}{index if index else ''}: forward mode "
+                f"{float(a.reshape(-1)[flat]):.10g} vs finite difference "
+                f"{float(b.reshape(-1)[flat]):.10g} (|diff| {biggest:.3g}, relative {err:.3g} of "
+                f"max |derivative| {scale:.3g}; allowed {atol} + {rtol} * {scale:.3g})"
             )
     if failures:
         raise AssertionError(

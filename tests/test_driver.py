@@ -163,6 +163,17 @@ def test_every_chunk_uses_the_same_lane_count_and_fresh_inputs():
     np.testing.assert_array_equal(x, np.arange(1.0, 11.0))
 
 
+def test_fixed_arguments_are_copied_too():
+    def scribble(x, fixed):
+        fixed[:] = -1.0  # writes into an argument that is not differentiated
+        return cuda.to_device(x).copy_to_host()
+
+    fixed = np.ones(3)
+    jacobian(scribble, np.ones(2), fixed)
+    jvp(scribble, (np.ones(2), fixed), (np.ones(2), None))
+    np.testing.assert_array_equal(fixed, np.ones(3))
+
+
 def test_jvp_and_jvp_batch_agree_with_the_jacobian(rng):
     u0 = heat.default_initial_state(16)
     jac_u, jac_a = jacobian(heat_final, u0, 1.0, argnums=(0, 1), chunk_size=8)
