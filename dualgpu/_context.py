@@ -7,7 +7,9 @@ count (zero partials). Outside the driver, allocation follows the argument.
 import contextlib
 import threading
 
-__all__ = ["active_lanes", "dual_allocation"]
+import numpy as np
+
+__all__ = ["active_lanes", "lane_dtype", "dual_allocation"]
 
 _STATE = threading.local()
 
@@ -17,12 +19,21 @@ def active_lanes():
     return getattr(_STATE, "lanes", 0)
 
 
+def lane_dtype(value_dtype):
+    """The partials dtype of arrays allocated now: uint64 while tracing sparsity, else the values'."""
+    return np.dtype(np.uint64) if getattr(_STATE, "tracer", False) else np.dtype(value_dtype)
+
+
 @contextlib.contextmanager
-def dual_allocation(lanes):
-    """Within the block, float allocations through dualgpu.cuda carry ``lanes`` lanes."""
-    previous = active_lanes()
+def dual_allocation(lanes, tracer=False):
+    """Within the block, float allocations through dualgpu.cuda carry ``lanes`` lanes.
+
+    With ``tracer=True`` the lanes are dependency bitsets (sparsity detection).
+    """
+    previous = active_lanes(), getattr(_STATE, "tracer", False)
     _STATE.lanes = int(lanes)
+    _STATE.tracer = bool(tracer)
     try:
         yield
     finally:
-        _STATE.lanes = previous
+        _STATE.lanes, _STATE.tracer = previous

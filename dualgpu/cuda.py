@@ -16,7 +16,7 @@ device-array methods (``copy_to_host``, ``copy_to_device``).
 import numpy as np
 from numba import cuda as _cuda
 
-from ._context import active_lanes
+from ._context import active_lanes, lane_dtype
 from .backend import backend
 from .dualarray import DualArray
 from .kernel import jit
@@ -96,7 +96,7 @@ def to_device(obj, stream=0, copy=True, to=None):
     array = np.asarray(obj)
     lanes = active_lanes()
     if lanes and _is_float(array.dtype):
-        zeros = np.zeros((lanes,) + array.shape, array.dtype)
+        zeros = np.zeros((lanes,) + array.shape, lane_dtype(array.dtype))
         return DualArray(_plain_to_device(array), _plain_to_device(zeros))
     return _plain_to_device(array)
 
@@ -106,7 +106,7 @@ def device_array(shape, dtype=np.float64, strides=None, order="C", stream=0):
     shape = (shape,) if np.ndim(shape) == 0 else tuple(shape)
     lanes = active_lanes()
     if lanes and _is_float(dtype):
-        return DualArray(_plain_empty(shape, dtype), _plain_empty((lanes,) + shape, dtype))
+        return DualArray(_plain_empty(shape, dtype), _plain_empty((lanes,) + shape, lane_dtype(dtype)))
     return _plain_empty(shape, dtype)
 
 
@@ -114,7 +114,8 @@ def device_array_like(ary, stream=0):
     """An array shaped and typed like ``ary``: a DualArray with its lanes when ``ary`` is one."""
     if isinstance(ary, DualArray):
         return DualArray(
-            _plain_empty(ary.shape, ary.dtype), _plain_empty((ary.lanes,) + ary.shape, ary.dtype)
+            _plain_empty(ary.shape, ary.dtype),
+            _plain_empty((ary.lanes,) + ary.shape, ary.partials.dtype),
         )
     return device_array(tuple(ary.shape), ary.dtype)
 

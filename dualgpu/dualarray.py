@@ -14,6 +14,8 @@ from .errors import DualgpuError
 __all__ = ["DualArray", "dual_array", "zeros_like_lanes"]
 
 MAX_NDIM = 3
+#: Partials of this dtype make a structural tracer (dependency bitsets, cpu backend).
+TRACER_DTYPE = np.dtype(np.uint64)
 
 
 def _is_device(array):
@@ -51,7 +53,7 @@ class DualArray:
                 f"{tuple(values.shape)}."
             )
         check_dtype(values.dtype, "DualArray values")
-        if partials.dtype != values.dtype:
+        if partials.dtype != values.dtype and partials.dtype != TRACER_DTYPE:
             raise DualgpuError(
                 f"DualArray: partials dtype {partials.dtype} differs from values dtype "
                 f"{values.dtype}; cast one of them (both must be float32 or both float64)."
@@ -89,6 +91,11 @@ class DualArray:
         return self.values.size
 
     @property
+    def is_tracer(self):
+        """True when the lanes are dependency bitsets (sparsity detection), not tangents."""
+        return self.partials.dtype == TRACER_DTYPE
+
+    @property
     def is_device(self):
         """True when the members are numba.cuda device arrays."""
         return _is_device(self.values)
@@ -108,6 +115,11 @@ class DualArray:
         value = self.values[index]
         partials = self.partials[(slice(None),) + index]
         if np.ndim(value) == 0:
+            if self.is_tracer:
+                raise DualgpuError(
+                    "a structural tracer (sparsity detection) runs in compiled code only: "
+                    "use the cpu backend."
+                )
             return Dual(value, np.asarray(partials))
         return DualArray(value, partials)
 

@@ -29,7 +29,7 @@ from numba.core.typing.typeof import typeof
 
 from .dualarray import DualArray
 from .errors import DualgpuError
-from .numba_types import DualType, MAX_LANES, make_dual
+from .numba_types import DualType, MAX_LANES, TRACER_LANE, make_dual
 
 __all__ = ["DualArrayType", "dual_array_type", "empty_dual_array", "make_dual_array"]
 
@@ -57,10 +57,15 @@ class DualArrayType(types.Type):
         return self.values_type, self.partials_type, self.n
 
     @property
+    def tracer(self):
+        """True for a structural tracer array (uint64 dependency-bitset lanes)."""
+        return self.partials_type.dtype == TRACER_LANE
+
+    @property
     def dual(self):
         from .numba_types import dual_type
 
-        return dual_type(self.dtype, self.n)
+        return dual_type(self.dtype, self.n, self.tracer)
 
 
 def dual_array_type(dtype, ndim, n, layout="C"):
@@ -233,6 +238,11 @@ def _dual_array_setitem(a, i, v):
             f"({a.ndim}); got index {i}. Assign element by element."
         )
     if isinstance(v, DualType):
+        if v.tracer != a.tracer:
+            raise TypingError(
+                f"cannot store {v} into {a}: tracers and tangent duals do not mix; seed every "
+                "input of a sparsity detection run as a tracer."
+            )
         if v.n != a.n:
             raise TypingError(
                 f"storing a dual with {v.n} lanes into a DualArray with {a.n} lanes; every "

@@ -32,6 +32,7 @@ from .numba_types import (
     lanes_axpby,
     lanes_cast,
     lanes_neg,
+    lanes_or,
     lanes_scale,
     lanes_sub,
     lanes_zero,
@@ -52,6 +53,7 @@ _NUMBA_NAMESPACE.update(
     _lanes_neg=lanes_neg,
     _lanes_cast=lanes_cast,
     _lanes_zero=lanes_zero,
+    _lanes_or=lanes_or,
 )
 
 
@@ -84,7 +86,13 @@ def result_dtype(primal, arg_types):
 
 
 def _check_lanes(name, arg_types):
-    lanes = {t.n for t in arg_types if isinstance(t, DualType)}
+    duals = [t for t in arg_types if isinstance(t, DualType)]
+    if len({t.tracer for t in duals}) > 1:
+        raise TypingError(
+            f"{name}: a structural tracer cannot be combined with a tangent dual; "
+            "sparsity detection must seed every input as a tracer."
+        )
+    lanes = {t.n for t in duals}
     if len(lanes) > 1:
         raise TypingError(
             f"{name}: duals with different lane counts {sorted(lanes)} cannot be combined; "
@@ -95,10 +103,38 @@ def _check_lanes(name, arg_types):
 _IMPL_CACHE = {}
 
 
-def _generate(rule_name, rule, kinds, dtype):
+def _generate_tracer(rule_name, rule, kinds, dtype):
+    """Structural tracer: the answer depends on every dual argument whose factor is not 0."""
+    params = ["a", "b"][: len(kinds)]
+    values = [f"{p}.value" if kind == "d" else p for p, kind in zip(params, kinds)]
+    deps = [
+        f"{p}.partials" for p, kind, text in zip(params, kinds, rule.derivatives)
+        if kind == "d" and expression(text).unit != 0
+    ]
+    if not deps:
+        lanes = f"_lanes_zero({params[kinds.index('d')]})"
+    elif len(deps) == 1:
+        lanes = deps[0]
+    else:
+        lanes = f"_lanes_or({deps[0]}, {deps[1]})"
+    source = (
+        f"def impl({', '.join(params)}):\n"
+        f"    return _make_dual(_T(_primal({', '.join(values)})), {lanes})\n"
+    )
+    ns = dict(_NUMBA_NAMESPACE)
+    ns["_T"] = np.float32 if dtype == types.float32 else np.float64
+    ns["_primal"] = resolve_primal(rule.primal)
+    exec(compile(source, f"<dualgpu tracer rule {rule_name} {kinds} {dtype}>", "exec"), ns)
+    return ns["impl"]
+
+
+def _generate(rule_name, rule, kinds, dtype, tracer=False):
     """Generate the implementation for a rule and a tuple of 'd'/'n' argument kinds."""
-    key = (rule_name, kinds, dtype)
+    key = (rule_name, kinds, dtype, tracer)
     if key in _IMPL_CACHE:
+        return _IMPL_CACHE[key]
+    if tracer:
+        _IMPL_CACHE[key] = _generate_tracer(rule_name, rule, kinds, dtype)
         return _IMPL_CACHE[key]
     nargs = len(kinds)
     params = ["a", "b"][:nargs]
@@ -162,7 +198,8 @@ def _register_rule(fn, rule_name, rule):
         _check_lanes(rule.primal, args)
         kinds = tuple("d" if isinstance(a, DualType) else "n" for a in args)
         dtype = result_dtype(resolve_primal(rule.primal), args)
-        return _generate(rule_name, rule, kinds, dtype)
+        tracer = any(isinstance(a, DualType) and a.tracer for a in args)
+        return _generate(rule_name, rule, kinds, dtype, tracer)
 
     if nargs == 1:
         overload(fn)(lambda a: typer(a))

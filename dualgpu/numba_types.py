@@ -36,7 +36,9 @@ __all__ = [
     "lanes_neg",
     "lanes_cast",
     "lanes_zero",
+    "lanes_or",
     "MAX_LANES",
+    "TRACER_LANE",
 ]
 
 #: Largest lane count a compiled dual accepts (a soft limit for register use).
@@ -45,35 +47,45 @@ MAX_LANES = 64
 _FLOATS = (types.float32, types.float64)
 
 
-class DualType(types.Type):
-    """numba type of a dual number with value dtype ``dtype`` and ``n`` lanes."""
+#: Lane dtype of the structural tracer: each lane is a 64-bit dependency set.
+TRACER_LANE = types.uint64
 
-    def __init__(self, dtype, n):
+
+class DualType(types.Type):
+    """numba type of a dual number with value dtype ``dtype`` and ``n`` lanes.
+
+    With ``tracer=True`` the lanes are 64-bit dependency bitsets combined by OR
+    (the structural tracer that detects sparsity patterns) instead of tangents.
+    """
+
+    def __init__(self, dtype, n, tracer=False):
         if dtype not in _FLOATS:
             raise DualgpuError(f"Dual: value dtype must be float32 or float64; got {dtype}.")
         if not 1 <= n <= MAX_LANES:
             raise DualgpuError(f"Dual: lane count must be 1..{MAX_LANES}; got {n}.")
         self.dtype = dtype
         self.n = n
-        self.partials_type = types.UniTuple(dtype, n)
-        super().__init__(name=f"Dual({dtype}, {n})")
+        self.tracer = tracer
+        self.lane_dtype = TRACER_LANE if tracer else dtype
+        self.partials_type = types.UniTuple(self.lane_dtype, n)
+        super().__init__(name=f"{'Tracer' if tracer else 'Dual'}({dtype}, {n})")
 
     @property
     def key(self):
-        return self.dtype, self.n
+        return self.dtype, self.n, self.tracer
 
     def unify(self, typingctx, other):
         """A branch that yields a float on one side and a dual on the other is a dual."""
         if isinstance(other, (types.Float, types.Integer, types.Boolean)):
-            return dual_type(promote(self.dtype, other), self.n)
-        if isinstance(other, DualType) and other.n == self.n:
-            return dual_type(promote(self.dtype, other.dtype), self.n)
+            return dual_type(promote(self.dtype, other), self.n, self.tracer)
+        if isinstance(other, DualType) and other.n == self.n and other.tracer == self.tracer:
+            return dual_type(promote(self.dtype, other.dtype), self.n, self.tracer)
         return None
 
     def can_convert_from(self, typingctx, other):
         if isinstance(other, (types.Float, types.Integer)):
             return Conversion.safe
-        if isinstance(other, DualType) and other.n == self.n:
+        if isinstance(other, DualType) and other.n == self.n and other.tracer == self.tracer:
             return Conversion.safe if other.dtype.bitwidth <= self.dtype.bitwidth else Conversion.unsafe
         return None
 
@@ -81,11 +93,11 @@ class DualType(types.Type):
 _DUAL_TYPES = {}
 
 
-def dual_type(dtype, n):
-    """Return the (cached) :class:`DualType` for ``dtype`` and ``n`` lanes."""
-    key = (dtype, n)
+def dual_type(dtype, n, tracer=False):
+    """Return the (cached) :class:`DualType` for ``dtype``, ``n`` lanes (and tracer mode)."""
+    key = (dtype, n, tracer)
     if key not in _DUAL_TYPES:
-        _DUAL_TYPES[key] = DualType(dtype, n)
+        _DUAL_TYPES[key] = DualType(dtype, n, tracer)
     return _DUAL_TYPES[key]
 
 
@@ -142,10 +154,15 @@ def _pack(context, builder, tuple_ty, items):
 
 @intrinsic
 def make_dual(typingctx, value, partials):
-    """Build a dual from a float value and a UniTuple of partials of the same dtype."""
-    if not isinstance(partials, types.UniTuple) or value not in _FLOATS or partials.dtype != value:
+    """Build a dual from a float value and a UniTuple of partials of the same dtype.
+
+    Partials of dtype uint64 make a structural tracer.
+    """
+    if not isinstance(partials, types.UniTuple) or value not in _FLOATS or partials.dtype not in (
+        value, TRACER_LANE
+    ):
         raise TypingError(f"make_dual(value, partials): got {value}, {partials}")
-    ret = dual_type(value, partials.count)
+    ret = dual_type(value, partials.count, tracer=partials.dtype == TRACER_LANE)
 
     def codegen(context, builder, sig, args):
         return _build_dual(context, builder, ret, args[0], args[1])
@@ -238,12 +255,25 @@ def lanes_cast(typingctx, dtype_of, p):
 
 
 @intrinsic
+def lanes_or(typingctx, p, q):
+    """``p | q`` lane by lane (structural tracer: union of dependency sets)."""
+    ret = p
+
+    def codegen(context, builder, sig, args):
+        lp = _lanes(builder, args[0], p.count)
+        lq = _lanes(builder, args[1], q.count)
+        return _pack(context, builder, ret, [builder.or_(x, y) for x, y in zip(lp, lq)])
+
+    return ret(p, q), codegen
+
+
+@intrinsic
 def lanes_zero(typingctx, like):
     """Zero partials shaped like the partials of the dual ``like``."""
     ret = like.partials_type
 
     def codegen(context, builder, sig, args):
-        zero = context.get_constant(like.dtype, 0.0)
+        zero = context.get_constant(like.lane_dtype, 0)
         return _pack(context, builder, ret, [zero] * like.n)
 
     return ret(like), codegen
@@ -256,18 +286,18 @@ def lanes_zero(typingctx, like):
 @lower_cast(types.Boolean, DualType)
 def _number_to_dual(context, builder, fromty, toty, val):
     value = context.cast(builder, val, fromty, toty.dtype)
-    zero = context.get_constant(toty.dtype, 0.0)
+    zero = context.get_constant(toty.lane_dtype, 0)
     partials = _pack(context, builder, toty.partials_type, [zero] * toty.n)
     return _build_dual(context, builder, toty, value, partials)
 
 
 @lower_cast(DualType, DualType)
 def _dual_to_dual(context, builder, fromty, toty, val):
-    if fromty.n != toty.n:
-        raise TypingError(f"cannot convert {fromty} to {toty}: lane counts differ")
+    if fromty.n != toty.n or fromty.tracer != toty.tracer:
+        raise TypingError(f"cannot convert {fromty} to {toty}")
     src = cgutils.create_struct_proxy(fromty)(context, builder, value=val)
     value = context.cast(builder, src.value, fromty.dtype, toty.dtype)
-    lanes = _cast_lanes(context, builder, src.partials, fromty.partials_type, toty.dtype)
+    lanes = _cast_lanes(context, builder, src.partials, fromty.partials_type, toty.lane_dtype)
     return _build_dual(context, builder, toty, value, _pack(context, builder, toty.partials_type, lanes))
 
 
