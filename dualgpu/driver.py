@@ -379,7 +379,7 @@ def _jacobian(f, args, kwargs, argnums, chunk_size, progress, fname):
     return tuple(results) if is_tuple else results[0]
 
 
-def jacobian(f, *args, argnums=0, chunk_size=None, progress=None):
+def jacobian(f, *args, argnums=0, chunk_size=None, progress=None, sparsity=None, validate=False):
     """Return the Jacobian of ``f(*args)`` with respect to ``args[argnums]``.
 
     Parameters
@@ -398,6 +398,16 @@ def jacobian(f, *args, argnums=0, chunk_size=None, progress=None):
     progress : bool, optional
         tqdm progress bar: None shows it above PROGRESS_MIN_CHUNKS chunks,
         True always, False never.
+    sparsity : None, "detect", pattern or Coloring, optional
+        Dense (None, the default) or sparse forward mode: a boolean pattern
+        (array or scipy.sparse, rows = output elements, columns = input
+        elements), ``"detect"`` to find it with the structural tracer, or a
+        Coloring from an earlier result; see :mod:`dualgpu.sparse`. Sparse mode
+        takes one array argnum and one array output, and returns a
+        ``scipy.sparse.csr_matrix`` of shape ``(output.size, input.size)``.
+    validate : bool or "detect"
+        Sparse mode only: check that the pattern misses no entry (see
+        :func:`dualgpu.sparse.sparse_jacobian`).
 
     Returns
     -------
@@ -415,10 +425,12 @@ def jacobian(f, *args, argnums=0, chunk_size=None, progress=None):
     >>> jacobian(identity, np.ones(3)).tolist()
     [[1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]]
     """
+    if sparsity is not None:
+        return _sparse(f, args, {}, argnums, chunk_size, progress, sparsity, validate)
     return _jacobian(f, args, {}, argnums, chunk_size, progress, "jacobian")
 
 
-def jacfwd(f, argnums=0, *, chunk_size=None, progress=None):
+def jacfwd(f, argnums=0, *, chunk_size=None, progress=None, sparsity=None, validate=False):
     """Return a function computing the Jacobian of ``f`` (forward mode, like ``jax.jacfwd``).
 
     The returned function takes f's arguments (keyword arguments pass through
@@ -435,11 +447,26 @@ def jacfwd(f, argnums=0, *, chunk_size=None, progress=None):
     """
 
     def jacobian_of_f(*args, **kwargs):
+        if sparsity is not None:
+            return _sparse(f, args, kwargs, argnums, chunk_size, progress, sparsity, validate)
         return _jacobian(f, args, kwargs, argnums, chunk_size, progress, "jacfwd")
 
     jacobian_of_f.__name__ = f"jacfwd_{getattr(f, '__name__', 'f')}"
     jacobian_of_f.__doc__ = f"Jacobian of {getattr(f, '__name__', 'f')} w.r.t. argnums={argnums}."
     return jacobian_of_f
+
+
+def _sparse(f, args, kwargs, argnums, chunk_size, progress, sparsity, validate):
+    from .sparse import sparse_jacobian
+
+    if not isinstance(argnums, (int, np.integer)) or isinstance(argnums, bool):
+        raise DualgpuError(
+            f"sparse Jacobians take one array argument; got argnums={argnums!r}. Pass a single "
+            "int, and use the dense driver for the others."
+        )
+    call = (lambda *a: f(*a, **kwargs)) if kwargs else f
+    return sparse_jacobian(call, args, int(argnums), sparsity=sparsity, chunk_size=chunk_size,
+                           validate=validate, progress=progress)
 
 
 # ---------------------------------------------------------------------------

@@ -1,0 +1,86 @@
+"""Sparse Jacobians: detection by the structural tracer, coloring, compressed recovery."""
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+import dualgpu
+from dualgpu import DualgpuError, sparse
+from dualgpu.sparsity import banded_pattern
+from simulations import heat1d, heat2d, mass_spring
+
+
+@pytest.fixture(autouse=True)
+def cpu_backend():
+    with dualgpu.using_backend("cpu"):
+        yield
+
+
+def heat(steps):
+    return lambda u: heat1d.simulate(u, n_steps=steps)
+
+
+@pytest.mark.parametrize("steps,colors", [(1, 3), (5, 11), (20, 41)])
+def test_heat_sparse_equals_dense_with_2T_plus_1_colors(steps, colors):
+    u0 = heat1d.default_initial_state(80)
+    J = sparse.sparse_jacobian(heat(steps), (u0,), sparsity="detect")
+    assert J.coloring.n_colors == colors
+    dense = dualgpu.jacobian(heat(steps), u0, progress=False)
+    np.testing.assert_array_equal(J.toarray(), dense)
+    # the detected pattern is exactly the nonzero structure of the true Jacobian
+    detected = sparse.detect_sparsity(heat(steps), (u0,))
+    np.testing.assert_array_equal(detected.toarray(), dense != 0)
+
+
+def test_user_pattern_and_coloring_reuse():
+    u0 = heat1d.default_initial_state(60)
+    pattern = banded_pattern(60, 1)
+    J1 = sparse.sparse_jacobian(heat(1), (u0,), sparsity=pattern)
+    J2 = sparse.sparse_jacobian(heat(1), (u0 * 2,), sparsity=J1.coloring)  # reused coloring
+    assert isinstance(J1, sp.csr_matrix) and J1.coloring.n_colors == 3
+    np.testing.assert_allclose(J2.toarray(), dualgpu.jacobian(heat(1), u0 * 2, progress=False))
+
+
+def test_heat2d_five_point_stencil():
+    u0 = heat2d.default_initial_state(9)
+    f = lambda u: heat2d.simulate(u, n_steps=1)
+    J = sparse.sparse_jacobian(f, (u0,), sparsity="detect", chunk_size=3)
+    dense = np.asarray(dualgpu.jacobian(f, u0, progress=False)).reshape(u0.size, u0.size)
+    np.testing.assert_allclose(J.toarray(), dense, rtol=0, atol=0)
+    detected = sparse.detect_sparsity(f, (u0,))
+    np.testing.assert_array_equal(detected.toarray(), dense != 0)
+    assert J.coloring.n_colors <= 7
+
+
+def test_mass_spring_chain():
+    pos, vel, pinned = mass_spring.default_initial_state(8)
+    f = lambda p: mass_spring.simulate(p, vel, pinned, n_steps=2)[0]
+    J = sparse.sparse_jacobian(f, (pos,), sparsity="detect")
+    dense = np.asarray(dualgpu.jacobian(f, pos, progress=False)).reshape(pos.size, pos.size)
+    np.testing.assert_allclose(J.toarray(), dense, rtol=1e-14, atol=1e-14)
+    assert J.coloring.n_colors < pos.size
+
+
+def test_pattern_errors():
+    u0 = heat1d.default_initial_state(30)
+    with pytest.raises(DualgpuError, match="pattern has 31 columns but argument 0 has 30 elements"):
+        sparse.sparse_jacobian(heat(1), (u0,), sparsity=np.eye(30, 31, dtype=bool))
+    with pytest.raises(DualgpuError, match="pattern has 29 rows but the function has 30 outputs"):
+        sparse.sparse_jacobian(heat(1), (u0,), sparsity=np.eye(29, 30, dtype=bool))
+    too_thin = banded_pattern(30, 0)  # misses the neighbours
+    with pytest.raises(DualgpuError, match="misses .* entries the function has"):
+        sparse.sparse_jacobian(heat(1), (u0,), sparsity=too_thin, validate=True)
+    with pytest.raises(DualgpuError, match="misses .* entries of the detected pattern"):
+        sparse.sparse_jacobian(heat(1), (u0,), sparsity=too_thin, validate="detect")
+    with pytest.raises(DualgpuError, match="must be a float array"):
+        sparse.sparse_jacobian(lambda a: a, (1.0,))
+
+
+def test_driver_api_takes_sparsity():
+    u0 = heat1d.default_initial_state(40)
+    J = dualgpu.jacfwd(heat(5), sparsity="detect")(u0)
+    assert sp.issparse(J) and J.coloring.n_colors == 11
+    J2 = dualgpu.jacobian(heat(5), u0, sparsity=J.coloring, validate=True)
+    np.testing.assert_array_equal(J.toarray(), J2.toarray())
+    with pytest.raises(DualgpuError, match="sparse Jacobians take one array argument"):
+        dualgpu.jacobian(lambda u, a: heat1d.simulate(u, n_steps=1, alpha=a), u0, 1.0,
+                         argnums=(0, 1), sparsity="detect")
