@@ -209,7 +209,8 @@ class Kernel:
     def _stored_plain_arrays(self, args):
         plain = [
             p for p, a in zip(self._params, args)
-            if not isinstance(a, DualArray) and getattr(getattr(a, "dtype", None), "kind", "") == "f"
+            if not isinstance(a, (Dual, DualArray)) and np.ndim(a) >= 1
+            and getattr(getattr(a, "dtype", None), "kind", "") == "f"
         ]
         try:
             tree = ast.parse(textwrap.dedent(inspect.getsource(self.py_func)))
