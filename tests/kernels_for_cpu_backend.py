@@ -18,6 +18,7 @@ from numba.cuda import grid, threadIdx
 #: A module-level constant and a module-level table, as simulations have them.
 DIFFUSIVITY = 0.25
 WEIGHTS = np.array([0.25, 0.5, 0.25])
+SCRATCH_SHAPE = (2, 3)
 
 
 # --- device functions --------------------------------------------------------
@@ -141,6 +142,36 @@ def moving_average_local(u, out):
     for k in range(counts[0]):
         total += window[k]
     out[i] = total
+
+
+@cuda.jit
+def outer_product_local(x, out):
+    i = cuda.grid(1)
+    if i < x.shape[0]:
+        m = cuda.local.array(SCRATCH_SHAPE, dtype=np.float64)
+        for r in range(SCRATCH_SHAPE[0]):
+            for c in range(SCRATCH_SHAPE[1]):
+                m[r, c] = x[i] * (r + 1) + c
+        total = 0.0
+        for r in range(m.shape[0]):
+            for c in range(m.shape[1]):
+                total += m[r, c]
+        out[i] = total
+
+
+def local_array_runtime_shape(x, n):
+    scratch = cuda.local.array(n, numba.float64)
+    scratch[0] = 1.0
+    x[cuda.grid(1)] = scratch[0]
+
+
+def allocates_with_numpy(x, out):
+    # not valid numba.cuda, but valid numba: makes the backend recompile with NRT
+    i = cuda.grid(1)
+    if i < x.size:
+        tmp = np.zeros(2)
+        tmp[0] = x[i]
+        out[i] = tmp[0] + tmp[1] + 1.0
 
 
 @cuda.jit

@@ -102,7 +102,7 @@ def test_heat_1d_boundary_branches(rng, mode):
     kernel.launch(4, 256, (u, got, 0.2))
     np.testing.assert_allclose(got, expected, rtol=1e-14)
     assert not kernel._translation.uses_block_index
-    assert set(v for _, v in kernel._launchers) == {"flat" if mode == "serial" else "flat_pieces"}
+    assert (0, "flat" if mode == "serial" else "flat_pieces") in kernel._launchers
 
 
 def test_heat_2d_boundary_branches(rng, mode):
@@ -112,7 +112,7 @@ def test_heat_2d_boundary_branches(rng, mode):
     kernel = cpu.compile_kernel(kfc.heat_2d)
     kernel.launch((5, 3), (8, 8), (u, got, 0.1))
     np.testing.assert_allclose(got, expected, rtol=1e-14)
-    assert set(v for _, v in kernel._launchers) == {"flat" if mode == "serial" else "flat_rows"}
+    assert (0, "flat" if mode == "serial" else "flat_rows") in kernel._launchers
 
 
 def test_3d_grid_and_every_index(mode):
@@ -128,7 +128,7 @@ def test_3d_grid_and_every_index(mode):
     np.testing.assert_array_equal(got, expected)
     np.testing.assert_array_equal(ids_got, ids_expected)
     assert kernel._translation.uses_block_index
-    assert set(v for _, v in kernel._launchers) == {"blocks" if mode == "serial" else "blocks_parallel"}
+    assert (0, "blocks" if mode == "serial" else "blocks_parallel") in kernel._launchers
 
 
 def test_grid_stride_loop(rng):
@@ -215,6 +215,35 @@ def test_local_array_scratch(rng):
     assert kernel._translation.lanes_dependent
 
 
+def test_local_array_2d_with_module_constant_shape(rng):
+    x = rng.random(50)
+    expected, got = np.zeros_like(x), np.zeros_like(x)
+    simulate(kfc.outer_product_local, 2, 32, x, expected)
+    run_cpu(kfc.outer_product_local, 2, 32, x, got)
+    np.testing.assert_allclose(got, expected, rtol=1e-14)
+    np.testing.assert_allclose(got, 3 * x * 3 + 2 * 3, rtol=1e-14)
+
+
+def test_local_array_needs_constant_shape():
+    kernel = cpu.compile_kernel(kfc.local_array_runtime_shape)
+    with pytest.raises(numba.core.errors.TypingError, match="compile-time constant"):
+        kernel.launch(1, 4, (np.zeros(4), 3))
+
+
+def test_kernel_that_allocates_is_recompiled_with_nrt(rng):
+    x = rng.random(20)
+    out = np.zeros_like(x)
+    kernel = cpu.compile_kernel(kfc.allocates_with_numpy)
+    kernel.launch(1, 32, (x, out))
+    np.testing.assert_allclose(out, x + 1.0)
+    assert kernel._nrt_lanes == {0}
+
+
+def test_compile_kernel_returns_cached_kernel():
+    assert cpu.compile_kernel(kfc.heat_1d) is cpu.compile_kernel(kfc.heat_1d.py_func)
+    assert cpu.compile_kernel(kfc.heat_1d, fastmath=True) is not cpu.compile_kernel(kfc.heat_1d)
+
+
 def test_atomics_histogram_is_exact(rng):
     values = rng.random(5000)
     bins = np.zeros(10, dtype=np.int64)
@@ -230,7 +259,8 @@ def test_atomics_histogram_is_exact(rng):
         assert firsts[b] == np.flatnonzero(which == b)[0]
     assert firsts[10] == values.size - 1  # atomic.max
     # the launch was serial even though it is large
-    assert {v for _, v in kernel._launchers} == {"flat"}
+    assert kernel._variant((40, 1, 1), (128, 1, 1)) == "flat"
+    assert kernel._variant((4000, 1, 1), (1024, 1, 1)) == "flat"
 
     sim_bins = np.zeros(10, dtype=np.int64)
     simulate(kfc.histogram, 40, 128, values, sim_bins, 0.0, 0.1, np.full(11, -1, dtype=np.int64))
@@ -282,12 +312,12 @@ def test_plain_function_and_dispatcher_give_same_result(rng):
 
 
 def test_launch_reuses_compiled_code(rng):
-    kernel = cpu.compile_kernel(kfc.heat_1d)
-    u, out = rng.random(100), np.zeros(100)
-    kernel[1, 128](u, out, 0.1)
+    kernel = cpu.compile_kernel(kfc.saxpy_grid_stride)
+    x, out = rng.random(100), np.zeros(100)
+    kernel[1, 128](2.0, x, x, out)
     launchers = dict(kernel._launchers)
     for _ in range(3):
-        kernel.launch((1,), (128,), (u, out, 0.1))
+        kernel.launch((1,), (128,), (2.0, x, x, out))
     assert kernel._launchers == launchers
     (launcher,) = launchers.values()
     assert len(launcher.signatures) == 1

@@ -37,7 +37,10 @@ import ast
 import numba
 import numpy as np
 from numba import njit, prange, types
-from numba.extending import overload
+from numba.core import cgutils
+from numba.core.errors import TypingError
+from numba.extending import intrinsic, overload
+from numba.np.arrayobj import populate_array
 
 from ..errors import DualgpuError
 from . import _translate
@@ -101,11 +104,13 @@ def _fix_hint(feature):
 # Runtime helpers that the rewritten source calls
 # ---------------------------------------------------------------------------
 def _dg_local_array(shape, dtype, lanes):
-    """Return uninitialised scratch like ``cuda.local.array`` (a DualArray when lanes > 0).
+    """Return scratch like ``cuda.local.array`` (a DualArray when lanes > 0 and dtype is float).
 
     ``lanes`` must be a compile-time constant: 0 for a plain run; N for a dual
-    run, where float scratch becomes a dual array with N partials (integer
-    scratch stays plain).
+    run, where float scratch becomes a dual array with N partials (from
+    ``dualgpu.numba_arrays.empty_dual_array``; integer scratch stays plain).
+    In compiled code plain scratch lives on the stack, as on a GPU, so it needs
+    a compile-time constant shape (numba.cuda requires one too).
     """
     dtype = np.dtype(getattr(dtype, "key", dtype) if isinstance(dtype, types.Type) else dtype)
     if lanes and dtype.kind == "f":
@@ -134,14 +139,68 @@ def _scalar_dtype(ty):
     return None
 
 
+def _literal_shape(ty):
+    """The shape as a tuple of ints if ``ty`` is a literal int or tuple of literal ints."""
+    if isinstance(ty, types.IntegerLiteral):
+        return (ty.literal_value,)
+    if isinstance(ty, types.BaseTuple) and all(isinstance(t, types.IntegerLiteral) for t in ty):
+        return tuple(t.literal_value for t in ty)
+    return None
+
+
+@intrinsic(prefer_literal=True)
+def _dg_stack_array(typingctx, shape, dtype, lanes):
+    """``cuda.local.array`` for plain runs: a C-ordered array on the caller's stack.
+
+    Like CUDA's local memory it needs a compile-time constant shape and lives
+    until the function returns; it has no meminfo, so it works without NRT.
+    ``lanes`` is ignored (it is 0: this is bound as ``_dg_local_array`` only in
+    plain builds).
+    """
+    dims = _literal_shape(shape)
+    element = _scalar_dtype(dtype)
+    if element is None:
+        raise TypingError(
+            f"cuda.local.array: dtype must be a numba or numpy scalar type; got {dtype}."
+        )
+    if dims is None or min(dims, default=1) < 0:
+        raise TypingError(
+            "cuda.local.array: the shape must be a compile-time constant int or tuple of ints "
+            "(a literal, or a module-level or closure constant), as numba.cuda requires; got "
+            f"{shape}."
+        )
+    array_type = types.Array(element, len(dims), "C")
+
+    def codegen(context, builder, signature, args):
+        data_type = context.get_data_type(element)
+        itemsize = context.get_abi_sizeof(data_type)
+        count = int(np.prod(dims)) if dims else 1
+        data = cgutils.alloca_once(builder, data_type, size=context.get_constant(types.intp, max(count, 1)))
+        strides, step = [], itemsize
+        for d in reversed(dims):
+            strides.insert(0, step)
+            step *= d
+        array = context.make_array(array_type)(context, builder)
+        intp = lambda v: context.get_constant(types.intp, v)  # noqa: E731
+        populate_array(
+            array, data=data, shape=[intp(d) for d in dims], strides=[intp(v) for v in strides],
+            itemsize=intp(itemsize), meminfo=None,
+        )
+        return array._getvalue()
+
+    return array_type(shape, dtype, lanes), codegen
+
+
 @overload(_dg_local_array, prefer_literal=True, jit_options={"inline": "always"})
 def _ov_local_array(shape, dtype, lanes):
     if not isinstance(lanes, types.IntegerLiteral):
-        raise numba.core.errors.TypingError(
-            "_dg_local_array: lanes must be a compile-time integer constant"
-        )
+        raise TypingError("_dg_local_array: lanes must be a compile-time integer constant")
     n_lanes = lanes.literal_value
     element = _scalar_dtype(dtype)
+    if element is None:
+        raise TypingError(
+            f"cuda.local.array: dtype must be a numba or numpy scalar type; got {dtype}."
+        )
     if n_lanes and isinstance(element, types.Float):
         empty_dual_array = _empty_dual_array()
 
@@ -519,6 +578,8 @@ class _Translation:
         lanes = lanes if self.lanes_dependent else 0
         values = dict(self.namespace.values)
         values["_dg_lanes"] = lanes
+        if not lanes:  # plain scratch on the stack: no allocation, no NRT needed
+            values["_dg_local_array"] = _dg_stack_array
         return _translate.compile_function(self.tree, values, self.filename), values
 
     def build(self, lanes, fastmath, **options):
@@ -645,6 +706,15 @@ def _dim3(value, what, kernel):
     return dims + (1,) * (3 - len(dims))
 
 
+#: What numba says when code compiled without NRT allocates an array.
+_NRT_MESSAGES = ("NRT required", "Only accept returning of array passed into the function")
+
+
+def _needs_nrt(exc):
+    text = str(exc)
+    return any(m in text for m in _NRT_MESSAGES)
+
+
 def _register_dual_types():
     """Import the numba typing of Dual/DualArray, so the launcher can take them."""
     try:
@@ -684,6 +754,7 @@ class CpuKernel:
         self._translation = _Translation(py_func, "kernel", self.name)
         self.params = tuple(self._translation.params)
         self._launchers = {}
+        self._nrt_lanes = set()  # lanes values whose thread function needs numba's NRT
 
     @property
     def uses_atomics(self):
@@ -697,7 +768,12 @@ class CpuKernel:
         if launcher is None:
             if lanes:
                 _register_dual_types()
-            thread = self._translation.build(lanes, self.fastmath, inline="always")
+            # Without NRT the thread function does no reference counting, so LLVM
+            # inlines it into the launcher's loop and can vectorise across threads
+            # (reference-count calls per thread would block that and cost ~20 ns).
+            # Plain local arrays live on the stack; dual ones need NRT.
+            nrt = lanes in self._nrt_lanes or bool(lanes and self._translation.lanes_dependent)
+            thread = self._translation.build(lanes, self.fastmath, _nrt=nrt)
             parallel = variant != "flat" and variant != "blocks"
             base = "blocks" if variant.startswith("blocks") else variant
             launcher = _make_launcher(self._translation, thread, base, parallel, self.fastmath)
@@ -749,7 +825,16 @@ class CpuKernel:
         launcher = self._launchers.get((lanes, variant))
         if launcher is None:
             launcher = self._launcher(lanes, variant)
-        launcher(*args, *g, *b)
+        try:
+            launcher(*args, *g, *b)
+        except numba.core.errors.NumbaError as exc:
+            if lanes in self._nrt_lanes or not _needs_nrt(exc):
+                raise
+            # something in the kernel allocates: compile again with NRT (once)
+            self._nrt_lanes.add(lanes)
+            for key in [k for k in self._launchers if k[0] == lanes]:
+                del self._launchers[key]
+            self._launcher(lanes, variant)(*args, *g, *b)
 
     def __getitem__(self, config):
         """``kernel[griddim, blockdim](*args)``, as with numba.cuda."""
@@ -779,6 +864,8 @@ def compile_kernel(kernel, fastmath=False):
     fastmath : bool
         Passed to ``numba.njit``.
 
+    Returns the same CpuKernel for the same function and ``fastmath``.
+
     Raises
     ------
     DualgpuError
@@ -796,4 +883,17 @@ def compile_kernel(kernel, fastmath=False):
             f"{py_func.__qualname__!r} is a device function (device=True), not a kernel; "
             "launch the kernel that calls it instead."
         )
-    return CpuKernel(py_func, fastmath=fastmath)
+    fastmath = bool(fastmath)
+    compiled = _KERNELS.get(py_func)
+    if compiled is None:
+        compiled = {}
+        _KERNELS.set(py_func, compiled)
+    kernel = compiled.get(fastmath)
+    if kernel is None:
+        kernel = compiled[fastmath] = CpuKernel(py_func, fastmath=fastmath)
+    return kernel
+
+
+#: CpuKernel per Python function and fastmath flag: compiling a kernel twice
+#: returns the same object, so its compiled launchers are reused.
+_KERNELS = _translate.FunctionCache()
