@@ -98,13 +98,19 @@ def _target_lines(result):
 
 
 def _overhead(r):
-    lines = [f"Overhead: heat 1-D stencil, n = {r['n']:,}, {r['steps']} steps, cpu backend",
+    lines = [f"Overhead: heat 1-D stencil, n = {r['n']:,}, {r['steps']} steps, cpu backend, serial launches",
              f"  plain kernel      {_ms(r['plain']['median_s'])}  (compile {r['plain']['compile_s']:.2f} s)",
              "  lanes   dual time      dual/plain  per direction  memory-bound limit  compile"]
     for row in r["dual"]:
         lines.append(f"  {row['lanes']:5d} {_ms(row['median_s'])}  {row['ratio']:10.2f}x "
                      f"{row['per_direction']:12.2f}x {row['memory_bound_limit']:17d}x "
                      f"{row['compile_s']:7.2f} s")
+    par = r.get("parallel")
+    if par:
+        lines.append(f"  parallel (prange) launches: plain {_ms(par['plain']['median_s'])}; dual/plain "
+                     + ", ".join(f"N={row['lanes']} {row['ratio']:.2f}x" for row in par["dual"]))
+    if r.get("note"):
+        lines.append(f"  note: {r['note']}")
     if r.get("values_match") is not None:
         lines.append(f"  dual values equal plain values: {r['values_match']}")
     return lines + _target_lines(r)
@@ -112,9 +118,10 @@ def _overhead(r):
 
 def _cpu_vs_njit(r):
     return [f"cpu backend vs hand-written @njit: heat n = {r['n']:,}, {r['steps']} steps",
-            f"  cpu backend kernel    {_ms(r['cpu_backend']['median_s'])}  (compile {r['cpu_backend']['compile_s']:.2f} s)",
-            f"  @njit serial          {_ms(r['njit_serial']['median_s'])}  ratio {r['ratio_vs_serial']:.2f}x",
-            f"  @njit(parallel=True)  {_ms(r['njit_parallel']['median_s'])}  ratio {r['ratio_vs_parallel']:.2f}x",
+            f"  cpu backend, serial launcher    {_ms(r['cpu_backend_serial']['median_s'])}",
+            f"  @njit serial                    {_ms(r['njit_serial']['median_s'])}  ratio {r['ratio_vs_serial']:.2f}x",
+            f"  cpu backend, prange launcher    {_ms(r['cpu_backend']['median_s'])}  (compile {r['cpu_backend']['compile_s']:.2f} s)",
+            f"  @njit(parallel=True)            {_ms(r['njit_parallel']['median_s'])}  ratio {r['ratio_vs_parallel']:.2f}x",
             ] + _target_lines(r)
 
 
