@@ -65,6 +65,7 @@ def mode(request, monkeypatch):
     """Run a test once with serial launchers and once with parallel ones forced."""
     if request.param == "parallel":
         monkeypatch.setattr(cpu, "PARALLEL_MIN_THREADS", 1)
+        monkeypatch.setattr(cpu, "PARALLEL_MIN_CORES", 2)
     return request.param
 
 
@@ -244,7 +245,8 @@ def test_compile_kernel_returns_cached_kernel():
     assert cpu.compile_kernel(kfc.heat_1d, fastmath=True) is not cpu.compile_kernel(kfc.heat_1d)
 
 
-def test_atomics_histogram_is_exact(rng):
+def test_atomics_histogram_is_exact(rng, monkeypatch):
+    monkeypatch.setattr(cpu, "PARALLEL_MIN_CORES", 2)
     values = rng.random(5000)
     bins = np.zeros(10, dtype=np.int64)
     firsts = np.full(11, -1, dtype=np.int64)
