@@ -95,6 +95,21 @@ def indices_3d(out, ids):
 
 
 @cuda.jit
+def fill_3d(out, scale):
+    x, y, z = cuda.grid(3)
+    if x < out.shape[0] and y < out.shape[1] and z < out.shape[2]:
+        out[x, y, z] = scale * (x + 100 * y + 10000 * z)
+
+
+@cuda.jit
+def transpose_columns(a, out):
+    # x indexes the last (contiguous) axis, the GPU-coalesced way
+    col, row = cuda.grid(2)
+    if row < a.shape[0] and col < a.shape[1]:
+        out[col, row] = a[row, col] + a[row, col]
+
+
+@cuda.jit
 def saxpy_grid_stride(a, x, y, out):
     start = cuda.grid(1)
     stride = cuda.gridsize(1)

@@ -132,6 +132,30 @@ def test_3d_grid_and_every_index(mode):
     assert (0, "blocks" if mode == "serial" else "blocks_parallel") in kernel._launchers
 
 
+def test_3d_flat_grid(mode):
+    shape = (5, 6, 7)
+    expected = np.full(shape, -1.0)
+    got = expected.copy()
+    simulate(kfc.fill_3d, (2, 2, 2), (4, 4, 4), expected, 0.5)
+    kernel = cpu.compile_kernel(kfc.fill_3d)
+    kernel.launch((2, 2, 2), (4, 4, 4), (got, 0.5))
+    np.testing.assert_array_equal(got, expected)
+    assert kernel._translation.inner_axis == "z"
+    assert (0, "flat" if mode == "serial" else "flat_rows") in kernel._launchers
+
+
+def test_innermost_loop_follows_the_contiguous_index(rng):
+    assert cpu.compile_kernel(kfc.heat_2d)._translation.inner_axis == "y"
+    assert cpu.compile_kernel(kfc.heat_1d)._translation.inner_axis == "x"
+    kernel = cpu.compile_kernel(kfc.transpose_columns)
+    assert kernel._translation.inner_axis == "x"  # out[col, row] and a[row, col] tie: x
+    a = rng.random((9, 13))
+    expected, got = np.zeros((13, 9)), np.zeros((13, 9))
+    simulate(kfc.transpose_columns, (2, 3), (8, 4), a, expected)
+    kernel.launch((2, 3), (8, 4), (a, got))
+    np.testing.assert_array_equal(got, expected)
+
+
 def test_grid_stride_loop(rng):
     x, y = rng.random(1000), rng.random(1000)
     expected, got = np.zeros_like(x), np.zeros_like(x)

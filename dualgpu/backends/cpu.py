@@ -570,6 +570,7 @@ class _Translation:
             if tree.args.defaults:
                 tree.args.defaults += [ast.Constant(0) for _ in CONTEXT]
         self.tree = tree
+        self.inner_axis = _inner_axis(tree)
         self.namespace.values.update(_RUNTIME)
 
     def stale(self, seen=None):
@@ -631,7 +632,8 @@ _CALL = "_dg_thread({params}_dg_gx, _dg_gy, _dg_gz, _dg_tx, _dg_ty, _dg_tz, _dg_
 #: Launcher bodies. "blocks" walks blocks then threads (for kernels that read
 #: threadIdx/blockIdx); the "flat" ones walk the global index directly (kernels
 #: that only use cuda.grid/gridsize), so the innermost loop is a plain range the
-#: compiler can vectorise. No launcher divides per thread.
+#: compiler can vectorise. No launcher divides per thread. In the flat ones
+#: {i} is the innermost axis (x, y or z: see _inner_axis), {m} and {o} the others.
 _LAUNCHERS = {
     # blocks: serial or prange over blocks; threads of a block run in order.
     "blocks": """\
@@ -642,54 +644,88 @@ _LAUNCHERS = {
         _dg_by = _dg_rest // _dg_gdx
         _dg_bx = _dg_rest - _dg_by * _dg_gdx
         _dg_x0 = _dg_bx * _dg_bdx
-        for _dg_tz in range(_dg_bdz):
+        for _dg_tz in _dg_seq(_dg_bdz):
             _dg_gz = _dg_bz * _dg_bdz + _dg_tz
-            for _dg_ty in range(_dg_bdy):
+            for _dg_ty in _dg_seq(_dg_bdy):
                 _dg_gy = _dg_by * _dg_bdy + _dg_ty
-                for _dg_tx in range(_dg_bdx):
+                for _dg_tx in _dg_seq(_dg_bdx):
                     _dg_gx = _dg_x0 + _dg_tx
                     {call}
 """,
     # flat, serial.
     "flat": """\
     _dg_tx = _dg_ty = _dg_tz = _dg_bx = _dg_by = _dg_bz = 0
-    for _dg_gz in range(_dg_gdz * _dg_bdz):
-        for _dg_gy in range(_dg_gdy * _dg_bdy):
-            for _dg_gx in range(_dg_gdx * _dg_bdx):
+    for _dg_g{o} in _dg_seq(_dg_gd{o} * _dg_bd{o}):
+        for _dg_g{m} in _dg_seq(_dg_gd{m} * _dg_bd{m}):
+            for _dg_g{i} in _dg_seq(_dg_gd{i} * _dg_bd{i}):
                 {call}
 """,
-    # flat, prange over rows (y, z): 2-D and 3-D launches with many rows.
+    # flat, prange over rows (the two outer axes): launches with many rows.
     "flat_rows": """\
     _dg_tx = _dg_ty = _dg_tz = _dg_bx = _dg_by = _dg_bz = 0
-    _dg_ny = _dg_gdy * _dg_bdy
-    for _dg_row in _dg_range(_dg_ny * _dg_gdz * _dg_bdz):
-        _dg_gz = _dg_row // _dg_ny
-        _dg_gy = _dg_row - _dg_gz * _dg_ny
-        for _dg_gx in range(_dg_gdx * _dg_bdx):
+    _dg_nm = _dg_gd{m} * _dg_bd{m}
+    for _dg_row in _dg_range(_dg_nm * _dg_gd{o} * _dg_bd{o}):
+        _dg_g{o} = _dg_row // _dg_nm
+        _dg_g{m} = _dg_row - _dg_g{o} * _dg_nm
+        for _dg_g{i} in _dg_seq(_dg_gd{i} * _dg_bd{i}):
             {call}
 """,
     # flat, prange over pieces of rows one block wide: 1-D launches and few rows.
     "flat_pieces": """\
     _dg_tx = _dg_ty = _dg_tz = _dg_bx = _dg_by = _dg_bz = 0
-    _dg_ny = _dg_gdy * _dg_bdy
-    for _dg_piece in _dg_range(_dg_ny * _dg_gdz * _dg_bdz * _dg_gdx):
-        _dg_row = _dg_piece // _dg_gdx
-        _dg_x0 = (_dg_piece - _dg_row * _dg_gdx) * _dg_bdx
-        _dg_gz = _dg_row // _dg_ny
-        _dg_gy = _dg_row - _dg_gz * _dg_ny
-        for _dg_gx in range(_dg_x0, _dg_x0 + _dg_bdx):
+    _dg_nm = _dg_gd{m} * _dg_bd{m}
+    for _dg_piece in _dg_range(_dg_nm * _dg_gd{o} * _dg_bd{o} * _dg_gd{i}):
+        _dg_row = _dg_piece // _dg_gd{i}
+        _dg_start = (_dg_piece - _dg_row * _dg_gd{i}) * _dg_bd{i}
+        _dg_g{o} = _dg_row // _dg_nm
+        _dg_g{m} = _dg_row - _dg_g{o} * _dg_nm
+        for _dg_g{i} in _dg_seq(_dg_start, _dg_start + _dg_bd{i}):
             {call}
 """,
 }
 
+#: Loop order (outer, middle, inner) for each choice of innermost axis.
+_ORDERS = {"x": ("z", "y", "x"), "y": ("z", "x", "y"), "z": ("y", "x", "z")}
 
-def _make_launcher(translation, thread, variant, parallel, fastmath):
+
+def _inner_axis(tree):
+    """Return the launch axis ("x", "y" or "z") to put in the innermost loop.
+
+    Thread order does not matter to a valid kernel, but on a CPU it decides
+    whether neighbouring iterations touch neighbouring memory. numba.cuda
+    kernels often write ``i, j = cuda.grid(2)`` and index ``u[i, j]``: the
+    last index, contiguous in a C-ordered array, is then the y axis. This
+    counts, over subscripts with several indices, which axis variable the last
+    index uses, and picks the most frequent (x when none or tied).
+    """
+    axis_of = {f"_dg_g{a}": a for a in _AXES}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign) and len(node.targets) == 1:
+            target, value = node.targets[0], node.value
+            if isinstance(target, ast.Name) and isinstance(value, ast.Name) and value.id in axis_of:
+                axis_of[target.id] = axis_of[value.id]
+            elif isinstance(target, ast.Tuple) and isinstance(value, ast.Tuple):
+                for t, v in zip(target.elts, value.elts):
+                    if isinstance(t, ast.Name) and isinstance(v, ast.Name) and v.id in axis_of:
+                        axis_of[t.id] = axis_of[v.id]
+    votes = dict.fromkeys(_AXES, 0)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Tuple) and node.slice.elts:
+            last = node.slice.elts[-1]
+            used = {axis_of[n.id] for n in ast.walk(last) if isinstance(n, ast.Name) and n.id in axis_of}
+            for axis in used:
+                votes[axis] += 1
+    best = max(_AXES, key=lambda a: (votes[a], a == "x"))
+    return best if votes[best] > votes["x"] else "x"
+
+
+def _make_launcher(translation, thread, variant, parallel, fastmath, inner="x"):
     """Return the njit launcher ``variant`` (a key of _LAUNCHERS) calling ``thread``."""
     params = "".join(p + ", " for p in translation.params)
-    source = _HEADER.format(params=params) + _LAUNCHERS[variant].format(
-        call=_CALL.format(params=params)
-    )
-    namespace = {"_dg_thread": thread, "_dg_range": prange if parallel else range}
+    outer, middle, inner = _ORDERS[inner]
+    body = _LAUNCHERS[variant].replace("{o}", outer).replace("{m}", middle).replace("{i}", inner)
+    source = _HEADER.format(params=params) + body.format(call=_CALL.format(params=params))
+    namespace = {"_dg_thread": thread, "_dg_range": prange if parallel else range, "_dg_seq": range}
     function = _translate.compile_source(
         source, namespace, "_dg_launch", f"cpu launcher of {translation.py_func.__qualname__}"
     )
@@ -785,14 +821,15 @@ class CpuKernel:
             thread = self._translation.build(lanes, self.fastmath, _nrt=nrt)
             parallel = variant != "flat" and variant != "blocks"
             base = "blocks" if variant.startswith("blocks") else variant
-            launcher = _make_launcher(self._translation, thread, base, parallel, self.fastmath)
+            launcher = _make_launcher(
+                self._translation, thread, base, parallel, self.fastmath, self._translation.inner_axis
+            )
             self._launchers[key] = launcher
         return launcher
 
     def _variant(self, g, b):
         """Pick serial/parallel and the loop order for a launch of grid ``g``, block ``b``."""
-        rows = g[1] * b[1] * g[2] * b[2]
-        total = rows * g[0] * b[0]
+        total = g[0] * b[0] * g[1] * b[1] * g[2] * b[2]
         parallel = (
             total >= PARALLEL_MIN_THREADS
             and not self._translation.uses_atomics
@@ -803,6 +840,8 @@ class CpuKernel:
             return "blocks_parallel" if parallel else "blocks"
         if not parallel:
             return "flat"
+        inner = "xyz".index(self._translation.inner_axis)
+        rows = total // (g[inner] * b[inner])
         return "flat_rows" if rows >= 4 * numba.config.NUMBA_NUM_THREADS else "flat_pieces"
 
     def launch(self, griddim, blockdim, args):
