@@ -182,6 +182,20 @@ def test_particles_inner_loop_over_all_others(rng):
     np.testing.assert_allclose(got, expected, rtol=1e-12)
 
 
+def test_thread_function_is_inlined_into_the_launch_loop(rng):
+    # LLVM would not inline this one by itself (an inner loop, a device function);
+    # cpu._llvm_inline_every_overload makes it, through numba internals: this
+    # test tells when a numba upgrade breaks that (launches would only be slower).
+    pos = rng.random((40, 2))
+    kernel = cpu.compile_kernel(kfc.nbody_accel)
+    kernel.launch(2, 32, (pos, np.zeros_like(pos), 0.05))
+    launcher = kernel._launchers[(0, "flat")]
+    thread = launcher.py_func.__globals__["_dg_thread"]
+    (compiled,) = thread.overloads.values()
+    (launcher_ir,) = launcher.inspect_llvm().values()
+    assert f"@{compiled.fndesc.llvm_func_name}(" not in launcher_ir
+
+
 def test_device_functions_from_another_module_nested(rng):
     u = rng.random(300) * 3 - 1.5
     expected, got = np.zeros_like(u), np.zeros_like(u)

@@ -1,23 +1,38 @@
 """The compiled CPU backend: run an unchanged numba.cuda kernel with numba on the CPU.
 
+How it works
+------------
 The kernel's Python source is rewritten (see :mod:`dualgpu.backends._translate`)
-into a *thread function*: ``cuda.threadIdx.x``, ``cuda.blockIdx.y``,
-``cuda.grid(2)``, ``cuda.gridsize(1)`` ... become expressions in twelve extra
-parameters (thread index, block index, block size, grid size, x/y/z each).
-A generated *launcher*, compiled with ``numba.njit``, loops over the blocks of
-the launch grid (``prange`` for large launches) and, inside each block, over its
-threads, calling the thread function once per CUDA thread. The thread function
-is compiled with ``inline='always'`` so each launch is one tight compiled loop.
+into a *thread function*: ``cuda.grid``, ``cuda.gridsize``, ``cuda.threadIdx.x``,
+``cuda.blockIdx.y`` ... become expressions in fifteen extra parameters (global
+index, thread index, block index, block size, grid size; x/y/z each). A
+generated *launcher* with the kernel's own parameter names, compiled with
+``numba.njit``, runs the thread function once per CUDA thread:
 
-Device functions the kernel calls are translated the same way (cached per
-function object) and put, compiled with ``njit``, into a copy of the kernel's
-globals. ``cuda.local.array`` becomes ``_dg_local_array(shape, dtype,
-_dg_lanes)``; ``cuda.atomic.*`` become plain read-modify-write functions and
-kernels that use them run serially, so the result is exact.
+- kernels that only use ``cuda.grid``/``cuda.gridsize`` get "flat" launchers
+  that loop over the global index directly, innermost over the axis that the
+  kernel's last array index uses (``i, j = cuda.grid(2)``; ``u[i, j]``: y), so
+  LLVM can vectorise the loop;
+- kernels that read ``threadIdx``/``blockIdx``/``laneid`` loop over blocks,
+  then over the threads of each block;
+- large launches (``PARALLEL_MIN_THREADS``) with enough cores
+  (``PARALLEL_MIN_CORES``) use ``prange``; kernels with atomics always run
+  serially, so their results are exact. No launcher divides per thread.
 
-Block-level cooperation cannot be emulated this way: kernels using shared
-memory, ``cuda.syncthreads`` and friends, constant memory or warp intrinsics
-are rejected by :func:`compile_kernel` with a message that says so.
+The thread function is compiled without numba's reference counting (NRT) and
+marked for LLVM to inline into the launcher's loop; a kernel that turns out to
+allocate is recompiled with NRT once. Device functions (numba.cuda ones with
+``device=True``, or objects flagged ``__dualgpu_device__``) are translated the
+same way, cached per function object, and inlined. ``cuda.local.array``
+becomes ``_dg_local_array(shape, dtype, _dg_lanes)``: a stack array in plain
+runs, a DualArray (``dualgpu.numba_arrays.empty_dual_array``) for float scratch
+in dual runs. Arguments are passed to the launcher unchanged, so duals work
+wherever numba can type them; the lane count is read from the arguments'
+``.lanes`` and each lane count gets its own compiled translation.
+
+Block-level cooperation cannot be emulated this way: shared memory,
+``cuda.syncthreads`` and friends, constant memory and warp intrinsics are
+refused by :func:`compile_kernel` with a message that says so.
 
 Examples
 --------
@@ -623,6 +638,38 @@ def _device_translation(py_func, kernel_name):
 
 
 # ---------------------------------------------------------------------------
+# numba internals (numba 0.68): the one place this module reaches into them
+# ---------------------------------------------------------------------------
+def _llvm_inline_every_overload(dispatcher):
+    """Ask LLVM to inline every compiled overload of ``dispatcher`` into its callers.
+
+    LLVM inlines a small thread function into the launcher's loop by itself,
+    but not a large one (a kernel with many array arguments, or any dual
+    kernel): a call per CUDA thread then costs 5-10 ns and blocks
+    vectorisation. Each new overload's linkable LLVM module gets the
+    ``alwaysinline`` attribute before any launcher links it in. If numba's
+    internals change, this does nothing (launches stay correct, only slower);
+    tests/test_backend_cpu.py checks that it still works.
+    """
+    original = dispatcher.add_overload
+
+    def add_overload(cres, *args, **kwargs):
+        try:
+            module = cres.library._get_module_for_linking()
+            function = module.get_function(cres.fndesc.llvm_func_name)
+            if "noinline" not in str(function.attributes):
+                function.add_function_attribute("alwaysinline")
+        except Exception:  # pragma: no cover - only with other numba versions
+            pass
+        return original(cres, *args, **kwargs)
+
+    try:
+        dispatcher.add_overload = add_overload
+    except AttributeError:  # pragma: no cover - only with other numba versions
+        pass
+
+
+# ---------------------------------------------------------------------------
 # Launchers
 # ---------------------------------------------------------------------------
 _HEADER = "def _dg_launch({params}_dg_gdx, _dg_gdy, _dg_gdz, _dg_bdx, _dg_bdy, _dg_bdz):\n"
@@ -654,7 +701,7 @@ _LAUNCHERS = {
 """,
     # flat, serial.
     "flat": """\
-    _dg_tx = _dg_ty = _dg_tz = _dg_bx = _dg_by = _dg_bz = 0
+    _dg_tx = _dg_ty = _dg_tz = _dg_bx = _dg_by = _dg_bz = _dg_gdx * 0  # int64, not a literal
     for _dg_g{o} in _dg_seq(_dg_gd{o} * _dg_bd{o}):
         for _dg_g{m} in _dg_seq(_dg_gd{m} * _dg_bd{m}):
             for _dg_g{i} in _dg_seq(_dg_gd{i} * _dg_bd{i}):
@@ -662,7 +709,7 @@ _LAUNCHERS = {
 """,
     # flat, prange over rows (the two outer axes): launches with many rows.
     "flat_rows": """\
-    _dg_tx = _dg_ty = _dg_tz = _dg_bx = _dg_by = _dg_bz = 0
+    _dg_tx = _dg_ty = _dg_tz = _dg_bx = _dg_by = _dg_bz = _dg_gdx * 0  # int64, not a literal
     _dg_nm = _dg_gd{m} * _dg_bd{m}
     for _dg_row in _dg_range(_dg_nm * _dg_gd{o} * _dg_bd{o}):
         _dg_g{o} = _dg_row // _dg_nm
@@ -672,7 +719,7 @@ _LAUNCHERS = {
 """,
     # flat, prange over pieces of rows one block wide: 1-D launches and few rows.
     "flat_pieces": """\
-    _dg_tx = _dg_ty = _dg_tz = _dg_bx = _dg_by = _dg_bz = 0
+    _dg_tx = _dg_ty = _dg_tz = _dg_bx = _dg_by = _dg_bz = _dg_gdx * 0  # int64, not a literal
     _dg_nm = _dg_gd{m} * _dg_bd{m}
     for _dg_piece in _dg_range(_dg_nm * _dg_gd{o} * _dg_bd{o} * _dg_gd{i}):
         _dg_row = _dg_piece // _dg_gd{i}
@@ -719,7 +766,7 @@ def _inner_axis(tree):
     return best if votes[best] > votes["x"] else "x"
 
 
-def _make_launcher(translation, thread, variant, parallel, fastmath, inner="x"):
+def _make_launcher(translation, thread, variant, parallel, fastmath, inner="x", nrt=True):
     """Return the njit launcher ``variant`` (a key of _LAUNCHERS) calling ``thread``."""
     params = "".join(p + ", " for p in translation.params)
     outer, middle, inner = _ORDERS[inner]
@@ -729,7 +776,7 @@ def _make_launcher(translation, thread, variant, parallel, fastmath, inner="x"):
     function = _translate.compile_source(
         source, namespace, "_dg_launch", f"cpu launcher of {translation.py_func.__qualname__}"
     )
-    return njit(parallel=parallel, fastmath=fastmath, error_model="numpy")(function)
+    return njit(parallel=parallel, fastmath=fastmath, error_model="numpy", _nrt=nrt)(function)
 
 
 def _dim3(value, what, kernel):
@@ -818,11 +865,19 @@ class CpuKernel:
             # (reference-count calls per thread would block that and cost ~20 ns).
             # Plain local arrays live on the stack; dual ones need NRT.
             nrt = lanes in self._nrt_lanes or bool(lanes and self._translation.lanes_dependent)
-            thread = self._translation.build(lanes, self.fastmath, _nrt=nrt)
+            if nrt:
+                # numba inlines it: reference counts then live in one function
+                thread = self._translation.build(lanes, self.fastmath, _nrt=True, inline="always")
+            else:
+                # a separate function that LLVM inlines (vectorises more loops than
+                # numba's IR inlining does)
+                thread = self._translation.build(lanes, self.fastmath, _nrt=False, inline="never")
+                _llvm_inline_every_overload(thread)
             parallel = variant != "flat" and variant != "blocks"
             base = "blocks" if variant.startswith("blocks") else variant
             launcher = _make_launcher(
-                self._translation, thread, base, parallel, self.fastmath, self._translation.inner_axis
+                self._translation, thread, base, parallel, self.fastmath,
+                self._translation.inner_axis, nrt,
             )
             self._launchers[key] = launcher
         return launcher
