@@ -255,6 +255,18 @@ def make_scaler(factor, offset):
     return scaler
 
 
+@cuda.jit(device=True)
+def double_it(v):
+    return 2.0 * v
+
+
+def calls_late_helper(x):
+    # late_helper is assigned only after the kernel is compiled (see the tests)
+    i = cuda.grid(1)
+    if i < x.size:
+        x[i] = late_helper(x[i])  # noqa: F821
+
+
 # --- kernels the CPU backend must refuse ---------------------------------------
 def uses_shared(x):
     tile = cuda.shared.array(32, numba.float64)

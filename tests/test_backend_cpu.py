@@ -431,8 +431,25 @@ def test_unsupported_features_are_refused(kernel, text):
     assert "cpu backend" in message and "'cudasim' backend" in message
 
 
+def test_failed_device_translation_is_not_cached():
+    for _ in range(2):
+        with pytest.raises(DualgpuError, match="device function 'device_uses_syncthreads'"):
+            cpu.compile_kernel(kfc.calls_device_with_syncthreads)
+    assert cpu._DEVICE_TRANSLATIONS.get(kfc.device_uses_syncthreads.py_func) is None
+
+
+def test_global_defined_after_compile_is_found_at_first_launch(monkeypatch):
+    monkeypatch.delattr(kfc, "late_helper", raising=False)
+    kernel = cpu.CpuKernel(kfc.calls_late_helper)
+    monkeypatch.setattr(kfc, "late_helper", kfc.double_it, raising=False)
+    x = np.arange(5.0)
+    kernel.launch(1, 8, (x,))
+    np.testing.assert_array_equal(x, 2 * np.arange(5.0))
+
+
 def test_unknown_cuda_attribute_is_named():
-    with pytest.raises(DualgpuError, match=r"uses cuda.shfl_down_sync .*does not know"):
+    with pytest.raises(DualgpuError, match=r"kernel 'uses_shuffle' uses cuda.shfl_down_sync, "
+                       r"which the cpu backend does not know"):
         cpu.compile_kernel(kfc.uses_shuffle)
 
 

@@ -487,7 +487,8 @@ def compile_source(source, globals_dict, name, label):
 
 
 class FunctionCache:
-    """A per-function-object cache that does not keep the functions alive."""
+    """A cache keyed by function object (weakly; a value that refers to its function
+    keeps it alive, as numba's own dispatcher caches do)."""
 
     def __init__(self):
         self._data = weakref.WeakKeyDictionary()
@@ -497,3 +498,6 @@ class FunctionCache:
 
     def set(self, py_func, value):
         self._data[py_func] = value
+
+    def pop(self, py_func):
+        return self._data.pop(py_func, None)

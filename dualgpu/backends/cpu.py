@@ -55,6 +55,7 @@ from numba import njit, prange, types
 from numba.core import cgutils
 from numba.core.errors import TypingError
 from numba.extending import intrinsic, overload
+from numba.np import numpy_support
 from numba.np.arrayobj import populate_array
 
 from ..errors import DualgpuError
@@ -136,7 +137,9 @@ def _dg_local_array(shape, dtype, lanes):
     In compiled code plain scratch lives on the stack, as on a GPU, so it needs
     a compile-time constant shape (numba.cuda requires one too).
     """
-    dtype = np.dtype(getattr(dtype, "key", dtype) if isinstance(dtype, types.Type) else dtype)
+    if isinstance(dtype, types.Type):
+        dtype = numpy_support.as_dtype(dtype)
+    dtype = np.dtype(dtype)
     if lanes and dtype.kind == "f":
         return _empty_dual_array()(shape, dtype, lanes)
     return np.empty(shape, dtype)
@@ -402,12 +405,14 @@ class _CpuRewriter(CudaRewriter):
                 f"does not support. {_fix_hint(feature)}"
             )
         what = "cuda." + ".".join(path) if path else "the cuda module itself"
+        written = dotted(node)
+        spelled = "" if written == what else f" ('{written}')"
         return DualgpuError(
-            f"{self.where} uses {what} ('{dotted(node)}'), which the {BACKEND} backend does not "
-            "know. It supports cuda.grid, cuda.gridsize, cuda.threadIdx/blockIdx/blockDim/"
-            "gridDim .x/.y/.z, cuda.laneid, cuda.warpsize, cuda.local.array, cuda.atomic.* "
-            "and device functions. Run this kernel on the 'cuda' or 'cudasim' backend, or "
-            "rewrite that line with these."
+            f"{self.where} uses {what}{spelled}, which the {BACKEND} backend does not know. "
+            "It supports cuda.grid, cuda.gridsize, cuda.threadIdx/blockIdx/blockDim/gridDim "
+            ".x/.y/.z, cuda.laneid, cuda.warpsize, cuda.local.array, cuda.atomic.*, "
+            "cuda.threadfence*, cuda.fma, cuda.selp, numba types and device functions. Run this "
+            "kernel on the 'cuda' or 'cudasim' backend, or rewrite that line with these."
         )
 
     # -- values ----------------------------------------------------------------
@@ -572,7 +577,12 @@ class _Translation:
         if role != "kernel":
             _DEVICE_TRANSLATIONS.set(py_func, self)
         rewriter = _CpuRewriter(self.namespace, self.where, kernel_name)
-        tree = rewriter.visit(tree)
+        try:
+            tree = rewriter.visit(tree)
+        except BaseException:
+            if role != "kernel":
+                _DEVICE_TRANSLATIONS.pop(py_func)
+            raise
         self.uses_atomics = rewriter.uses_atomics
         self.uses_context = rewriter.uses_context or role == "kernel"
         self.uses_block_index = rewriter.uses_block_index
@@ -614,8 +624,8 @@ class _Translation:
         if dispatcher is None:
             function, values = self.function(lanes)
             if self.role != "kernel" and not self.recursive:
-                # numba does not let LLVM inline across compiled functions; a call in
-                # the thread loop would stop vectorisation, so inline in numba's IR.
+                # Inlined in numba's IR, a device function is compiled with the
+                # thread function's options (no NRT: no reference counting).
                 options.setdefault("inline", "always")
             dispatcher = njit(fastmath=fastmath, error_model="numpy", **options)(function)
             self._built[key] = dispatcher
