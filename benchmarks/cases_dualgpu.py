@@ -17,6 +17,9 @@ launch
     Cost of one launch of a cached tiny kernel on the cpu backend.
 memory
     Peak memory of heat under the driver's ``jvp`` for two step counts.
+sparse
+    One-step Jacobian of the 1-D heat stencil by sparsity detection, coloring
+    and compressed seeding, vs one JVP with the same lane count.
 peers_heat, peers_nbody, peers_pendulum
     Jacobians of :mod:`benchmarks.peers.problems` with dualgpu's driver vs
     JAX ``jacfwd``, ``torch.func.jacfwd`` and NumPy finite differences.
@@ -40,7 +43,7 @@ from dualgpu.dualarray import DualArray
 
 __all__ = [
     "PROFILES", "CASES", "TARGETS", "heat_step", "heat_njit_serial", "heat_njit_parallel",
-    "tiny_kernel", "measure", "load_driver", "run_case",
+    "tiny_kernel", "measure", "load_driver", "run_case", "case_sparse",
 ]
 
 THREADS = 256
@@ -441,8 +444,57 @@ def case_peers_pendulum(profile):
     return _peer_case(profile, "pendulum", "pendulum_param_jacobian", _pendulum_jacobian)
 
 
+def _heat_one_step(u0):
+    return heat_simulate(u0, 0.25, 1)
+
+
+def case_sparse(profile):
+    """One-step Jacobian of the heat stencil by coloring vs one JVP with the same lanes."""
+    from dualgpu import sparse
+    from dualgpu.coloring import color_columns
+
+    from dualgpu.sparsity import banded_pattern
+
+    p = PROFILES[profile]
+    n = p["heat_n"]
+    u0 = _heat_initial(n)
+    driver = load_driver()
+    # detection is meant for up to ~1e5 inputs: time it there, give the 1e6 pattern
+    n_detect = min(n, 100_000)
+    t0 = time.perf_counter()
+    detected = sparse.detect_sparsity(_heat_one_step, (_heat_initial(n_detect),))
+    detect_s = time.perf_counter() - t0
+    detect_ok = bool((detected != banded_pattern(n_detect, 1)).nnz == 0)
+    pattern = banded_pattern(n, 1)
+    t0 = time.perf_counter()
+    coloring = color_columns(pattern)
+    coloring_s = time.perf_counter() - t0
+    lanes = coloring.n_colors
+    J, t_sparse = measure(
+        lambda: sparse.sparse_jacobian(_heat_one_step, (u0,), sparsity=coloring, progress=False),
+        p["repeats"])
+    tangents = np.zeros((lanes, n))
+    tangents[:, 0] = 1.0
+    _, t_jvp = measure(
+        lambda: driver.jvp_batch(_heat_one_step, (u0,), (tangents,), progress=False), p["repeats"])
+    ratio = t_sparse["median_s"] / t_jvp["median_s"]
+    dense_lanes = 8
+    dense_equivalent_s = math.ceil(n / dense_lanes) * t_jvp["median_s"] * (1 + dense_lanes) / (1 + lanes)
+    # check: interior rows of a one-step heat Jacobian are (r, 1 - 2r, r)
+    row = J.getrow(n // 2).toarray().ravel()
+    correct = bool(np.allclose(row[n // 2 - 1: n // 2 + 2], [0.25, 0.5, 0.25]) and J.nnz <= 3 * n)
+    return {
+        "n": n, "colors": lanes, "nnz": int(J.nnz), "detect_s": detect_s, "coloring_s": coloring_s,
+        "detect_n": n_detect, "detected_pattern_correct": detect_ok,
+        "sparse": t_sparse, "jvp": t_jvp, "ratio_vs_jvp": ratio, "values_correct": correct,
+        "dense_equivalent_s": dense_equivalent_s,
+        "targets": {"sparse_vs_jvp": {"value": ratio, "target": 4.0, "met": ratio <= 4.0}},
+    }
+
+
 #: case name -> function(profile) -> dict
 CASES = {
+    "sparse": case_sparse,
     "overhead": case_overhead,
     "cpu_vs_njit": case_cpu_vs_njit,
     "launch": case_launch,

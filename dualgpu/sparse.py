@@ -106,13 +106,13 @@ def detect_sparsity(f, args, argnum=0, *, lanes=None):
                 raise DualgpuError("detect_sparsity: the output does not carry tracer lanes.")
             lanes_bits = np.ascontiguousarray(out.partials.reshape(per_run, -1))
             m = lanes_bits.shape[1]
-            # (per_run, m) uint64 -> (m, per_run * 64) booleans, column = lane * 64 + bit
-            unpacked = np.unpackbits(lanes_bits.view(np.uint8).reshape(per_run, m, 8), axis=2,
-                                     bitorder="little")
-            dense = unpacked.transpose(1, 0, 2).reshape(m, per_run * BITS_PER_LANE)
-            r, c = np.nonzero(dense[:, : stop - start])
-            rows.append(r)
-            cols.append(c + start)
+            # unpack only the nonzero 64-bit words: column = start + 64 * lane + bit
+            lane, row = np.nonzero(lanes_bits)
+            words = lanes_bits[lane, row]
+            bits_set = np.unpackbits(words.view(np.uint8).reshape(-1, 8), axis=1, bitorder="little")
+            which, bit = np.nonzero(bits_set)
+            rows.append(row[which])
+            cols.append(start + BITS_PER_LANE * lane[which] + bit)
     rows = np.concatenate(rows)
     cols = np.concatenate(cols)
     data = np.ones(rows.size, dtype=bool)
