@@ -231,7 +231,8 @@ def via_names(out):
 
 _drop_in = types.ModuleType("kernels_for_cpu_backend_drop_in")
 _drop_in.__dualgpu_cuda__ = True
-for _name in ("grid", "gridsize", "threadIdx", "blockIdx", "blockDim", "gridDim", "local", "atomic"):
+for _name in ("grid", "gridsize", "threadIdx", "blockIdx", "blockDim", "gridDim", "local",
+              "atomic"):
     setattr(_drop_in, _name, getattr(cuda, _name))
 sys.modules[_drop_in.__name__] = _drop_in
 dg_cuda = _drop_in

@@ -133,9 +133,8 @@ def device_py_func(obj):
     ``device=True``, a simulator kernel made with ``device=True``, or an object
     with ``__dualgpu_device__ = True`` and a ``.py_func``.
     """
-    if getattr(type(obj), "__dualgpu_device__", False) is True or (
-        getattr(obj, "__dualgpu_device__", False) is True and not isinstance(obj, pytypes.ModuleType)
-    ):
+    flagged = getattr(obj, "__dualgpu_device__", False) is True
+    if flagged and not isinstance(obj, pytypes.ModuleType):
         return unwrap(obj)
     if _is_cuda_dispatcher(obj):
         if obj.targetoptions.get("device"):
@@ -253,8 +252,9 @@ def _local_names(tree):
     for node in ast.walk(tree):
         if isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
             names.add(node.id)
-        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node is not tree:
-            names.add(node.name)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            if node is not tree:
+                names.add(node.name)
         elif isinstance(node, (ast.Import, ast.ImportFrom)):
             for alias in node.names:
                 names.add((alias.asname or alias.name).split(".")[0])

@@ -69,8 +69,9 @@ BACKEND = "cpu"
 #: Launches with at least this many CUDA threads run in parallel (``prange``
 #: over blocks or rows); smaller ones run serially, where waking the thread
 #: pool would cost more than it saves. Measured with a 1-D 3-point stencil on
-#: 2 cores: serial 0.8 us vs parallel 1.7 us at 4096 threads, about equal at
-#: 16k, 11 us vs 6 us at 65k (on an otherwise idle machine).
+#: 2 cores (serial vs parallel, best of many): 0.7 vs 2.9 us at 4096 threads,
+#: 2.5 vs 3.8 us at 16k, 10 vs 7.5 us at 65k, 264 vs 114 us at 1M; the
+#: crossover is near 30k threads for a body this cheap.
 PARALLEL_MIN_THREADS = 1 << 16
 
 #: Parallel launches need at least this many numba threads. With 2 cores the
@@ -94,7 +95,9 @@ CONTEXT = (
     "_dg_bdx", "_dg_bdy", "_dg_bdz",
     "_dg_gdx", "_dg_gdy", "_dg_gdz",
 )
-_INDEX_PREFIX = {"threadIdx": "_dg_t", "blockIdx": "_dg_b", "blockDim": "_dg_bd", "gridDim": "_dg_gd"}
+_INDEX_PREFIX = {
+    "threadIdx": "_dg_t", "blockIdx": "_dg_b", "blockDim": "_dg_bd", "gridDim": "_dg_gd",
+}
 _AXES = ("x", "y", "z")
 
 #: Features that need threads of a block to run together: rejected.
@@ -202,7 +205,8 @@ def _dg_stack_array(typingctx, shape, dtype, lanes):
         data_type = context.get_data_type(element)
         itemsize = context.get_abi_sizeof(data_type)
         count = int(np.prod(dims)) if dims else 1
-        data = cgutils.alloca_once(builder, data_type, size=context.get_constant(types.intp, max(count, 1)))
+        size = context.get_constant(types.intp, max(count, 1))
+        data = cgutils.alloca_once(builder, data_type, size=size)
         strides, step = [], itemsize
         for d in reversed(dims):
             strides.insert(0, step)
@@ -466,7 +470,9 @@ class _CpuRewriter(CudaRewriter):
             if path[1] not in ATOMIC_OPS:
                 raise self._unsupported(path, node)
             self.uses_atomics = True
-            return ast.Call(func=_name(f"_dg_atomic_{path[1]}"), args=node.args, keywords=node.keywords)
+            return ast.Call(
+                func=_name(f"_dg_atomic_{path[1]}"), args=node.args, keywords=node.keywords
+            )
         if len(path) == 1 and path[0] in _FENCES:
             return ast.Constant(None)  # threads run one after another: fences are no-ops
         if path == ("fma",) and len(node.args) == 3 and not node.keywords:
@@ -535,7 +541,8 @@ def _check_signature(tree, where):
     clashes = [arg.arg for arg in a.args if arg.arg.startswith("_dg_")]
     if clashes:
         raise DualgpuError(
-            f"{where}: parameter names starting with '_dg_' are reserved by dualgpu; rename {clashes}."
+            f"{where}: parameter names starting with '_dg_' are reserved by dualgpu; "
+            f"rename {clashes}."
         )
 
 
@@ -683,8 +690,7 @@ def _llvm_inline_every_overload(dispatcher):
 # Launchers
 # ---------------------------------------------------------------------------
 _HEADER = "def _dg_launch({params}_dg_gdx, _dg_gdy, _dg_gdz, _dg_bdx, _dg_bdy, _dg_bdz):\n"
-_CALL = "_dg_thread({params}_dg_gx, _dg_gy, _dg_gz, _dg_tx, _dg_ty, _dg_tz, _dg_bx, _dg_by, _dg_bz, "\
-    "_dg_bdx, _dg_bdy, _dg_bdz, _dg_gdx, _dg_gdy, _dg_gdz)"
+_CALL = "_dg_thread({params}" + ", ".join(CONTEXT) + ")"
 
 #: Launcher bodies. "blocks" walks blocks then threads (for kernels that read
 #: threadIdx/blockIdx); the "flat" ones walk the global index directly (kernels
@@ -768,8 +774,8 @@ def _inner_axis(tree):
     votes = dict.fromkeys(_AXES, 0)
     for node in ast.walk(tree):
         if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Tuple) and node.slice.elts:
-            last = node.slice.elts[-1]
-            used = {axis_of[n.id] for n in ast.walk(last) if isinstance(n, ast.Name) and n.id in axis_of}
+            names = [n.id for n in ast.walk(node.slice.elts[-1]) if isinstance(n, ast.Name)]
+            used = {axis_of[n] for n in names if n in axis_of}
             for axis in used:
                 votes[axis] += 1
     best = max(_AXES, key=lambda a: (votes[a], a == "x"))
