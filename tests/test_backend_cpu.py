@@ -488,6 +488,13 @@ def test_too_many_threads_per_block():
         kernel.launch(1, (64, 32), (np.zeros(4), np.zeros(4), 0.1))
 
 
+def test_device_arrays_are_refused_clearly():
+    device_array = sim.to_device(np.zeros(4))
+    kernel = cpu.compile_kernel(kfc.heat_1d)
+    with pytest.raises(DualgpuError, match="runs on host arrays, but u_new is a device array"):
+        kernel.launch(1, 32, (np.zeros(4), device_array, 0.1))
+
+
 def test_wrong_number_of_arguments():
     kernel = cpu.compile_kernel(kfc.heat_1d)
     with pytest.raises(DualgpuError, match=r"takes 3 arguments \(u, u_new, alpha\); got 2"):

@@ -947,14 +947,26 @@ class CpuKernel:
             launcher = self._launcher(lanes, variant)
         try:
             launcher(*args, *g, *b)
-        except numba.core.errors.NumbaError as exc:
-            if lanes in self._nrt_lanes or not _needs_nrt(exc):
-                raise
-            # something in the kernel allocates: compile again with NRT (once)
-            self._nrt_lanes.add(lanes)
-            for key in [k for k in self._launchers if k[0] == lanes]:
-                del self._launchers[key]
-            self._launcher(lanes, variant)(*args, *g, *b)
+        except (numba.core.errors.NumbaError, TypeError) as exc:
+            self._retry_or_explain(exc, lanes, variant, args, g, b)
+
+    def _retry_or_explain(self, exc, lanes, variant, args, g, b):
+        """After a failed launch: recompile with NRT once if needed, or explain device arrays."""
+        on_device = [p for p, a in zip(self.params, args) if hasattr(a, "copy_to_host")]
+        if on_device:
+            verb = "is a device array" if len(on_device) == 1 else "are device arrays"
+            raise DualgpuError(
+                f"kernel {self.name!r}: the {BACKEND} backend runs on host arrays, but "
+                f"{', '.join(on_device)} {verb}. Pass numpy arrays (dualgpu.cuda.to_device "
+                "keeps host arrays on this backend), or call .copy_to_host() first."
+            ) from exc
+        if lanes in self._nrt_lanes or not _needs_nrt(exc):
+            raise exc
+        # something in the kernel allocates: compile again with NRT (once)
+        self._nrt_lanes.add(lanes)
+        for key in [k for k in self._launchers if k[0] == lanes]:
+            del self._launchers[key]
+        self._launcher(lanes, variant)(*args, *g, *b)
 
     def __getitem__(self, config):
         """``kernel[griddim, blockdim](*args)``, as with numba.cuda."""
