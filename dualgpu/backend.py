@@ -2,9 +2,11 @@
 
 Selection order: :func:`set_backend`, else the ``DUALGPU_BACKEND`` environment
 variable, else ``cuda`` where ``numba.cuda.is_available()``, the simulator where
-numba's simulator is enabled (``NUMBA_ENABLE_CUDASIM=1``), else ``cpu``.
+numba's simulator is enabled (``NUMBA_ENABLE_CUDASIM=1``), else ``cpu``. The
+default is worked out once per process.
 """
 import contextlib
+import functools
 import os
 
 from .errors import DualgpuError
@@ -24,6 +26,7 @@ def _check(name):
     return name
 
 
+@functools.lru_cache(maxsize=None)
 def _default():
     from numba.core import config
 

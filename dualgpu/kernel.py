@@ -10,6 +10,7 @@ and their specialisations per argument types.
 import ast
 import functools
 import inspect
+import math
 import textwrap
 import warnings
 
@@ -88,6 +89,7 @@ class Kernel:
         self.py_func = unwrap(func) or func
         self.options = dict(options)
         self._compiled = {}
+        self._launchers = {}
         functools.update_wrapper(self, self.py_func)
         self._params = list(inspect.signature(self.py_func).parameters)
 
@@ -95,6 +97,10 @@ class Kernel:
         return f"<dualgpu kernel {self.py_func.__qualname__}>"
 
     def __getitem__(self, config):
+        try:
+            return self._launchers[config]  # simulations launch the same configuration often
+        except (KeyError, TypeError):
+            pass
         if not isinstance(config, tuple) or not 2 <= len(config) <= 4:
             raise DualgpuError(
                 f"kernel {self.__name__}: launch as kernel[griddim, blockdim](...) or "
@@ -104,7 +110,13 @@ class Kernel:
         blockdim = _normalise_dims(config[1], "blockdim", self.__name__)
         stream = config[2] if len(config) > 2 else 0
         sharedmem = config[3] if len(config) > 3 else 0
-        return functools.partial(self.launch, griddim, blockdim, stream, sharedmem)
+        launcher = functools.partial(self.launch, griddim, blockdim, stream, sharedmem)
+        try:
+            if len(self._launchers) < 256:
+                self._launchers[config] = launcher
+        except TypeError:  # an unhashable stream object
+            pass
+        return launcher
 
     def __call__(self, *args, **kwargs):
         raise DualgpuError(
@@ -178,12 +190,14 @@ class Kernel:
     def _check_coverage(self, griddim, blockdim, args):
         if "gridsize" in self._source_names():
             return  # grid-stride loops cover any size
-        threads = int(np.prod(griddim)) * int(np.prod(blockdim))
+        threads = math.prod(griddim) * math.prod(blockdim)
+        shortest = min((len(a) for a in args if getattr(a, "ndim", 0) >= 1), default=0)
+        if threads >= shortest:
+            return
         rows = [
-            (p, a.shape[0]) for p, a in zip(self._params, args)
-            if hasattr(a, "shape") and len(getattr(a, "shape", ())) >= 1
+            (p, a.shape[0]) for p, a in zip(self._params, args) if getattr(a, "ndim", 0) >= 1
         ]
-        if rows and "grid" in self._source_names() and all(threads < n for _, n in rows):
+        if rows and "grid" in self._source_names():
             listing = ", ".join(f"{p}: {n}" for p, n in rows)
             warnings.warn(
                 f"kernel {self.__name__} is launched with {threads} threads "
