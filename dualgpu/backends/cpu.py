@@ -952,7 +952,7 @@ class CpuKernel:
 
     def _retry_or_explain(self, exc, lanes, variant, args, g, b):
         """After a failed launch: recompile with NRT once if needed, or explain device arrays."""
-        on_device = [p for p, a in zip(self.params, args) if hasattr(a, "copy_to_host")]
+        on_device = [p for p, a in zip(self.params, args) if _in_device_memory(a)]
         if on_device:
             verb = "is a device array" if len(on_device) == 1 else "are device arrays"
             raise DualgpuError(
@@ -1029,3 +1029,12 @@ def compile_kernel(kernel, fastmath=False):
 #: CpuKernel per Python function and fastmath flag: compiling a kernel twice
 #: returns the same object, so its compiled launchers are reused.
 _KERNELS = _translate.FunctionCache()
+
+
+def _in_device_memory(arg):
+    """True for numba.cuda device arrays (and DualArrays holding them), not host arrays."""
+    from ..dualarray import DualArray
+
+    if isinstance(arg, DualArray):
+        return arg.is_device
+    return hasattr(arg, "copy_to_host") and not isinstance(arg, np.ndarray)
