@@ -38,7 +38,7 @@ class DualArray:
         :func:`dual_array` to build one from a caller's data safely.
     """
 
-    __slots__ = ("values", "partials")
+    __slots__ = ("values", "partials", "_numba_type_cache")
 
     def __init__(self, values, partials):
         if _is_device(values) != _is_device(partials):
@@ -67,6 +67,7 @@ class DualArray:
             raise DualgpuError("DualArray: partials need at least one lane (N >= 1).")
         self.values = values
         self.partials = partials
+        self._numba_type_cache = None  # (values, partials, numba type): see numba_arrays
 
     # -- array-like attributes -------------------------------------------------
     @property

@@ -164,15 +164,14 @@ class Kernel:
         duals = [(p, a) for p, a in zip(self._params, args) if isinstance(a, (Dual, DualArray))]
         if not duals:
             return
-        lanes = {a.lanes for _, a in duals}
-        if len(lanes) > 1:
+        first = duals[0][1]
+        if any(a.lanes != first.lanes for _, a in duals):
             listing = ", ".join(f"{p} has {a.lanes}" for p, a in duals)
             raise DualgpuError(
                 f"kernel {self.__name__}: the dual arguments disagree on the lane count ({listing}). "
                 "Seed every dual input of one launch with the same N (the driver does this)."
             )
-        dtypes = {np.dtype(a.dtype) for _, a in duals}
-        if len(dtypes) > 1:
+        if any(a.dtype != first.dtype for _, a in duals):
             listing = ", ".join(f"{p} is {np.dtype(a.dtype).name}" for p, a in duals)
             raise DualgpuError(
                 f"kernel {self.__name__}: the dual arguments disagree on the dtype ({listing}). "

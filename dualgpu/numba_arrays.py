@@ -50,11 +50,16 @@ class DualArrayType(types.Type):
         self.n = n
         self.dtype = values_type.dtype
         self.ndim = values_type.ndim
+        self._hash = hash((values_type, partials_type, n))
         super().__init__(name=f"DualArray({values_type}, lanes={n})")
 
     @property
     def key(self):
         return self.values_type, self.partials_type, self.n
+
+    def __hash__(self):
+        # dispatch hashes argument types on every launch; the key's arrays hash slowly
+        return self._hash
 
     @property
     def tracer(self):
@@ -86,7 +91,13 @@ make_attribute_wrapper(DualArrayType, "partials", "partials")
 
 @typeof_impl.register(DualArray)
 def _typeof_dual_array(val, c):
-    return DualArrayType(typeof(val.values, c), typeof(val.partials, c), val.lanes)
+    # kernels are launched thousands of times with the same arrays: type them once
+    cache = val._numba_type_cache
+    if cache is not None and cache[0] is val.values and cache[1] is val.partials:
+        return cache[2]
+    ty = DualArrayType(typeof(val.values, c), typeof(val.partials, c), val.lanes)
+    val._numba_type_cache = (val.values, val.partials, ty)
+    return ty
 
 
 @intrinsic
