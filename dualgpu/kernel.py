@@ -129,7 +129,9 @@ class Kernel:
         """The backend kernel object for backend ``name`` (default: the active one)."""
         name = name or backend()
         if name not in self._compiled:
-            self._compiled[name] = _backend_module(name).compile_kernel(self.py_func, **self.options)
+            self._compiled[name] = _backend_module(name).compile_kernel(
+                self.py_func, **_backend_options(name, self.options)
+            )
         return self._compiled[name]
 
     def launch(self, griddim, blockdim, stream, sharedmem, *args):
@@ -248,6 +250,15 @@ class Kernel:
             "simulation under the driver (dualgpu.jvp / dualgpu.jacfwd), which allocates dual "
             "arrays through dualgpu.cuda for you."
         )
+
+
+def _backend_options(name, options):
+    """The numba.cuda.jit options each backend understands (the GPU takes them all)."""
+    if name == "cuda":
+        return options
+    if name == "cpu" and options.get("fastmath"):
+        return {"fastmath": options["fastmath"]}
+    return {}
 
 
 def jit(func_or_sig=None, device=False, **options):

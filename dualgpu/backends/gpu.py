@@ -215,6 +215,10 @@ class GpuKernel:
     def __init__(self, func, options=None):
         options = dict(options or {})
         options.pop("device", None)
+        # the user's own extensions run first, then ours marshals any duals left
+        options["extensions"] = [DUAL_ARGUMENTS] + [
+            e for e in options.get("extensions") or () if e is not DUAL_ARGUMENTS
+        ]
         self.py_func = unwrap(func) or func
         self.options = options
         self._dispatchers = {}
@@ -225,7 +229,7 @@ class GpuKernel:
         import numba.cuda
 
         if lanes not in self._dispatchers:
-            self._dispatchers[lanes] = numba.cuda.jit(extensions=[DUAL_ARGUMENTS], **self.options)(
+            self._dispatchers[lanes] = numba.cuda.jit(**self.options)(
                 prepare_function(self.py_func, lanes)
             )
         return self._dispatchers[lanes]
