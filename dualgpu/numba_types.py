@@ -203,30 +203,27 @@ def lanes_axpby(typingctx, a, p, b, q):
     return ret(a, p, b, q), codegen
 
 
-@intrinsic
-def lanes_add(typingctx, dtype_of, p, q):
-    """``p + q`` (``sign`` = +1) lane by lane, converted to the dtype of ``dtype_of``."""
-    ret = types.UniTuple(dtype_of, p.count)
+def _lanes_binary(name, build):
+    """An intrinsic ``name(dtype_of, p, q)``: ``build(builder)(p_k, q_k)`` lane by lane."""
 
-    def codegen(context, builder, sig, args):
-        lp = _cast_lanes(context, builder, args[1], p, dtype_of)
-        lq = _cast_lanes(context, builder, args[2], q, dtype_of)
-        return _pack(context, builder, ret, [builder.fadd(x, y) for x, y in zip(lp, lq)])
+    def typer(typingctx, dtype_of, p, q):
+        ret = types.UniTuple(dtype_of, p.count)
 
-    return ret(dtype_of, p, q), codegen
+        def codegen(context, builder, sig, args):
+            lp = _cast_lanes(context, builder, args[1], p, dtype_of)
+            lq = _cast_lanes(context, builder, args[2], q, dtype_of)
+            op = build(builder)
+            return _pack(context, builder, ret, [op(x, y) for x, y in zip(lp, lq)])
+
+        return ret(dtype_of, p, q), codegen
+
+    typer.__name__ = name
+    return intrinsic(typer)
 
 
-@intrinsic
-def lanes_sub(typingctx, dtype_of, p, q):
-    """``p - q`` lane by lane, converted to the dtype of ``dtype_of``."""
-    ret = types.UniTuple(dtype_of, p.count)
-
-    def codegen(context, builder, sig, args):
-        lp = _cast_lanes(context, builder, args[1], p, dtype_of)
-        lq = _cast_lanes(context, builder, args[2], q, dtype_of)
-        return _pack(context, builder, ret, [builder.fsub(x, y) for x, y in zip(lp, lq)])
-
-    return ret(dtype_of, p, q), codegen
+#: ``p + q`` and ``p - q`` lane by lane, converted to the dtype of ``dtype_of``.
+lanes_add = _lanes_binary("lanes_add", lambda builder: builder.fadd)
+lanes_sub = _lanes_binary("lanes_sub", lambda builder: builder.fsub)
 
 
 @intrinsic
