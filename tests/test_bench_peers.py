@@ -16,6 +16,9 @@ if ROOT not in sys.path:           # benchmarks/ is not an installed package
 
 from benchmarks.peers import numpy_fd, peer_versions, problems  # noqa: E402
 
+# PyTorch warns about its own internal use of torch.jit.script; not ours to fix.
+pytestmark = pytest.mark.filterwarnings("ignore:`torch.jit.script` is deprecated:DeprecationWarning")
+
 FD_RTOL = 1e-6
 EXACT_RTOL = 1e-10
 
@@ -195,3 +198,14 @@ def test_missing_peer_raises_with_install_hint(name, monkeypatch):
     monkeypatch.setattr(module, "IMPORT_ERROR", "ModuleNotFoundError: simulated")
     with pytest.raises(RuntimeError, match="not installed.*simulated.*pip install"):
         module.prepare_heat_jacobian(**problems.heat_setup(**HEAT))
+
+
+def test_torch_set_threads_returns_previous_count():
+    module = peer("torch")
+    import torch
+    before = torch.get_num_threads()
+    assert module.set_threads(1) == before
+    assert torch.get_num_threads() == 1
+    module.set_threads(before)
+    with pytest.raises(ValueError, match="positive integer"):
+        module.set_threads(0)
