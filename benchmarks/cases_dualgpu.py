@@ -55,18 +55,24 @@ PROFILES = {
         "launches": 1000, "memory_steps": (100, 1000), "memory_n": 100_000,
         "peer_heat": {"n": 1000, "steps": 100}, "peer_nbody": {"nb": 1024, "steps": 10},
         "peer_pendulum": {"m": 100_000, "steps": 1000}, "peer_budget_s": 120.0,
+        # about 20 minutes per call each at nb=1024 (measured at nb=256, cost ~ nb^3):
+        # they run in peers_nbody_small instead
+        "peer_skip": {"nbody": ("torch", "numpy-fd")},
+        "peer_nbody_small": {"nb": 256, "steps": 10},
     },
     "quick": {
         "repeats": 3, "heat_n": 1_000_000, "heat_steps": 10, "lanes": (1, 2, 4, 8, 16),
         "launches": 1000, "memory_steps": (100, 1000), "memory_n": 10_000,
         "peer_heat": {"n": 200, "steps": 100}, "peer_nbody": {"nb": 64, "steps": 5},
         "peer_pendulum": {"m": 10_000, "steps": 100}, "peer_budget_s": 10.0,
+        "peer_nbody_small": {"nb": 32, "steps": 5},
     },
     "tiny": {
         "repeats": 1, "heat_n": 1000, "heat_steps": 3, "lanes": (1, 2),
         "launches": 20, "memory_steps": (5, 10), "memory_n": 100,
         "peer_heat": {"n": 10, "steps": 3}, "peer_nbody": {"nb": 4, "steps": 2},
         "peer_pendulum": {"m": 20, "steps": 5}, "peer_budget_s": 2.0,
+        "peer_nbody_small": {"nb": 3, "steps": 2},
     },
 }
 
@@ -167,12 +173,16 @@ def measure(fn, repeats, budget_s=None):
     """Time ``fn()``: first call (compile + run), one warm-up, then median of ``repeats``.
 
     If the warm-up call took longer than ``budget_s``, no more calls are made and
-    its time stands in for the median (flagged ``single_run``).
+    its time stands in for the median (flagged ``single_run``); if the first call
+    took over twice the budget, it stands in (compile included) and nothing more runs.
     Returns ``(result of the last call, dict of timings)``.
     """
     t0 = time.perf_counter()
     result = fn()
     first = time.perf_counter() - t0
+    if budget_s is not None and first > 2 * budget_s:
+        return result, {"first_s": first, "median_s": first, "compile_s": 0.0, "runs": 1,
+                        "single_run": True, "includes_compile": True}
     t0 = time.perf_counter()
     result = fn()  # warm-up
     warm = time.perf_counter() - t0
@@ -349,11 +359,15 @@ def case_memory(profile):
 
 # -- peers -------------------------------------------------------------------
 
-def _peer_rows(case, kwargs, ours, repeats, budget):
+def _peer_rows(case, kwargs, ours, repeats, budget, skip=()):
     from benchmarks import peers
 
     rows = []
     for name, module in peers.load_peers().items():
+        if name in skip:
+            rows.append({"peer": name, "available": True, "skipped": True,
+                         "reason": "too slow at this size; see the reduced-size case"})
+            continue
         if not module.AVAILABLE:
             rows.append({"peer": name, "available": False, "reason": module.IMPORT_ERROR})
             continue
@@ -373,11 +387,11 @@ def _peer_rows(case, kwargs, ours, repeats, budget):
     return rows
 
 
-def _peer_case(profile, problem, case, jacobian):
+def _peer_case(profile, problem, case, jacobian, size_key=None):
     from benchmarks.peers import problems
 
     p = PROFILES[profile]
-    size = p[f"peer_{problem}"]
+    size = p[size_key or f"peer_{problem}"]
     setup = getattr(problems, f"{problem}_setup")(**size)
     driver = load_driver()
     ours, t = None, None
@@ -391,7 +405,8 @@ def _peer_case(profile, problem, case, jacobian):
                                   p["peer_budget_s"])
             except Exception as exc:
                 note = f"dualgpu failed: {type(exc).__name__}: {exc}"
-    rows = _peer_rows(case, setup, ours, p["repeats"], p["peer_budget_s"])
+    skip = () if size_key else p.get("peer_skip", {}).get(problem, ())
+    rows = _peer_rows(case, setup, ours, p["repeats"], p["peer_budget_s"], skip)
     if driver is not None:
         directions = setup[{"heat": "u0", "nbody": "masses", "pendulum": "params"}[problem]].size
         note = note or f"dualgpu: driver.jacfwd, {driver.default_chunk_size(directions)} lanes per chunk"
@@ -492,6 +507,12 @@ def case_sparse(profile):
     }
 
 
+def case_peers_nbody_small(profile):
+    """N-body mass Jacobian at a reduced size where every peer runs in minutes."""
+    return _peer_case(profile, "nbody", "nbody_mass_jacobian", _nbody_jacobian,
+                      size_key="peer_nbody_small")
+
+
 #: case name -> function(profile) -> dict
 CASES = {
     "sparse": case_sparse,
@@ -501,6 +522,7 @@ CASES = {
     "memory": case_memory,
     "peers_heat": case_peers_heat,
     "peers_nbody": case_peers_nbody,
+    "peers_nbody_small": case_peers_nbody_small,
     "peers_pendulum": case_peers_pendulum,
 }
 

@@ -26,7 +26,7 @@ if ROOT not in sys.path:
 
 __all__ = ["main", "run_cases", "format_table"]
 
-CASE_ORDER = ("overhead", "cpu_vs_njit", "launch", "memory", "sparse", "peers_heat", "peers_nbody",
+CASE_ORDER = ("overhead", "cpu_vs_njit", "launch", "memory", "sparse", "peers_heat", "peers_nbody", "peers_nbody_small",
               "peers_pendulum")
 
 #: Seconds one case may run, per profile.
@@ -150,7 +150,9 @@ def _peers(r):
     else:
         lines.append(f"  {'dualgpu (cpu)':20s} skipped: {r.get('note')}")
     for row in r["peers"]:
-        if not row.get("available"):
+        if row.get("skipped"):
+            lines.append(f"  {row['peer']:20s} skipped: {row.get('reason')}")
+        elif not row.get("available"):
             lines.append(f"  {row['peer']:20s} not installed ({row.get('reason')})")
         elif "error" in row:
             lines.append(f"  {row['peer']:20s} failed: {row['error'][:100]}")
@@ -158,6 +160,8 @@ def _peers(r):
             diff = row.get("max_rel_diff_vs_dualgpu")
             diff = "-" if diff is None else f"{diff:.2e}"
             single = "  (single run: over budget)" if row.get("single_run") else ""
+            if row.get("includes_compile"):
+                single = "  (single run, compile included: over budget)"
             lines.append(f"  {row['peer'] + ' ' + str(row.get('version')):20s} {_ms(row['median_s'])}  "
                          f"{row['first_s']:9.2f} s   {diff}{single}")
     return lines + _target_lines(r)
@@ -177,6 +181,7 @@ def _sparse(r):
 
 _FORMATTERS = {"sparse": _sparse, "overhead": _overhead, "cpu_vs_njit": _cpu_vs_njit, "launch": _launch,
                "memory": _memory, "peers_heat": _peers, "peers_nbody": _peers,
+               "peers_nbody_small": _peers,
                "peers_pendulum": _peers}
 
 
