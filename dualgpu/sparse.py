@@ -20,6 +20,7 @@ import scipy.sparse as sp
 
 from ._context import dual_allocation
 from .backend import using_backend
+from .driver import _progress_bar, _unpack, jacobian
 from .coloring import Coloring, color_columns
 from .dual import check_dtype
 from .dualarray import DualArray
@@ -52,17 +53,16 @@ def _input_array(args, argnum, what):
     return array
 
 
-def _host_output(out, what):
-    if isinstance(out, tuple) and len(out) == 1:
-        out = out[0]
-    if not isinstance(out, DualArray):
+def _single_output(result, lanes, what):
+    """The (values, partials) host arrays of f's one array output."""
+    is_tuple, outputs = _unpack(result, lanes, what)
+    if len(outputs) != 1 or outputs[0][1] is None or outputs[0][0].ndim == 0:
         raise DualgpuError(
             f"{what}: the function must return one array computed from the seeded input "
-            f"through dualgpu kernels (a DualArray while it runs under the driver); it returned "
-            f"{type(out).__name__}. Sparse Jacobians support a single array output; if the "
-            "function converts its result to numpy or float, the dependence is lost."
+            f"through dualgpu kernels; it returned {len(outputs)} output(s). Sparse Jacobians "
+            "support a single array output: wrap f to return the one you need."
         )
-    return out.copy_to_host() if out.is_device else out
+    return outputs[0]
 
 
 def detect_sparsity(f, args, argnum=0, *, lanes=None):
@@ -101,10 +101,10 @@ def detect_sparsity(f, args, argnum=0, *, lanes=None):
             call = list(args)
             call[argnum] = traced
             with dual_allocation(per_run, tracer=True):
-                out = _host_output(f(*call), "detect_sparsity")
-            if not out.is_tracer:
+                _, partials = _single_output(f(*call), per_run, "detect_sparsity")
+            if partials.dtype != np.uint64:
                 raise DualgpuError("detect_sparsity: the output does not carry tracer lanes.")
-            lanes_bits = np.ascontiguousarray(out.partials.reshape(per_run, -1))
+            lanes_bits = np.ascontiguousarray(partials.reshape(per_run, -1))
             m = lanes_bits.shape[1]
             # unpack only the nonzero 64-bit words: column = start + 64 * lane + bit
             lane, row = np.nonzero(lanes_bits)
@@ -179,32 +179,31 @@ def sparse_jacobian(f, args, argnum=0, *, sparsity="detect", chunk_size=None, va
             f"chunk_size must be between 1 and the number of colors ({n_colors}); got {lanes}."
         )
     starts = range(0, n_colors, lanes)
-    if progress or (progress is None and len(starts) > 4):
-        from tqdm.auto import tqdm
-
-        starts = tqdm(starts, desc="sparse jacobian", unit="chunk", leave=False)
+    bar = _progress_bar(len(starts), progress, "sparse jacobian")
     compressed = None
     for start in starts:
         seeds = coloring.seed_chunk(start, start + lanes, x.dtype, input_shape=x.shape)
         call = list(args)
         call[argnum] = DualArray(np.array(x, copy=True), seeds)
         with dual_allocation(lanes):
-            out = _host_output(f(*call), "sparse_jacobian")
-        partials = out.partials.reshape(lanes, -1)
+            values, partials = _single_output(f(*call), lanes, "sparse_jacobian")
+        partials = partials.reshape(lanes, -1)
         if compressed is None:
             m = partials.shape[1]
             if pattern.shape[0] != m:
                 raise DualgpuError(
                     f"sparsity pattern has {pattern.shape[0]} rows but the function has {m} "
-                    f"outputs (shape {out.shape}); the pattern must be ({m}, {n})."
+                    f"outputs (shape {values.shape}); the pattern must be ({m}, {n})."
                 )
             compressed = np.zeros((n_colors, m), partials.dtype)
         stop = min(n_colors, start + lanes)
         compressed[start:stop] = partials[: stop - start]
+        if bar is not None:
+            bar.update()
+    if bar is not None:
+        bar.close()
     J = coloring.recover(compressed, lanes_first=True)
     if validate is True:
-        from .driver import jacobian
-
         dense = np.asarray(jacobian(f, *args, argnums=argnum, progress=False)).reshape(-1, n)
         missing = (dense != 0) & ~pattern.toarray()
         if missing.any():
