@@ -36,16 +36,16 @@ refused by :func:`compile_kernel` with a message that says so.
 
 Examples
 --------
+A kernel's source must live in a file; here one of the example simulations:
+
 >>> import numpy as np
->>> from numba import cuda
 >>> from dualgpu.backends.cpu import compile_kernel
->>> def scale(a, factor):              # doctest: +SKIP  (source must live in a file)
-...     i = cuda.grid(1)
-...     if i < a.size:
-...         a[i] *= factor
->>> k = compile_kernel(scale)          # doctest: +SKIP
->>> a = np.ones(1000)
->>> k.launch(4, 256, (a, 2.0))         # doctest: +SKIP
+>>> from simulations.heat1d import step_periodic
+>>> k = compile_kernel(step_periodic)
+>>> u, u_new = np.arange(8.0), np.zeros(8)
+>>> k.launch(1, 8, (u, u_new, 0.25))
+>>> u_new[:3].tolist()
+[2.0, 1.0, 2.0]
 """
 import ast
 
