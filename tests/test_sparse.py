@@ -58,6 +58,16 @@ def test_mass_spring_chain():
     dense = np.asarray(dualgpu.jacobian(f, pos, progress=False)).reshape(pos.size, pos.size)
     np.testing.assert_allclose(J.toarray(), dense, rtol=1e-14, atol=1e-14)
     assert J.coloring.n_colors < pos.size
+    # the detected pattern is the true structure: a free node depends on the nodes at most
+    # n_steps = 2 springs away (both coordinates); the pinned node keeps its own position.
+    # It also holds entries that are structurally there but 0.0 at this straight chain.
+    detected = sparse.detect_sparsity(f, (pos,)).toarray()
+    node = np.arange(pos.size) // 2
+    structure = np.abs(node[:, None] - node[None, :]) <= 2
+    fixed = pinned.repeat(2).astype(bool)
+    structure[fixed] = np.eye(pos.size, dtype=bool)[fixed]
+    np.testing.assert_array_equal(detected, structure)
+    assert not (dense != 0)[~detected].any()
 
 
 def test_pattern_errors():
