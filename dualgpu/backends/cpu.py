@@ -60,6 +60,7 @@ from numba.np.arrayobj import populate_array
 
 from ..errors import DualgpuError
 from . import _translate
+from ._local_array_types import literal_shape, scalar_dtype
 from ._translate import CudaRewriter, Namespace, dotted
 
 __all__ = ["CpuKernel", "compile_kernel", "PARALLEL_MIN_THREADS", "PARALLEL_MIN_CORES", "BACKEND"]
@@ -159,25 +160,6 @@ def _empty_dual_array():
     return empty_dual_array
 
 
-def _scalar_dtype(ty):
-    if isinstance(ty, types.NumberClass):
-        return ty.instance_type
-    if isinstance(ty, types.DType):
-        return ty.dtype
-    if isinstance(ty, types.Number):  # a numba type object passed as a global
-        return ty
-    return None
-
-
-def _literal_shape(ty):
-    """The shape as a tuple of ints if ``ty`` is a literal int or tuple of literal ints."""
-    if isinstance(ty, types.IntegerLiteral):
-        return (ty.literal_value,)
-    if isinstance(ty, types.BaseTuple) and all(isinstance(t, types.IntegerLiteral) for t in ty):
-        return tuple(t.literal_value for t in ty)
-    return None
-
-
 @intrinsic(prefer_literal=True)
 def _dg_stack_array(typingctx, shape, dtype, lanes):
     """``cuda.local.array`` for plain runs: a C-ordered array on the caller's stack.
@@ -187,8 +169,8 @@ def _dg_stack_array(typingctx, shape, dtype, lanes):
     ``lanes`` is ignored (it is 0: this is bound as ``_dg_local_array`` only in
     plain builds).
     """
-    dims = _literal_shape(shape)
-    element = _scalar_dtype(dtype)
+    dims = literal_shape(shape)
+    element = scalar_dtype(dtype)
     if element is None:
         raise TypingError(
             f"cuda.local.array: dtype must be a numba or numpy scalar type; got {dtype}."
@@ -227,7 +209,7 @@ def _ov_local_array(shape, dtype, lanes):
     if not isinstance(lanes, types.IntegerLiteral):
         raise TypingError("_dg_local_array: lanes must be a compile-time integer constant")
     n_lanes = lanes.literal_value
-    element = _scalar_dtype(dtype)
+    element = scalar_dtype(dtype)
     if element is None:
         raise TypingError(
             f"cuda.local.array: dtype must be a numba or numpy scalar type; got {dtype}."

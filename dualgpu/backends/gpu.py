@@ -24,6 +24,7 @@ from numba.core.errors import TypingError
 from ..dual import Dual
 from ..dualarray import DualArray
 from ..errors import DualgpuError
+from ._local_array_types import literal_shape, scalar_dtype
 from ._rebind import rebind
 from ._translate import compile_function, device_py_func, function_source, is_cuda_module, unwrap
 
@@ -64,30 +65,14 @@ def _dg_local_array(shape, dtype, lanes):
     raise DualgpuError("_dg_local_array is only usable inside kernels compiled for CUDA.")
 
 
-def _constant_shape(shape):
-    if isinstance(shape, types.IntegerLiteral):
-        return (shape.literal_value,)
-    if isinstance(shape, types.BaseTuple) and all(isinstance(t, types.IntegerLiteral) for t in shape):
-        return tuple(t.literal_value for t in shape)
-    return None
-
-
-def _element_type(dtype):
-    if isinstance(dtype, types.NumberClass):
-        return dtype.instance_type
-    if isinstance(dtype, types.DType):
-        return dtype.dtype
-    return None
-
-
 @numba.cuda.extending.overload(_dg_local_array, prefer_literal=True)
 def _ov_local_array(shape, dtype, lanes):
     from ..numba_arrays import make_dual_array
 
     if not isinstance(lanes, types.IntegerLiteral):
         raise TypingError("_dg_local_array: lanes must be a compile-time constant")
-    constant = _constant_shape(shape)
-    element = _element_type(dtype)
+    constant = literal_shape(shape)
+    element = scalar_dtype(dtype)
     if constant is None or element is None:
         raise TypingError(
             f"cuda.local.array(shape, dtype) in a dual kernel needs a constant int or tuple of "
