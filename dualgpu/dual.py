@@ -185,6 +185,27 @@ class Dual:
 
     __hash__ = None
 
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        # np.sin(d), np.float64(2) * d, 0-d array < d: numpy ufuncs on scalars follow the
+        # rule table (comparisons compare values)
+        if method != "__call__" or kwargs:
+            return NotImplemented
+        inputs = [a[()] if isinstance(a, np.ndarray) and a.ndim == 0 else a for a in inputs]
+        if any(isinstance(a, np.ndarray) for a in inputs):
+            return NotImplemented  # arrays of duals: use DualArray
+        if ufunc.__name__ in _UFUNC_COMPARISONS:
+            values = [a.value if isinstance(a, Dual) else a for a in inputs]
+            return ufunc(*values)
+        rule_name = rules.NUMPY_UFUNCS.get(ufunc.__name__)
+        if rule_name is None:
+            from .errors import MissingRuleError, missing_rule_message
+
+            raise MissingRuleError(missing_rule_message(f"numpy.{ufunc.__name__}"))
+        return apply_rule(rule_name, *inputs)
+
+
+_UFUNC_COMPARISONS = {"less", "less_equal", "greater", "greater_equal", "equal", "not_equal"}
+
 
 def _result_dtype(*args):
     return np.result_type(*(a.value if isinstance(a, Dual) else a for a in args))

@@ -253,6 +253,9 @@ def _register_all():
         covered.add(dotted)
     for dotted, rule_name in rules.INPLACE.items():
         _register_rule(resolve_primal(dotted), rule_name, rules.BINARY_RULES[rule_name])
+    for ufunc, rule_name in rules.NUMPY_UFUNCS.items():
+        rule = rules.BINARY_RULES.get(rule_name) or rules.UNARY_RULES[rule_name]
+        _register_rule(getattr(np, ufunc), rule_name, rule)
     for dotted in rules.VALUE_ONLY.values():
         _register_value_only(resolve_primal(dotted), dotted)
         covered.add(dotted)
@@ -267,6 +270,29 @@ def _register_all():
 
 
 _register_all()
+
+
+# --- hand-written: min/max of more than two arguments ----------------------------
+# (the table's rule takes two; min(a, b, c) folds it left to right, ties to the first)
+
+def _register_many(fn):
+    def typer(*args):
+        if len(args) <= 2 or not any(isinstance(a, DualType) for a in args):
+            return None
+        if not all(isinstance(a, DualType) or _is_number(a) for a in args):
+            return None
+        folded = "args[0]"
+        for k in range(1, len(args)):
+            folded = f"_fn({folded}, args[{k}])"
+        ns = {"_fn": fn}
+        exec(f"def impl(*args):\n    return {folded}\n", ns)
+        return ns["impl"]
+
+    overload(fn)(typer)
+
+
+_register_many(min)
+_register_many(max)
 
 
 # --- hand-written: conversions that would drop partials ------------------------

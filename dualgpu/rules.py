@@ -36,6 +36,7 @@ __all__ = [
     "VALUE_ONLY",
     "COMPARISONS",
     "INPLACE",
+    "NUMPY_UFUNCS",
     "EXPRESSION_FUNCTIONS",
 ]
 
@@ -121,6 +122,21 @@ BINARY_RULES = {
 ALIASES = {
     "builtins.pow": "pow",
     "math.pow": "pow",
+}
+
+#: numpy ufuncs called on scalars (``np.sin(u[i])`` in a kernel) and the rule each one means.
+NUMPY_UFUNCS = {
+    "negative": "neg", "positive": "pos", "absolute": "abs", "fabs": "fabs",
+    "sin": "sin", "cos": "cos", "tan": "tan",
+    "arcsin": "asin", "arccos": "acos", "arctan": "atan",
+    "sinh": "sinh", "cosh": "cosh", "tanh": "tanh",
+    "arcsinh": "asinh", "arccosh": "acosh", "arctanh": "atanh",
+    "exp": "exp", "expm1": "expm1", "log": "log", "log1p": "log1p", "log2": "log2",
+    "log10": "log10", "sqrt": "sqrt",
+    "add": "add", "subtract": "sub", "multiply": "mul", "divide": "truediv",
+    "floor_divide": "floordiv", "remainder": "mod", "power": "pow",
+    "minimum": "min", "maximum": "max", "arctan2": "atan2", "hypot": "hypot",
+    "copysign": "copysign", "fmod": "fmod",
 }
 
 #: Functions that act on the value alone: their answer is not a dual (an int
