@@ -53,7 +53,7 @@ class HostArray(np.ndarray):
         self[...] = np.asarray(ary)
 
 
-def _plain_to_device(array, copy=True):
+def _plain_to_device(array):
     name = backend()
     if name == "cuda":
         return _cuda.to_device(array)
@@ -80,7 +80,9 @@ def _is_float(dtype):
 
 
 def _host(array):
-    return array.copy_to_host() if hasattr(array, "copy_to_host") and not isinstance(array, np.ndarray) else np.asarray(array)
+    if hasattr(array, "copy_to_host") and not isinstance(array, np.ndarray):
+        return array.copy_to_host()
+    return np.asarray(array)
 
 
 def to_device(obj, stream=0, copy=True, to=None):
