@@ -19,6 +19,7 @@ from numba.cuda import grid, threadIdx
 DIFFUSIVITY = 0.25
 WEIGHTS = np.array([0.25, 0.5, 0.25])
 SCRATCH_SHAPE = (2, 3)
+GUARD_CAP = 70  # binds below n = 100 in the guard tests
 
 
 # --- device functions --------------------------------------------------------
@@ -297,3 +298,92 @@ def device_uses_syncthreads(x):
 
 def calls_device_with_syncthreads(x):
     device_uses_syncthreads(x)
+
+
+# --- bounds guards: hoisted out of the launch loop, or deliberately not --------
+@cuda.jit
+def guard_lt_shape(u, out):
+    i = cuda.grid(1)
+    n = u.shape[0]
+    if i < n:
+        out[i] = 2.0 * u[i] + (u[i - 1] if i > 0 else 0.0)
+
+
+@cuda.jit
+def guard_size_return(u, out):
+    """A docstring first, then ``if i >= u.size: return``."""
+    i = cuda.grid(1)
+    if i >= u.size:
+        return
+    out[i] = u[i] + 1.0
+
+
+@cuda.jit
+def guard_len_flipped(u, out):
+    i = cuda.grid(1)
+    if len(u) > i:
+        out[i] = u[i] * u[i]
+
+
+@cuda.jit
+def guard_scalar_param(u, out, n):
+    i = cuda.grid(1)
+    if not i < n:
+        return
+    out[i] = u[i] - 1.0
+
+
+@cuda.jit
+def guard_le_last(u, out):
+    n = u.shape[0]
+    i = cuda.grid(1)
+    last = n - 1
+    last = last - 1
+    if i <= last:
+        out[i] = u[i] + u[i + 1]
+
+
+@cuda.jit
+def guard_gt_return_global(u, out):
+    i = cuda.grid(1)
+    if i > min(u.shape[0], GUARD_CAP) - 1:
+        return
+    out[i] = -u[i]
+
+
+# not hoistable: the bound is read from an array the kernel writes
+@cuda.jit
+def guard_from_written_array(out, limit):
+    i = cuda.grid(1)
+    n = limit[0]
+    if i < n:
+        out[i] = i
+        limit[0] = n - 1
+
+
+# not hoistable: the index is changed before the guard
+@cuda.jit
+def guard_index_reassigned(u, out):
+    i = cuda.grid(1)
+    i = i + 2
+    if i < u.shape[0]:
+        out[i] = u[i]
+
+
+# not hoistable: statements after the guarded block run for every thread
+@cuda.jit
+def guard_then_more(u, out, flags):
+    i = cuda.grid(1)
+    if i < u.shape[0]:
+        out[i] = u[i]
+    if i < flags.shape[0]:
+        flags[i] = 1
+
+
+# not hoistable: a device function call before the guard
+@cuda.jit
+def guard_after_device_call(u, out):
+    i = cuda.grid(1)
+    n = clamp(u.shape[0], 0, 5)
+    if i < n:
+        out[i] = u[i]

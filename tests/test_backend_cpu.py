@@ -103,7 +103,8 @@ def test_heat_1d_boundary_branches(rng, mode):
     kernel.launch(4, 256, (u, got, 0.2))
     np.testing.assert_allclose(got, expected, rtol=1e-14)
     assert not kernel._translation.uses_block_index
-    assert (0, "flat" if mode == "serial" else "flat_pieces") in kernel._launchers
+    # "if i >= n: return" is hoisted out of the launch loop
+    assert (0, "bounded" if mode == "serial" else "bounded_pieces") in kernel._launchers
 
 
 def test_heat_2d_boundary_branches(rng, mode):
@@ -189,7 +190,7 @@ def test_thread_function_is_inlined_into_the_launch_loop(rng):
     pos = rng.random((40, 2))
     kernel = cpu.compile_kernel(kfc.nbody_accel)
     kernel.launch(2, 32, (pos, np.zeros_like(pos), 0.05))
-    launcher = kernel._launchers[(0, "flat")]
+    launcher = kernel._launchers[(0, "bounded")]
     thread = launcher.py_func.__globals__["_dg_thread"]
     (compiled,) = thread.overloads.values()
     (launcher_ir,) = launcher.inspect_llvm().values()
@@ -509,3 +510,111 @@ def bad_grid_argument(x, n):
 def test_grid_needs_literal():
     with pytest.raises(DualgpuError, match=r"needs a literal 1, 2 or 3"):
         cpu.compile_kernel(bad_grid_argument)
+
+
+# --- bounds guards hoisted out of the launch loop ----------------------------------
+_HOISTED = [
+    (kfc.guard_lt_shape, ()),
+    (kfc.guard_size_return, ()),
+    (kfc.guard_len_flipped, ()),
+    (kfc.guard_scalar_param, (37,)),
+    (kfc.guard_scalar_param, (np.int32(-3),)),
+    (kfc.guard_scalar_param, (np.int64(100),)),
+    (kfc.guard_le_last, ()),
+    (kfc.guard_gt_return_global, ()),
+    (kfc.heat_1d, (0.2,)),
+]
+
+
+@pytest.mark.parametrize("kernel, extra", _HOISTED, ids=lambda v: getattr(v, "__name__", None))
+@pytest.mark.parametrize("n, griddim, blockdim", [(100, 4, 32), (100, 2, 32), (64, 2, 32)])
+def test_hoisted_guard_matches_simulator(kernel, extra, n, griddim, blockdim, rng, mode):
+    u = rng.random(n) + 0.5
+    expected, got = np.full_like(u, np.nan), np.full_like(u, np.nan)
+    simulate(kernel, griddim, blockdim, u, expected, *extra)
+    compiled = cpu.compile_kernel(kernel)
+    assert compiled._translation.guard is not None
+    compiled.launch(griddim, blockdim, (u, got, *extra))
+    np.testing.assert_array_equal(got, expected)
+    variant = "bounded" if mode == "serial" else "bounded_pieces"
+    assert (0, variant) in compiled._launchers
+
+
+def test_hoisted_guard_over_a_2d_launch(rng):
+    # a 1-D kernel launched with several y rows: every row runs the same threads
+    u = rng.random(50)
+    expected, got = np.full_like(u, np.nan), np.full_like(u, np.nan)
+    simulate(kfc.guard_size_return, (2, 3), (32, 2), u, expected)
+    run_cpu(kfc.guard_size_return, (2, 3), (32, 2), u, got)
+    np.testing.assert_array_equal(got, expected)
+
+
+def test_hoisted_guard_float_bound_uses_the_guarded_launcher(rng):
+    # i < 10.5 is not an integer bound: the ordinary launcher checks it per thread
+    u = rng.random(40)
+    expected, got = np.full_like(u, np.nan), np.full_like(u, np.nan)
+    simulate(kfc.guard_scalar_param, 2, 32, u, expected, 10.5)
+    kernel = cpu.CpuKernel(unwrap(kfc.guard_scalar_param))  # a fresh one, not the cached one
+    kernel.launch(2, 32, (u, got, 10.5))
+    np.testing.assert_array_equal(got, expected)
+    assert np.isnan(got[11]) and not np.isnan(got[10])
+    assert set(kernel._launchers) == {(0, "flat")}
+    kernel.launch(2, 32, (u, got, True))  # nor is a bool
+    assert set(kernel._launchers) == {(0, "flat")}
+
+
+def test_hoisted_guard_with_dual_arrays(rng):
+    pytest.importorskip("dualgpu.numba_arrays")
+    u = _dual(rng.random(50), 2, rng)
+    out = _dual(np.zeros(50), 2, rng)
+    kernel = cpu.compile_kernel(kfc.guard_len_flipped)
+    kernel.launch(1, 64, (u, out))
+    np.testing.assert_allclose(out.values, u.values ** 2)
+    np.testing.assert_allclose(out.partials, 2 * u.values * u.partials)
+    assert (2, "bounded") in kernel._launchers
+
+
+@pytest.mark.parametrize(
+    "kernel",
+    [kfc.guard_from_written_array, kfc.guard_index_reassigned, kfc.guard_then_more,
+     kfc.guard_after_device_call, kfc.heat_2d, kfc.saxpy_grid_stride, kfc.moving_average_local,
+     kfc.histogram, kfc.indices_3d, heat_1d_device],
+    ids=lambda k: unwrap(k).__name__,
+)
+def test_guards_that_must_not_be_hoisted(kernel):
+    assert cpu.compile_kernel(kernel)._translation.guard is None
+
+
+def test_guard_from_a_written_array_keeps_thread_order_semantics():
+    # each thread lowers the limit the next one sees: hoisting it would write all 10
+    out, limit = np.full(32, -1.0), np.array([10])
+    kernel = cpu.compile_kernel(kfc.guard_from_written_array)
+    kernel.launch(1, 32, (out, limit))
+    np.testing.assert_array_equal(out[:5], np.arange(5.0))
+    assert np.all(out[5:] == -1) and limit[0] == 5
+    assert set(kernel._launchers) == {(0, "flat")}
+
+
+@pytest.mark.parametrize("kernel", [kfc.guard_index_reassigned, kfc.guard_then_more])
+def test_unhoisted_guards_match_simulator(kernel, rng):
+    u = rng.random(60)
+    expected, got = np.full_like(u, np.nan), np.full_like(u, np.nan)
+    extra = (np.zeros(40),) if kernel is kfc.guard_then_more else ()
+    extra_got = tuple(np.zeros(40) for _ in extra)
+    simulate(kernel, 3, 32, u, expected, *extra)
+    run_cpu(kernel, 3, 32, u, got, *extra_got)
+    np.testing.assert_array_equal(got, expected)
+    for a, b in zip(extra, extra_got):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_bound_that_does_not_compile_falls_back(rng, monkeypatch):
+    kernel = cpu.CpuKernel(unwrap(kfc.guard_lt_shape))  # a fresh one, not the cached one
+    monkeypatch.setattr(kernel._translation.guard, "bound", "    _dg_m = u.no_such_attribute\n")
+    u, got = rng.random(40), np.zeros(40)
+    kernel.launch(2, 32, (u, got))
+    expected = np.zeros(40)
+    simulate(kfc.guard_lt_shape, 2, 32, u, expected)
+    np.testing.assert_array_equal(got, expected)
+    assert kernel._translation.guard is None
+    assert set(kernel._launchers) == {(0, "flat")}
