@@ -27,6 +27,7 @@ __all__ = [
     "jit", "grid", "gridsize", "threadIdx", "blockIdx", "blockDim", "gridDim", "local",
     "shared", "const", "atomic", "syncthreads", "laneid", "warpsize", "to_device",
     "device_array", "device_array_like", "synchronize", "is_available", "HostArray",
+    "HostStream", "stream", "default_stream",
 ]
 
 # kernel-side names: numba.cuda's own objects (backends give them meaning). With
@@ -120,6 +121,32 @@ def device_array_like(ary, stream=0):
             _plain_empty((ary.lanes,) + ary.shape, ary.partials.dtype),
         )
     return device_array(tuple(ary.shape), ary.dtype)
+
+
+class HostStream:
+    """A stream on the cpu and cudasim backends, where work is already synchronous."""
+
+    def synchronize(self):
+        """Nothing to wait for."""
+
+    def auto_synchronize(self):
+        """Context manager that synchronises on exit (a no-op here)."""
+        import contextlib
+
+        return contextlib.nullcontext(self)
+
+    def __repr__(self):
+        return "<dualgpu host stream>"
+
+
+def stream():
+    """A CUDA stream on the GPU backend, a :class:`HostStream` on the cpu and cudasim backends."""
+    return _cuda.stream() if backend() == "cuda" else HostStream()
+
+
+def default_stream():
+    """The default stream of the active backend."""
+    return _cuda.default_stream() if backend() == "cuda" else HostStream()
 
 
 def synchronize():

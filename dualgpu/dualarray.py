@@ -145,11 +145,44 @@ class DualArray:
             )
 
     # -- host/device transfer ---------------------------------------------------
-    def copy_to_host(self):
-        """Return a host DualArray (numpy members); a copy when on the device."""
-        if not self.is_device:
-            return DualArray(self.values.copy(), self.partials.copy())
-        return DualArray(self.values.copy_to_host(), self.partials.copy_to_host())
+    def copy_to_host(self, ary=None, stream=0):
+        """Return a host DualArray (numpy members): a copy, or ``ary`` (a DualArray) filled in.
+
+        A plain numpy ``ary`` cannot receive the partials: allocate the host buffer as a
+        DualArray (``dualgpu.dual_array(np.empty(shape), lanes=N)``) or call
+        ``copy_to_host()`` without one.
+        """
+        values = self.values.copy_to_host() if self.is_device else np.array(self.values)
+        partials = self.partials.copy_to_host() if self.is_device else np.array(self.partials)
+        if ary is None:
+            return DualArray(np.asarray(values), np.asarray(partials))
+        if not isinstance(ary, DualArray):
+            raise DualgpuError(
+                f"copy_to_host(ary): ary is a {type(ary).__name__}, which would drop the "
+                f"{self.lanes} lanes of partials. Pass a DualArray of shape {self.shape} with "
+                f"{self.lanes} lanes, or call copy_to_host() without an argument."
+            )
+        ary[...] = DualArray(values, partials)
+        return ary
+
+    # -- host-side reductions (a scalar objective of a simulation's result) -------
+    def sum(self):
+        """The sum of all elements, as a :class:`Dual`."""
+        host = self.copy_to_host() if self.is_device else self
+        return Dual(host.values.sum(), host.partials.reshape(self.lanes, -1).sum(axis=1),
+                    dtype=self.dtype)
+
+    def mean(self):
+        """The mean of all elements, as a :class:`Dual`."""
+        total = self.sum()
+        return Dual(total.value / self.size, total.partials / self.size, dtype=self.dtype)
+
+    def __array__(self, dtype=None, copy=None):
+        raise TypeError(
+            "a DualArray cannot become a plain numpy array without dropping its partials. "
+            "Allocate arrays like it with dualgpu.cuda.device_array_like(u), read the values "
+            "alone with u.values, or reduce it with u.sum() / u.mean()."
+        )
 
     def copy(self):
         """Return a deep copy on the same side (host or device)."""

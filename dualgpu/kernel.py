@@ -10,7 +10,10 @@ and their specialisations per argument types.
 import ast
 import functools
 import inspect
+import linecache
 import math
+import os
+import re
 import textwrap
 import warnings
 
@@ -23,7 +26,16 @@ from .errors import DualgpuError
 
 __all__ = ["jit", "Kernel", "DeviceFunction", "LaunchCoverageWarning"]
 
-_DROP_MARKERS = ("would drop the partials", "partials would be dropped", "its partials would be")
+#: numba's message for a dual stored into a plain array (numba_arrays' setitem overload)
+_COMPILED_STORE = "is stored into a plain"
+#: the Python dual's message when numpy converts it to a float (a store, or an explicit float())
+_PYTHON_FLOAT = "float(Dual) would drop the partials"
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+_SUBSCRIPT_STORE = re.compile(r"^\s*([A-Za-z_]\w*)\s*\[.*\]\s*(?:[-+*/%]|//|\*\*)?=(?!=)")
+
+
+#: threads per block of ``kernel.forall(n)`` when none is given
+_FORALL_THREADS = 128
 
 
 class LaunchCoverageWarning(UserWarning):
@@ -118,6 +130,14 @@ class Kernel:
             pass
         return launcher
 
+    def forall(self, ntasks, tpb=0, stream=0, sharedmem=0):
+        """A launcher with enough threads for ``ntasks`` (numba.cuda's ``kernel.forall``)."""
+        ntasks = int(ntasks)
+        if ntasks < 1:
+            raise DualgpuError(f"kernel {self.__name__}.forall needs ntasks >= 1; got {ntasks}.")
+        tpb = int(tpb) or min(ntasks, _FORALL_THREADS)
+        return self[(ntasks + tpb - 1) // tpb, tpb, stream, sharedmem]
+
     def __call__(self, *args, **kwargs):
         raise DualgpuError(
             f"kernel {self.__name__} needs a launch configuration: call it as "
@@ -158,8 +178,14 @@ class Kernel:
         except DualgpuError:
             raise
         except Exception as exc:
-            if any(marker in str(exc) for marker in _DROP_MARKERS):
-                raise DualgpuError(self._drop_message(args)) from exc
+            stored = _dual_store_target(exc)
+            if stored is not None:
+                raise DualgpuError(self._drop_message(args, stored)) from exc
+            if _PYTHON_FLOAT in str(exc):
+                raise DualgpuError(
+                    f"kernel {self.__name__}: float(Dual) would drop the partials; keep the dual "
+                    "(arithmetic with floats promotes) or use .value if no derivative is wanted."
+                ) from exc
             raise
 
     def _check_duals(self, args, name):
@@ -240,16 +266,55 @@ class Kernel:
         except (OSError, TypeError, SyntaxError):
             return plain
 
-    def _drop_message(self, args):
-        names = self._stored_plain_arrays(args)
-        which = ", ".join(names) if names else "a plain array"
+    def _drop_message(self, args, target):
+        from ._context import active_lanes
+
+        if target:
+            names = [target]
+        else:
+            names = self._stored_plain_arrays(args)
+        if names and all(n in self._params for n in names):
+            which = f"the plain array argument(s) {', '.join(names)}"
+        elif names:
+            which = (f"{', '.join(names)}, a plain array made inside the kernel (a cuda.shared "
+                     "or cuda.local array: shared memory cannot hold duals on this backend)")
+        else:
+            which = "a plain array"
+        if active_lanes():
+            fix = ("Allocate it through dualgpu.cuda (to_device, device_array, "
+                   "device_array_like), not with numpy (np.zeros_like...): under the driver "
+                   "those calls make DualArrays.")
+        else:
+            fix = ("Allocate it as a DualArray (dualgpu.cuda.device_array_like(dual_input) or "
+                   "dualgpu.dual_array), or run the simulation under the driver (dualgpu.jvp / "
+                   "dualgpu.jacfwd), which allocates dual arrays through dualgpu.cuda for you.")
         return (
-            f"kernel {self.__name__} stores a dual into the plain array argument(s) {which}, "
-            "which would drop its partials. Allocate it as a DualArray "
-            "(dualgpu.cuda.device_array_like(dual_input) or dualgpu.dual_array), or run the "
-            "simulation under the driver (dualgpu.jvp / dualgpu.jacfwd), which allocates dual "
-            "arrays through dualgpu.cuda for you."
+            f"kernel {self.__name__} stores a dual into {which}, which would drop its partials. "
+            + fix
         )
+
+
+def _dual_store_target(exc):
+    """If ``exc`` reports a dual stored into a plain array: the array's name ("" if unknown).
+
+    None when it is another error (an explicit ``float(dual)`` keeps its own message).
+    """
+    text = str(exc)
+    if _COMPILED_STORE in text:
+        return ""
+    if _PYTHON_FLOAT not in text:
+        return None
+    store = None
+    tb = exc.__traceback__
+    while tb is not None:  # the innermost subscript store outside dualgpu: the kernel's line
+        filename = tb.tb_frame.f_code.co_filename
+        line = linecache.getline(filename, tb.tb_lineno)
+        if not filename.startswith(_PACKAGE_DIR) and _SUBSCRIPT_STORE.match(line):
+            store = line
+        tb = tb.tb_next
+    if store is None or "float(" in store:  # an explicit float(dual) keeps its own message
+        return None
+    return _SUBSCRIPT_STORE.match(store).group(1)
 
 
 def _backend_options(name, options):

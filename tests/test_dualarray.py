@@ -43,6 +43,20 @@ def test_storing_a_float_stores_zero_partials():
     assert a.partials[:, 1].tolist() == [0, 0] and a.partials[:, 2].tolist() == [0, 0]
 
 
+def test_copy_to_host_into_a_buffer_and_reductions():
+    a = dual_array(np.arange(4.0), np.ones((2, 4)))
+    buffer = dual_array(np.zeros(4), lanes=2)
+    assert a.copy_to_host(buffer) is buffer
+    np.testing.assert_array_equal(buffer.partials, a.partials)
+    with pytest.raises(dualgpu.DualgpuError, match="would drop the 2 lanes of partials"):
+        a.copy_to_host(np.zeros(4))
+    total, mean = a.sum(), a.mean()
+    assert total.value == 6.0 and total.partials.tolist() == [4.0, 4.0]
+    assert mean.value == 1.5 and mean.partials.tolist() == [1.0, 1.0]
+    with pytest.raises(TypeError, match="cannot become a plain numpy array"):
+        np.zeros_like(a)
+
+
 def test_views_and_host_helpers():
     a = dual_array(np.arange(6.0).reshape(2, 3), lanes=2)
     row = a[1]

@@ -243,9 +243,6 @@ def _xfail(reason):
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-@_xfail("float(dual) inside a kernel: numba_rules raises 'float(Dual) would drop the partials', "
-        "but Kernel.launch matches _DROP_MARKERS and replaces it with 'stores a dual into the "
-        "plain array argument(s) u' -- naming an array the kernel only reads")
 def test_float_of_dual_in_kernel_error_names_float(backend):
     out = dual_array(np.zeros(7), lanes=1)
     with dualgpu.using_backend(backend), pytest.raises(DualgpuError, match=r"float\(Dual\)"):
@@ -253,31 +250,25 @@ def test_float_of_dual_in_kernel_error_names_float(backend):
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-@_xfail("Kernel has no .forall (numba.cuda kernels do: kernel.forall(n)(args))")
 def test_kernel_forall(backend):
     with dualgpu.using_backend(backend):
         check_jvp(L.f_forall, (_U, 0.7))
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-@_xfail("cuda.stream() falls through to numba.cuda and needs a CUDA driver "
-        "(CudaSupportError) on the cpu/cudasim backends")
 def test_streams_on_host_backends(backend):
     with dualgpu.using_backend(backend):
         check_jvp(L.f_stream, (_U, 0.7))
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-@_xfail("DualArray.copy_to_host(ary) with a preallocated host buffer: TypeError "
-        "'takes 1 positional argument but 2 were given' (plain HostArray accepts it)")
 def test_copy_to_host_into_buffer(backend):
-    with dualgpu.using_backend(backend):
+    """np.empty_like of a dual input fails at once, saying how to allocate instead."""
+    with dualgpu.using_backend(backend), pytest.raises(TypeError, match="cannot become a plain"):
         check_jvp(L.f_copy_into, (_U, 0.7))
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-@_xfail("host post-processing of a result: DualArray has no .sum() (nor mean, slicing "
-        "arithmetic...): AttributeError")
 def test_host_reduction_of_result(backend):
     with dualgpu.using_backend(backend):
         check_jvp(L.f_host_sum, (_U, 0.7))
@@ -292,12 +283,9 @@ def test_host_float32_cast_of_parameter(backend):
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-@_xfail("output allocated with np.zeros_like(u) (u a DualArray under the driver) and passed "
-        "straight to the kernel: np.zeros_like gives an object array; cpu: numba TypingError "
-        "'non-precise type array(pyobject, 1d, C)'; cudasim: runs, then the driver says 'output 0 "
-        "of f is ndarray; expected ... an array'. Neither names `out` or says how to allocate it")
 def test_numpy_output_array_error_names_it(backend):
-    with dualgpu.using_backend(backend), pytest.raises(DualgpuError, match=r"\bout\b"):
+    """np.zeros_like(dual_array) fails at once, saying how to allocate instead."""
+    with dualgpu.using_backend(backend), pytest.raises(TypeError, match="device_array_like"):
         dualgpu.jvp(L.f_numpy_out, (_U, 0.7), (np.ones(7), None))  # u is a DualArray
 
 
