@@ -12,35 +12,18 @@ Every kernel of ``kernels_ported.py`` is run on the ``cpu`` and ``cudasim`` back
 """
 import warnings
 
-import numba.cuda
 import numpy as np
 import pytest
-from numba.cuda import simulator
 
 import dualgpu
 import dualgpu.cuda
 import kernels_ported as K
 from dualgpu import Dual, DualArray, DualgpuError, cuda
-from dualgpu.backends._rebind import rebind
+from unported import original
 from dualgpu.kernel import LaunchCoverageWarning
 
 BACKENDS = ("cpu", "cudasim")
 LANES = 2
-
-
-# --- the original kernels ------------------------------------------------------------------
-
-def _unport(value):
-    if value is dualgpu.cuda:
-        return numba.cuda
-    if getattr(value, "__dualgpu_device__", False) is True:
-        return simulator.jit(device=True)(rebind(value.py_func, _unport))
-    return value
-
-
-def original(kernel):
-    """The kernel as it was before the port: numba.cuda (simulated) with the real math."""
-    return simulator.jit(rebind(kernel.py_func, _unport))
 
 
 # --- cases: arguments, launch, which arguments are seeded and which are written -------------

@@ -10,36 +10,20 @@ way users write numba.cuda code, not copied from ``simulations/``. For each:
 
 Constructs that fail are kept as ``xfail(strict=True)`` reproducers.
 """
-import math
 import warnings
 
-import numba.cuda
 import numpy as np
 import pytest
-from numba.cuda import simulator
 
 import dualgpu
 import dualgpu.cuda
 import unseen_device_lib as L
 import unseen_kernels as K
 from dualgpu import Dual, DualgpuError, dual_array
-from dualgpu.backends._rebind import rebind
+from unported import original
 from dualgpu.testing import check_jacobian, check_jvp
 
 BACKENDS = ("cpu", "cudasim")
-
-
-def _unport(value):
-    if value is dualgpu.cuda:
-        return numba.cuda
-    if getattr(value, "__dualgpu_device__", False) is True:
-        return simulator.jit(device=True)(rebind(value.py_func, _unport))
-    return value
-
-
-def original(kernel):
-    """The kernel as it was before the port: numba.cuda (simulated) with the real math."""
-    return simulator.jit(rebind(kernel.py_func, _unport))
 
 
 # --- inputs ---------------------------------------------------------------------------------
