@@ -27,13 +27,12 @@ of every kernel (about 1 to 4 s), so keeping one N per problem matters more than
 its exact value. Any N from 1 to n (the number of directions) and at most
 :data:`dualgpu.numba_types.MAX_LANES` works.
 """
-import math
 import numbers
 
 import numpy as np
 
 from ._context import dual_allocation
-from .dual import Dual, check_dtype
+from .dual import Dual
 from .dualarray import DualArray
 from .errors import DualgpuError
 from .numba_types import MAX_LANES

@@ -27,7 +27,6 @@ from .dual import Dual
 from .errors import missing_rule_message
 from .numba_types import (
     DualType,
-    dual_type,
     lanes_add,
     lanes_axpby,
     lanes_cast,

@@ -17,8 +17,6 @@ lowest precision among the differentiated inputs and the outputs decides);
 the direction, with ``eps`` about the cube root of the machine epsilon
 (:data:`EPS`), which balances truncation (eps**2) against rounding (ulp/eps).
 """
-import numbers
-
 import numpy as np
 
 from . import driver

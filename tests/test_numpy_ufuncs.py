@@ -1,6 +1,5 @@
 """numpy ufuncs on dual scalars (np.sin(u[i]) in a kernel) follow the same rule table."""
 import functools
-import math
 
 import numpy as np
 import pytest

@@ -2,7 +2,6 @@
 import functools
 import math
 
-import numpy as np
 import pytest
 from numba import cuda, types
 

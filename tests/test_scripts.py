@@ -6,7 +6,7 @@ import pytest
 import dualgpu
 from scripts import (gray_scott_sensitivity, heat_sensitivity, mass_spring_sensitivity,
                      nbody_sensitivity, pendulum_sensitivity, wave_sensitivity)
-from simulations import gray_scott, heat1d, mass_spring, nbody, pendulums, wave2d
+from simulations import gray_scott, mass_spring, nbody, pendulums, wave2d
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
