@@ -273,13 +273,14 @@ class Kernel:
             names = [target]
         else:
             names = self._stored_plain_arrays(args)
-        if names and all(n in self._params for n in names):
-            which = f"the plain array argument(s) {', '.join(names)}"
-        elif names:
-            which = (f"{', '.join(names)}, a plain array made inside the kernel (a cuda.shared "
-                     "or cuda.local array: shared memory cannot hold duals on this backend)")
-        else:
-            which = "a plain array"
+        if names and not all(n in self._params for n in names):
+            return (
+                f"kernel {self.__name__} stores a dual into {', '.join(names)}, an array made "
+                "inside the kernel (cuda.shared.array on this backend), which cannot hold "
+                "partials. Shared-memory tiles of duals are not supported yet: pass the tile "
+                "as a DualArray argument, or compute without shared memory."
+            )
+        which = f"the plain array argument(s) {', '.join(names)}" if names else "a plain array"
         if active_lanes():
             fix = ("Allocate it through dualgpu.cuda (to_device, device_array, "
                    "device_array_like), not with numpy (np.zeros_like...): under the driver "

@@ -417,7 +417,6 @@ def test_lanes_must_agree():
     [
         (kfc.uses_shared, r"kernel 'uses_shared' uses shared memory \('cuda.shared.array'\)"),
         (kfc.uses_syncthreads, r"kernel 'uses_syncthreads' uses block synchronisation"),
-        (kfc.uses_const, r"kernel 'uses_const' uses constant memory \('cuda.const.array_like'\)"),
         (
             kfc.calls_device_with_syncthreads,
             r"device function 'device_uses_syncthreads' \(called from kernel "
@@ -430,6 +429,12 @@ def test_unsupported_features_are_refused(kernel, text):
         cpu.compile_kernel(kernel)
     message = str(info.value)
     assert "cpu backend" in message and "'cudasim' backend" in message
+
+
+def test_constant_memory_reads_the_host_array():
+    x, table = np.zeros(4), np.array([2.5, 1.0, 0.0])
+    cpu.compile_kernel(kfc.uses_const).launch(1, 4, (x, table))
+    np.testing.assert_array_equal(x, np.full(4, 2.5))
 
 
 def test_failed_device_translation_is_not_cached():

@@ -280,16 +280,18 @@ def test_numpy_output_array_with_plain_input_names_it(backend):
         dualgpu.jvp(L.f_numpy_out, (_U, 0.7), (None, 1.0))
 
 
-@_xfail("cuda.shared.array tile holding duals on cudasim: 'stores a dual into the plain array "
-        "argument(s) a plain array' -- shared arrays are always plain float arrays, and the "
-        "message is garbled (no argument is involved)")
+@_xfail("cuda.shared.array tiles cannot hold duals on cudasim (the simulator makes plain "
+        "float shared arrays, keyed by call site); the error names the tile and says so")
 def test_shared_memory_tile_with_duals_on_cudasim():
     with dualgpu.using_backend("cudasim"):
         check_jvp(L.f_shared_tile, (_U, 0.7))
 
 
-@_xfail("cuda.const.array_like on the cpu backend raises 'cannot be emulated' although constant "
-        "memory is a read-only copy of a host array (nothing per-block to emulate)")
+def test_shared_memory_tile_error_names_the_tile():
+    with dualgpu.using_backend("cudasim"), pytest.raises(DualgpuError, match="into tile, an array"):
+        check_jvp(L.f_shared_tile, (_U, 0.7))
+
+
 def test_const_memory_on_cpu():
     with dualgpu.using_backend("cpu"):
         check_jvp(L.f_const, (_U, 0.7))

@@ -117,7 +117,7 @@ UNSUPPORTED = {
     "syncthreads_and": "block synchronisation",
     "syncthreads_or": "block synchronisation",
     "syncwarp": "warp synchronisation",
-    "const": "constant memory",
+    "const": "constant memory (other than cuda.const.array_like(host_array))",
     "cg": "cooperative groups",
 }
 
@@ -404,7 +404,8 @@ class _CpuRewriter(CudaRewriter):
         return DualgpuError(
             f"{self.where} uses {what}{spelled}, which the {BACKEND} backend does not know. "
             "It supports cuda.grid, cuda.gridsize, cuda.threadIdx/blockIdx/blockDim/gridDim "
-            ".x/.y/.z, cuda.laneid, cuda.warpsize, cuda.local.array, cuda.atomic.*, "
+            ".x/.y/.z, cuda.laneid, cuda.warpsize, cuda.local.array, cuda.const.array_like, "
+            "cuda.atomic.*, "
             "cuda.threadfence*, cuda.fma, cuda.selp, numba types and device functions. Run this "
             "kernel on the 'cuda' or 'cudasim' backend, or rewrite that line with these."
         )
@@ -456,6 +457,9 @@ class _CpuRewriter(CudaRewriter):
             return parts[0] if ndim == 1 else ast.Tuple(elts=parts, ctx=ast.Load())
         if path == ("local", "array"):
             return self._local_array(node)
+        if path == ("const", "array_like") and len(node.args) == 1 and not node.keywords:
+            # constant memory is a read-only copy of a host array, which the CPU reads directly
+            return node.args[0]
         if len(path) == 2 and path[0] == "atomic":
             if path[1] not in ATOMIC_OPS:
                 raise self._unsupported(path, node)
