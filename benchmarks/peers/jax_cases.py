@@ -13,6 +13,8 @@ ready and returns a NumPy array. ``<case>(...)`` is ``prepare_<case>(...)()``.
 """
 import numpy as np
 
+from ._cases import case_api
+
 try:
     import jax
     import jax.numpy as jnp
@@ -165,37 +167,9 @@ def prepare_pendulum_param_jacobian(theta0, omega0, params, dt, steps):
     return _runner(fn, _f64(params), _f64(theta0), _f64(omega0), _f64(dt))
 
 
-def heat_jacobian(u0, r, steps):
-    """Return the (n, n) heat Jacobian w.r.t. u0 (compiles on every call)."""
-    return prepare_heat_jacobian(u0, r, steps)()
-
-
-def heat_jvp(u0, r, steps, v):
-    """Return the heat Jacobian-vector product J @ v (n,) (compiles on every call)."""
-    return prepare_heat_jvp(u0, r, steps, v)()
-
-
-def nbody_mass_jacobian(pos, vel, masses, G, eps, dt, steps):
-    """Return the (nb * 3, nb) Jacobian of final positions w.r.t. masses (compiles on every call)."""
-    return prepare_nbody_mass_jacobian(pos, vel, masses, G, eps, dt, steps)()
-
-
-def pendulum_param_jacobian(theta0, omega0, params, dt, steps):
-    """Return the (M, 3) Jacobian of final theta w.r.t. params (compiles on every call)."""
-    return prepare_pendulum_param_jacobian(theta0, omega0, params, dt, steps)()
-
-
-#: case name -> prepare function
-CASES = {
-    "heat_jacobian": prepare_heat_jacobian,
-    "heat_jvp": prepare_heat_jvp,
-    "nbody_mass_jacobian": prepare_nbody_mass_jacobian,
-    "pendulum_param_jacobian": prepare_pendulum_param_jacobian,
-}
-
-
-def prepare(case, **kwargs):
-    """Return ``CASES[case](**kwargs)``: a zero-argument callable computing the case."""
-    if case not in CASES:
-        raise KeyError(f"jax_cases.prepare: unknown case {case!r}; expected one of {sorted(CASES)}.")
-    return CASES[case](**kwargs)
+#: case name -> prepare function; ``prepare(case, **problem)``; one-call functions per case
+CASES, prepare, _ONE_CALL = case_api("jax_cases", globals())
+heat_jacobian = _ONE_CALL["heat_jacobian"]
+heat_jvp = _ONE_CALL["heat_jvp"]
+nbody_mass_jacobian = _ONE_CALL["nbody_mass_jacobian"]
+pendulum_param_jacobian = _ONE_CALL["pendulum_param_jacobian"]
