@@ -215,7 +215,7 @@ class Kernel:
                     )
 
     def _check_coverage(self, griddim, blockdim, args):
-        if "gridsize" in self._source_names():
+        if "gridsize" in self._source_names:
             return  # grid-stride loops cover any size
         threads = math.prod(griddim) * math.prod(blockdim)
         shortest = min((len(a) for a in args if getattr(a, "ndim", 0) >= 1), default=0)
@@ -224,7 +224,7 @@ class Kernel:
         rows = [
             (p, a.shape[0]) for p, a in zip(self._params, args) if getattr(a, "ndim", 0) >= 1
         ]
-        if rows and "grid" in self._source_names():
+        if rows and "grid" in self._source_names:
             listing = ", ".join(f"{p}: {n}" for p, n in rows)
             warnings.warn(
                 f"kernel {self.__name__} is launched with {threads} threads "
@@ -235,11 +235,18 @@ class Kernel:
                 stacklevel=3,
             )
 
-    @functools.lru_cache(maxsize=None)
-    def _source_names(self):
+    @functools.cached_property
+    def _source_tree(self):
+        """The kernel's parsed source, or None where it is not available."""
         try:
-            tree = ast.parse(textwrap.dedent(inspect.getsource(self.py_func)))
+            return ast.parse(textwrap.dedent(inspect.getsource(self.py_func)))
         except (OSError, TypeError, SyntaxError):
+            return None
+
+    @functools.cached_property
+    def _source_names(self):
+        tree = self._source_tree
+        if tree is None:
             return frozenset()
         return frozenset(
             node.attr if isinstance(node, ast.Attribute) else node.id
@@ -253,18 +260,15 @@ class Kernel:
             if not isinstance(a, (Dual, DualArray)) and np.ndim(a) >= 1
             and getattr(getattr(a, "dtype", None), "kind", "") == "f"
         ]
-        try:
-            tree = ast.parse(textwrap.dedent(inspect.getsource(self.py_func)))
-            stored = {
-                node.value.id
-                for node in ast.walk(tree)
-                if isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Store)
-                and isinstance(node.value, ast.Name)
-            }
-            written = [p for p in plain if p in stored]
-            return written or plain
-        except (OSError, TypeError, SyntaxError):
+        if self._source_tree is None:
             return plain
+        stored = {
+            node.value.id
+            for node in ast.walk(self._source_tree)
+            if isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Store)
+            and isinstance(node.value, ast.Name)
+        }
+        return [p for p in plain if p in stored] or plain
 
     def _drop_message(self, args, target):
         from ._context import active_lanes
