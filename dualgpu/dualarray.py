@@ -40,15 +40,17 @@ def _as_index(index):
     return index if isinstance(index, tuple) else (index,)
 
 
-def _is_basic(index):
-    """True for an index of ints, slices, Ellipsis and None (views; no index arrays)."""
+def _basic_ndim(index, ndim):
+    """The number of axes ``values[index]`` has for a basic index (ints, slices, Ellipsis,
+    None: a view), or -1 when the index holds arrays, lists or bools (advanced indexing)."""
     for item in index:
-        if isinstance(item, (int, np.integer, slice)) and not isinstance(item, (bool, np.bool_)):
-            continue
-        if item is None or item is Ellipsis:
-            continue
-        return False
-    return True
+        if item is None:
+            ndim += 1
+        elif isinstance(item, (int, np.integer)) and not isinstance(item, (bool, np.bool_)):
+            ndim -= 1
+        elif not (isinstance(item, slice) or item is Ellipsis):
+            return -1
+    return ndim
 
 
 class DualArray:
@@ -137,7 +139,7 @@ class DualArray:
     # -- element and slice access (plain Python: simulator and host code) -------
     def __getitem__(self, index):
         index = _as_index(index)
-        if not _is_basic(index):
+        if _basic_ndim(index, self.values.ndim) < 0:
             from .host_indexing import getitem
 
             return getitem(self, index)
@@ -176,7 +178,8 @@ class DualArray:
                 f"cannot store {type(item).__name__} into a DualArray; expected a Dual, a "
                 "DualArray, a number or an array."
             )
-        if not _is_basic(index):
+        target_ndim = _basic_ndim(index, self.values.ndim)
+        if target_ndim < 0:
             from .host_indexing import store_advanced
 
             store_advanced(self, index, values, partials)
@@ -187,8 +190,6 @@ class DualArray:
             self.partials[lanes_index] = 0
             return
         # the item's partials (N, *S_item) broadcast into (N, *S_target): ones after N
-        target_ndim = self.ndim + sum(k is None for k in index) - sum(
-            not isinstance(k, slice) and k is not None and k is not Ellipsis for k in index)
         extra = target_ndim - (partials.ndim - 1)
         if extra > 0:
             partials = partials.reshape((partials.shape[0],) + (1,) * extra + partials.shape[1:])
