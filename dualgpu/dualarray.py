@@ -261,13 +261,11 @@ class DualArray:
 
     def argmax(self, axis=None, out=None, keepdims=False):
         """The index of the maximum of the values (a plain integer or array)."""
-        return np.argmax(self.values if not self.is_device else self.values.copy_to_host(),
-                         axis=axis, out=out, keepdims=keepdims)
+        return np.argmax(self, axis=axis, out=out, keepdims=keepdims)
 
     def argmin(self, axis=None, out=None, keepdims=False):
         """The index of the minimum of the values (a plain integer or array)."""
-        return np.argmin(self.values if not self.is_device else self.values.copy_to_host(),
-                         axis=axis, out=out, keepdims=keepdims)
+        return np.argmin(self, axis=axis, out=out, keepdims=keepdims)
 
     def cumsum(self, axis=None, dtype=None, out=None):
         """The running sum along ``axis`` (of the flattened array by default)."""

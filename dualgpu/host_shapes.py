@@ -589,14 +589,52 @@ def _values_of(x):
     return x
 
 
-#: numpy functions whose answer is about the values only: indices, counts, booleans,
-#: shapes. They see the values; their answers are plain.
+#: numpy functions whose answer is about the values only: indices, counts, booleans.
+#: They see the values; their answers are plain.
 VALUE_FUNCTIONS = (
     np.argmax, np.argmin, np.argsort, np.argwhere, np.nonzero, np.flatnonzero,
     np.count_nonzero, np.searchsorted, np.digitize, np.isclose, np.allclose,
-    np.array_equal, np.array_equiv, np.shape, np.ndim, np.size, np.result_type,
-    np.iscomplexobj, np.isrealobj,
+    np.array_equal, np.array_equiv,
 )
+
+
+@implements(np.shape)
+def shape(a):
+    """Return the shape (no copy from device memory)."""
+    return shape_of(a)
+
+
+@implements(np.ndim)
+def ndim(a):
+    """Return the number of dimensions."""
+    return ndim_of(a)
+
+
+@implements(np.size)
+def size(a, axis=None):
+    """Return the number of elements (along ``axis``)."""
+    dims = shape_of(a)
+    if axis is None:
+        return int(np.prod(dims, dtype=np.intp))
+    return dims[axis]
+
+
+@implements(np.result_type)
+def result_type(*arrays_and_dtypes):
+    """Return numpy's result type, with duals standing for their dtype."""
+    return np.result_type(*(np.dtype(x.dtype) if is_dual(x) else x for x in arrays_and_dtypes))
+
+
+@implements(np.iscomplexobj)
+def iscomplexobj(x):
+    """False: duals are real."""
+    return False if is_dual(x) else np.iscomplexobj(x)
+
+
+@implements(np.isrealobj)
+def isrealobj(x):
+    """True: duals are real."""
+    return True if is_dual(x) else np.isrealobj(x)
 for _function in VALUE_FUNCTIONS:
     if _function is not None:
         implements(_function)(_on_values(_function))

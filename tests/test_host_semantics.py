@@ -338,3 +338,14 @@ def test_jacobian_of_objective_wrt_the_initial_state():
         grad = dualgpu.jacobian(objective, u0, progress=False)
         check_jacobian(objective, (u0,), n_directions=2)
     assert grad.shape == (12,)
+
+
+def test_questions_about_the_values_have_plain_answers():
+    u = dual_array(np.array([[3.0, -1.0, 2.0], [0.5, 4.0, 4.0]]), lanes=2)
+    assert np.shape(u) == (2, 3) and np.ndim(u) == 2 and np.size(u) == 6 and np.size(u, 1) == 3
+    assert np.argmax(u) == 4 and u.argmax(axis=1).tolist() == [0, 1] and u.argmin() == 1
+    np.testing.assert_array_equal(np.argsort(u, axis=1), np.argsort(u.values, axis=1))
+    assert np.count_nonzero(u > 1) == 4 and np.allclose(u, u.values)
+    assert np.result_type(u, np.float32) == np.float64 and not np.iscomplexobj(u)
+    np.testing.assert_array_equal(np.flatnonzero(u - 4.0), [0, 1, 2, 3])
+    assert np.searchsorted(u[1], 3.0) == 1
