@@ -82,7 +82,9 @@ def astype_dual_array(array, dtype, copy=True):
     values = host(array.values)
     if dtype.kind != "f":
         return values.astype(dtype)
-    cast = DualArray(values.astype(dtype), host(array.partials).astype(dtype))
+    partials = host(array.partials)
+    lanes_dtype = partials.dtype if array.is_tracer else dtype  # dependency sets stay bitsets
+    cast = DualArray(values.astype(dtype), partials.astype(lanes_dtype))
     if array.is_device:
         cast = DualArray(same_side(array.values, cast.values),
                          same_side(array.values, cast.partials))

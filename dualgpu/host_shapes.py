@@ -506,10 +506,14 @@ def _like(fname, a, dtype, shape, fill):
     if dtype.kind != "f" or not (is_dual(a) or fill_partials is not None):
         return values
     lanes = common_lanes([a.partials if is_dual(a) else None, fill_partials], fname)
-    partials = np.zeros((lanes,) + shape, dtype)
-    if fill_partials is not None:
-        partials[...] = lift(fill_partials, len(shape))
-    result = wrap(values, partials)
+    if isinstance(a, DualArray) and a.is_tracer and fill_partials is None:
+        # sparsity detection: zero dependency sets, so kernels see one kind of lanes
+        result = DualArray(values, np.zeros((lanes,) + shape, a.partials.dtype))
+    else:
+        partials = np.zeros((lanes,) + shape, dtype)
+        if fill_partials is not None:
+            partials[...] = lift(fill_partials, len(shape))
+        result = wrap(values, partials)
     if isinstance(result, DualArray) and template_values is not None:
         result = DualArray(same_side(template_values, result.values),
                            same_side(template_values, result.partials))

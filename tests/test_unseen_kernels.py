@@ -318,3 +318,10 @@ def test_shared_memory_tile_error_names_the_tile():
 def test_const_memory_on_cpu():
     with dualgpu.using_backend("cpu"):
         check_jvp(L.f_const, (_U, 0.7))
+
+
+def test_numpy_output_array_under_sparsity_detection():
+    """np.zeros_like of a structural tracer is a tracer: detection sees the kernel's pattern."""
+    with dualgpu.using_backend("cpu"):
+        jac = dualgpu.jacobian(lambda u: L.f_numpy_out(u, 0.7), _U, sparsity="detect")
+    np.testing.assert_allclose(jac.toarray(), np.diag(2 * 0.7 * _U), rtol=1e-14)
