@@ -20,6 +20,10 @@ memory
 sparse
     One-step Jacobian of the 1-D heat stencil by sparsity detection, coloring
     and compressed seeding, vs one JVP with the same lane count.
+host_objective
+    Host post-processing (energy, misfit norm, maximum, centroid) on a 1e6-cell DualArray
+    with 8 lanes vs the same numpy operations on plain arrays of 9e6 elements
+    (:mod:`benchmarks.cases_host`).
 peers_heat, peers_nbody, peers_pendulum
     Jacobians of :mod:`benchmarks.peers.problems` with dualgpu's driver vs
     JAX ``jacfwd``, ``torch.func.jacfwd`` and NumPy finite differences.
@@ -524,7 +528,14 @@ CASES = {
     "peers_nbody": case_peers_nbody,
     "peers_nbody_small": case_peers_nbody_small,
     "peers_pendulum": case_peers_pendulum,
+    "host_objective": lambda profile: _cases_host().case_host_objective(profile),
 }
+
+
+def _cases_host():
+    from benchmarks import cases_host
+
+    return cases_host
 
 
 def run_case(name, profile):

@@ -27,7 +27,7 @@ if ROOT not in sys.path:
 __all__ = ["main", "run_cases", "format_table"]
 
 CASE_ORDER = ("overhead", "cpu_vs_njit", "launch", "memory", "sparse", "peers_heat", "peers_nbody", "peers_nbody_small",
-              "peers_pendulum")
+              "peers_pendulum", "host_objective")
 
 #: Seconds one case may run, per profile.
 CASE_TIMEOUT = {"full": 3600, "quick": 300, "tiny": 300}
@@ -179,10 +179,22 @@ def _sparse(r):
             f"({r['n']:,} directions in chunks of 8)"] + _target_lines(r)
 
 
+def _host_objective(r):
+    lines = [f"Host objectives: DualArray of {r['n']:,} cells x {r['lanes']} lanes vs plain numpy "
+             f"on {r['plain_elements']:,} elements",
+             "  operation      dual          plain         dual/plain  (cpu time)  values = numpy"]
+    for row in r["rows"]:
+        lines.append(f"  {row['name']:12s} {_ms(row['dual_s'])} {_ms(row['plain_s'])}"
+                     f"  {row['ratio']:9.2f}x  {row['cpu_ratio']:9.2f}x  {row['values_match']}")
+    if r.get("note"):
+        lines.append(f"  note: {r['note']}")
+    return lines + _target_lines(r)
+
+
 _FORMATTERS = {"sparse": _sparse, "overhead": _overhead, "cpu_vs_njit": _cpu_vs_njit, "launch": _launch,
                "memory": _memory, "peers_heat": _peers, "peers_nbody": _peers,
                "peers_nbody_small": _peers,
-               "peers_pendulum": _peers}
+               "peers_pendulum": _peers, "host_objective": _host_objective}
 
 
 def format_table(results, profile):

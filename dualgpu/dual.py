@@ -159,7 +159,9 @@ class Dual:
     def __float__(self):
         raise TypeError(
             "float(Dual) would drop the partials. Use d.value for the value alone, or a "
-            "dual-aware function (dualgpu.dmath / math inside a dualgpu kernel)."
+            "dual-aware function (dualgpu.dmath / math inside a dualgpu kernel). To cast to "
+            "float32 (np.float32(d) calls float()), use dualgpu.float32(d) or "
+            "d.astype(np.float32): both keep the partials."
         )
 
     def __complex__(self):
@@ -185,23 +187,39 @@ class Dual:
 
     __hash__ = None
 
+    def astype(self, dtype):
+        """Return this dual cast to ``dtype`` (float32/float64 keep the partials).
+
+        ``np.float32(d)`` cannot keep them (numpy calls ``float(d)``); use
+        ``d.astype(np.float32)`` or ``dualgpu.float32(d)``. An integer or bool dtype
+        gives the value alone, as ``int(d)`` does.
+        """
+        dtype = np.dtype(dtype)
+        if dtype.kind != "f":
+            return dtype.type(self.value)
+        return Dual(self.value, self.partials, dtype=dtype)
+
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
         # np.sin(d), np.float64(2) * d, 0-d array < d: numpy ufuncs on scalars follow the
-        # rule table (comparisons compare values)
-        if method != "__call__" or kwargs:
-            return NotImplemented
-        inputs = [a[()] if isinstance(a, np.ndarray) and a.ndim == 0 else a for a in inputs]
-        if any(isinstance(a, np.ndarray) for a in inputs):
-            return NotImplemented  # arrays of duals: use DualArray
-        if ufunc.__name__ in _UFUNC_COMPARISONS:
-            values = [a.value if isinstance(a, Dual) else a for a in inputs]
-            return ufunc(*values)
+        # rule table (comparisons compare values). Arrays, DualArrays, ufunc methods and
+        # ufuncs without a math rule go to the host array machinery (array_protocol).
+        scalars = [a[()] if isinstance(a, np.ndarray) and a.ndim == 0 else a for a in inputs]
         rule_name = rules.NUMPY_UFUNCS.get(ufunc.__name__)
-        if rule_name is None:
-            from .errors import MissingRuleError, missing_rule_message
+        if method != "__call__" or kwargs or not all(_is_operand(a) for a in scalars) or (
+                rule_name is None and ufunc.__name__ not in _UFUNC_COMPARISONS):
+            from .array_protocol import array_ufunc
 
-            raise MissingRuleError(missing_rule_message(f"numpy.{ufunc.__name__}"))
-        return apply_rule(rule_name, *inputs)
+            return array_ufunc(ufunc, method, inputs, kwargs)
+        if ufunc.__name__ in _UFUNC_COMPARISONS:
+            values = [a.value if isinstance(a, Dual) else a for a in scalars]
+            return ufunc(*values)
+        return apply_rule(rule_name, *scalars)
+
+    def __array_function__(self, func, types, args, kwargs):
+        # np.sum(d), np.stack([d0, d1]), np.clip(d, 0, 1): see dualgpu.array_protocol
+        from .array_protocol import array_function
+
+        return array_function(func, types, args, kwargs)
 
 
 _UFUNC_COMPARISONS = {"less", "less_equal", "greater", "greater_equal", "equal", "not_equal"}

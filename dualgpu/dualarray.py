@@ -23,8 +23,34 @@ def _is_device(array):
     return hasattr(array, "copy_to_host") and not isinstance(array, np.ndarray)
 
 
+def _device_copy(array):
+    """A copy of a device array in device memory (numba.cuda's, or the simulator's)."""
+    if "simulator" in type(array).__module__:
+        from numba.cuda import simulator
+
+        return simulator.to_device(array.copy_to_host())
+    from numba import cuda
+
+    copy = cuda.device_array_like(array)
+    copy.copy_to_device(array)
+    return copy
+
+
 def _as_index(index):
     return index if isinstance(index, tuple) else (index,)
+
+
+def _basic_ndim(index, ndim):
+    """The number of axes ``values[index]`` has for a basic index (ints, slices, Ellipsis,
+    None: a view), or -1 when the index holds arrays, lists or bools (advanced indexing)."""
+    for item in index:
+        if item is None:
+            ndim += 1
+        elif isinstance(item, (int, np.integer)) and not isinstance(item, (bool, np.bool_)):
+            ndim -= 1
+        elif not (isinstance(item, slice) or item is Ellipsis):
+            return -1
+    return ndim
 
 
 class DualArray:
@@ -113,6 +139,10 @@ class DualArray:
     # -- element and slice access (plain Python: simulator and host code) -------
     def __getitem__(self, index):
         index = _as_index(index)
+        if _basic_ndim(index, self.values.ndim) < 0:
+            from .host_indexing import getitem
+
+            return getitem(self, index)
         value = self.values[index]
         partials = self.partials[(slice(None),) + index]
         if np.ndim(value) == 0:
@@ -125,24 +155,47 @@ class DualArray:
         return DualArray(value, partials)
 
     def __setitem__(self, index, item):
+        """Store a Dual, a DualArray, a number or an array (zero partials) at ``index``.
+
+        Items broadcast as in numpy (a Dual or a number into a slice, a row into a
+        block); basic and advanced indices (masks, index arrays) are supported on host
+        arrays.
+        """
         index = _as_index(index)
-        lanes_index = (slice(None),) + index
         if isinstance(item, (Dual, DualArray)):
             if item.lanes != self.lanes:
                 raise DualgpuError(
                     f"cannot store a dual with {item.lanes} lanes into a DualArray with "
                     f"{self.lanes} lanes; seed both with the same lane count."
                 )
-            self.values[index] = item.value if isinstance(item, Dual) else item.values
-            self.partials[lanes_index] = item.partials
-        elif hasattr(item, "__cuda_array_interface__") or isinstance(item, np.ndarray) or np.isscalar(item):
-            self.values[index] = item
-            self.partials[lanes_index] = 0
+            values = item.value if isinstance(item, Dual) else item.values
+            partials = item.partials
+        elif (hasattr(item, "__cuda_array_interface__") or isinstance(item, np.ndarray)
+              or np.isscalar(item) or isinstance(item, (list, tuple))):
+            values, partials = item, None
         else:
             raise DualgpuError(
                 f"cannot store {type(item).__name__} into a DualArray; expected a Dual, a "
                 "DualArray, a number or an array."
             )
+        target_ndim = _basic_ndim(index, self.values.ndim)
+        if target_ndim < 0:
+            from .host_indexing import store_advanced
+
+            store_advanced(self, index, values, partials)
+            return
+        self.values[index] = values
+        lanes_index = (slice(None),) + index
+        if partials is None:
+            self.partials[lanes_index] = 0
+            return
+        # the item's partials (N, *S_item) broadcast into (N, *S_target): ones after N
+        extra = target_ndim - (partials.ndim - 1)
+        if extra > 0:
+            partials = partials.reshape((partials.shape[0],) + (1,) * extra + partials.shape[1:])
+        elif extra < 0:  # numpy drops the item's leading length-one axes: (1, 4) into (4,)
+            partials = partials.reshape((partials.shape[0],) + partials.shape[1 - extra:])
+        self.partials[lanes_index] = partials
 
     # -- host/device transfer ---------------------------------------------------
     def copy_to_host(self, ary=None, stream=0):
@@ -165,36 +218,181 @@ class DualArray:
         ary[...] = DualArray(values, partials)
         return ary
 
-    # -- host-side reductions (a scalar objective of a simulation's result) -------
-    def sum(self):
-        """The sum of all elements, as a :class:`Dual`."""
-        host = self.copy_to_host() if self.is_device else self
-        return Dual(host.values.sum(), host.partials.reshape(self.lanes, -1).sum(axis=1),
-                    dtype=self.dtype)
+    # -- numpy on the host: objectives and post-processing keep the partials ------
+    # (dualgpu.array_protocol holds the machinery; the methods below mirror ndarray's)
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        from .array_protocol import array_ufunc
 
-    def mean(self):
-        """The mean of all elements, as a :class:`Dual`."""
-        total = self.sum()
-        return Dual(total.value / self.size, total.partials / self.size, dtype=self.dtype)
+        return array_ufunc(ufunc, method, inputs, kwargs)
+
+    def __array_function__(self, func, types, args, kwargs):
+        from .array_protocol import array_function
+
+        return array_function(func, types, args, kwargs)
 
     def __array__(self, dtype=None, copy=None):
         raise TypeError(
             "a DualArray cannot become a plain numpy array without dropping its partials. "
-            "Allocate arrays like it with dualgpu.cuda.device_array_like(u), read the values "
-            "alone with u.values, or reduce it with u.sum() / u.mean()."
+            "numpy functions and operators work on it directly (np.sum(u), u * x, u @ x, "
+            "np.linalg.norm(u - data)) and keep the partials; allocate arrays like it with "
+            "np.zeros_like(u) or dualgpu.cuda.device_array_like(u); read the values alone "
+            "with u.values."
         )
+
+    def sum(self, axis=None, dtype=None, out=None, keepdims=False):
+        """The sum over ``axis`` (all elements by default): a Dual, or a DualArray."""
+        return np.sum(self, axis=axis, dtype=dtype, out=out, keepdims=keepdims)
+
+    def mean(self, axis=None, dtype=None, out=None, keepdims=False):
+        """The mean over ``axis`` (all elements by default): a Dual, or a DualArray."""
+        return np.mean(self, axis=axis, dtype=dtype, out=out, keepdims=keepdims)
+
+    def prod(self, axis=None, dtype=None, out=None, keepdims=False):
+        """The product over ``axis`` (exact partials with zeros)."""
+        return np.prod(self, axis=axis, dtype=dtype, out=out, keepdims=keepdims)
+
+    def max(self, axis=None, out=None, keepdims=False):
+        """The maximum over ``axis``, with the partials of the element it came from."""
+        return np.max(self, axis=axis, out=out, keepdims=keepdims)
+
+    def min(self, axis=None, out=None, keepdims=False):
+        """The minimum over ``axis``, with the partials of the element it came from."""
+        return np.min(self, axis=axis, out=out, keepdims=keepdims)
+
+    def argmax(self, axis=None, out=None, keepdims=False):
+        """The index of the maximum of the values (a plain integer or array)."""
+        return np.argmax(self, axis=axis, out=out, keepdims=keepdims)
+
+    def argmin(self, axis=None, out=None, keepdims=False):
+        """The index of the minimum of the values (a plain integer or array)."""
+        return np.argmin(self, axis=axis, out=out, keepdims=keepdims)
+
+    def cumsum(self, axis=None, dtype=None, out=None):
+        """The running sum along ``axis`` (of the flattened array by default)."""
+        return np.cumsum(self, axis=axis, dtype=dtype, out=out)
+
+    def var(self, axis=None, dtype=None, out=None, ddof=0, keepdims=False):
+        """The variance over ``axis``."""
+        return np.var(self, axis=axis, dtype=dtype, out=out, ddof=ddof, keepdims=keepdims)
+
+    def std(self, axis=None, dtype=None, out=None, ddof=0, keepdims=False):
+        """The standard deviation over ``axis``."""
+        return np.std(self, axis=axis, dtype=dtype, out=out, ddof=ddof, keepdims=keepdims)
+
+    def dot(self, other):
+        """``np.dot(self, other)``."""
+        return np.dot(self, other)
+
+    def clip(self, min=None, max=None):
+        """``np.clip(self, min, max)``: the partials of whichever bound or element won."""
+        return np.clip(self, min, max)
+
+    def round(self, decimals=0):
+        """The values rounded (zero partials)."""
+        return np.round(self, decimals)
+
+    def reshape(self, *shape, order="C"):
+        """A DualArray of the same data with a new shape (``u.reshape(2, 3)`` or ``((2, 3))``)."""
+        if len(shape) == 1 and not isinstance(shape[0], (int, np.integer)):
+            shape = tuple(shape[0])
+        return np.reshape(self, shape, order=order)
+
+    def ravel(self, order="C"):
+        """The flattened DualArray."""
+        return np.ravel(self, order=order)
+
+    def flatten(self, order="C"):
+        """A flattened copy."""
+        return np.ravel(self, order=order).copy()
+
+    def transpose(self, *axes):
+        """The DualArray with its axes permuted (reversed when none are given)."""
+        if len(axes) == 1 and not isinstance(axes[0], (int, np.integer)):
+            axes = axes[0]
+        return np.transpose(self, axes if axes else None)
+
+    @property
+    def T(self):
+        """The transposed DualArray."""
+        return np.transpose(self)
+
+    def swapaxes(self, axis1, axis2):
+        """The DualArray with two axes interchanged."""
+        return np.swapaxes(self, axis1, axis2)
+
+    def squeeze(self, axis=None):
+        """The DualArray without its length-one axes."""
+        return np.squeeze(self, axis=axis)
+
+    def take(self, indices, axis=None, mode="raise"):
+        """``np.take(self, indices, axis)``."""
+        return np.take(self, indices, axis=axis, mode=mode)
+
+    def repeat(self, repeats, axis=None):
+        """``np.repeat(self, repeats, axis)``."""
+        return np.repeat(self, repeats, axis=axis)
+
+    def fill(self, value):
+        """Set every element to ``value`` (a number: zero partials; a Dual: its partials)."""
+        self[...] = value
+
+    def astype(self, dtype, copy=True):
+        """This array cast to ``dtype`` on the same side (host or device).
+
+        A float dtype (float32, float64) keeps the partials; an integer or bool dtype
+        gives the plain values (zero derivative).
+        """
+        from .casting import astype_dual_array
+
+        return astype_dual_array(self, dtype, copy)
 
     def copy(self):
         """Return a deep copy on the same side (host or device)."""
         if not self.is_device:
             return DualArray(self.values.copy(), self.partials.copy())
-        from numba import cuda
+        return DualArray(_device_copy(self.values), _device_copy(self.partials))
 
-        values = cuda.device_array_like(self.values)
-        partials = cuda.device_array_like(self.partials)
-        values.copy_to_device(self.values)
-        partials.copy_to_device(self.partials)
-        return DualArray(values, partials)
+
+# -- operators: numpy's ufuncs (dualgpu.host_ufuncs applies the rule table) -----------
+_BINARY_OPERATORS = {
+    "add": np.add, "sub": np.subtract, "mul": np.multiply, "truediv": np.true_divide,
+    "floordiv": np.floor_divide, "mod": np.remainder, "pow": np.power, "matmul": np.matmul,
+}
+_COMPARISON_OPERATORS = {
+    "lt": np.less, "le": np.less_equal, "gt": np.greater, "ge": np.greater_equal,
+    "eq": np.equal, "ne": np.not_equal,
+}
+_UNARY_OPERATORS = {"neg": np.negative, "pos": np.positive, "abs": np.absolute}
+
+
+def _defers(other):
+    return getattr(type(other), "__array_ufunc__", False) is None
+
+
+def _operator(ufunc, name, reflected=False, inplace=False):
+    if inplace:
+        def method(self, other):
+            return ufunc(self, other, out=(self,))
+    elif reflected:
+        def method(self, other):
+            return NotImplemented if _defers(other) else ufunc(other, self)
+    else:
+        def method(self, other):
+            return NotImplemented if _defers(other) else ufunc(self, other)
+    method.__name__ = name
+    method.__doc__ = f"numpy.{ufunc.__name__} with partials (see dualgpu.host_ufuncs)."
+    return method
+
+
+for _name, _ufunc in _BINARY_OPERATORS.items():
+    setattr(DualArray, f"__{_name}__", _operator(_ufunc, f"__{_name}__"))
+    setattr(DualArray, f"__r{_name}__", _operator(_ufunc, f"__r{_name}__", reflected=True))
+    setattr(DualArray, f"__i{_name}__", _operator(_ufunc, f"__i{_name}__", inplace=True))
+for _name, _ufunc in _COMPARISON_OPERATORS.items():
+    setattr(DualArray, f"__{_name}__", _operator(_ufunc, f"__{_name}__"))
+for _name, _ufunc in _UNARY_OPERATORS.items():
+    setattr(DualArray, f"__{_name}__", lambda self, _u=_ufunc: _u(self))
+DualArray.__hash__ = None  # like ndarray: == compares elements
 
 
 def dual_array(values, partials=None, *, lanes=None, dtype=None):

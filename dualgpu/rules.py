@@ -37,6 +37,8 @@ __all__ = [
     "COMPARISONS",
     "INPLACE",
     "NUMPY_UFUNCS",
+    "NUMPY_ONLY_RULES",
+    "NUMPY_VALUE_ONLY",
     "EXPRESSION_FUNCTIONS",
 ]
 
@@ -138,6 +140,29 @@ NUMPY_UFUNCS = {
     "minimum": "min", "maximum": "max", "arctan2": "atan2", "hypot": "hypot",
     "copysign": "copysign", "fmod": "fmod",
 }
+
+#: numpy ufuncs with no ``math``/``operator`` counterpart, keyed by the ufunc's name. They
+#: apply to host arrays and host duals (``np.square(u - data)`` after a run); the compiled
+#: paths do not read this table. A ufunc that has a math counterpart (``cbrt``, ``exp2``)
+#: belongs in UNARY_RULES/BINARY_RULES with a line in NUMPY_UFUNCS instead.
+NUMPY_ONLY_RULES = {
+    "square": Rule("numpy.square", ("2 * x",), ((-5, 5),)),
+    "reciprocal": Rule("numpy.reciprocal", ("-ans * ans",), ((0.5, 5),)),
+    "deg2rad": Rule("numpy.deg2rad", ("0.017453292519943295",), ((-180, 180),)),
+    "radians": Rule("numpy.radians", ("0.017453292519943295",), ((-180, 180),)),
+    "rad2deg": Rule("numpy.rad2deg", ("57.29577951308232",), ((-3, 3),)),
+    "degrees": Rule("numpy.degrees", ("57.29577951308232",), ((-3, 3),)),
+}
+
+#: numpy ufuncs whose answer has zero derivative wherever it has one. On host duals they
+#: act on the values: a float answer (``floor``, ``sign``) carries zero partials, a bool
+#: answer (comparisons, ``isnan``) is a plain array.
+NUMPY_VALUE_ONLY = (
+    "less", "less_equal", "greater", "greater_equal", "equal", "not_equal",
+    "logical_and", "logical_or", "logical_xor", "logical_not",
+    "isnan", "isinf", "isfinite", "signbit",
+    "floor", "ceil", "trunc", "rint", "sign", "heaviside",
+)
 
 #: Functions that act on the value alone: their answer is not a dual (an int
 #: or a bool), so no partials exist to propagate.

@@ -67,3 +67,18 @@ def test_gpu_check_self_test_runs_on_cpu():
     proc = _python(GPU_CHECK, "--self-test", "--only", "heat1d", timeout=200)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "heat1d" in proc.stdout and "GB/s" in proc.stdout and "OK" in proc.stdout
+
+
+def test_host_objective_case_in_process():
+    sys.path.insert(0, ROOT)
+    from benchmarks.cases_host import case_host_objective
+    from benchmarks.run import format_table
+
+    result = case_host_objective("tiny")
+    assert [row["name"] for row in result["rows"]] == [
+        "energy", "misfit", "maximum", "centroid", "objective"]
+    assert all(row["values_match"] and row["ratio"] > 0 for row in result["rows"])
+    assert "host_objective" in result["targets"]
+    text = format_table({"host_objective": result}, "tiny")
+    assert "Host objectives: DualArray of 1,000 cells x 8 lanes" in text
+    assert "target host_objective" in text

@@ -4,6 +4,7 @@ import math
 import numpy as np
 from numba import float64
 
+import dualgpu
 from dualgpu import cuda
 
 
@@ -75,6 +76,24 @@ def f_host_float32_cast(u, a):
     out = cuda.device_array_like(d)
     p_square[1, 8](d, out, a)
     return out.copy_to_host()
+
+
+# P4, the documented way: dualgpu.float32(param) is np.float32 for plain numbers and keeps
+# a Dual's partials
+def f_host_float32_cast_documented(u, a):
+    a = dualgpu.float32(a)
+    d = cuda.to_device(u)
+    out = cuda.device_array_like(d)
+    p_square[1, 8](d, out, a)
+    return out.copy_to_host()
+
+
+# P4c: host objective computed straight on the device result (no copy_to_host first)
+def f_host_objective_of_device_result(u, a):
+    d = cuda.to_device(u)
+    out = cuda.device_array_like(d)
+    p_square[1, 8](d, out, a)
+    return np.sum(out ** 2) + np.max(out) - np.linalg.norm(out - u)
 
 
 # P5: host-side math.sqrt of a parameter

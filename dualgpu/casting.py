@@ -1,0 +1,91 @@
+"""Casts that keep the partials: ``dualgpu.float32(p)``, ``dualgpu.astype(x, dtype)``.
+
+``np.float32(p)`` cannot work on a :class:`~dualgpu.Dual`: numpy converts its argument
+with ``float()``, which would drop the partials, so a Dual refuses it (a ``TypeError``
+that names the alternative). Host code of float32 simulations casts its parameters
+with ``dualgpu.float32(p)`` instead: it is ``np.float32(p)`` for plain numbers and
+arrays, and keeps the lanes of Duals and DualArrays, so the same line runs with and
+without the driver.
+"""
+import numbers
+
+import numpy as np
+
+from .dual import Dual
+from .dualarray import DualArray
+
+__all__ = ["astype", "float32", "float64", "astype_dual_array"]
+
+
+def astype(x, dtype):
+    """Return ``x`` cast to ``dtype``, keeping its partials when it is a dual.
+
+    Parameters
+    ----------
+    x : number, numpy scalar, array_like, Dual or DualArray
+    dtype : numpy dtype
+        A float dtype keeps the partials of a dual (float32 or float64); an integer or
+        bool dtype gives the plain values (zero derivative).
+
+    Returns
+    -------
+    Dual, DualArray, numpy scalar or ndarray
+        Duals stay duals; a plain number becomes a numpy scalar, an array an array.
+
+    Examples
+    --------
+    >>> import numpy as np, dualgpu
+    >>> p = dualgpu.Dual(0.7, [1.0, 0.0])
+    >>> q = dualgpu.astype(p, np.float32)
+    >>> q.dtype, q.partials.tolist()
+    (dtype('float32'), [1.0, 0.0])
+    >>> dualgpu.astype(0.7, np.float32)
+    np.float32(0.7)
+    """
+    if isinstance(x, (Dual, DualArray)):
+        return x.astype(dtype)
+    dtype = np.dtype(dtype)
+    if isinstance(x, np.ndarray):
+        return x.astype(dtype)
+    if isinstance(x, (numbers.Number, np.generic)):
+        return dtype.type(x)
+    return np.asarray(x).astype(dtype)
+
+
+def float32(x):
+    """Return ``x`` as float32: ``np.float32(x)`` that keeps a dual's partials.
+
+    Examples
+    --------
+    >>> import numpy as np, dualgpu
+    >>> dualgpu.float32(dualgpu.Dual(0.5, [1.0])).dtype
+    dtype('float32')
+    >>> type(dualgpu.float32(0.5)) is np.float32
+    True
+    """
+    return astype(x, np.float32)
+
+
+def float64(x):
+    """Return ``x`` as float64: ``np.float64(x)`` that keeps a dual's partials."""
+    return astype(x, np.float64)
+
+
+def astype_dual_array(array, dtype, copy=True):
+    """Return DualArray ``array`` cast to ``dtype`` on its side (see :meth:`DualArray.astype`)."""
+    from .host_operands import host
+    from .host_shapes import same_side
+
+    dtype = np.dtype(dtype)
+    if dtype == array.dtype and not copy:
+        return array
+    values = host(array.values)
+    if dtype.kind != "f":
+        return values.astype(dtype)
+    partials = host(array.partials)
+    lanes_dtype = partials.dtype if array.is_tracer else dtype  # dependency sets stay bitsets
+    cast = DualArray(values.astype(dtype), partials.astype(lanes_dtype))
+    if array.is_device:
+        cast = DualArray(same_side(array.values, cast.values),
+                         same_side(array.values, cast.partials))
+    return cast
