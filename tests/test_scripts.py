@@ -80,9 +80,12 @@ def cpu_backend():
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_script(case, tmp_path, capsys):
     module, argv, output_of, n_figures = CASES[case]
-    argv = argv + ["--backend", "cpu", "--out", str(tmp_path), "--no-progress"]
+    argv = argv + ["--backend", "cpu", "--out", str(tmp_path)]
     result = module.main(argv)
-    printed = capsys.readouterr().out
+    captured = capsys.readouterr()
+    printed = captured.out
+    # progress bars are off by default where stderr is not a terminal (pytest captures it)
+    assert captured.err == "", captured.err
 
     assert len(result["figures"]) == n_figures
     for path in result["figures"]:
@@ -108,6 +111,27 @@ def test_help_lists_the_shared_options(capsys):
     for module, *_ in CASES.values():
         with pytest.raises(SystemExit):
             module.main(["--help"])
-        text = capsys.readouterr().out
+        text = " ".join(capsys.readouterr().out.split())
         for option in ("--backend", "--out", "--no-progress", "--chunk-size"):
             assert option in text
+        assert "default: shown only when stderr is an interactive terminal" in text
+
+
+def test_progress_option_shows_the_bars(tmp_path, capsys):
+    module, argv, _, _ = CASES["heat"]
+    module.main(argv + ["--backend", "cpu", "--out", str(tmp_path), "--progress"])
+    assert "step" in capsys.readouterr().err  # the time-step bar of the segments
+
+
+def test_backend_cuda_without_a_gpu_is_a_one_line_error(tmp_path, capsys, monkeypatch):
+    import numba.cuda
+
+    monkeypatch.setattr(numba.cuda, "is_available", lambda: False)
+    module, argv, _, _ = CASES["heat"]
+    with pytest.raises(SystemExit) as exit_info:
+        module.main(argv + ["--backend", "cuda", "--out", str(tmp_path)])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert err.startswith("heat_sensitivity.py: error: --backend cuda:")
+    assert "cpu" in err and "cudasim" in err
