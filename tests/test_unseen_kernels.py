@@ -103,7 +103,7 @@ def test_plain_equals_numpy_reference(backend, name):
 def test_jacobian_state_and_parameters(backend, name):
     f, args, argnums, _ = SIMS[name]
     with dualgpu.using_backend(backend):
-        check_jacobian(f, args, argnums=argnums, n_directions=2)
+        check_jacobian(f, *args, argnums=argnums, n_directions=2)
 
 
 def test_jacobian_shapes_and_parameter_column():
