@@ -402,7 +402,9 @@ def jacobian(f, *args, argnums=0, chunk_size=None, progress=None, sparsity=None,
         elements), ``"detect"`` to find it with the structural tracer, or a
         Coloring from an earlier result; see :mod:`dualgpu.sparse`. Sparse mode
         takes one array argnum and one array output, and returns a
-        ``scipy.sparse.csr_matrix`` of shape ``(output.size, input.size)``.
+        ``scipy.sparse.csr_matrix`` of shape ``(output.size, input.size)``
+        (rows and columns in C order); ``dualgpu.sparse.to_dense(J)`` gives
+        the dense shape ``output.shape + input.shape``.
     validate : bool or "detect"
         Sparse mode only: check that the pattern misses no entry (see
         :func:`dualgpu.sparse.sparse_jacobian`).
