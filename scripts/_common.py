@@ -173,11 +173,14 @@ def print_table(output_name, output_value, names, values, sensitivities, units=N
 
     The relative sensitivity (elasticity) ``p / y * dy/dp`` is the percentage change of the
     output per percent change of the parameter; it compares parameters of different units.
+    When ``|y|`` is near zero it is meaningless and is not printed (NaN in the rows); the rule
+    is :func:`dualgpu.plot.elasticities`', the one the ranking figures use.
     """
     sensitivities = np.asarray(sensitivities, dtype=float)
     values = np.asarray(values, dtype=float)
-    relative = (values / output_value * sensitivities if output_value != 0
-                else np.full(values.shape, np.nan))
+    relative, reason = plot.elasticities(sensitivities, values, output_value)
+    if relative is None:
+        relative = np.full(values.shape, np.nan)
     units = units or [""] * len(names)
     print(f"\nSensitivity of {output_name} = {output_value:.10g}")
     header = f"{'parameter':<22} {'value':>12} {'d y / d p':>17} {'p/y * dy/dp':>13}"
@@ -186,8 +189,11 @@ def print_table(output_name, output_value, names, values, sensitivities, units=N
     rows = []
     for name, unit, p, s, r in zip(names, units, values, sensitivities, relative):
         label = f"{name} [{unit}]" if unit else name
-        print(f"{label:<22} {p:>12.6g} {s:>17.10e} {r:>13.4g}")
+        shown = f"{r:>13.4g}" if np.isfinite(r) else f"{'n/a':>13}"
+        print(f"{label:<22} {p:>12.6g} {s:>17.10e} {shown}")
         rows.append((name, float(p), float(s), float(r)))
+    if reason:
+        print(f"(p/y * dy/dp not shown: y is near zero, {reason})")
     return rows
 
 

@@ -111,7 +111,6 @@ def main(argv=None):
     figures.save(plot.parameter_ranking(
         list(PARAMETERS), J.mean(axis=1),
         relative=np.array(values), output_value=y, output_name="θ̄(T)",
-        xlabel="relative sensitivity (p / θ̄) ∂θ̄/∂p  [% per %]",
         title="Shared parameters ranked by effect on the mean final angle"),
         "parameter_ranking")
     figures.report()
