@@ -62,7 +62,7 @@ CASES = {
               nbody_output, 3),
     "wave": (wave_sensitivity, ["--cells", "12", "--steps", "20"], wave_output, 2),
     "pendulum": (pendulum_sensitivity, ["--members", "8", "--steps", "40", "--segments", "3"],
-                 pendulum_output, 3),
+                 pendulum_output, 4),
     "gray_scott": (gray_scott_sensitivity, ["--cells", "12", "--steps", "30", "--segments",
                                             "3"], gray_scott_output, 2),
     "mass_spring": (mass_spring_sensitivity, ["--nodes", "6", "--steps", "60", "--snapshots",
@@ -137,3 +137,26 @@ def test_backend_cuda_without_a_gpu_is_a_one_line_error(tmp_path, capsys, monkey
     assert err.count("\n") == 1 and "Traceback" not in err
     assert err.startswith("heat_sensitivity.py: error: --backend cuda:")
     assert "cpu" in err and "cudasim" in err
+
+
+def test_pendulum_members_own_start_sensitivity_matches_central_differences(tmp_path, capsys):
+    module, argv, _, _ = CASES["pendulum"]
+    argv = argv + ["--backend", "cpu", "--out", str(tmp_path)]
+    own = module.main(argv)["initial_state_jacobian"]
+    assert own.shape == (8, 2)
+    assert "Each member's |∂θ(T)/∂θ(0)|" in capsys.readouterr().out
+    args = module.build_parser().parse_args(argv)
+    theta0, omega0 = pendulums.default_initial_state(args.members)
+    values = [getattr(args, name) for name in module.PARAMETERS]
+    h = 1e-6
+    for i in (0, 5):  # nudge one member's start; only that member's angle may move
+        for k, start in enumerate((theta0, omega0)):
+            up, down = start.copy(), start.copy()
+            up[i] += h
+            down[i] -= h
+            plus = (up, omega0) if k == 0 else (theta0, up)
+            minus = (down, omega0) if k == 0 else (theta0, down)
+            fd = (module.run(*plus, *values, args=args) - module.run(*minus, *values, args=args))
+            fd /= 2 * h
+            assert fd[i] == pytest.approx(own[i, k], rel=1e-6, abs=1e-9)
+            assert np.all(np.delete(fd, i) == 0)  # the members are independent
