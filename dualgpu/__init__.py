@@ -19,14 +19,16 @@ from .driver import jacfwd, jacobian, jvp, jvp_batch
 from .casting import astype, float32, float64
 from . import array_protocol  # noqa: F401  (numpy's protocols for Dual and DualArray)
 from . import sparse, testing
+from .ensemble import ensemble_jacobian
+from .uncertainty import propagate
 from .coloring import Coloring, check_coloring, color_columns
 from .sparsity import as_pattern, banded_pattern, stencil_pattern_2d
 
 __all__ = [
     "Dual", "DualArray", "dual_array", "DualgpuError", "MissingRuleError", "dmath", "rules",
     "jit", "cuda", "backend", "set_backend", "using_backend",
-    "jvp", "jvp_batch", "jacfwd", "jacobian", "testing", "sparse", "astype", "float32",
-    "float64",
+    "jvp", "jvp_batch", "jacfwd", "jacobian", "ensemble_jacobian", "propagate", "testing",
+    "sparse", "astype", "float32", "float64",
     "Coloring", "color_columns", "check_coloring", "as_pattern", "banded_pattern",
     "stencil_pattern_2d",
 ]

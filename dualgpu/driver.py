@@ -32,6 +32,7 @@ import numbers
 import numpy as np
 
 from ._context import dual_allocation
+from ._progress import progress_bar
 from .dual import Dual
 from .dualarray import DualArray
 from .errors import DualgpuError
@@ -44,7 +45,8 @@ __all__ = [
 
 #: Largest N the default chunk size picks.
 DEFAULT_CHUNK_LIMIT = 8
-#: With ``progress=None`` a tqdm bar is shown when there are more chunks than this.
+#: With ``progress=None`` a tqdm bar is shown on an interactive terminal or in a notebook
+#: when there are more chunks than this (see :mod:`dualgpu._progress`).
 PROGRESS_MIN_CHUNKS = 4
 #: Largest number of array dimensions a differentiated argument may have.
 _MAX_NDIM = 3
@@ -247,11 +249,7 @@ def _unpack(result, lanes, fname):
 
 
 def _progress_bar(n_chunks, progress, desc):
-    if progress is False or (progress is None and n_chunks <= PROGRESS_MIN_CHUNKS):
-        return None
-    from tqdm.auto import tqdm
-
-    return tqdm(total=n_chunks, desc=desc, unit="chunk", leave=False)
+    return progress_bar(n_chunks, progress, desc, unit="chunk", minimum=PROGRESS_MIN_CHUNKS)
 
 
 def _push_forward(f, args, kwargs, inputs, n_directions, lanes, fill, where, progress, fname):
@@ -395,15 +393,18 @@ def jacobian(f, *args, argnums=0, chunk_size=None, progress=None, sparsity=None,
         Lanes N per run of f, 1 to min(n, MAX_LANES) where n is the total number
         of input entries; default :func:`default_chunk_size`.
     progress : bool, optional
-        tqdm progress bar: None shows it above PROGRESS_MIN_CHUNKS chunks,
-        True always, False never.
+        tqdm progress bar. None (default) shows it only when standard error
+        is an interactive terminal or in a notebook, and only above
+        PROGRESS_MIN_CHUNKS chunks; True always; False never.
     sparsity : None, "detect", pattern or Coloring, optional
         Dense (None, the default) or sparse forward mode: a boolean pattern
         (array or scipy.sparse, rows = output elements, columns = input
         elements), ``"detect"`` to find it with the structural tracer, or a
         Coloring from an earlier result; see :mod:`dualgpu.sparse`. Sparse mode
         takes one array argnum and one array output, and returns a
-        ``scipy.sparse.csr_matrix`` of shape ``(output.size, input.size)``.
+        ``scipy.sparse.csr_matrix`` of shape ``(output.size, input.size)``
+        (rows and columns in C order); ``dualgpu.sparse.to_dense(J)`` gives
+        the dense shape ``output.shape + input.shape``.
     validate : bool or "detect"
         Sparse mode only: check that the pattern misses no entry (see
         :func:`dualgpu.sparse.sparse_jacobian`).
@@ -532,7 +533,8 @@ def jvp_batch(f, primals, tangents, *, chunk_size=None, progress=None):
 
     Each tangent is None (argument not differentiated) or an array of shape
     ``(B,) + primal.shape`` (``(B,)`` for scalars). The B directions run
-    ``chunk_size`` lanes at a time (default :func:`default_chunk_size` of B).
+    ``chunk_size`` lanes at a time (default :func:`default_chunk_size` of B);
+    ``progress`` is as in :func:`jacobian`.
 
     Returns
     -------

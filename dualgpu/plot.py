@@ -4,9 +4,14 @@ Every function draws on a :class:`matplotlib.figure.Figure` with an Agg canvas, 
 headless and never touches pyplot's state or backend. Each takes an optional ``ax`` to draw
 into and returns ``(fig, ax)``; :func:`save` writes the figure as a PNG.
 
-Colour scales are diverging and centred at zero: red is positive, blue negative, white zero.
-Entries that are NaN or infinite are drawn in a colour of their own (green by default), and
-the title and a :class:`RuntimeWarning` say how many there are.
+Colour scales keep white for zero. Data of both signs get a diverging scale centred at zero
+(red positive, blue negative); data that are all non-negative (a concentration, an
+all-positive Jacobian) a sequential one from white to red, all non-positive from blue to
+white. ``robust=True`` clips the colour scale at the 99th percentile of the magnitudes when
+a few entries dominate (the title says so, and suggests it when it would help). Symlog
+scales take their linear range from the data. Entries that are NaN or infinite are drawn in
+a colour of their own (green by default), and the title and a :class:`RuntimeWarning` say
+how many there are.
 
 Examples
 --------
@@ -20,6 +25,7 @@ Examples
 >>> ax.get_title()
 'Jacobian ∂ y / ∂ input  (2 × 2)'
 """
+import textwrap
 import warnings
 from pathlib import Path
 
@@ -37,6 +43,7 @@ __all__ = [
     "sensitivity_field",
     "parameter_ranking",
     "sensitivity_over_time",
+    "elasticities",
     "save",
 ]
 
@@ -45,10 +52,19 @@ MAX_TICK_LABELS = {"x": 20, "y": 30}  # at most this many named ticks per axis
 MAX_LABEL_CHARS = 24  # longer tick labels are shortened with an ellipsis
 MAX_ANNOTATED_CELLS = 100  # Jacobians this small get their values written in the cells
 MAX_RANKED = 30  # parameter_ranking shows at most this many bars unless told otherwise
-NAN_COLOR = "#2ca02c"  # green: absent from the diverging maps used here
+NAN_COLOR = "#2ca02c"  # green: absent from the colour maps used here
 POSITIVE_COLOR = "#b2182b"  # the red end of RdBu_r
 NEGATIVE_COLOR = "#2166ac"  # the blue end of RdBu_r
+ZERO_COLOR = "0.6"  # grey: a parameter with no effect
 SCALES = ("linear", "symlog")
+DIVERGING_CMAP = "RdBu_r"  # data of both signs: blue, white at zero, red
+SEQUENTIAL_CMAPS = {1: "Reds", -1: "Blues_r"}  # all >= 0: white to red; all <= 0: blue to white
+ROBUST_PERCENTILE = 99.0  # robust=True clips the colour scale at this percentile of |nonzero|
+DOMINANT_FRACTION = 0.1  # robust=True is suggested when that percentile is below this x max
+LINTHRESH_PERCENTILE = 10.0  # symlog: linear within this percentile of |nonzero values| ...
+MAX_SYMLOG_DECADES = 8  # ... but at most this many decades below the largest magnitude
+NEAR_ZERO = 1e-2  # elasticities are not shown when |output| < NEAR_ZERO x its scale
+NOTE_WIDTH = 72  # title notes are wrapped at this many characters
 
 
 # ---------------------------------------------------------------- shared helpers
@@ -95,29 +111,114 @@ def _abs_max(finite_values):
     return float(np.max(np.abs(finite_values))) if finite_values.size else 0.0
 
 
-def _symmetric_norm(vmax, scale, linthresh):
-    """Return a norm mapping ``[-vmax, vmax]`` onto the colormap with zero at its centre."""
-    _check_choice("scale", scale, SCALES)
-    vmax = vmax if vmax > 0 else 1.0  # all zero: any symmetric range shows plain white
-    if scale == "linear":
-        return colors.TwoSlopeNorm(vcenter=0.0, vmin=-vmax, vmax=vmax)
-    return colors.SymLogNorm(
-        linthresh=_linthresh(linthresh, vmax), linscale=1.0, vmin=-vmax, vmax=vmax, base=10
+def _robust_percentile(robust):
+    """Return the clipping percentile for ``robust`` (False/None: no clipping)."""
+    if robust is None or robust is False:
+        return None
+    if robust is True:
+        return ROBUST_PERCENTILE
+    if isinstance(robust, (int, float, np.number)) and 50 <= float(robust) < 100:
+        return float(robust)
+    raise DualgpuError(
+        f"robust must be True (clip the colour scale at the {ROBUST_PERCENTILE:g}th percentile "
+        f"of the magnitudes), False, or a percentile from 50 to 100; got {robust!r}."
     )
 
 
-def _linthresh(linthresh, vmax):
-    """Return the symlog linear range: ``linthresh`` checked, or ``1e-3 * vmax``.
+def _entries(count):
+    return f"{count} entr{'y' if count == 1 else 'ies'}"
 
-    The default is rounded down to a power of ten so that the decade ticks of the log part
-    do not crowd the zero tick.
+
+class _Scale:
+    """What a colour (or y) scale shows: sign of the data, the limit, notes for the title."""
+
+    def __init__(self, values, scale, linthresh, robust, what="colour scale"):
+        _check_choice("scale", scale, SCALES)
+        finite = values[np.isfinite(values)]
+        magnitudes = np.abs(finite[finite != 0])
+        self.vmax = float(magnitudes.max()) if magnitudes.size else 0.0
+        self.notes = []
+        limit = self.vmax
+        percentile = _robust_percentile(robust)
+        self.clipped = False
+        if percentile is not None and magnitudes.size:
+            limit = float(np.percentile(magnitudes, percentile))
+            beyond = int(np.count_nonzero(magnitudes > limit))
+            if beyond:
+                self.clipped = True
+                self.notes.append(
+                    f"robust {what}: clipped at ±{limit:.3g}, the {percentile:g}th percentile of "
+                    f"|nonzero values|; {_entries(beyond)} beyond it drawn at the ends")
+        elif percentile is None and _dominated(magnitudes, self.vmax):
+            self.notes.append(
+                f"a few entries dominate the {what}: robust=True clips it at the "
+                f"{ROBUST_PERCENTILE:g}th percentile")
+        if self.vmax > 0 and finite.min() >= 0:
+            self.sign = 1
+        elif self.vmax > 0 and finite.max() <= 0:
+            self.sign = -1
+        else:
+            self.sign = 0  # both signs, or all zero
+        self.limit = limit if limit > 0 else 1.0  # all zero: any range shows plain white
+        self.linthresh = None
+        if scale == "symlog":
+            self.linthresh = _linthresh(linthresh, self.limit, magnitudes)
+            self.notes.append(f"symlog {what}, linear within ±{self.linthresh:.2g}")
+        self.scale = scale
+
+    def norm(self):
+        """The matplotlib norm: symmetric around zero, or from zero for one-signed data."""
+        low = -self.limit if self.sign <= 0 else 0.0
+        high = self.limit if self.sign >= 0 else 0.0
+        if self.scale == "symlog":
+            return colors.SymLogNorm(linthresh=self.linthresh, linscale=1.0, vmin=low,
+                                     vmax=high, base=10)
+        if self.sign == 0:
+            return colors.TwoSlopeNorm(vcenter=0.0, vmin=low, vmax=high)
+        return colors.Normalize(vmin=low, vmax=high)
+
+    def cmap(self, cmap):
+        """The colormap: ``cmap`` if one was given, else diverging or sequential by sign."""
+        if cmap is not None:
+            return cmap
+        return SEQUENTIAL_CMAPS.get(self.sign, DIVERGING_CMAP)
+
+    def extend(self):
+        """Which colorbar ends are clipped (arrow-shaped)."""
+        if not self.clipped:
+            return "neither"
+        return {1: "max", -1: "min"}.get(self.sign, "both")
+
+
+def _dominated(magnitudes, vmax):
+    """True when a few entries set the scale: the 99th percentile is far below the maximum."""
+    if magnitudes.size < 20 or vmax == 0:
+        return False
+    return float(np.percentile(magnitudes, ROBUST_PERCENTILE)) < DOMINANT_FRACTION * vmax
+
+
+def _linthresh(linthresh, vmax, magnitudes=None):
+    """Return the symlog linear range: ``linthresh`` checked, or one taken from the data.
+
+    The default is the ``LINTHRESH_PERCENTILE``-th percentile of the nonzero magnitudes,
+    kept within ``MAX_SYMLOG_DECADES`` decades below ``vmax`` and at least one decade under
+    it, and rounded down to a power of ten so that the decade ticks of the log part do not
+    crowd the zero tick.
     """
     if linthresh is None:
-        return 10.0 ** np.floor(np.log10(1e-3 * vmax)) if vmax > 0 else 1e-3
+        if vmax <= 0:
+            return 1e-3
+        if magnitudes is None or not np.size(magnitudes):
+            guess = 1e-3 * vmax
+        else:
+            guess = float(np.percentile(magnitudes, LINTHRESH_PERCENTILE))
+        guess = min(max(guess, vmax * 10.0 ** -MAX_SYMLOG_DECADES), vmax / 10.0)
+        return 10.0 ** np.floor(np.log10(guess))
     if not (np.isfinite(linthresh) and linthresh > 0):
         raise DualgpuError(
             f"linthresh must be a positive number (the half-width of the linear range around "
-            f"zero in a symlog scale); got {linthresh!r}. Omit it for 1e-3 * max|value|."
+            f"zero in a symlog scale); got {linthresh!r}. Omit it for one taken from the data "
+            f"(the {LINTHRESH_PERCENTILE:g}th percentile of |nonzero values|)."
         )
     return float(linthresh)
 
@@ -145,8 +246,9 @@ def _nonfinite_note(values, what, how):
 
 
 def _set_title(ax, title, notes):
-    notes = [note for note in notes if note]
-    ax.set_title("\n".join([title] + [f"({note})" for note in notes]))
+    """Title the axes, with each note in parentheses on lines of its own (wrapped when long)."""
+    notes = [textwrap.fill(f"({note})", NOTE_WIDTH) for note in notes if note]
+    ax.set_title("\n".join([title] + notes))
 
 
 def _short(label):
@@ -181,13 +283,13 @@ def _label_ticks(axis, labels, rotate):
             text.set_rotation_mode("anchor")
 
 
-def _draw_image(fig, ax, image, norm, cmap, nan_color, colorbar_label, **imshow):
-    """Draw ``image`` with a zero-centred ``norm`` and a labelled colorbar; return the image."""
+def _draw_image(fig, ax, image, scale, cmap, nan_color, colorbar_label, **imshow):
+    """Draw ``image`` on ``scale`` (a :class:`_Scale`) with a labelled colorbar; return it."""
     shown = ax.imshow(
-        np.ma.masked_invalid(image), norm=norm, cmap=_colormap(cmap, nan_color),
-        interpolation="nearest", **imshow,
+        np.ma.masked_invalid(image), norm=scale.norm(),
+        cmap=_colormap(scale.cmap(cmap), nan_color), interpolation="nearest", **imshow,
     )
-    bar = fig.colorbar(shown, ax=ax, shrink=0.9)
+    bar = fig.colorbar(shown, ax=ax, shrink=0.9, extend=scale.extend())
     bar.set_label(colorbar_label)
     return shown
 
@@ -195,16 +297,15 @@ def _draw_image(fig, ax, image, norm, cmap, nan_color, colorbar_label, **imshow)
 # ---------------------------------------------------------------- fields
 
 def _draw_field(fig, ax, field, *, extent, xlabel, ylabel, cmap, value_label, scale, linthresh,
-                nan_color, title, notes=()):
-    """Draw a 1-D field as a line or a 2-D field as a zero-centred image."""
-    finite = field[np.isfinite(field)]
-    vmax = _abs_max(finite)
+                nan_color, title, robust=False, notes=()):
+    """Draw a 1-D field as a line or a 2-D field as an image (white is zero)."""
     how = _drawn_in(nan_color) if field.ndim == 2 else "left out (gaps in the line)"
     notes = list(notes) + [_nonfinite_note(field, "The field", how)]
-    if vmax == 0:
+    shown = _Scale(field, scale, linthresh, robust,
+                   what="colour scale" if field.ndim == 2 else "y scale")
+    if shown.vmax == 0:
         notes.append("all values are zero")
-    if scale == "symlog":
-        notes.append(f"symlog scale, linear within ±{_linthresh(linthresh, vmax):.2g}")
+    notes += shown.notes
     if field.ndim == 1:
         if extent is None:
             x = np.arange(field.size)
@@ -215,11 +316,14 @@ def _draw_field(fig, ax, field, *, extent, xlabel, ylabel, cmap, value_label, sc
                 f"extent of a 1-D field must be (xmin, xmax); got {tuple(extent)!r}. "
                 "Pass two numbers, or None to use the sample index."
             )
-        _check_choice("scale", scale, SCALES)
         ax.axhline(0.0, color="0.4", linewidth=0.8, zorder=1)
         ax.plot(x, field, color=NEGATIVE_COLOR, linewidth=1.6, zorder=2)
         if scale == "symlog":
-            ax.set_yscale("symlog", linthresh=_linthresh(linthresh, vmax))
+            ax.set_yscale("symlog", linthresh=shown.linthresh)
+        if shown.clipped:
+            low, high = shown.norm().vmin, shown.norm().vmax
+            pad = 0.05 * (high - low)
+            ax.set_ylim(low - pad if low < 0 else low, high + pad if high > 0 else high)
         ax.set_xlabel(xlabel if extent is not None else f"{xlabel} (sample index)")
         ax.set_ylabel(value_label if ylabel is None else ylabel)
         ax.grid(alpha=0.3)
@@ -242,7 +346,7 @@ def _draw_field(fig, ax, field, *, extent, xlabel, ylabel, cmap, value_label, sc
     height = abs(imshow_extent[3] - imshow_extent[2])
     aspect = "equal" if 0.2 <= height / width <= 5 else "auto"
     _draw_image(
-        fig, ax, field, _symmetric_norm(vmax, scale, linthresh), cmap, nan_color, value_label,
+        fig, ax, field, shown, cmap, nan_color, value_label,
         origin="lower", extent=imshow_extent, aspect=aspect,
     )
     ax.set_xlabel(xlabel)
@@ -251,12 +355,14 @@ def _draw_field(fig, ax, field, *, extent, xlabel, ylabel, cmap, value_label, sc
 
 
 def sensitivity_field(field, *, ax=None, title=None, extent=None, xlabel="x", ylabel=None,
-                      cmap="RdBu_r", colorbar_label="sensitivity", scale="linear",
-                      linthresh=None, nan_color=NAN_COLOR):
+                      cmap=None, colorbar_label="sensitivity", scale="linear",
+                      linthresh=None, robust=False, nan_color=NAN_COLOR):
     """Return ``(fig, ax)`` showing a 1-D field as a line or a 2-D field as an image.
 
-    A 2-D field ``field[iy, ix]`` is drawn with y upwards on a diverging colour scale whose
-    limits are symmetric around zero; a 1-D field is drawn as a line over a zero line.
+    A 2-D field ``field[iy, ix]`` is drawn with y upwards, white at zero: on a diverging
+    colour scale symmetric around zero when it has both signs, on a sequential one (white
+    to red) when it is all non-negative (white to blue when all non-positive). A 1-D field
+    is drawn as a line over a zero line.
 
     Parameters
     ----------
@@ -272,14 +378,21 @@ def sensitivity_field(field, *, ax=None, title=None, extent=None, xlabel="x", yl
         Without it the axes show sample indices.
     xlabel, ylabel : str
         Axis names (for 1-D, ``ylabel`` defaults to ``colorbar_label``).
-    cmap : str or Colormap
-        A diverging colormap; red positive, blue negative by default.
+    cmap : str or Colormap, optional
+        Defaults to ``"RdBu_r"`` (both signs), ``"Reds"`` (all >= 0) or ``"Blues_r"``
+        (all <= 0). A colormap you pass is used with the same limits (from zero for
+        one-signed data).
     colorbar_label : str
         What the values are, with units if any (labels the colorbar, or the y axis in 1-D).
     scale : {"linear", "symlog"}
         "symlog" is linear within ``linthresh`` of zero and logarithmic outside.
     linthresh : float, optional
-        Defaults to ``1e-3 * max|field|``.
+        Defaults to the data's own: the ``LINTHRESH_PERCENTILE``-th percentile of the
+        nonzero magnitudes, rounded down to a power of ten.
+    robust : bool or float
+        Clip the colour scale (the y axis of a 1-D field) at the ``ROBUST_PERCENTILE``-th
+        percentile of the nonzero magnitudes (or at the percentile given), so that a few
+        large entries do not wash out the rest; the title says how many lie beyond.
     nan_color : color
         Colour of NaN and infinite entries.
     """
@@ -297,7 +410,7 @@ def sensitivity_field(field, *, ax=None, title=None, extent=None, xlabel="x", yl
     _draw_field(
         fig, ax, field, extent=extent, xlabel=xlabel, ylabel=ylabel, cmap=cmap,
         value_label=colorbar_label, scale=scale, linthresh=linthresh, nan_color=nan_color,
-        title=title,
+        title=title, robust=robust,
     )
     return fig, ax
 
@@ -394,13 +507,16 @@ def _matrix_image(J, sparse):
     return _pool_max_abs(rows, cols, vals, (m, n), bins), note
 
 
-def _annotate_cells(ax, image, norm):
+def _annotate_cells(ax, image, shown):
+    """Write each value in its cell, white on dark colours and black on light ones."""
+    norm, cmap = shown.norm, shown.cmap
     for (row, col), value in np.ndenumerate(image):
         if not np.isfinite(value):
             ax.text(col, row, "NaN" if np.isnan(value) else f"{value}", ha="center",
                     va="center", fontsize=8, color="white")
             continue
-        dark = abs(float(norm(value)) - 0.5) > 0.3
+        red, green, blue, _ = cmap(float(norm(value)))
+        dark = 0.299 * red + 0.587 * green + 0.114 * blue < 0.5
         ax.text(col, row, f"{value:.2g}", ha="center", va="center", fontsize=8,
                 color="white" if dark else "black")
 
@@ -447,14 +563,17 @@ def _column_or_row(J, sparse, index, axis):
 def jacobian_heatmap(J, *, ax=None, title=None, output_labels=None, input_labels=None,
                      output_name="output", input_name="input", scale="linear", linthresh=None,
                      output_shape=None, input_shape=None, input_index=None, output_index=None,
-                     extent=None, cmap="RdBu_r", colorbar_label=None, annotate=None,
-                     nan_color=NAN_COLOR):
-    """Return ``(fig, ax)`` showing a Jacobian as a heatmap centred at zero.
+                     extent=None, cmap=None, colorbar_label=None, annotate=None,
+                     robust=False, nan_color=NAN_COLOR):
+    """Return ``(fig, ax)`` showing a Jacobian as a heatmap, white at zero.
 
     ``J[i, j] = ∂ output_i / ∂ input_j``: outputs run down the rows, inputs across the
-    columns. Colour limits are ``±max|J|`` so that white is zero, red positive and blue
-    negative. Matrices with a side above ``MAX_PIXELS`` are pooled: each pixel shows the
-    largest-magnitude entry of its block, so isolated nonzeros stay visible.
+    columns. With entries of both signs the colour limits are ``±max|J|``, red positive and
+    blue negative; an all non-negative J runs from white (zero) to red, an all non-positive
+    one from blue to white. ``robust=True`` clips the scale at the 99th percentile of
+    ``|J|`` when a few entries dominate (the title suggests it when they do). Matrices with a
+    side above ``MAX_PIXELS`` are pooled: each pixel shows the largest-magnitude entry of its
+    block, so isolated nonzeros stay visible.
 
     With ``output_shape=(ny, nx)`` one column of J, the sensitivity of the whole output field
     to one input, is drawn as a 2-D image instead (``input_index`` picks the column; it may be
@@ -479,7 +598,8 @@ def jacobian_heatmap(J, *, ax=None, title=None, output_labels=None, input_labels
         "symlog" is linear within ``linthresh`` of zero and logarithmic outside: use it when
         entries span many orders of magnitude.
     linthresh : float, optional
-        Defaults to ``1e-3 * max|J|``.
+        Defaults to the data's own: the ``LINTHRESH_PERCENTILE``-th percentile of the nonzero
+        magnitudes, rounded down to a power of ten.
     output_shape, input_shape : tuple, optional
         Shapes of the output and input fields; see above.
     input_index, output_index : int or tuple, optional
@@ -487,13 +607,18 @@ def jacobian_heatmap(J, *, ax=None, title=None, output_labels=None, input_labels
         (``output_shape``).
     extent : tuple, optional
         Physical ``(xmin, xmax, ymin, ymax)`` of a field drawn as an image.
-    cmap : str or Colormap
-        A diverging colormap.
+    cmap : str or Colormap, optional
+        Defaults to ``"RdBu_r"`` (both signs), ``"Reds"`` (all >= 0) or ``"Blues_r"``
+        (all <= 0).
     colorbar_label : str, optional
         Defaults to ``"∂ {output_name} / ∂ {input_name}"``.
     annotate : bool, optional
         Write each value in its cell; by default only for matrices of at most
         ``MAX_ANNOTATED_CELLS`` entries.
+    robust : bool or float
+        Clip the colour scale at the ``ROBUST_PERCENTILE``-th percentile of the nonzero
+        magnitudes (or at the percentile given); the colorbar's clipped ends are pointed and
+        the title says how many entries lie beyond.
     nan_color : color
         Colour of NaN and infinite entries (which also raise a RuntimeWarning).
     """
@@ -525,23 +650,20 @@ def jacobian_heatmap(J, *, ax=None, title=None, output_labels=None, input_labels
             fig, ax, values, extent=extent, xlabel=f"{field_name} x",
             ylabel=f"{field_name} y" if values.ndim == 2 else None, cmap=cmap,
             value_label=colorbar_label or derivative, scale=scale, linthresh=linthresh,
-            nan_color=nan_color,
+            nan_color=nan_color, robust=robust,
             title=title or f"Sensitivity {derivative} over the {field_name} field",
         )
         return fig, ax
 
     image, pooled_note = _matrix_image(J, sparse)
-    finite = image[np.isfinite(image)]
-    vmax = _abs_max(finite)
-    norm = _symmetric_norm(vmax, scale, linthresh)
+    shown = _Scale(image, scale, linthresh, robust)
     notes = [_nonfinite_note(image, "J", _drawn_in(nan_color)), pooled_note]
-    if vmax == 0:
+    if shown.vmax == 0:
         notes.append("all entries are zero")
-    if scale == "symlog":
-        notes.append(f"symlog colour scale, linear within ±{norm.linthresh:.2g}")
+    notes += shown.notes
     fig, ax = _figure_and_axes(ax, (7.5, 6.0))
-    _draw_image(
-        fig, ax, image, norm, cmap, nan_color,
+    drawn = _draw_image(
+        fig, ax, image, shown, cmap, nan_color,
         colorbar_label or f"∂ {output_name} / ∂ {input_name}",
         aspect="auto", extent=(-0.5, n - 0.5, m - 0.5, -0.5),
     )
@@ -552,7 +674,7 @@ def jacobian_heatmap(J, *, ax=None, title=None, output_labels=None, input_labels
             "J[:20, :20]."
         )
     if annotate or (annotate is None and m * n <= MAX_ANNOTATED_CELLS):
-        _annotate_cells(ax, image, norm)
+        _annotate_cells(ax, image, drawn)
     for axis, labels, name, count, kind in (
         (ax.xaxis, input_labels, input_name, n, "columns"),
         (ax.yaxis, output_labels, output_name, m, "rows"),
@@ -570,19 +692,53 @@ def jacobian_heatmap(J, *, ax=None, title=None, output_labels=None, input_labels
 
 # ---------------------------------------------------------------- parameters
 
-def _relative(sensitivities, relative, output_value, output_name):
-    """Return ``(values, xlabel, quantity)`` for parameter_ranking's choice of ``relative``."""
+def elasticities(sensitivities, parameter_values, output_value, *, near_zero=NEAR_ZERO,
+                 output_scale=None, output_name="y"):
+    """Return ``(elasticities or None, reason)``: ``p / y * ∂y/∂p``, unless ``|y|`` is near zero.
+
+    An elasticity is the relative change of the output per relative change of a parameter.
+    When the output ``y`` is close to zero it blows up and says nothing, so it is withheld
+    (``None``, with a sentence saying why) when ``|y| < near_zero * output_scale``. The
+    output's scale defaults to ``max_p |p ∂y/∂p|``, the change of ``y`` per relative change
+    of its most influential parameter: elasticities are withheld when one would exceed
+    ``1 / near_zero`` (100 by default). Pass ``output_scale`` (e.g. the largest ``|y|`` over
+    a field) to judge against a scale of your own; ``output_name`` names ``y`` in the reason.
+
+    Examples
+    --------
+    >>> values, reason = elasticities([2.0, -1.0], [1.0, 3.0], output_value=-4.0)
+    >>> values.tolist(), reason
+    ([-0.5, 0.75], '')
+    >>> elasticities([2.0, -1.0], [1.0, 3.0], output_value=1e-4)[0] is None
+    True
+    """
+    sensitivities = np.asarray(sensitivities, dtype=float)
+    scaled = sensitivities * np.asarray(parameter_values, dtype=float)
+    finite = scaled[np.isfinite(scaled)]
+    if output_scale is None:
+        reference, what = _abs_max(finite), f"max |p ∂{output_name}/∂p|"
+    else:
+        reference, what = abs(float(output_scale)), "the output's scale"
+    y = float(output_value)
+    if y == 0 or abs(y) < near_zero * reference:
+        return None, (f"|{output_name}| = {abs(y):.3g} is below {near_zero:g} × {what} = "
+                      f"{near_zero * reference:.3g}")
+    return scaled / y, ""
+
+
+def _relative(sensitivities, relative, output_value, output_name, near_zero, output_scale):
+    """Return ``(values, xlabel, quantity, note)`` for parameter_ranking's ``relative``."""
     if relative is None or relative is False:
         if output_value is not None:
             raise DualgpuError(
                 "output_value only applies with relative=parameter_values; pass both to get "
-                "elasticities (∂ ln output / ∂ ln parameter)."
+                "elasticities (p / output ∂ output / ∂ p)."
             )
-        return sensitivities, f"sensitivity ∂ {output_name} / ∂ parameter", "sensitivity"
+        return sensitivities, f"sensitivity ∂ {output_name} / ∂ parameter", "sensitivity", ""
     if relative is True:
         scale = _abs_max(sensitivities[np.isfinite(sensitivities)])
         return (sensitivities / scale if scale > 0 else sensitivities,
-                "sensitivity / max |sensitivity|", "sensitivity")
+                "sensitivity / max |sensitivity|", "sensitivity", "")
     parameters = _as_float_array(relative, "relative (parameter values)").ravel()
     if parameters.size != sensitivities.size:
         raise DualgpuError(
@@ -590,21 +746,31 @@ def _relative(sensitivities, relative, output_value, output_name):
             f"{sensitivities.size}, got {parameters.size}."
         )
     scaled = sensitivities * parameters
+    scaled_label = (f"p × ∂ {output_name} / ∂ p  (change of {output_name} per relative "
+                    "change of p)")
     if output_value is None:
-        return (scaled, f"∂ {output_name} / ∂ ln parameter  (sensitivity × parameter value)",
-                "sensitivity × parameter value")
-    if output_value == 0:
-        raise DualgpuError("output_value is 0, so elasticities (divided by it) are undefined; "
-                           "omit output_value to plot sensitivity × parameter value.")
-    return (scaled / output_value, f"elasticity ∂ ln {output_name} / ∂ ln parameter",
-            "elasticity")
+        return scaled, scaled_label, "sensitivity × parameter value", ""
+    values, reason = elasticities(sensitivities, parameters, output_value, near_zero=near_zero,
+                                  output_scale=output_scale, output_name=output_name)
+    if values is None:
+        note = f"elasticities not shown: {reason}; bars show p × ∂{output_name}/∂p"
+        return scaled, scaled_label, "sensitivity × parameter value", note
+    note = ""
+    if float(output_value) < 0:
+        note = f"{output_name} < 0: elasticities have the opposite sign to p ∂{output_name}/∂p"
+    return (values, f"elasticity (p / {output_name}) ∂ {output_name} / ∂ p  [% per %]",
+            "elasticity", note)
 
 
 def parameter_ranking(names, sensitivities, *, ax=None, relative=None, output_value=None,
-                      output_name="output", title=None, xlabel=None, top=None, annotate=True):
-    """Return ``(fig, ax)`` with a horizontal bar per parameter, largest |sensitivity| on top.
+                      output_name="output", title=None, xlabel=None, top=None, annotate=True,
+                      near_zero=NEAR_ZERO, output_scale=None):
+    """Return ``(fig, ax)`` with a horizontal bar per parameter, largest magnitude on top.
 
-    Positive bars are red, negative blue; each bar is annotated with its value.
+    Each bar is coloured by the sign of ``∂ output / ∂ p`` itself, whatever the bars show:
+    red when raising the parameter raises the output, blue when it lowers it (grey: no
+    effect); the legend says so. Elasticities divide by the output, so their sign flips
+    when the output is negative; the colour does not. Each bar is annotated with its value.
 
     Parameters
     ----------
@@ -618,7 +784,9 @@ def parameter_ranking(names, sensitivities, *, ax=None, relative=None, output_va
         None plots the sensitivities as they are. True divides them by the largest magnitude.
         Parameter values ``p`` plot ``p * ∂ output / ∂ p`` (the change in output per relative
         change in each parameter), which compares parameters of different units; with
-        ``output_value`` too, ``p / output * ∂ output / ∂ p`` (dimensionless elasticities).
+        ``output_value`` too, ``p / output * ∂ output / ∂ p`` (dimensionless elasticities),
+        unless the output is near zero (see :func:`elasticities`): then the bars show
+        ``p * ∂ output / ∂ p`` and the title says why.
     output_value : float, optional
         The output's value, for elasticities.
     output_name : str
@@ -629,15 +797,18 @@ def parameter_ranking(names, sensitivities, *, ax=None, relative=None, output_va
         Show only the ``top`` largest; defaults to all, or ``MAX_RANKED`` when there are more.
     annotate : bool
         Write each value at the end of its bar.
+    near_zero, output_scale : float, optional
+        When elasticities are withheld for a near-zero output; see :func:`elasticities`.
     """
-    values = _as_float_array(sensitivities, "sensitivities")
-    if values.ndim != 1 or values.size == 0:
+    raw = _as_float_array(sensitivities, "sensitivities")
+    if raw.ndim != 1 or raw.size == 0:
         raise DualgpuError(
-            f"sensitivities must be 1-D, one value per parameter; got shape {values.shape}. "
+            f"sensitivities must be 1-D, one value per parameter; got shape {raw.shape}. "
             "For a Jacobian row pass J[i]; for a gradient of shape (1, P) pass g.ravel()."
         )
-    names = _check_labels(names, values.size, "names", "sensitivity")
-    values, default_xlabel, quantity = _relative(values, relative, output_value, output_name)
+    names = _check_labels(names, raw.size, "names", "sensitivity")
+    values, default_xlabel, quantity, relative_note = _relative(
+        raw, relative, output_value, output_name, near_zero, output_scale)
     nan_note = _nonfinite_note(values, "sensitivities", "listed last, without a bar")
     magnitude = np.where(np.isfinite(values), np.abs(values), -1.0)  # NaN ranks last
     order = np.argsort(-magnitude, kind="stable")
@@ -646,12 +817,13 @@ def parameter_ranking(names, sensitivities, *, ax=None, relative=None, output_va
     if top < 1:
         raise DualgpuError(f"top must be a positive number of bars; got {top}.")
     order = order[:top]
-    shown, shown_names = values[order], [_short(names[i]) for i in order]
+    shown, shown_names, signs = values[order], [_short(names[i]) for i in order], raw[order]
 
     fig, ax = _figure_and_axes(ax, (7.5, max(3.0, 0.38 * len(order) + 1.6)))
     positions = np.arange(len(order))[::-1]  # largest at the top
     finite = np.isfinite(shown)
-    bar_colors = np.where(shown >= 0, POSITIVE_COLOR, NEGATIVE_COLOR)
+    bar_colors = np.where(signs > 0, POSITIVE_COLOR,
+                          np.where(signs < 0, NEGATIVE_COLOR, ZERO_COLOR))
     ax.barh(positions[finite], shown[finite], color=bar_colors[finite], height=0.7)
     ax.axvline(0.0, color="0.3", linewidth=0.8)
     ax.set_yticks(positions, shown_names)
@@ -671,12 +843,18 @@ def parameter_ranking(names, sensitivities, *, ax=None, relative=None, output_va
     ax.set_xlabel(xlabel or default_xlabel)
     ax.set_ylabel("parameter")
     ax.grid(axis="x", alpha=0.3)
-    signs = [(shown[finite] > 0, POSITIVE_COLOR, "positive"),
-             (shown[finite] < 0, NEGATIVE_COLOR, "negative")]
-    ax.legend(handles=[Patch(color=color, label=label) for present, color, label in signs
+    y = output_name
+    legend = [(signs[finite] > 0, POSITIVE_COLOR, f"∂{y}/∂p > 0: {y} rises with p"),
+              (signs[finite] < 0, NEGATIVE_COLOR, f"∂{y}/∂p < 0: {y} falls as p rises"),
+              (signs[finite] == 0, ZERO_COLOR, f"∂{y}/∂p = 0")]
+    bars = shown[finite]
+    corner = ("lower right" if np.all(bars >= 0) else "lower left" if np.all(bars <= 0)
+              else "best")  # the smallest bar, at the bottom, leaves that corner free
+    ax.legend(handles=[Patch(color=color, label=label) for present, color, label in legend
                        if present.any()],
-              loc="lower right" if signs[0][0].any() else "lower left", fontsize=8, frameon=False)
-    notes = [nan_note]
+              title=f"colour: sign of ∂{y}/∂p", title_fontsize=8, loc=corner, fontsize=8,
+              frameon=False)
+    notes = [nan_note, relative_note]
     if len(order) < count:
         notes.append(f"largest {len(order)} of {count} parameters")
     _set_title(ax, title or f"Parameters ranked by |{quantity}|, largest on top", notes)
@@ -705,7 +883,8 @@ def sensitivity_over_time(times, sensitivities, *, labels=None, ax=None, title=N
         Logarithmic y axis: "log" when every value is positive, otherwise "symlog" (linear
         within ``linthresh`` of zero, logarithmic outside) so that signs are kept.
     linthresh : float, optional
-        Defaults to ``1e-3 * max|sensitivity|``.
+        Defaults to the data's own: the ``LINTHRESH_PERCENTILE``-th percentile of the nonzero
+        magnitudes, rounded down to a power of ten.
     """
     times = _as_float_array(times, "times")
     values = _as_float_array(sensitivities, "sensitivities")
@@ -739,7 +918,9 @@ def sensitivity_over_time(times, sensitivities, *, labels=None, ax=None, title=N
         if finite.size and np.all(finite > 0):
             ax.set_yscale("log")
         else:
-            ax.set_yscale("symlog", linthresh=_linthresh(linthresh, _abs_max(finite)))
+            magnitudes = np.abs(finite[finite != 0])
+            ax.set_yscale("symlog", linthresh=_linthresh(linthresh, _abs_max(finite),
+                                                         magnitudes))
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     ax.grid(alpha=0.3)

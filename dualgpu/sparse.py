@@ -12,13 +12,23 @@ propagates the dependencies of its dual arguments). It sees only the branches
 the run takes: a dependency behind a branch not taken at this input is not
 detected — pass ``validate=True`` on a small problem, or give the pattern
 yourself, when branches depend on the state.
+
+Shapes
+------
+A sparse Jacobian is a ``scipy.sparse.csr_matrix`` of shape ``(output.size,
+input.size)``: rows are the output's elements and columns the input's, both in
+C order (``np.ravel``). The dense driver returns ``output.shape + input.shape``
+instead. :func:`to_dense` turns the first into the second in one call.
 """
 import math
+import sys
+import time
 
 import numpy as np
 import scipy.sparse as sp
 
 from ._context import dual_allocation
+from ._progress import progress_bar, wants_progress
 from .backend import using_backend
 from .driver import _progress_bar, _unpack, jacobian
 from .coloring import Coloring, color_columns
@@ -28,7 +38,7 @@ from .errors import DualgpuError
 from .numba_types import MAX_LANES
 from .sparsity import as_pattern
 
-__all__ = ["detect_sparsity", "sparse_jacobian", "BITS_PER_LANE"]
+__all__ = ["detect_sparsity", "sparse_jacobian", "to_dense", "BITS_PER_LANE"]
 
 #: Inputs traced per lane: a lane is one 64-bit dependency set.
 BITS_PER_LANE = 64
@@ -65,11 +75,15 @@ def _single_output(result, lanes, what):
     return outputs[0]
 
 
-def detect_sparsity(f, args, argnum=0, *, lanes=None):
+def detect_sparsity(f, args, argnum=0, *, lanes=None, progress=None):
     """Return the boolean CSR sparsity pattern of ``f``'s output w.r.t. ``args[argnum]``.
 
     ``f`` runs on the cpu backend with the structural tracer, ``64 * lanes``
-    inputs per run. Rows are the output's C-order elements, columns the input's.
+    inputs per run (``lanes`` defaults to at most 16). Rows are the output's
+    C-order elements, columns the input's. The pattern holds every entry the
+    run's operations can make nonzero, including some that happen to be 0.0
+    at this input; it misses dependencies behind branches this input does not
+    take. ``progress`` is as in :func:`dualgpu.jacobian`.
 
     Examples
     --------
@@ -91,8 +105,10 @@ def detect_sparsity(f, args, argnum=0, *, lanes=None):
     seeds = np.zeros((per_run, n), np.uint64)
     rows, cols = [], []
     m = None
+    starts = range(0, n, BITS_PER_LANE * per_run)
+    bar = progress_bar(len(starts), progress, "detect sparsity", unit="run", minimum=4)
     with using_backend("cpu"):
-        for start in range(0, n, BITS_PER_LANE * per_run):
+        for start in starts:
             seeds[...] = 0
             stop = min(n, start + BITS_PER_LANE * per_run)
             j = np.arange(start, stop)
@@ -113,6 +129,10 @@ def detect_sparsity(f, args, argnum=0, *, lanes=None):
             which, bit = np.nonzero(bits_set)
             rows.append(row[which])
             cols.append(start + BITS_PER_LANE * lane[which] + bit)
+            if bar is not None:
+                bar.update()
+    if bar is not None:
+        bar.close()
     rows = np.concatenate(rows)
     cols = np.concatenate(cols)
     data = np.ones(rows.size, dtype=bool)
@@ -140,17 +160,38 @@ def sparse_jacobian(f, args, argnum=0, *, sparsity="detect", chunk_size=None, va
         ``"detect"`` checks that the given pattern contains the detected one.
         Either raises if the pattern misses an entry.
     progress : bool, optional
-        Show a tqdm progress bar over chunks.
+        As in :func:`dualgpu.jacobian` (None: only on an interactive terminal
+        or in a notebook). When shown, a line on stderr also gives the time
+        taken by detection and coloring and the number of colors.
 
     Returns
     -------
     scipy.sparse.csr_matrix
-        Shape ``(output.size, input.size)``, with the pattern's structure. The
-        coloring used is attached as the attribute ``coloring`` of the result.
+        Shape ``(output.size, input.size)``, with the pattern's structure, and
+        these attributes:
+
+        ``coloring``
+            the :class:`~dualgpu.coloring.Coloring` used (pass it as
+            ``sparsity=`` to skip detection and coloring next time);
+        ``output_shape``, ``input_shape``
+            the shapes of f's output and of the input, for :func:`to_dense`;
+        ``timings``
+            seconds spent: ``{"detect": ..., "color": ..., "evaluate": ...}``
+            (0.0 for a step that was skipped).
+
+    Examples
+    --------
+    >>> import dualgpu
+    >>> from simulations import heat1d
+    >>> u0 = heat1d.default_initial_state(50)
+    >>> J = sparse_jacobian(lambda u: heat1d.simulate(u, n_steps=2), (u0,), progress=False)
+    >>> J.shape, J.coloring.n_colors, sorted(J.timings)
+    ((50, 50), 5, ['color', 'detect', 'evaluate'])
     """
     args = tuple(args)
     x = _input_array(args, argnum, "sparse_jacobian")
     n = x.size
+    timings = {"detect": 0.0, "color": 0.0, "evaluate": 0.0}
     if isinstance(sparsity, Coloring):
         coloring = sparsity
         pattern = coloring.pattern
@@ -160,17 +201,21 @@ def sparse_jacobian(f, args, argnum=0, *, sparsity="detect", chunk_size=None, va
                 raise DualgpuError(
                     f"sparsity must be 'detect', a pattern or a Coloring; got {sparsity!r}."
                 )
-            pattern = detect_sparsity(f, args, argnum)
+            clock = time.perf_counter()
+            pattern = detect_sparsity(f, args, argnum, progress=progress)
+            timings["detect"] = time.perf_counter() - clock
         else:
             pattern = as_pattern(sparsity)
+        clock = time.perf_counter()
         coloring = color_columns(pattern)
+        timings["color"] = time.perf_counter() - clock
     if pattern.shape[1] != n:
         raise DualgpuError(
             f"sparsity pattern has {pattern.shape[1]} columns but argument {argnum} has {n} "
             f"elements (shape {x.shape}); the pattern must be (outputs, {n})."
         )
     if validate == "detect":
-        detected = detect_sparsity(f, args, argnum)
+        detected = detect_sparsity(f, args, argnum, progress=progress)
         _check_contains(pattern, detected, "the detected pattern")
     n_colors = coloring.n_colors
     lanes = chunk_size or min(n_colors, 8)
@@ -179,7 +224,10 @@ def sparse_jacobian(f, args, argnum=0, *, sparsity="detect", chunk_size=None, va
             f"chunk_size must be between 1 and the number of colors ({n_colors}); got {lanes}."
         )
     starts = range(0, n_colors, lanes)
-    bar = _progress_bar(len(starts), progress, "sparse jacobian")
+    if wants_progress(progress):
+        _report(sys.stderr, sparsity, pattern, n_colors, timings, len(starts), lanes)
+    clock = time.perf_counter()
+    bar = _progress_bar(len(starts), progress, f"sparse jacobian ({n_colors} colors)")
     compressed = None
     for start in starts:
         seeds = coloring.seed_chunk(start, start + lanes, x.dtype, input_shape=x.shape)
@@ -196,6 +244,7 @@ def sparse_jacobian(f, args, argnum=0, *, sparsity="detect", chunk_size=None, va
                     f"outputs (shape {values.shape}); the pattern must be ({m}, {n})."
                 )
             compressed = np.zeros((n_colors, m), partials.dtype)
+            output_shape = values.shape
         stop = min(n_colors, start + lanes)
         compressed[start:stop] = partials[: stop - start]
         if bar is not None:
@@ -203,6 +252,7 @@ def sparse_jacobian(f, args, argnum=0, *, sparsity="detect", chunk_size=None, va
     if bar is not None:
         bar.close()
     J = coloring.recover(compressed, lanes_first=True)
+    timings["evaluate"] = time.perf_counter() - clock
     if validate is True:
         dense = np.asarray(jacobian(f, *args, argnums=argnum, progress=False)).reshape(-1, n)
         missing = (dense != 0) & ~pattern.toarray()
@@ -214,7 +264,72 @@ def sparse_jacobian(f, args, argnum=0, *, sparsity="detect", chunk_size=None, va
                 "Use sparsity='detect' or add those entries to the pattern."
             )
     J.coloring = coloring
+    J.output_shape = tuple(output_shape)
+    J.input_shape = tuple(x.shape)
+    J.timings = timings
     return J
+
+
+def _report(stream, sparsity, pattern, n_colors, timings, n_chunks, lanes):
+    """Write one line saying how the pattern and the coloring were found, and how long it took."""
+    m, n = pattern.shape
+    if isinstance(sparsity, Coloring):
+        how = f"reused coloring: {n_colors} colors"
+    else:
+        found = (f"pattern detected in {timings['detect']:.3g} s"
+                 if isinstance(sparsity, str) else "pattern given")
+        how = f"{found}; {n_colors} colors in {timings['color']:.3g} s"
+    stream.write(f"sparse jacobian: {m} x {n}, {pattern.nnz} nonzeros; {how}; "
+                 f"{n_chunks} run(s) of {lanes} lanes\n")
+    stream.flush()
+
+
+def to_dense(J, output_shape=None, input_shape=None):
+    """Return a sparse Jacobian as a dense array of shape ``output_shape + input_shape``.
+
+    That is the shape :func:`dualgpu.jacobian` gives without ``sparsity``, so
+    dense and sparse results can be used alike.
+
+    Parameters
+    ----------
+    J : scipy.sparse matrix or ndarray, shape ``(output.size, input.size)``
+        A result of :func:`sparse_jacobian` (or ``jacobian(..., sparsity=...)``)
+        or any matrix with rows and columns in C order.
+    output_shape, input_shape : tuple of int, optional
+        Default to ``J.output_shape`` and ``J.input_shape``, which the sparse
+        driver attaches to its results.
+
+    Examples
+    --------
+    >>> import numpy as np, scipy.sparse as sp
+    >>> J = sp.csr_matrix(np.arange(24.0).reshape(6, 4))
+    >>> to_dense(J, (2, 3), (4,)).shape
+    (2, 3, 4)
+    """
+    shapes = []
+    for name, given in (("output_shape", output_shape), ("input_shape", input_shape)):
+        shape = getattr(J, name, None) if given is None else given
+        if shape is None:
+            raise DualgpuError(
+                f"to_dense: {name} is needed; J has no {name} attribute (only results of "
+                f"dualgpu.sparse.sparse_jacobian carry one). Fix: pass {name}=..., e.g. "
+                "the shape of f's output or of the input."
+            )
+        shapes.append(tuple(int(size) for size in np.atleast_1d(shape)))
+    output_shape, input_shape = shapes
+    if np.ndim(J) != 2 and not sp.issparse(J):
+        raise DualgpuError(
+            f"to_dense: J must be a 2-D matrix (outputs x inputs); got shape {np.shape(J)}."
+        )
+    m, n = J.shape
+    if math.prod(output_shape) != m or math.prod(input_shape) != n:
+        raise DualgpuError(
+            f"to_dense: J is {m} x {n} (outputs x inputs), but output_shape {output_shape} "
+            f"holds {math.prod(output_shape)} elements and input_shape {input_shape} holds "
+            f"{math.prod(input_shape)}. Fix: pass the shapes of f's output and of the input."
+        )
+    dense = J.toarray() if sp.issparse(J) else np.asarray(J)
+    return dense.reshape(output_shape + input_shape)
 
 
 def _check_contains(pattern, detected, what):

@@ -17,6 +17,8 @@ lowest precision among the differentiated inputs and the outputs decides);
 the direction, with ``eps`` about the cube root of the machine epsilon
 (:data:`EPS`), which balances truncation (eps**2) against rounding (ulp/eps).
 """
+import warnings
+
 import numpy as np
 
 from . import driver
@@ -194,20 +196,22 @@ def check_jvp(f, primals, tangents=None, *, rtol=None, atol=None, eps=None, seed
     return _compare(ad, fd, rtol, atol, f"check_jvp of {getattr(f, '__name__', 'f')}")
 
 
-def check_jacobian(f, args, argnums=0, *, chunk_size=None, n_directions=3, rtol=None,
+def check_jacobian(f, *args, argnums=0, chunk_size=None, n_directions=3, rtol=None,
                    atol=None, eps=None, seed=0):
-    """Check ``dualgpu.jacobian(f, *args, argnums=argnums)`` against finite differences.
+    """Return the largest relative error of ``dualgpu.jacobian(f, *args, argnums=argnums)``.
 
-    The Jacobian is computed once by the driver; then for ``n_directions``
-    random directions ``v`` (each argument's part scaled to its size), ``J @ v``
-    is compared with a central difference of f along ``v``.
+    Takes f's arguments the way :func:`dualgpu.jacobian` does. The Jacobian is
+    computed once by the driver; then for ``n_directions`` random directions
+    ``v`` (each argument's part scaled to its size), ``J @ v`` is compared with
+    a central difference of f along ``v``.
 
     Parameters
     ----------
     f : callable
-    args : tuple
+    *args
         f's positional arguments.
     argnums : int or tuple of int
+        Which arguments to differentiate, as in :func:`dualgpu.jacobian`.
     chunk_size : int, optional
         Passed to the driver.
     n_directions : int
@@ -219,10 +223,43 @@ def check_jacobian(f, args, argnums=0, *, chunk_size=None, n_directions=3, rtol=
     -------
     float
         The largest norm-wise relative error over directions and outputs.
+
+    Raises
+    ------
+    AssertionError
+        When ``J @ v`` and the central difference differ by more than the
+        tolerance; the message gives both values where they differ most.
+
+    Examples
+    --------
+    >>> import numpy as np, dualgpu
+    >>> from simulations import heat1d
+    >>> def final(u0, alpha):
+    ...     return heat1d.simulate(u0, n_steps=5, alpha=alpha)
+    >>> with dualgpu.using_backend("cpu"):
+    ...     error = check_jacobian(final, heat1d.default_initial_state(8), 1.0, argnums=(0, 1))
+    >>> error < 1e-6
+    True
     """
+    if len(args) == 1 and isinstance(args[0], tuple):
+        # the former signature check_jacobian(f, args, argnums): a tuple cannot be
+        # differentiated, so a lone tuple can only mean that
+        warnings.warn(
+            "check_jacobian(f, (a, b, ...)) is deprecated: pass f's arguments the way "
+            "dualgpu.jacobian takes them, check_jacobian(f, a, b, ..., argnums=...).",
+            DeprecationWarning, stacklevel=2)
+        args = args[0]
     fname = "check_jacobian"
     args = tuple(args)
     single, positions = driver._normalize_argnums(argnums, len(args), fname)
+    for p in positions:
+        if isinstance(args[p], (tuple, list)):
+            raise DualgpuError(
+                f"{fname}: argument {p} is a {type(args[p]).__name__}; expected a float array "
+                "or float scalar. check_jacobian takes f's arguments the way dualgpu.jacobian "
+                "does. Fix: check_jacobian(f, *args, argnums=...) instead of "
+                "check_jacobian(f, args, ...)."
+            )
     jac = driver.jacobian(f, *args, argnums=argnums, chunk_size=chunk_size, progress=False)
     multi_output = isinstance(jac, tuple) and (single or isinstance(jac[0], tuple))
     per_output = list(jac) if multi_output else [jac]

@@ -18,6 +18,7 @@ if str(REPO) not in sys.path:  # `python3 scripts/x.py` from a checkout finds si
 import dualgpu  # noqa: E402
 from dualgpu import Dual, DualArray, plot  # noqa: E402
 from dualgpu._context import dual_allocation  # noqa: E402
+from dualgpu._progress import progress_bar, wants_progress  # noqa: E402
 
 __all__ = ["MAX_LANES", "parser", "setup", "jacfwd", "segments", "print_table", "Figures",
            "elapsed"]
@@ -28,29 +29,51 @@ MAX_LANES = 64
 
 # ---------------------------------------------------------------- command line
 
+class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Shows each option's default, except None (whose help says what happens instead)."""
+
+    def _get_help_string(self, action):
+        if action.default is None:
+            return action.help
+        return super()._get_help_string(action)
+
+
 def parser(script, description):
     """Return an ArgumentParser with the options every script shares.
 
-    ``--backend``, ``--out`` (default ``out/<script>``) and ``--no-progress``; the script adds
-    its problem-size and parameter options.
+    ``--backend``, ``--out`` (default ``out/<script>``), ``--progress/--no-progress`` (default:
+    bars only on an interactive terminal) and ``--chunk-size``; the script adds its
+    problem-size and parameter options.
     """
     p = argparse.ArgumentParser(
         prog=f"{script}.py", description=description,
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+        formatter_class=_HelpFormatter)
     p.add_argument("--backend", choices=("cpu", "cudasim", "cuda"), default=dualgpu.backend(),
                    help="where the kernels run: compiled CPU, the CUDA simulator, or a GPU")
     p.add_argument("--out", type=Path, default=Path("out") / script,
                    help="folder for the PNG figures")
-    p.add_argument("--no-progress", dest="progress", action="store_false",
-                   help="hide the progress bars")
+    p.add_argument("--progress", dest="progress", action=argparse.BooleanOptionalAction,
+                   default=None,
+                   help="show (--progress) or hide (--no-progress) the progress bars on stderr; "
+                        "default: shown only when stderr is an interactive terminal")
     p.add_argument("--chunk-size", type=int, default=None,
                    help="tangent lanes per pass (1..64); default: the driver's choice")
+    p.set_defaults(script=script)
     return p
 
 
 def setup(args):
-    """Select ``args.backend``, create ``args.out`` and return a :class:`Figures` for it."""
-    dualgpu.set_backend(args.backend)
+    """Select ``args.backend``, create ``args.out`` and return a :class:`Figures` for it.
+
+    A backend that cannot run here (``--backend cuda`` without a GPU) ends the script with a
+    one-line message on stderr and exit status 2, as argparse does for a bad option.
+    """
+    try:
+        dualgpu.set_backend(args.backend)
+    except dualgpu.DualgpuError as error:
+        name = getattr(args, "script", None) or Path(sys.argv[0]).stem
+        print(f"{name}.py: error: --backend {args.backend}: {error}", file=sys.stderr)
+        raise SystemExit(2) from None
     args.out.mkdir(parents=True, exist_ok=True)
     return Figures(args.out)
 
@@ -91,8 +114,8 @@ def jacfwd(f, argnums=0, *, chunk_size=None, progress=None):
         total = sum(sizes)
         lanes = min(total, chunk_size or MAX_LANES)
         starts = range(0, total, lanes)
-        if progress and len(starts) > 1:
-            from tqdm import tqdm
+        if wants_progress(progress) and len(starts) > 1:
+            from tqdm.auto import tqdm
             starts = tqdm(starts, desc="tangent chunks", unit="chunk", leave=False)
         offsets = np.cumsum([0] + sizes)
         columns = None
@@ -133,14 +156,14 @@ def segments(n_steps, count, progress, desc="time steps"):
     count = max(1, min(count, n_steps))
     bounds = np.linspace(0, n_steps, count + 1).round().astype(int)
     lengths = [int(b - a) for a, b in zip(bounds[:-1], bounds[1:]) if b > a]
-    if progress:
-        from tqdm import tqdm
-        with tqdm(total=n_steps, desc=desc, unit="step", leave=False) as bar:
-            for length in lengths:
-                yield length
-                bar.update(length)
-    else:
+    bar = progress_bar(n_steps, progress, desc, unit="step")
+    if bar is None:
         yield from lengths
+        return
+    with bar:
+        for length in lengths:
+            yield length
+            bar.update(length)
 
 
 # ---------------------------------------------------------------- output
@@ -150,11 +173,14 @@ def print_table(output_name, output_value, names, values, sensitivities, units=N
 
     The relative sensitivity (elasticity) ``p / y * dy/dp`` is the percentage change of the
     output per percent change of the parameter; it compares parameters of different units.
+    When ``|y|`` is near zero it is meaningless and is not printed (NaN in the rows); the rule
+    is :func:`dualgpu.plot.elasticities`', the one the ranking figures use.
     """
     sensitivities = np.asarray(sensitivities, dtype=float)
     values = np.asarray(values, dtype=float)
-    relative = (values / output_value * sensitivities if output_value != 0
-                else np.full(values.shape, np.nan))
+    relative, reason = plot.elasticities(sensitivities, values, output_value)
+    if relative is None:
+        relative = np.full(values.shape, np.nan)
     units = units or [""] * len(names)
     print(f"\nSensitivity of {output_name} = {output_value:.10g}")
     header = f"{'parameter':<22} {'value':>12} {'d y / d p':>17} {'p/y * dy/dp':>13}"
@@ -163,8 +189,11 @@ def print_table(output_name, output_value, names, values, sensitivities, units=N
     rows = []
     for name, unit, p, s, r in zip(names, units, values, sensitivities, relative):
         label = f"{name} [{unit}]" if unit else name
-        print(f"{label:<22} {p:>12.6g} {s:>17.10e} {r:>13.4g}")
+        shown = f"{r:>13.4g}" if np.isfinite(r) else f"{'n/a':>13}"
+        print(f"{label:<22} {p:>12.6g} {s:>17.10e} {shown}")
         rows.append((name, float(p), float(s), float(r)))
+    if reason:
+        print(f"(p/y * dy/dp not shown: y is near zero, {reason})")
     return rows
 
 

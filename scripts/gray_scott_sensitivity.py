@@ -88,7 +88,7 @@ def main(argv=None):
     figures.save(plot.parameter_ranking(
         [f"{p} = {v_:g} {UNITS[p]}" for p, v_ in zip(PARAMETERS, values)],
         [dF.mean(), dk.mean()], relative=np.array(values), output_value=y,
-        output_name="v̄(T)", xlabel="relative sensitivity (p / v̄) ∂v̄/∂p  [% per %]",
+        output_name="v̄(T)",
         title="Which rate moves the mean autocatalyst concentration most"),
         "parameter_ranking")
     figures.report()

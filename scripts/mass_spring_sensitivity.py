@@ -103,7 +103,6 @@ def main(argv=None):
     figures.save(plot.parameter_ranking(
         [f"{p} = {v:g} {UNITS[p]}" for p, v in zip(PARAMETERS, values)], dy.mean(axis=1),
         relative=np.array(values), output_value=y, output_name="ȳ(T)",
-        xlabel="relative sensitivity (p / ȳ) ∂ȳ/∂p  [% per %]",
         title="Which parameter moves the chain's mean final height most"),
         "parameter_ranking")
     figures.report()

@@ -96,7 +96,6 @@ def main(argv=None):
 
     figures.save(plot.parameter_ranking(
         names, sens, relative=values, output_value=r0, output_name="|r_0|", top=12,
-        xlabel="relative sensitivity (p / |r_0|) ∂|r_0|/∂p  [% per %]",
         title="Parameters that move body 0's final distance from the origin"),
         "parameter_ranking")
 

@@ -8,7 +8,9 @@ to each shared parameter.
 Prints the sensitivities of the ensemble's mean final angle and saves the sensitivity of each
 member (against its initial angle), a histogram of their magnitudes, and a parameter ranking.
 In the chaotic regime (the defaults, long runs) the sensitivities of neighbouring members
-differ by orders of magnitude.
+differ by orders of magnitude. A second pass (``dualgpu.ensemble_jacobian``, two lanes for all
+members at once) gives each member's sensitivity to its own initial angle and velocity: how
+much a small error in its start grows by time T.
 
 Example::
 
@@ -23,6 +25,7 @@ try:
 except ImportError:
     import _common
 
+import dualgpu
 from dualgpu import plot
 from simulations import pendulums
 
@@ -73,6 +76,13 @@ def main(argv=None):
     J = np.stack(_common.jacfwd(f, argnums=(0, 1, 2, 3), chunk_size=args.chunk_size,
                                 progress=args.progress)(*values))     # (4, members)
     theta = run(theta0, omega0, *values, args=args)
+
+    def final_angle(theta_start, omega_start):
+        return run(theta_start, omega_start, *values, args=args, progress=args.progress)
+
+    # each member's d theta(T) / d (theta(0), omega(0)): members x 1 output x 2 inputs
+    own = dualgpu.ensemble_jacobian(final_angle, theta0, omega0, argnums=(0, 1),
+                                    progress=args.progress)[:, 0, :]
     seconds = _common.elapsed(start)
     T = args.steps * args.dt
     y = float(theta.mean())
@@ -81,6 +91,8 @@ def main(argv=None):
                                [UNITS[p] for p in PARAMETERS])
     print(f"({args.members} members, {args.steps} steps of dt = {args.dt:g} s, T = {T:g} s; "
           f"derivatives in {seconds:.1f} s on the {args.backend} backend)")
+    print(f"Each member's |∂θ(T)/∂θ(0)|: median {np.median(np.abs(own[:, 0])):.3g}, largest "
+          f"{np.max(np.abs(own[:, 0])):.3g} (an error in the start grows by this factor)")
 
     fig, axes = _common.figure(len(PARAMETERS), 1, size=(8.0, 10.0))
     for p, ax in enumerate(axes[:, 0]):
@@ -108,15 +120,28 @@ def main(argv=None):
     ax.grid(alpha=0.3)
     figures.save(fig, "sensitivity_histogram")
 
+    fig, axes = _common.figure(size=(7.5, 4.5))
+    ax = axes[0, 0]
+    for k, (name, style) in enumerate((("θ(0)", "-"), ("ω(0)", "--"))):
+        ax.semilogy(theta0, np.abs(own[:, k]), style, linewidth=1.4,
+                    label=f"|∂θ(T)/∂{name}|  [{'rad/rad' if k == 0 else 's'}]")
+    ax.axhline(1.0, color="0.4", linewidth=0.8)
+    ax.set_xlabel("initial angle θ(0) [rad]")
+    ax.set_ylabel("sensitivity to the member's own start")
+    ax.set_title(f"How a small error in each pendulum's start grows by T = {T:g} s\n"
+                 "(dualgpu.ensemble_jacobian: all members in one pass, 2 lanes)")
+    ax.legend(fontsize=9)
+    ax.grid(alpha=0.3, which="both")
+    figures.save(fig, "initial_state_sensitivity")
+
     figures.save(plot.parameter_ranking(
         list(PARAMETERS), J.mean(axis=1),
         relative=np.array(values), output_value=y, output_name="θ̄(T)",
-        xlabel="relative sensitivity (p / θ̄) ∂θ̄/∂p  [% per %]",
         title="Shared parameters ranked by effect on the mean final angle"),
         "parameter_ranking")
     figures.report()
     return {"output": output, "value": y, "rows": rows, "figures": figures.paths,
-            "seconds": seconds}
+            "seconds": seconds, "initial_state_jacobian": own}
 
 
 if __name__ == "__main__":

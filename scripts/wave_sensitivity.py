@@ -74,8 +74,8 @@ def main(argv=None):
                            ylabel="y [m]", colorbar_label="∂u/∂c [m / (m/s)] = [s]",
                            title=f"Sensitivity ∂u(T)/∂c  (c = {args.c:g} m/s)")
     plot.sensitivity_field(dg.T, ax=axes[0, 2], extent=extent, xlabel="x [m]",
-                           ylabel="y [m]", colorbar_label="∂u/∂γ [m / (1/s)] = [m s]",
-                           title=f"Sensitivity ∂u(T)/∂γ  (damping γ = {args.damping:g} 1/s)")
+                           ylabel="y [m]", colorbar_label="∂u/∂damping [m / (1/s)] = [m s]",
+                           title=f"Sensitivity ∂u(T)/∂damping  (damping = {args.damping:g} 1/s)")
     fig.suptitle("2-D damped wave on a clamped membrane: final displacement and where it "
                  "depends on the wave speed and the damping")
     figures.save(fig, "sensitivity_fields")
@@ -84,7 +84,6 @@ def main(argv=None):
         [f"{p} = {v:g} {UNITS[p]}" for p, v in zip(PARAMETERS, values)],
         [dc[mid, mid], dg[mid, mid]], relative=np.array(values), output_value=y,
         output_name="u_centre",
-        xlabel="relative sensitivity (p / u_centre) ∂u_centre/∂p  [% per %]",
         title="Which parameter moves the final displacement at the centre most"),
         "parameter_ranking")
     figures.report()

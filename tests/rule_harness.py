@@ -136,13 +136,23 @@ TOLERANCES = {
 }
 
 
-def check_results(cases, kinds, xs, ys, px, py, values, partials, dtype, where):
-    """Compare results with the reference; raise AssertionError naming the case and the worst point."""
+def case_id(case, kinds):
+    """A test id that starts with the case's name, so ``pytest -k NAME`` selects it."""
+    return f"{case[0]}-{''.join(kinds)}"
+
+
+def check_results(cases, kinds, xs, ys, px, py, values, partials, dtype, where, only=None):
+    """Compare results with the reference; raise AssertionError naming the case and the worst point.
+
+    ``only``: the index of the one case to check (all by default).
+    """
     tol = TOLERANCES[np.dtype(dtype)]
     # inputs as the kernel saw them: every operand is stored in dtype
     x_in = xs.astype(dtype).astype(np.float64)
     y_in = ys.astype(dtype).astype(np.float64)
     for k, case in enumerate(cases):
+        if only is not None and k != only:
+            continue
         value, (dx, dy) = reference(case, x_in[k], y_in[k])
         expected = np.zeros(px.shape[0])
         if kinds[0] == "d":

@@ -5,7 +5,9 @@ compiles the kernels once (about 1 to 4 s on the cpu backend), so the tests shar
 N values. Chunk size n for the 200-cell heat problem is impossible (n > MAX_LANES = 64),
 so "all directions in one chunk" runs on a 48-cell rod.
 """
+import io
 import math
+import sys
 
 import numpy as np
 import pytest
@@ -197,18 +199,42 @@ def test_dual_scalar_output_and_plain_side_output():
     assert d_plain.shape == (3, 4) and not d_plain.any()
 
 
-def test_progress_bar(capsys):
+class _Terminal(io.StringIO):
+    """A stderr that says it is a terminal."""
+
+    def isatty(self):
+        return True
+
+
+def test_progress_bar_is_quiet_by_default_off_a_terminal(capsys, monkeypatch):
     x = np.arange(6.0)
 
     def identity(x):
         return cuda.to_device(x).copy_to_host()
 
-    jacobian(identity, x, chunk_size=3, progress=True)
+    jacobian(identity, x, chunk_size=3, progress=True)  # asked for: shown
     assert "jacobian" in capsys.readouterr().err
-    jacobian(identity, x, chunk_size=1)  # 6 chunks > 4: shown by default
-    assert "jacobian" in capsys.readouterr().err
+    # pytest's captured stderr is not a terminal: 6 chunks, and still nothing by default
+    assert not sys.stderr.isatty()
+    jacobian(identity, x, chunk_size=1)
+    jvp_batch(identity, (x,), (np.eye(6),), chunk_size=1)
+    assert capsys.readouterr().err == ""
     jacobian(identity, x, chunk_size=1, progress=False)
     assert capsys.readouterr().err == ""
+    # on a terminal the default shows the bar, above PROGRESS_MIN_CHUNKS chunks only
+    terminal = _Terminal()
+    monkeypatch.setattr(sys, "stderr", terminal)
+    jacobian(identity, x, chunk_size=1)
+    assert "jacobian" in terminal.getvalue()
+    terminal.seek(0)
+    terminal.truncate()
+    jacobian(identity, x, chunk_size=3)  # 2 chunks: too few to bother
+    assert terminal.getvalue() == ""
+
+
+def test_progress_must_be_none_true_or_false():
+    with pytest.raises(dualgpu.DualgpuError, match=r"progress must be None.*got 'yes'"):
+        jacobian(identity, np.ones(2), progress="yes")
 
 
 # ---------------------------------------------------------------------------

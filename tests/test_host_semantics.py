@@ -314,7 +314,7 @@ def test_jacobian_of_host_objectives_matches_differences(backend):
     data = 0.9 * u0 + 0.05
     args = (u0, 0.8, 0.3, data, x)
     with dualgpu.using_backend(backend):
-        check_jacobian(_heat_objectives, args, argnums=(1, 2), n_directions=2)
+        check_jacobian(_heat_objectives, *args, argnums=(1, 2), n_directions=2)
         (m_a, m_l), (c_a, c_l), _ = dualgpu.jacobian(
             _heat_objectives, *args, argnums=(1, 2), progress=False)
         h = 1e-6
@@ -336,7 +336,7 @@ def test_jacobian_of_objective_wrt_the_initial_state():
 
     with dualgpu.using_backend("cpu"):
         grad = dualgpu.jacobian(objective, u0, progress=False)
-        check_jacobian(objective, (u0,), n_directions=2)
+        check_jacobian(objective, u0, n_directions=2)
     assert grad.shape == (12,)
 
 

@@ -63,10 +63,87 @@ def test_heatmap_symlog_norm_is_symmetric_with_power_of_ten_threshold():
     norm = ax.images[0].norm
     assert isinstance(norm, colors.SymLogNorm)
     _assert_centred(norm)
-    assert norm.linthresh == pytest.approx(0.1)  # 1e-3 * 100, a power of ten
-    assert "symlog" in ax.get_title()
+    # the 10th percentile of |nonzero| is 3.5e-4, rounded down to a power of ten
+    assert norm.linthresh == pytest.approx(1e-4)
+    assert "symlog" in ax.get_title() and "±0.0001" in ax.get_title()
     _, ax = plot.jacobian_heatmap(J, scale="symlog", linthresh=0.5)
     assert ax.images[0].norm.linthresh == pytest.approx(0.5)
+
+
+def test_symlog_threshold_follows_the_data():
+    rng = np.random.default_rng(4)
+    # magnitudes spread evenly over 1e-6 .. 1 (log scale), signs mixed, zeros ignored
+    magnitudes = 10.0 ** rng.uniform(-6, 0, size=1000)
+    J = (magnitudes * rng.choice([-1.0, 1.0], size=1000)).reshape(40, 25)
+    J[0, :5] = 0.0
+    _, ax = plot.jacobian_heatmap(J, scale="symlog")
+    assert ax.images[0].norm.linthresh == pytest.approx(1e-6)  # 10th percentile ~ 4e-6
+    # a narrow spread: still at least one decade of log scale below the largest entry
+    _, ax = plot.jacobian_heatmap(np.linspace(1.0, 2.0, 12).reshape(3, 4) - 3.0,
+                                  scale="symlog")
+    assert ax.images[0].norm.linthresh == pytest.approx(0.1)
+    # a huge spread is cut at MAX_SYMLOG_DECADES below the largest magnitude
+    field = np.outer(10.0 ** -np.arange(30.0), [1.0, -1.0])
+    _, ax = plot.sensitivity_field(field, scale="symlog")
+    assert ax.images[0].norm.linthresh == pytest.approx(10.0 ** -plot.MAX_SYMLOG_DECADES)
+    _, ax = plot.sensitivity_over_time(np.arange(30.0), field[:, 0] * 1e3, logy=True)
+    assert ax.get_yscale() == "log"  # all positive: a plain log axis
+
+
+def test_non_negative_data_get_a_sequential_scale_from_zero(tmp_path):
+    concentration = np.abs(np.sin(np.linspace(0, 3, 200))).reshape(10, 20)
+    fig, ax = plot.sensitivity_field(concentration, colorbar_label="v(T)")
+    image = ax.images[0]
+    assert image.cmap.name.startswith("Reds")
+    assert image.norm.vmin == 0.0 and image.norm.vmax == pytest.approx(concentration.max())
+    assert min(image.cmap(image.norm(0.0))[:3]) > 0.93  # (near) white is still zero
+    _saved_png(fig, tmp_path)
+    # an all-positive Jacobian, and an all-negative one
+    _, ax = plot.jacobian_heatmap(np.eye(4) + 0.5)
+    assert ax.images[0].cmap.name.startswith("Reds") and ax.images[0].norm.vmin == 0.0
+    _, ax = plot.jacobian_heatmap(-np.eye(4) - 0.5)
+    image = ax.images[0]
+    assert image.cmap.name.startswith("Blues_r")
+    assert image.norm.vmax == 0.0 and image.norm.vmin == pytest.approx(-1.5)
+    assert min(image.cmap(image.norm(0.0))[:3]) > 0.93
+    # both signs: the diverging scale centred at zero; a colormap passed is kept
+    _, ax = plot.jacobian_heatmap(np.eye(4) - 0.5)
+    assert ax.images[0].cmap.name.startswith("RdBu_r")
+    _assert_centred(ax.images[0].norm)
+    _, ax = plot.jacobian_heatmap(np.eye(4) + 0.5, cmap="viridis")
+    assert ax.images[0].cmap.name.startswith("viridis")
+    # annotations stay readable: white on the dark end, black on the light end
+    _, ax = plot.jacobian_heatmap(np.array([[0.0, 1.0]]))
+    assert [t.get_color() for t in ax.texts] == ["black", "white"]
+
+
+def test_robust_scale_for_a_heatmap_dominated_by_a_few_entries(tmp_path):
+    rng = np.random.default_rng(2)
+    J = rng.normal(size=(30, 30))
+    J[3, 4] = 500.0  # one entry dominates: everything else would be white
+    _, ax = plot.jacobian_heatmap(J)
+    assert ax.images[0].norm.vmax == pytest.approx(500.0)
+    assert "robust=True" in " ".join(ax.get_title().split())  # says how to see the rest
+    fig, ax = plot.jacobian_heatmap(J, robust=True)
+    norm = ax.images[0].norm
+    limit = np.percentile(np.abs(J), 99)
+    assert norm.vmax == pytest.approx(limit) and norm.vmin == pytest.approx(-limit)
+    title = " ".join(ax.get_title().split())
+    assert "clipped at" in title and "9 entries beyond" in title
+    assert fig.axes[-1].get_ylabel() and fig.colorbar is not None
+    _saved_png(fig, tmp_path)
+    _, ax = plot.jacobian_heatmap(J, robust=90)
+    assert ax.images[0].norm.vmax == pytest.approx(np.percentile(np.abs(J), 90))
+    # nothing dominates: no hint
+    _, ax = plot.jacobian_heatmap(rng.normal(size=(30, 30)))
+    assert "robust" not in ax.get_title()
+    with pytest.raises(DualgpuError, match="robust must be True"):
+        plot.jacobian_heatmap(J, robust=120)
+    # a 1-D field: the y axis is clipped instead
+    line = np.sin(np.linspace(0, 6, 100))
+    line[50] = 80.0
+    _, ax = plot.sensitivity_field(line, robust=True)
+    assert ax.get_ylim()[1] < 10 and "robust y scale" in " ".join(ax.get_title().split())
 
 
 def test_heatmap_all_zero_has_finite_limits_and_no_warning():
@@ -283,7 +360,7 @@ def test_ranking_relative_modes_and_top():
     assert sorted(bar.get_width() for bar in ax.patches) == [-0.5, 0.25, 1.0]
     _, ax = plot.parameter_ranking("abc", values, relative=params)
     assert sorted(bar.get_width() for bar in ax.patches) == pytest.approx([-2.0, 0.4, 10.0])
-    assert "ln parameter" in ax.get_xlabel()
+    assert "p × ∂ output / ∂ p" in ax.get_xlabel()
     _, ax = plot.parameter_ranking("abc", values, relative=params, output_value=2.0)
     assert sorted(bar.get_width() for bar in ax.patches) == pytest.approx([-1.0, 0.2, 5.0])
     assert "elasticity" in ax.get_xlabel() and "elasticity" in ax.get_title()
@@ -291,6 +368,55 @@ def test_ranking_relative_modes_and_top():
     assert len(ax.patches) == plot.MAX_RANKED and "largest 30 of 100" in ax.get_title()
     _, ax = plot.parameter_ranking("abc", values, top=1)
     assert [t.get_text() for t in ax.get_yticklabels()] == ["c"]
+
+
+def _bar_colours(ax):
+    """{bar width: face colour} of a ranking's bars."""
+    return {round(bar.get_width(), 9): bar.get_facecolor() for bar in ax.patches}
+
+
+def test_ranking_colour_is_the_sign_of_the_derivative_for_a_negative_output():
+    # a chain hanging below its pin: mean height y = -2 m. Raising k lifts it (dy/dk > 0),
+    # raising gravity lowers it (dy/dg < 0). Elasticities p/y dy/dp flip both signs.
+    dy = np.array([0.5, -1.0])
+    params = np.array([1.0, 1.0])
+    _, ax = plot.parameter_ranking(["k", "gravity"], dy, relative=params, output_value=-2.0,
+                                   output_name="y")
+    widths = _bar_colours(ax)
+    assert set(widths) == {-0.25, 0.5}  # the elasticities, with their flipped signs
+    assert colors.same_color(widths[-0.25], plot.POSITIVE_COLOR)  # k raises y: red
+    assert colors.same_color(widths[0.5], plot.NEGATIVE_COLOR)  # gravity lowers y: blue
+    legend = [text.get_text() for text in ax.get_legend().get_texts()]
+    assert legend == ["∂y/∂p > 0: y rises with p", "∂y/∂p < 0: y falls as p rises"]
+    assert "sign of ∂y/∂p" in ax.get_legend().get_title().get_text()
+    assert "(y < 0: elasticities have the opposite sign to p ∂y/∂p)" in ax.get_title()
+    # a negative parameter value flips p * dy/dp; the colour stays with dy/dp
+    _, ax = plot.parameter_ranking(["charge"], [2.0], relative=[-3.0])
+    (colour,) = _bar_colours(ax).values()
+    assert list(_bar_colours(ax)) == [-6.0] and colors.same_color(colour, plot.POSITIVE_COLOR)
+    # no effect at all: grey, and said so
+    _, ax = plot.parameter_ranking(["a", "b"], [0.0, 1.0])
+    assert colors.same_color(_bar_colours(ax)[0.0], plot.ZERO_COLOR)
+    assert "∂output/∂p = 0" in [t.get_text() for t in ax.get_legend().get_texts()]
+
+
+def test_elasticities_of_a_near_zero_output_are_not_shown():
+    dy = np.array([0.5, -1.0])
+    params = np.array([2.0, 1.0])  # p dy/dp = 1 and -1
+    _, ax = plot.parameter_ranking("ab", dy, relative=params, output_value=1e-3,
+                                   output_name="θ̄")
+    assert set(_bar_colours(ax)) == {1.0, -1.0}  # p * dy/dp instead
+    title = " ".join(ax.get_title().split())  # long notes are wrapped
+    assert "elasticities not shown: |θ̄| = 0.001 is below 0.01 × max |p ∂θ̄/∂p| = 0.01" in title
+    assert "p × ∂ θ̄ / ∂ p" in ax.get_xlabel()
+    # the same output is fine against a smaller scale of the user's, and for a larger |y|
+    _, ax = plot.parameter_ranking("ab", dy, relative=params, output_value=1e-3,
+                                   output_scale=0.05)
+    assert set(_bar_colours(ax)) == {1000.0, -1000.0}
+    _, ax = plot.parameter_ranking("ab", dy, relative=params, output_value=-0.5)
+    assert set(_bar_colours(ax)) == {-2.0, 2.0} and "not shown" not in ax.get_title()
+    values, reason = plot.elasticities(dy, params, 0.0)
+    assert values is None and "|y| = 0 is below" in reason
 
 
 def test_ranking_nan_goes_last_and_warns():
@@ -307,7 +433,6 @@ def test_ranking_nan_goes_last_and_warns():
         ("ab", [[1.0, 2.0]], {}, r"1-D.*g\.ravel\(\)"),
         ("ab", [1.0, 2.0], {"relative": [1.0]}, "expected 2, got 1"),
         ("ab", [1.0, 2.0], {"output_value": 3.0}, "relative=parameter_values"),
-        ("ab", [1.0, 2.0], {"relative": [1.0, 1.0], "output_value": 0.0}, "undefined"),
         ("ab", [1.0, 2.0], {"top": 0}, "positive"),
     ],
 )

@@ -17,6 +17,7 @@ from rule_harness import (
     BINARY_CASES,
     UNARY_CASES,
     build_function,
+    case_id,
     check_results,
     draw_inputs,
     kernel_source,
@@ -61,34 +62,80 @@ def cudasim_kernel(kinds):
     return sim.jit(fn)
 
 
-def run_path(path, kinds, dtype, lanes, xs, ys, px, py):
-    cases = cases_for(kinds)
+def run_path(path, kinds, dtype, lanes, xs, ys, px, py, cases=None):
+    cases = cases_for(kinds) if cases is None else cases
     x = operand(kinds[0], xs, px, dtype)
     y = operand(kinds[1] if len(kinds) > 1 else "n", ys, py, dtype)
     out = dualgpu.dual_array(np.zeros(len(cases)), lanes=lanes, dtype=dtype)
+    source = kernel_source(cases, kinds, cuda_kernel=path == "cudasim")
     if path == "njit":
-        njit_kernel(kinds)(x, y, out)
+        kernel = (njit_kernel(kinds) if cases is cases_for(kinds)
+                  else njit(build_function(source, {"math": __import__("math")})))
+        kernel(x, y, out)
     elif path == "cudasim":
-        cudasim_kernel(kinds)[1, 1](x, y, out)
+        if cases is cases_for(kinds):
+            kernel = cudasim_kernel(kinds)
+        else:
+            from numba import cuda
+            from numba.cuda import simulator as sim
+
+            kernel = sim.jit(build_function(source, {"math": dmath, "cuda": cuda}))
+        kernel[1, 1](x, y, out)
     else:  # pure Python, element by element
-        fn = build_function(kernel_source(cases, kinds, cuda_kernel=False), {"math": dmath})
-        fn(x, y, out)
+        build_function(source, {"math": dmath})(x, y, out)
     return out
 
 
-@pytest.mark.parametrize("kinds", KINDS, ids=lambda k: "".join(k))
+@functools.lru_cache(maxsize=None)
+def all_rules_at_once(path, dtype, lanes, kinds):
+    """Every rule of ``kinds`` in one kernel, run once per input row: (inputs, outputs) or the error.
+
+    One kernel per (path, dtype, lanes, kinds) keeps compilation cheap; each rule's test then
+    checks its own entry. If the shared kernel fails to build, each rule's test runs its rule
+    alone, so only a broken rule fails.
+    """
+    cases, xs, ys, px, py = make_inputs(kinds, dtype, lanes, seed=lanes * 10 + len(kinds))
+    try:
+        outs = [run_path(path, kinds, dtype, lanes, xs[row], ys[row], px[row], py[row])
+                for row in range(COUNT)]
+    except Exception as error:  # noqa: BLE001  (reported by each rule's own test)
+        outs = error
+    return (cases, xs, ys, px, py), outs
+
+
+def rule_params():
+    """One (kinds, case index) per rule case and argument kinds, with the rule's name in the id."""
+    return [pytest.param(kinds, k, id=case_id(case, kinds))
+            for kinds in KINDS for k, case in enumerate(cases_for(kinds))]
+
+
+@pytest.mark.parametrize("kinds, index", rule_params())
 @pytest.mark.parametrize("lanes", LANES)
 @pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
 @pytest.mark.parametrize("path", ["python", "njit", "cudasim"])
-def test_every_rule_matches_finite_differences(path, dtype, lanes, kinds):
-    if path == "cudasim" and lanes == 3 and len(kinds) == 2:
-        pass  # the simulator is slow but these are single-thread launches
-    cases, xs, ys, px, py = make_inputs(kinds, dtype, lanes, seed=lanes * 10 + len(kinds))
+def test_rule_matches_finite_differences(path, dtype, lanes, kinds, index):
+    (cases, xs, ys, px, py), outs = all_rules_at_once(path, dtype, lanes, kinds)
+    where = f"{path} {np.dtype(dtype).name} N={lanes} {''.join(kinds)}"
+    if isinstance(outs, Exception):  # the shared kernel failed: try this rule alone
+        alone = [cases[index]]
+        outs = [run_path(path, kinds, dtype, lanes, xs[row][[index]], ys[row][[index]],
+                         px[row][:, [index]], py[row][:, [index]], cases=alone)
+                for row in range(COUNT)]
+        cases, xs, ys = alone, xs[:, [index]], ys[:, [index]]
+        px, py, index = px[:, :, [index]], py[:, :, [index]], 0
     for row in range(COUNT):
-        out = run_path(path, kinds, dtype, lanes, xs[row], ys[row], px[row], py[row])
+        out = outs[row]
         assert out.dtype == np.dtype(dtype)
         check_results(cases, kinds, xs[row], ys[row], px[row], py[row], out.values, out.partials,
-                      dtype, where=f"{path} {np.dtype(dtype).name} N={lanes} {''.join(kinds)}")
+                      dtype, where=where, only=index)
+
+
+def test_every_rule_has_tests_named_after_it():
+    # `pytest -k NAME` selects a rule's tests: each test id starts with the case's name
+    ids = [param.id for param in rule_params()]
+    for name in set(rules.UNARY_RULES) | set(rules.BINARY_RULES):
+        assert any(i.startswith(f"{name}-") for i in ids), name
+    assert len(ids) == len(set(ids))
 
 
 def test_rule_table_is_fully_covered_by_the_harness():

@@ -62,7 +62,7 @@ CASES = {
               nbody_output, 3),
     "wave": (wave_sensitivity, ["--cells", "12", "--steps", "20"], wave_output, 2),
     "pendulum": (pendulum_sensitivity, ["--members", "8", "--steps", "40", "--segments", "3"],
-                 pendulum_output, 3),
+                 pendulum_output, 4),
     "gray_scott": (gray_scott_sensitivity, ["--cells", "12", "--steps", "30", "--segments",
                                             "3"], gray_scott_output, 2),
     "mass_spring": (mass_spring_sensitivity, ["--nodes", "6", "--steps", "60", "--snapshots",
@@ -80,9 +80,12 @@ def cpu_backend():
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_script(case, tmp_path, capsys):
     module, argv, output_of, n_figures = CASES[case]
-    argv = argv + ["--backend", "cpu", "--out", str(tmp_path), "--no-progress"]
+    argv = argv + ["--backend", "cpu", "--out", str(tmp_path)]
     result = module.main(argv)
-    printed = capsys.readouterr().out
+    captured = capsys.readouterr()
+    printed = captured.out
+    # progress bars are off by default where stderr is not a terminal (pytest captures it)
+    assert captured.err == "", captured.err
 
     assert len(result["figures"]) == n_figures
     for path in result["figures"]:
@@ -105,9 +108,55 @@ def test_script(case, tmp_path, capsys):
 
 
 def test_help_lists_the_shared_options(capsys):
-    for module, *_ in CASES.values():
+    from scripts import calibrate_pendulum
+
+    for module in [case[0] for case in CASES.values()] + [calibrate_pendulum]:
         with pytest.raises(SystemExit):
             module.main(["--help"])
-        text = capsys.readouterr().out
+        text = " ".join(capsys.readouterr().out.split())
         for option in ("--backend", "--out", "--no-progress", "--chunk-size"):
             assert option in text
+        assert "default: shown only when stderr is an interactive terminal" in text
+
+
+def test_progress_option_shows_the_bars(tmp_path, capsys):
+    module, argv, _, _ = CASES["heat"]
+    module.main(argv + ["--backend", "cpu", "--out", str(tmp_path), "--progress"])
+    assert "step" in capsys.readouterr().err  # the time-step bar of the segments
+
+
+def test_backend_cuda_without_a_gpu_is_a_one_line_error(tmp_path, capsys, monkeypatch):
+    import numba.cuda
+
+    monkeypatch.setattr(numba.cuda, "is_available", lambda: False)
+    module, argv, _, _ = CASES["heat"]
+    with pytest.raises(SystemExit) as exit_info:
+        module.main(argv + ["--backend", "cuda", "--out", str(tmp_path)])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert err.startswith("heat_sensitivity.py: error: --backend cuda:")
+    assert "cpu" in err and "cudasim" in err
+
+
+def test_pendulum_members_own_start_sensitivity_matches_central_differences(tmp_path, capsys):
+    module, argv, _, _ = CASES["pendulum"]
+    argv = argv + ["--backend", "cpu", "--out", str(tmp_path)]
+    own = module.main(argv)["initial_state_jacobian"]
+    assert own.shape == (8, 2)
+    assert "Each member's |∂θ(T)/∂θ(0)|" in capsys.readouterr().out
+    args = module.build_parser().parse_args(argv)
+    theta0, omega0 = pendulums.default_initial_state(args.members)
+    values = [getattr(args, name) for name in module.PARAMETERS]
+    h = 1e-6
+    for i in (0, 5):  # nudge one member's start; only that member's angle may move
+        for k, start in enumerate((theta0, omega0)):
+            up, down = start.copy(), start.copy()
+            up[i] += h
+            down[i] -= h
+            plus = (up, omega0) if k == 0 else (theta0, up)
+            minus = (down, omega0) if k == 0 else (theta0, down)
+            fd = (module.run(*plus, *values, args=args) - module.run(*minus, *values, args=args))
+            fd /= 2 * h
+            assert fd[i] == pytest.approx(own[i, k], rel=1e-6, abs=1e-9)
+            assert np.all(np.delete(fd, i) == 0)  # the members are independent

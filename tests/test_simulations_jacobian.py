@@ -66,5 +66,5 @@ def test_simulation_jacobian_matches_central_differences(name, backend):
     f, args, argnums = CASES[name]()
     rtol = 1e-5 if name == "nbody" else 1e-6
     with dualgpu.using_backend(backend):
-        error = check_jacobian(f, args, argnums=argnums, n_directions=2, rtol=rtol)
+        error = check_jacobian(f, *args, argnums=argnums, n_directions=2, rtol=rtol)
     assert error < rtol

@@ -94,3 +94,36 @@ def test_driver_api_takes_sparsity():
     with pytest.raises(DualgpuError, match="sparse Jacobians take one array argument"):
         dualgpu.jacobian(lambda u, a: heat1d.simulate(u, n_steps=1, alpha=a), u0, 1.0,
                          argnums=(0, 1), sparsity="detect")
+
+
+def test_to_dense_gives_the_dense_drivers_shape():
+    u0 = heat2d.default_initial_state(6)
+    f = lambda u: heat2d.simulate(u, n_steps=1)
+    J = sparse.sparse_jacobian(f, (u0,), sparsity="detect", progress=False)
+    assert J.shape == (36, 36) and J.output_shape == (6, 6) and J.input_shape == (6, 6)
+    dense = dualgpu.jacobian(f, u0, progress=False)
+    assert dense.shape == (6, 6, 6, 6)
+    np.testing.assert_array_equal(sparse.to_dense(J), dense)
+    np.testing.assert_array_equal(sparse.to_dense(J.toarray(), (6, 6), (36,)),
+                                  dense.reshape(6, 6, 36))
+    with pytest.raises(DualgpuError, match="J has no output_shape attribute.*pass output_shape"):
+        sparse.to_dense(sp.csr_matrix(J))  # a plain matrix has no shapes attached
+    with pytest.raises(DualgpuError, match=r"J is 36 x 36.*output_shape \(5, 6\) holds 30"):
+        sparse.to_dense(J, (5, 6))
+
+
+def test_timings_are_attached_and_reported_when_progress_is_shown(capsys):
+    u0 = heat1d.default_initial_state(40)
+    J = sparse.sparse_jacobian(heat(2), (u0,), sparsity="detect", progress=False)
+    assert capsys.readouterr().err == ""
+    assert set(J.timings) == {"detect", "color", "evaluate"}
+    assert all(t > 0 for t in J.timings.values())
+    sparse.sparse_jacobian(heat(2), (u0,), sparsity="detect", progress=True)
+    err = capsys.readouterr().err
+    assert "sparse jacobian: 40 x 40" in err
+    assert "pattern detected in" in err and "5 colors in" in err
+    J2 = sparse.sparse_jacobian(heat(2), (u0,), sparsity=J.coloring, progress=True)
+    assert "reused coloring: 5 colors" in capsys.readouterr().err
+    assert J2.timings["detect"] == 0.0 and J2.timings["color"] == 0.0
+    sparse.sparse_jacobian(heat(2), (u0,), sparsity="detect")  # default: not a terminal here
+    assert capsys.readouterr().err == ""

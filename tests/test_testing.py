@@ -40,7 +40,7 @@ U0 = heat.default_initial_state(16)
 def test_correct_derivatives_pass_float64():
     assert check_jvp(rod, (U0, 1.0)) < 1e-8
     assert check_jvp(rod, (U0, 1.0), argnums=1, seed=3) < 1e-8
-    assert check_jacobian(rod, (U0, 1.0), argnums=(0, 1), chunk_size=8) < 1e-8
+    assert check_jacobian(rod, U0, 1.0, argnums=(0, 1), chunk_size=8) < 1e-8
 
 
 def test_explicit_tangents():
@@ -58,7 +58,7 @@ def test_dropped_partial_is_caught():
     with pytest.raises(AssertionError, match=r"forward mode .* vs finite difference"):
         check_jvp(rod_dropping_alpha, (U0, 1.0), argnums=1)
     with pytest.raises(AssertionError, match=r"output 0\[\d+\]"):
-        check_jacobian(rod_dropping_alpha, (U0, 1.0), argnums=(0, 1), chunk_size=8)
+        check_jacobian(rod_dropping_alpha, U0, 1.0, argnums=(0, 1), chunk_size=8)
 
 
 def test_small_error_is_caught_at_default_tolerance_and_passes_a_loose_one():
@@ -77,4 +77,12 @@ def test_non_float_argnums_are_rejected():
     with pytest.raises(dualgpu.DualgpuError, match="argument 1 is an int"):
         check_jvp(heat.simulate, (U0, 10), argnums=1)
     with pytest.raises(dualgpu.DualgpuError, match="points at argument 5"):
-        check_jacobian(rod, (U0, 1.0), argnums=5)
+        check_jacobian(rod, U0, 1.0, argnums=5)
+
+
+def test_check_jacobian_takes_arguments_like_jacobian():
+    assert check_jacobian(rod, U0, 1.0, argnums=1) < 1e-8
+    with pytest.warns(DeprecationWarning, match=r"check_jacobian\(f, a, b, \.\.\., argnums"):
+        assert check_jacobian(rod, (U0, 1.0), argnums=1) < 1e-8  # the former form still works
+    with pytest.raises(dualgpu.DualgpuError, match=r"argument 0 is a tuple.*\*args"):
+        check_jacobian(rod, (U0, 1.0), 1.0)

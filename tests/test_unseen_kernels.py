@@ -103,7 +103,7 @@ def test_plain_equals_numpy_reference(backend, name):
 def test_jacobian_state_and_parameters(backend, name):
     f, args, argnums, _ = SIMS[name]
     with dualgpu.using_backend(backend):
-        check_jacobian(f, args, argnums=argnums, n_directions=2)
+        check_jacobian(f, *args, argnums=argnums, n_directions=2)
 
 
 def test_jacobian_shapes_and_parameter_column():
@@ -284,7 +284,7 @@ def test_numpy_output_array_under_the_driver(backend):
     """np.zeros_like(dual_array) is a DualArray with zero partials and the same lanes: a
     kernel storing into it under the driver gives the right Jacobian."""
     with dualgpu.using_backend(backend):
-        check_jacobian(L.f_numpy_out, (_U, 0.7), argnums=(0, 1), n_directions=2)
+        check_jacobian(L.f_numpy_out, _U, 0.7, argnums=(0, 1), n_directions=2)
         jac = dualgpu.jacobian(L.f_numpy_out, _U, 0.7, argnums=0, progress=False)
     np.testing.assert_allclose(jac, np.diag(2 * 0.7 * _U), rtol=1e-14)
 
