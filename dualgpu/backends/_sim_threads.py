@@ -76,7 +76,11 @@ class SimThread(threading.Thread):
 
     def run(self):
         exception = None
+        self.event.wait()  # started threads wait for the go: starting many stays cheap
+        self.event.clear()
         try:
+            if self.aborted:
+                raise Aborted()
             self._target_fn(*self._target_args)
         except Aborted:
             pass
@@ -133,8 +137,9 @@ class Group:
             thread.pending = (kind, key, payload, _where(frame))
             self.waiting[thread] = thread.pending
             self.running -= 1
-            if self.running == 0:
-                self._resolve()
+            woken = self._resolve() if self.running == 0 else ()
+        for other in woken:  # outside the lock: the woken threads may arrive again at once
+            other.event.set()
         thread.event.wait()
         thread.event.clear()
         if thread.aborted:
@@ -147,28 +152,35 @@ class Group:
             thread.exited = True
             thread.block.live -= 1
             self.running -= 1
+            woken = ()
             if exception is not None and self.failure is None:
                 thread.exception = exception
-                self._abort(exception)
+                woken = self._abort(exception)
             elif self.running == 0 and self.waiting:
-                self._resolve()
+                woken = self._resolve()
+        for other in woken:
+            other.event.set()
 
-    # -- resolution (lock held) -------------------------------------------------------------
+    # -- resolution (lock held; the caller wakes the threads returned) ---------------------
     def _release(self, thread, result):
         del self.waiting[thread]
         thread.pending = None
         thread.result = result
         self.running += 1
-        thread.event.set()
+        self._woken.append(thread)
 
     def _abort(self, failure):
+        """Stop every waiting thread; return them (to be woken)."""
         self.failure = failure
-        for thread in list(self.waiting):
+        woken = list(self.waiting)
+        for thread in woken:
             thread.aborted = True
-            del self.waiting[thread]
-            thread.event.set()
+        self.waiting.clear()
+        return woken
 
     def _resolve(self):
+        """Release what can be released; return the threads to wake."""
+        self._woken = []
         try:
             released = self._resolve_warps() + self._resolve_blocks()
             if not released:
@@ -176,7 +188,8 @@ class Group:
             if not released:
                 raise DualgpuError(self._deadlock_message())
         except DualgpuError as exc:
-            self._abort(exc)
+            return self._woken + self._abort(exc)
+        return self._woken
 
     def _resolve_warps(self):
         by_warp = collections.defaultdict(list)
@@ -241,6 +254,8 @@ class Group:
         live = sum(block.live for block in self.blocks)
         if not threads or len(threads) != live:
             return 0
+        if any(block.live == 0 for block in self.blocks):
+            return 0  # a block that returned never arrives: the GPU would hang
         for thread in threads:
             self._release(thread, None)
         return len(threads)
@@ -255,6 +270,9 @@ class Group:
             lines.append(
                 f"  {len(threads)} thread(s) of block(s) {_short(blocks)} wait at {what} ({where})"
             )
+        gone = [tuple(b.index) for b in self.blocks if b.live == 0]
+        if gone and any(kind == "grid" for kind, _, _, _ in self.waiting.values()):
+            lines.append(f"  block(s) {_short(gone)} returned without reaching grid.sync()")
         return (
             "the kernel would hang on a GPU: every running thread waits at a synchronisation "
             "point that cannot complete.\n" + "\n".join(lines) + "\n"
@@ -302,13 +320,15 @@ def run_groups(fn, args, grid_dim, block_dim, whole_grid):
             for thread in group.threads:
                 thread.start()
                 started.append(thread)
-        except RuntimeError as exc:  # can't start new thread
-            with group.lock:
-                group._abort(DualgpuError(
-                    f"the simulator could not start {len(group.threads)} threads at once "
-                    f"({exc}); use fewer threads (a grid-stride loop) or the cpu/cuda backend."
-                ))
-                group.running -= len(group.threads) - len(started)
+        except RuntimeError as exc:  # can't start new thread: the started ones do not run
+            group.failure = DualgpuError(
+                f"the simulator could not start {len(group.threads)} threads at once ({exc}); "
+                "use fewer threads (a grid-stride loop) or the 'cpu' or 'cuda' backend."
+            )
+            for thread in started:
+                thread.aborted = True
+        for thread in started:
+            thread.event.set()
         for thread in started:
             thread.join()
         failure = group.failure
