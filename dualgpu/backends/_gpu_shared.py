@@ -3,13 +3,14 @@
 The rewritten source of a dual specialisation (see :mod:`dualgpu.backends.gpu`)
 calls these in place of numba.cuda's:
 
-* ``_dg_shared_array(shape, dtype, N, site)`` for ``cuda.shared.array(shape, dtype)``.
-  A float array becomes a dual shared array: values and lane-major partials
+* ``_dg_shared_array(shape, dtype, N, site)`` for ``cuda.shared.array(shape, dtype)``
+  of float32/float64 (a tile of another dtype is left as it is). A float array becomes a dual shared array: values and lane-major partials
   ``(N,) + shape``, two ``.shared`` allocations. numba allocates one ``.shared``
   variable per *lowering* of ``cuda.shared.array``; an overload implementation is
   lowered once per signature, so ``site`` (a string literal unique to the call site)
   gives every call site its own signature, hence its own allocations. Dynamic shared
-  memory (``shape`` 0) is one extern buffer: the launch asks for ``(1 + N)`` regions of
+  memory (``shape`` 0) is one extern buffer, rewritten to
+  ``_dg_dynamic_shared(cuda.shared.array(0, dtype), N)``: the launch asks for ``(1 + N)`` regions of
   the user's byte count (rounded up to 8), the values take the first region and lane k
   the region ``k + 1`` (every dynamic array of a dual launch sees the first region
   only, whatever its dtype, so arrays that the user placed side by side stay apart);
@@ -38,12 +39,15 @@ from ._local_array_types import literal_shape, scalar_dtype
 from ._translate import UNRESOLVED
 
 __all__ = [
-    "STATIC_SHARED_LIMIT", "SHUFFLES", "SharedSite", "check_static_shared",
+    "STATIC_SHARED_LIMIT", "SHUFFLES", "SharedSite", "DUAL_DTYPES", "check_static_shared",
     "dynamic_request", "shared_sites",
 ]
 
 #: Bytes of static shared memory one block may have (every CUDA GPU since Fermi).
 STATIC_SHARED_LIMIT = 48 * 1024
+
+#: dtypes of the tiles that hold duals in a dual specialisation
+DUAL_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 
 #: numba.cuda's shuffles and the dual-aware stand-ins the rewriter calls instead.
 SHUFFLES = ("shfl_sync", "shfl_up_sync", "shfl_down_sync", "shfl_xor_sync")
@@ -111,23 +115,64 @@ def _ov_shared_array(shape, dtype, lanes, site):
             f"float64)); got shape {shape} and dtype {dtype}."
         )
     n = lanes.literal_value
-    dual = isinstance(element, types.Float)
+    dual = element in (types.float32, types.float64)  # a float16 tile cannot hold duals
     namespace = {"cuda": numba.cuda, "make": make_dual_array, "regions": _lane_regions,
                  "SHAPE": constant, "PSHAPE": (n,) + constant, "DT": element, "N": n}
+    if not dual:
+        raise TypingError(
+            f"{where}: a {element} shared array in a dual kernel: write its dtype as a "
+            "constant the source names (a numba type such as int32), so that it stays a "
+            "plain array."
+        )
     if constant == (0,):
         body = ("    buffer = cuda.shared.array(0, DT)\n"
-                "    count = buffer.shape[0] // (N + 1)\n")
-        body += ("    return make(buffer[:count], regions(buffer, count, N), N)\n" if dual
-                 else "    return buffer[:count]\n")
-    elif dual:
+                "    count = buffer.shape[0] // (N + 1)\n"
+                "    return make(buffer[:count], regions(buffer, count, N), N)\n")
+    else:
         size = (1 + n) * math.prod(constant) * np.dtype(str(element)).itemsize
         if size > STATIC_SHARED_LIMIT:
             raise TypingError(_too_big_message([(where, constant, element, size)], n, size))
         body = "    return make(cuda.shared.array(SHAPE, DT), cuda.shared.array(PSHAPE, DT), N)\n"
-    else:
-        body = "    return cuda.shared.array(SHAPE, DT)\n"
     exec("def impl(shape, dtype, lanes, site):\n" + body, namespace)
     return namespace["impl"]
+
+
+def _dg_dynamic_shared(buffer, lanes):
+    """The part of a dynamic shared array a dual launch gives the kernel (CUDA only)."""
+    raise DualgpuError("_dg_dynamic_shared is only usable inside kernels compiled for CUDA.")
+
+
+@numba.cuda.extending.overload(_dg_dynamic_shared, prefer_literal=True)
+def _ov_dynamic_shared(buffer, lanes):
+    from ..numba_arrays import make_dual_array
+
+    if not isinstance(lanes, types.IntegerLiteral) or not isinstance(buffer, types.Array):
+        raise TypingError("_dg_dynamic_shared(buffer, lanes): lanes must be a constant")
+    n = lanes.literal_value
+    if buffer.dtype not in (types.float32, types.float64):
+        raise TypingError(
+            f"a dynamic {buffer.dtype} shared array in a dual kernel: write its dtype as a "
+            "constant the source names (a numba type such as int32), so that it stays plain."
+        )
+
+    def impl(buffer, lanes):
+        count = buffer.shape[0] // (n + 1)
+        return make_dual_array(buffer[:count], _lane_regions(buffer, count, n), n)
+
+    return impl
+
+
+def _dg_region_length(buffer, lanes):
+    """Elements of a dynamic shared array in the first of the (1 + N) regions (CUDA only)."""
+    raise DualgpuError("_dg_region_length is only usable inside kernels compiled for CUDA.")
+
+
+@numba.cuda.extending.overload(_dg_region_length, prefer_literal=True)
+def _ov_region_length(buffer, lanes):
+    if not isinstance(lanes, types.IntegerLiteral):
+        raise TypingError("_dg_region_length(buffer, lanes): lanes must be a constant")
+    n = lanes.literal_value
+    return lambda buffer, lanes: buffer.shape[0] // (n + 1)
 
 
 # --- shuffles -------------------------------------------------------------------------------

@@ -32,6 +32,7 @@ from ._sim_threads import WARP_SIZE, current_thread
 __all__ = ["LaunchModule", "dynamic_region_bytes"]
 
 FULL_MASK = 0xFFFFFFFF
+_DUAL_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 
 
 def dynamic_region_bytes(sharedmem, lanes):
@@ -73,7 +74,7 @@ class SharedMemory:
         if dtype.kind != "f":
             return np.empty(shape, dtype)
         values = np.full(shape, np.nan, dtype)
-        if not self.lanes:
+        if not self.lanes or dtype not in _DUAL_DTYPES:  # float16 cannot hold a dual
             return values
         return DualArray(values, np.full((self.lanes,) + shape, np.nan, dtype))
 
@@ -84,7 +85,7 @@ class SharedMemory:
             buffer = block.dynamic
         count = self.region // dtype.itemsize
         values = np.frombuffer(buffer.data, dtype, count=count)
-        if not self.lanes or dtype.kind != "f":
+        if not self.lanes or dtype not in _DUAL_DTYPES:
             return values
         # lane k is the k-th region after the values, viewed in place
         lanes = np.lib.stride_tricks.as_strided(
@@ -102,7 +103,7 @@ class DualLocal:
 
     def array(self, shape, dtype, alignment=None):
         dtype = as_dtype(dtype)
-        if dtype.kind != "f":
+        if dtype not in _DUAL_DTYPES:
             return np.empty(shape, dtype)
         shape = _shape(shape)
         return DualArray(np.empty(shape, dtype), np.zeros((self.lanes,) + shape, dtype))

@@ -31,7 +31,8 @@ from ..dualarray import DualArray
 from ..errors import DualgpuError
 from ._local_array_types import literal_shape, scalar_dtype
 from ._gpu_shared import (
-    SHUFFLE_FUNCTIONS, SHUFFLES, STATIC_SHARED_LIMIT, SharedSite, _dg_shared_array, check_static_shared,
+    DUAL_DTYPES, SHUFFLE_FUNCTIONS, SHUFFLES, STATIC_SHARED_LIMIT, SharedSite,
+    _dg_dynamic_shared, _dg_region_length, _dg_shared_array, check_static_shared,
     dynamic_request, shared_sites, site_shape_and_dtype,
 )
 from ._rebind import global_names, rebind
@@ -133,7 +134,10 @@ class _DualSourceRewriter(ast.NodeTransformer):
         path = self.namespace.cuda_path(node.func)
         if path == ("local", "array"):
             arguments = self._arguments(node, "local")
-            shape, _ = site_shape_and_dtype(arguments["shape"], arguments["dtype"], self.namespace)
+            shape, dtype = site_shape_and_dtype(arguments["shape"], arguments["dtype"],
+                                                self.namespace)
+            if dtype is not None and dtype not in DUAL_DTYPES:
+                return node  # integer scratch stays plain
             self.count += 1
             return ast.Call(ast.Name("_dg_local_array", ast.Load()),
                             [_shape_node(shape, arguments["shape"]), arguments["dtype"],
@@ -146,6 +150,16 @@ class _DualSourceRewriter(ast.NodeTransformer):
             shape, dtype = site_shape_and_dtype(arguments["shape"], arguments["dtype"],
                                                 self.namespace)
             self.sites.append(SharedSite(label, text, shape, dtype))
+            if shape == (0,):
+                self.count += 1
+                if dtype is not None and dtype not in DUAL_DTYPES:  # buffer[:first region]
+                    length = ast.Call(ast.Name("_dg_region_length", ast.Load()),
+                                      [node, ast.Constant(self.lanes)], [])
+                    return ast.Subscript(node, ast.Slice(upper=length), ast.Load())
+                return ast.Call(ast.Name("_dg_dynamic_shared", ast.Load()),
+                                [node, ast.Constant(self.lanes)], [])
+            if dtype is not None and dtype not in DUAL_DTYPES:
+                return node  # an integer (or float16) tile stays plain
             self.count += 1
             return ast.Call(ast.Name("_dg_shared_array", ast.Load()),
                             [_shape_node(shape, arguments["shape"]), arguments["dtype"],
@@ -185,6 +199,8 @@ def _dual_source_copy(py_func, lanes, replace):
         new_globals[name] = replace(cell.cell_contents)  # closure values become globals
     new_globals["_dg_local_array"] = _dg_local_array
     new_globals["_dg_shared_array"] = _dg_shared_array
+    new_globals["_dg_dynamic_shared"] = _dg_dynamic_shared
+    new_globals["_dg_region_length"] = _dg_region_length
     new_globals.update({f"_dg_{name}": fn for name, fn in SHUFFLE_FUNCTIONS.items()})
     copy = compile_function(tree, new_globals, source.filename)
     copy.__wrapped__ = py_func
