@@ -79,11 +79,13 @@ def _register_all():
     from numba.core.typing import templates as core_templates
 
     _register(core_templates, core_builtins.NumberClassAttribute)
-    try:
-        from numba.cuda.typing import builtins as cuda_builtins
-        from numba.cuda.typing import templates as cuda_templates
-    except ImportError:  # pragma: no cover - numba-cuda without its own typing registries
+    from numba.core import config
+
+    if config.ENABLE_CUDASIM:  # numba.cuda is the simulator: there is no CUDA typing
         return
+    from numba.cuda.typing import builtins as cuda_builtins
+    from numba.cuda.typing import templates as cuda_templates
+
     _register(cuda_templates, cuda_builtins.NumberClassAttribute)
 
 
