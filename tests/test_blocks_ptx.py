@@ -194,6 +194,60 @@ def test_dual_launch_asks_for_one_region_per_lane(monkeypatch, sharedmem, lanes,
     assert recorder.configs == [((1,), (16,), 0, expected)]
 
 
+class _FakeKernel:
+    """numba's compiled kernel as the GPU-only launch checks see it."""
+
+    def __init__(self, cooperative_blocks=64, optin=227 * 1024, static=0):
+        from types import SimpleNamespace
+
+        self.cooperative_blocks = cooperative_blocks
+        device = SimpleNamespace(MAX_SHARED_MEMORY_PER_BLOCK_OPTIN=optin, id=0)
+        cufunc = SimpleNamespace(device=device, attrs=SimpleNamespace(shared=static), handle=7)
+        self._codelibrary = SimpleNamespace(get_cufunc=lambda: cufunc)
+
+    def max_cooperative_grid_blocks(self, blockdim, dynsmemsize=0):
+        return self.cooperative_blocks
+
+
+def _laplace_dual_args(n, lanes):
+    return [dual_array(np.ones(n), lanes=lanes), dual_array(np.zeros(n), lanes=lanes), 2,
+            dualgpu.Dual(0.25, np.zeros(lanes))]
+
+
+def test_dual_grid_sync_launch_too_large_for_the_gpu_is_refused(monkeypatch):
+    recorder = _Recorder()
+    kernel = gpu.GpuKernel(B.solve_heat_equation.py_func)
+    monkeypatch.setattr(kernel, "dispatcher_for", lambda n: recorder)
+    monkeypatch.setattr(gpu, "_compiled", lambda dispatcher, args: _FakeKernel(3))
+    assert kernel.grid_group
+    kernel.launch((3,), (256,), 0, 0, _laplace_dual_args(700, 8))  # 3 blocks fit
+    with pytest.raises(DualgpuError, match=r"at most 3 blocks of 256 threads.*has 4.*chunk_size"):
+        kernel.launch((4,), (256,), 0, 0, _laplace_dual_args(1001, 8))
+    assert len(recorder.configs) == 1
+
+
+def test_dual_dynamic_shared_past_48_kb_opts_in_or_is_refused(monkeypatch):
+    from numba.cuda.cudadrv import driver
+
+    calls = []
+
+    class FakeDriver:
+        def cuKernelSetAttribute(self, attribute, value, handle, device):
+            calls.append((value, handle))
+
+    monkeypatch.setattr(driver, "driver", FakeDriver())
+    recorder = _Recorder()
+    kernel = gpu.GpuKernel(B.kinetic_energy_dynamic_shared.py_func)
+    monkeypatch.setattr(kernel, "dispatcher_for", lambda n: recorder)
+    monkeypatch.setattr(gpu, "_compiled", lambda d, a: _FakeKernel(optin=100 * 1024))
+    vel = dual_array(np.ones((1024, 3)), lanes=8)
+    args = [vel, dual_array(np.ones(1024), lanes=8), dual_array(np.zeros(1), lanes=8)]
+    kernel.launch((1,), (1024,), 0, 8 * 1024, args)  # 9 x 8 KB = 72 KB: opt in
+    assert calls == [(9 * 8192, 7)] and recorder.configs[-1][3] == 9 * 8192
+    with pytest.raises(DualgpuError, match=r"asks for 147456 bytes .* 102400 bytes .* Use chunk_size=5 or less"):
+        kernel.launch((1,), (1024,), 0, 16 * 1024, args)  # 144 KB > 100 KB: 6 x 16 KB fit
+
+
 # --- tiles that no longer fit ---------------------------------------------------------------
 
 BIG = 32

@@ -294,6 +294,33 @@ def prepare_function(func, lanes=0):
     return copy
 
 
+def _compiled(dispatcher, args):
+    """numba's compiled kernel for these arguments (compiled now if need be; GPU only)."""
+    return dispatcher.compile(tuple(dispatcher.typeof_pyval(a) for a in args))
+
+
+def _check_cooperative_grid(dispatcher, args, griddim, blockdim, sharedmem, name, lanes):
+    """A grid-sync (cooperative) launch must have all its blocks resident at once (GPU only).
+
+    A dual kernel uses more registers than the plain one, so fewer of its blocks fit on
+    the GPU: refuse a grid that no longer does, saying how to fix it, rather than let the
+    driver fail with CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE.
+    """
+    import math
+
+    kernel = _compiled(dispatcher, args)
+    limit = kernel.max_cooperative_grid_blocks(blockdim, sharedmem)
+    blocks = math.prod(griddim)
+    if blocks > limit:
+        raise DualgpuError(
+            f"kernel {name} synchronises its grid (cuda.cg.this_grid()), so all its blocks must "
+            f"be resident at once; with {lanes} lane(s) this GPU holds at most {limit} blocks of "
+            f"{math.prod(blockdim)} threads, and the launch has {blocks}. Use a smaller "
+            "chunk_size (fewer lanes need fewer registers) or fewer blocks with a grid-stride "
+            "loop."
+        )
+
+
 def _allow_dynamic_shared(dispatcher, args, nbytes, name, lanes, asked):
     """Let a compiled kernel use ``nbytes`` (> 48 KB) of dynamic shared memory (GPU only).
 
@@ -303,8 +330,7 @@ def _allow_dynamic_shared(dispatcher, args, nbytes, name, lanes, asked):
     """
     from numba.cuda.cudadrv import driver
 
-    argtypes = tuple(dispatcher.typeof_pyval(a) for a in args)
-    kernel = dispatcher.compile(argtypes)
+    kernel = _compiled(dispatcher, args)
     cufunc = kernel._codelibrary.get_cufunc()
     device = cufunc.device
     limit = device.MAX_SHARED_MEMORY_PER_BLOCK_OPTIN - cufunc.attrs.shared
@@ -333,6 +359,7 @@ class GpuKernel:
         self.py_func = unwrap(func) or func
         self.options = options
         self._dispatchers = {}
+        self._grid_group = None
         self.dispatcher = self.dispatcher_for(0)
 
     def dispatcher_for(self, lanes):
@@ -353,7 +380,19 @@ class GpuKernel:
             if sharedmem > STATIC_SHARED_LIMIT:
                 _allow_dynamic_shared(dispatcher, args, sharedmem, self.py_func.__name__,
                                       lanes, asked)
+        if lanes and self.grid_group:
+            _check_cooperative_grid(dispatcher, args, griddim, blockdim, sharedmem,
+                                    self.py_func.__name__, lanes)
         dispatcher[griddim, blockdim, stream, sharedmem](*args)
+
+    @property
+    def grid_group(self):
+        """True when the kernel (or a device function it calls) uses ``cuda.cg.this_grid()``."""
+        if self._grid_group is None:
+            from .cudasim import uses_grid_group
+
+            self._grid_group = uses_grid_group(self.py_func)
+        return self._grid_group
 
 
 def compile_kernel(func, **options):
