@@ -225,6 +225,7 @@ def test_slice_stores_into_a_shared_tile(cudasim):
     tile = np.concatenate([u[4:8], np.full(4, 0.5 * u[0]), np.full(4, 0.5)])
     np.testing.assert_allclose(got, tile * u, rtol=1e-15)
     check_jvp(_tile_slices, (u, 0.5))
+    check_jvp(_tile_slices, (u, 0.5), argnums=1)  # a plain u copied into a dual tile
 
 
 @pytest.mark.parametrize("backend", HOST_BACKENDS)

@@ -171,7 +171,12 @@ def _lanes(args):
 
 
 def _fake_arg(arg, retr):
-    """An argument as numba's simulator passes it (host arrays become simulated device arrays)."""
+    """An argument as numba's simulator passes it (host arrays become simulated device arrays).
+
+    Arrays of numbers reach the kernel as the numpy array inside the simulated device array
+    (the same memory), so that they mix with DualArrays (``tile[0:4] = u[4:8]``); record
+    arrays keep the simulator's wrapper (``a.field`` access).
+    """
     from numba.cuda.simulator.args import ArgHint, InOut
     from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray, FakeWithinKernelCUDAArray
 
@@ -182,6 +187,8 @@ def _fake_arg(arg, retr):
     elif isinstance(arg, np.void):
         arg = FakeCUDAArray(arg)
     if isinstance(arg, FakeCUDAArray):
+        if isinstance(arg._ary, np.ndarray) and arg._ary.dtype.fields is None:
+            return arg._ary
         return FakeWithinKernelCUDAArray(arg)
     return arg
 
