@@ -50,6 +50,10 @@ def _signature(name, n):
         "block_jacobi_smooth": (A(1), A(1), I64, D()),
         "count_hot_cells": (A(1), D(), i32, i32),
         "neighbour_average_tiled": (A(1), A(1)),
+        "nbody_accel_untiled": (A(2), A(1), A(2), D()),
+        "nbody_kick_drift": (A(2), A(2), A(2), D()),
+        "sum_partials": (A(1), A(1)),
+        "heat2d_plain_step": (A(2), A(2), D()),
     }[name]
 
 
@@ -65,7 +69,8 @@ TILES = {
 KERNELS = ["nbody_accel_tiled", "kinetic_energy_partial", "kinetic_energy_dynamic_shared",
            "warp_sum_of_squares", "heat2d_halo_step", "heat2d_halo_step_f32",
            "solve_heat_equation", "block_jacobi_smooth", "count_hot_cells",
-           "neighbour_average_tiled"]
+           "neighbour_average_tiled", "nbody_accel_untiled", "nbody_kick_drift", "sum_partials",
+           "heat2d_plain_step"]
 
 
 @pytest.fixture(autouse=True)
