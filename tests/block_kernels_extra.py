@@ -245,3 +245,23 @@ def relax_with_buffers(u0, w, n_steps=3):
         relax[blocks, TPB](d_u, d_new, w)
         d_u.copy_to_device(d_new)
     return d_u.copy_to_host()
+
+
+# --- kernel-side names imported from numba.cuda ------------------------------------------------
+
+from numba.cuda import shfl_down_sync, syncthreads  # noqa: E402  (numba.cuda types these)
+
+
+@cuda.jit
+def imported_names(x, out, masks):
+    """A barrier and a shuffle by imported names; two activemask call sites in two branches."""
+    tile = cuda.shared.array(32, float64)
+    t = cuda.threadIdx.x
+    tile[t] = x[t]
+    syncthreads()
+    v = tile[31 - t] + shfl_down_sync(FULL, x[t], 1)
+    if t < 16:
+        masks[t] = cuda.activemask()
+    else:
+        masks[t] = cuda.activemask()
+    out[t] = v

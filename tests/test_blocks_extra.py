@@ -118,6 +118,22 @@ def test_activemask_is_the_lanes_in_the_branch(cudasim):
     np.testing.assert_array_equal(x, expected)
 
 
+def test_kernel_side_names_imported_from_numba_cuda(cudasim):
+    x = np.arange(32.0) ** 1.5
+    out, masks = np.zeros(32), np.zeros(32, np.int64)
+    X.imported_names[1, 32](x, out, masks)
+    np.testing.assert_array_equal(out, x[::-1] + np.r_[x[1:], x[31]])
+    np.testing.assert_array_equal(masks, np.where(np.arange(32) < 16, 0xFFFF, 0xFFFF0000))
+
+    def f(x):
+        d_x = cuda.to_device(x)
+        d_out = cuda.device_array_like(d_x)
+        X.imported_names[1, 32](d_x, d_out, np.zeros(32, np.int64))
+        return d_out.copy_to_host()
+
+    check_jvp(f, (x,))
+
+
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 def test_warp_butterfly_norm_derivative(cudasim, dtype):
     x = np.cos(np.arange(40.0)).astype(dtype)

@@ -161,7 +161,8 @@ def test_extra_kernels_compile(n):
     cases = [(X.dynamic_two_dtypes, (t32, t32)), (X.warp_shuffles, (t,) * 5),
              (X.warp_norm, (t, t, d)), (X.casts, (t, t, d)),
              (X.casts, (t32, t32, dual_type(F32, n))),
-             (X.row_broadcast, (t, dual_array_type(F64, 2, n), d)), (X.relax, (t, t, d))]
+             (X.row_broadcast, (t, dual_array_type(F64, 2, n), d)), (X.relax, (t, t, d)),
+             (X.imported_names, (t, t, types.Array(types.int64, 1, "C")))]
     for kernel, signature in cases:
         ptx, _ = cuda.compile_ptx(gpu.prepare_function(kernel, n), signature, cc=(9, 0))
         assert ".entry" in ptx

@@ -19,15 +19,13 @@ atomics...) with what the simulator lacks or gets wrong for dualgpu:
 * in a dual launch, ``cuda.float32`` and the other number types cast duals
   (:mod:`dualgpu.backends._sim_casts`).
 """
-import sys
-
 import numpy as np
 from numba.cuda.simulator.kernelapi import FakeCUDALocal, FakeCUDAModule
 
 from ..dualarray import DualArray
 from ..errors import DualgpuError
 from ._sim_casts import as_dtype, cast_for
-from ._sim_threads import WARP_SIZE, current_thread
+from ._sim_threads import WARP_SIZE, caller_frame, current_thread
 
 __all__ = ["LaunchModule", "dynamic_region_bytes"]
 
@@ -59,7 +57,7 @@ class SharedMemory:
     def array(self, shape, dtype, alignment=None):
         """The block's shared array for this call site (made by the first thread to get here)."""
         block = current_thread().block
-        frame = sys._getframe(1)
+        frame = caller_frame()
         dtype = as_dtype(dtype)
         if np.ndim(shape) == 0 and int(shape) == 0 or _shape(shape) == (0,):
             return self._dynamic(block, dtype)
@@ -118,7 +116,7 @@ class GridGroup:
 
     def sync(self):
         thread = current_thread()
-        frame = sys._getframe(1)
+        frame = caller_frame()
         if not self._whole_grid and self._n_blocks > 1:
             raise DualgpuError(
                 f"grid.sync() at {frame.f_code.co_filename}:{frame.f_lineno}: this launch runs "
@@ -238,7 +236,7 @@ class LaunchModule(FakeCUDAModule):
     # -- block barriers ----------------------------------------------------------------------
     def _barrier(self, what, predicate, resolve):
         thread = current_thread()
-        return thread.group.arrive(thread, "block", what, (predicate, resolve), sys._getframe(2))
+        return thread.group.arrive(thread, "block", what, (predicate, resolve), caller_frame())
 
     def syncthreads(self):
         self._barrier("cuda.syncthreads()", None, None)
@@ -258,7 +256,7 @@ class LaunchModule(FakeCUDAModule):
     def _warp(self, op, mask, value, resolve, key=None):
         thread = current_thread()
         mask = None if mask is None else int(mask) & FULL_MASK
-        frame = sys._getframe(2)
+        frame = caller_frame()
         key = (f"cuda.{op}()", mask) if key is None else (f"cuda.{op}()",) + key
         return thread.group.arrive(thread, "warp", key, (mask, value, resolve), frame)
 
@@ -302,7 +300,7 @@ class LaunchModule(FakeCUDAModule):
 
     def activemask(self):
         """The lanes of the warp that reach this call together (converged)."""
-        frame = sys._getframe(1)
+        frame = caller_frame()
         site = (frame.f_code, frame.f_lasti)
         return self._warp("activemask", None, None,
                           _vote_resolver(lambda v: sum(1 << lane for lane in v)), key=site)

@@ -21,15 +21,27 @@ The collective operations themselves (what a shuffle returns) are computed by
 functions passed in with each arrival; see :mod:`dualgpu.backends._sim_module`.
 """
 import collections
+import os
+import sys
 import threading
 
 import numpy as np
 
 from ..errors import DualgpuError
 
-__all__ = ["Aborted", "SimThread", "run_groups", "current_thread", "WARP_SIZE"]
+__all__ = ["Aborted", "SimThread", "run_groups", "current_thread", "caller_frame", "WARP_SIZE"]
 
 WARP_SIZE = 32
+_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+
+
+def caller_frame():
+    """The innermost frame outside dualgpu: the kernel (or device function) line that called
+    a kernel-side function, however it was reached (``cuda.X``, ``numba.cuda.X``, ``X``)."""
+    frame = sys._getframe(1)
+    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE_DIR):
+        frame = frame.f_back
+    return frame
 
 
 class Aborted(BaseException):
