@@ -12,6 +12,9 @@ reports the dual/plain time ratio. It then times the 1-D heat stencil
 (``benchmarks.cases_dualgpu.heat_step``) at N = 0 (plain), 1, 8, 16 lanes and
 reports the achieved memory bandwidth: bytes moved per step are
 ``(1 + N) * n * itemsize * 2`` (read u, write u_new; neighbours hit in cache).
+Last, the block-level kernels (shared tiles, dynamic shared memory, warp shuffles,
+grid sync; ``benchmarks/gpu_block_checks.py``) run plain and dual against the cpu
+backend (``--blocks`` runs only those).
 
 Without a GPU it prints why and exits with status 0 (``--strict``: status 1).
 """
@@ -148,7 +151,9 @@ def main(argv=None):
                              "for cuda, at tiny sizes")
     parser.add_argument("--strict", action="store_true", help="exit 1 when no GPU is found")
     parser.add_argument("--only", action="append", choices=sorted(SIMULATIONS),
-                        help="check only this simulation (repeatable)")
+                        help="check only this simulation (repeatable; skips the block checks)")
+    parser.add_argument("--blocks", action="store_true",
+                        help="run only the block-level kernel checks (benchmarks/gpu_block_checks.py)")
     args = parser.parse_args(argv)
 
     if args.self_test:
@@ -163,6 +168,13 @@ def main(argv=None):
             return 1 if args.strict else 0
         backend, size, heat_n, heat_steps = "cuda", 16, 1 << 24, 50
         print(f"device: {numba_cuda.get_current_device().name}")
+
+    if args.blocks:
+        from benchmarks.gpu_block_checks import run_block_checks
+
+        failures = run_block_checks("cudasim" if args.self_test else backend)
+        print(f"\n{'OK' if not failures else f'{failures} FAILURE(S)'}")
+        return 1 if failures else 0
 
     failures = 0
     print(f"{'simulation':12s} {'plain diff':>10s} {'value diff':>10s} {'tangent diff':>12s} "
@@ -189,6 +201,10 @@ def main(argv=None):
     except Exception as exc:
         failures += 1
         print(f"FAILED: {type(exc).__name__}: {exc}")
+    if not args.only:  # shared tiles, warps, grid sync (the cudasim backend stands in when testing)
+        from benchmarks.gpu_block_checks import run_block_checks
+
+        failures += run_block_checks("cudasim" if args.self_test else backend)
     print(f"\n{'OK' if not failures else f'{failures} FAILURE(S)'}")
     return 1 if failures else 0
 

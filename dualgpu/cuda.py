@@ -50,8 +50,10 @@ class HostArray(np.ndarray):
         return ary
 
     def copy_to_device(self, ary, stream=0):
-        """Copy ``ary`` into this array."""
-        self[...] = np.asarray(ary)
+        """Copy ``ary`` into this array (a DualArray is refused: its partials would be lost)."""
+        from ._transfer import copy_into
+
+        copy_into(self, ary, stream)
 
 
 def _plain_to_device(array):
@@ -90,10 +92,14 @@ def to_device(obj, stream=0, copy=True, to=None):
     """Copy a host array (or DualArray) to the active backend's memory.
 
     Returns a DualArray for a DualArray, or for a float array while the driver runs.
+    With ``to=buffer`` the data is copied into ``buffer`` and ``buffer`` is returned: a
+    DualArray buffer receives values and partials (zero partials from a plain array); a
+    plain buffer refuses a DualArray.
     """
     if to is not None:
-        to.copy_to_device(obj)
-        return to
+        from ._transfer import copy_into
+
+        return copy_into(to, obj, stream)
     if isinstance(obj, DualArray):
         return DualArray(_plain_to_device(_host(obj.values)), _plain_to_device(_host(obj.partials)))
     array = np.asarray(obj)

@@ -218,6 +218,17 @@ class DualArray:
         ary[...] = DualArray(values, partials)
         return ary
 
+    def copy_to_device(self, ary, stream=0):
+        """Copy ``ary`` into this DualArray in place (numba's device-array method).
+
+        ``ary`` is a DualArray with the same shape and lanes (values and partials are
+        copied) or a plain array of the same shape (values copied, partials set to zero),
+        in host or device memory.
+        """
+        from ._transfer import copy_into
+
+        copy_into(self, ary, stream)
+
     # -- numpy on the host: objectives and post-processing keep the partials ------
     # (dualgpu.array_protocol holds the machinery; the methods below mirror ndarray's)
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):

@@ -31,6 +31,8 @@ _COMPILED_STORE = "is stored into a plain"
 #: the Python dual's message when numpy converts it to a float (a store, or an explicit float())
 _PYTHON_FLOAT = "float(Dual) would drop the partials"
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+#: numba's locations in its messages: 'File "f.py", line 12' and 'at f.py (12)'
+_NUMBA_LOCATION = re.compile(r'File "([^"]+)", line (\d+)|at (\S+\.py) \((\d+)\)')
 _SUBSCRIPT_STORE = re.compile(r"^\s*([A-Za-z_]\w*)\s*\[.*\]\s*(?:[-+*/%]|//|\*\*)?=(?!=)")
 
 
@@ -180,7 +182,7 @@ class Kernel:
         except Exception as exc:
             stored = _dual_store_target(exc)
             if stored is not None:
-                raise DualgpuError(self._drop_message(args, stored)) from exc
+                raise DualgpuError(self._drop_message(args, *stored)) from exc
             if _PYTHON_FLOAT in str(exc):
                 raise DualgpuError(
                     f"kernel {self.__name__}: float(Dual) would drop the partials; keep the dual "
@@ -270,19 +272,23 @@ class Kernel:
         }
         return [p for p in plain if p in stored] or plain
 
-    def _drop_message(self, args, target):
+    def _drop_message(self, args, target, where=""):
         from ._context import active_lanes
 
         if target:
             names = [target]
         else:
             names = self._stored_plain_arrays(args)
+        at = f" (at {where})" if where else ""
         if names and not all(n in self._params for n in names):
             return (
-                f"kernel {self.__name__} stores a dual into {', '.join(names)}, an array made "
-                "inside the kernel (cuda.shared.array on this backend), which cannot hold "
-                "partials. Shared-memory tiles of duals are not supported yet: pass the tile "
-                "as a DualArray argument, or compute without shared memory."
+                f"kernel {self.__name__} stores a dual into {', '.join(names)}{at}, an array "
+                "the kernel did not receive as an argument and that cannot hold partials: a "
+                "cuda.shared.array or cuda.local.array of a dtype other than float32/float64 "
+                "(float16, an integer type), an array made with numpy inside the kernel, or a "
+                "global array. Make tiles and scratch with cuda.shared.array / "
+                "cuda.local.array in float32 or float64 (a dual launch makes those dual), or "
+                "pass the array as a DualArray argument."
             )
         which = f"the plain array argument(s) {', '.join(names)}" if names else "a plain array"
         if active_lanes():
@@ -300,13 +306,19 @@ class Kernel:
 
 
 def _dual_store_target(exc):
-    """If ``exc`` reports a dual stored into a plain array: the array's name ("" if unknown).
+    """If ``exc`` reports a dual stored into a plain array: ``(name, "file:line")``.
 
-    None when it is another error (an explicit ``float(dual)`` keeps its own message).
+    The name and place are "" where unknown. None when it is another error (an explicit
+    ``float(dual)`` keeps its own message).
     """
     text = str(exc)
-    if _COMPILED_STORE in text:
-        return ""
+    if _COMPILED_STORE in text:  # numba's message shows the kernel's line: read the store there
+        for found in reversed(_NUMBA_LOCATION.findall(text)):
+            filename, lineno = (found[0], found[1]) if found[0] else (found[2], found[3])
+            match = _SUBSCRIPT_STORE.match(linecache.getline(filename, int(lineno)))
+            if match:
+                return match.group(1), f"{filename}:{lineno}"
+        return "", ""
     if _PYTHON_FLOAT not in text:
         return None
     store = None
@@ -315,11 +327,11 @@ def _dual_store_target(exc):
         filename = tb.tb_frame.f_code.co_filename
         line = linecache.getline(filename, tb.tb_lineno)
         if not filename.startswith(_PACKAGE_DIR) and _SUBSCRIPT_STORE.match(line):
-            store = line
+            store = (line, f"{filename}:{tb.tb_lineno}")
         tb = tb.tb_next
-    if store is None or "float(" in store:  # an explicit float(dual) keeps its own message
+    if store is None or "float(" in store[0]:  # an explicit float(dual) keeps its own message
         return None
-    return _SUBSCRIPT_STORE.match(store).group(1)
+    return _SUBSCRIPT_STORE.match(store[0]).group(1), store[1]
 
 
 def _backend_options(name, options):

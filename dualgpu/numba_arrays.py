@@ -4,7 +4,9 @@ A ``DualArrayType`` is a struct of two arrays: ``values`` (shape S) and
 ``partials`` (shape (N, *S)). Indexing with integers yields a dual whose lanes
 are read from ``partials[k, index]``; storing a dual writes them back; storing
 a plain number writes zero partials. Any other index (slices, fewer indices
-than dimensions) yields a DualArray view. The lane count N is part of the type.
+than dimensions) yields a DualArray view, and storing through it
+(``tile[0:8] = u[8:16]``, ``out[k, :] = d``, ``row[:] = 0.0``) stores values and
+partials alike. The lane count N is part of the type.
 """
 import operator
 
@@ -244,10 +246,7 @@ def _dual_array_setitem(a, i, v):
         return None
     full = _index_parts(i, a.ndim)
     if full is None:
-        raise TypingError(
-            f"DualArray assignment inside compiled code needs one integer per dimension "
-            f"({a.ndim}); got index {i}. Assign element by element."
-        )
+        return _slice_setter(a, i, v)
     if isinstance(v, DualType):
         if v.tracer != a.tracer:
             raise TypingError(
@@ -265,6 +264,69 @@ def _dual_array_setitem(a, i, v):
     else:
         raise TypingError(f"cannot store {v} into {a}; expected a Dual or a number.")
     return _element_setter(a.ndim, a.n, isinstance(i, types.BaseTuple), kind)
+
+
+def _check_compatible(a, v):
+    if v.tracer != a.tracer:
+        raise TypingError(
+            f"cannot store {v} into {a}: tracers and tangent duals do not mix; seed every "
+            "input of a sparsity detection run as a tracer."
+        )
+    if v.n != a.n:
+        raise TypingError(
+            f"storing a dual with {v.n} lanes into a DualArray with {a.n} lanes; every "
+            "dual in one computation must have the same lane count."
+        )
+
+
+def _slice_setter(a, i, v):
+    """``a[i] = v`` for an index with slices (``tile[0:8] = u[8:16]``, ``out[k, :] = d``).
+
+    The values take ``v`` as numpy would (broadcasting included); the partials take
+    ``v``'s lanes (a DualArray's partials, a dual's lanes broadcast) or zeros for plain
+    numbers and arrays.
+    """
+    ok = isinstance(i, (types.Integer, types.SliceType)) or (
+        isinstance(i, types.BaseTuple) and all(isinstance(t, (types.Integer, types.SliceType)) for t in i)
+    )
+    if not ok:
+        raise TypingError(
+            f"DualArray assignment: expected integers or slices as index, got {i}. Fancy or "
+            "boolean indexing is not supported inside kernels."
+        )
+    where = _view_index_source(i, a.ndim)
+    if isinstance(v, DualArrayType):
+        _check_compatible(a, v)
+        body = ("    a.values[i] = v.values\n"
+                f"    a.partials[{where}] = v.partials\n")
+        key = ("array", where)
+    elif isinstance(v, DualType):
+        _check_compatible(a, v)
+        lane_index = where.replace("p_all", "{k}", 1)
+        body = "    a.values[i] = v.value\n    q = v.partials\n" + "".join(
+            f"    a.partials[{lane_index.format(k=k)}] = q[{k}]\n" for k in range(a.n)
+        )
+        key = ("dual", where, a.n)
+    elif isinstance(v, (types.Array, types.Float, types.Integer, types.Boolean)):
+        if isinstance(v, types.Array) and not isinstance(v.dtype, (types.Float, types.Integer,
+                                                                   types.Boolean)):
+            raise TypingError(f"cannot store {v} into {a}; expected numbers or a DualArray.")
+        body = f"    a.values[i] = v\n    a.partials[{where}] = 0\n"
+        key = ("plain", where)
+    else:
+        raise TypingError(
+            f"cannot store {v} into a slice of {a}; expected a DualArray, a dual, a number "
+            "or an array of numbers."
+        )
+    if key not in _SLICE_SETITEM:
+        src = "def setitem(a, i, v):\n    p_all = slice(None)\n" + body
+        ns = {}
+        exec(compile(src, f"<dualgpu slice setitem {key}>", "exec"), ns)
+        _SLICE_SETITEM[key] = ns["setitem"]
+    return _SLICE_SETITEM[key]
+
+
+_SLICE_SETITEM = {}
 
 
 @overload(len)

@@ -245,12 +245,13 @@ def sum_of_squares_warp(x):
 
 BX = 8
 BY = 8
+HALO_SHAPE = (BY + 2, BX + 2)  # numba.cuda needs a constant shape, not an expression
 
 
 @cuda.jit
 def heat2d_halo_step(u, u_new, r):
     """5-point diffusion step; each block loads its (BY+2) x (BX+2) tile with halos."""
-    tile = cuda.shared.array((BY + 2, BX + 2), dtype=float64)
+    tile = cuda.shared.array(HALO_SHAPE, dtype=float64)
     tx = cuda.threadIdx.x
     ty = cuda.threadIdx.y
     i = cuda.blockIdx.y * BY + ty  # row
@@ -280,7 +281,7 @@ def heat2d_halo_step(u, u_new, r):
 @cuda.jit
 def heat2d_halo_step_f32(u, u_new, r):
     """The halo stencil in float32, as float32 simulations write it."""
-    tile = cuda.shared.array((BY + 2, BX + 2), dtype=float32)
+    tile = cuda.shared.array(HALO_SHAPE, dtype=float32)
     tx = cuda.threadIdx.x
     ty = cuda.threadIdx.y
     i = cuda.blockIdx.y * BY + ty

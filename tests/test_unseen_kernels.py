@@ -303,16 +303,23 @@ def test_numpy_output_array_with_plain_input_names_it(backend):
         dualgpu.jvp(L.f_numpy_out, (_U, 0.7), (None, 1.0))
 
 
-@_xfail("cuda.shared.array tiles cannot hold duals on cudasim (the simulator makes plain "
-        "float shared arrays, keyed by call site); the error names the tile and says so")
 def test_shared_memory_tile_with_duals_on_cudasim():
+    """A float shared tile of a dual launch is a dual tile (was an xfail reproducer)."""
     with dualgpu.using_backend("cudasim"):
         check_jvp(L.f_shared_tile, (_U, 0.7))
 
 
-def test_shared_memory_tile_error_names_the_tile():
-    with dualgpu.using_backend("cudasim"), pytest.raises(DualgpuError, match="into tile, an array"):
-        check_jvp(L.f_shared_tile, (_U, 0.7))
+def test_shared_memory_tile_that_cannot_hold_duals_names_the_tile_and_line():
+    """Only a tile whose dtype cannot hold partials (float16) still refuses a dual."""
+    import block_kernels_extra as X
+
+    u = dual_array(_U[:8], lanes=1)
+    out = dual_array(np.zeros(8), lanes=1)
+    with dualgpu.using_backend("cudasim"), pytest.raises(DualgpuError) as info:
+        X.half_tile[1, 8](u, out)
+    message = str(info.value)
+    assert "into tile (at " in message and "block_kernels_extra.py:" in message
+    assert "float32 or float64" in message
 
 
 def test_const_memory_on_cpu():

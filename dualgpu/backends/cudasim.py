@@ -2,15 +2,21 @@
 
 Each kernel runs as Python code, one Python thread per CUDA thread. A copy of
 the kernel function is made whose ``math`` (and names imported from ``math``)
-refer to :mod:`dualgpu.dmath`, whose ``cuda`` is numba.cuda (which the
-simulator swaps for its own during a launch), and whose device functions are
-simulator device functions made the same way, wherever they are defined.
+refer to :mod:`dualgpu.dmath`, whose ``cuda`` is numba.cuda (replaced by the
+launch's module while it runs, as numba's simulator does), and whose device
+functions are simulator device functions made the same way, wherever they are
+defined.
 
-A launch with dual arguments (N lanes) runs a second copy whose ``cuda`` is a
-:class:`_DualCuda`: it forwards every name to the simulator's module of the
-running launch, except that ``cuda.local.array`` of a float dtype gives a
-DualArray with N lanes, so that scratch can hold duals. Device functions
-called from that copy are made the same way.
+A launch runs on the threads of :mod:`dualgpu.backends._sim_threads` with a
+``cuda`` module of :mod:`dualgpu.backends._sim_module`: block barriers, warp
+collectives, shared memory per block, and -- for a kernel that calls
+``cuda.cg.this_grid()`` -- every thread of the grid at once, so that
+``grid.sync()`` is a true grid-wide barrier.
+
+A launch with dual arguments (N lanes) runs a second copy in which float
+``cuda.local.array`` and ``cuda.shared.array`` give DualArrays with N lanes and
+number types (``float32``, ``np.float64``, ``numba.float32``...) cast duals
+instead of dropping their partials.
 """
 import math
 import types as pytypes
@@ -20,10 +26,15 @@ import numpy as np
 from .. import dmath
 from ..dual import Dual
 from ..dualarray import DualArray
-from ._rebind import rebind
-from ._translate import device_py_func, is_cuda_module, unwrap
+from ..errors import DualgpuError
+from ._rebind import global_names, rebind
+from ._sim_casts import CastingModule, cast_for
+from ._translate import cuda_member_names, device_py_func, is_cuda_module, unwrap
 
-__all__ = ["compile_kernel", "SimulatorKernel"]
+__all__ = ["compile_kernel", "SimulatorKernel", "MAX_GRID_THREADS"]
+
+#: Most threads a launch that synchronises its grid may have (all run at once, as OS threads).
+MAX_GRID_THREADS = 8192
 
 _DEVICE_CACHE = {}
 
@@ -34,61 +45,79 @@ def _simulator():
     return simulator
 
 
-class _DualLocal:
-    """``cuda.local`` of a dual launch: float scratch is a DualArray with ``lanes`` lanes."""
+def _launch_module():
+    from numba.cuda.simulator import kernel
 
-    def __init__(self, lanes):
-        self.lanes = lanes
+    context = kernel._get_kernel_context()
+    if context is None:
+        import numba.cuda
 
-    def array(self, shape, dtype, alignment=None):
-        from numba.core import types
-        from numba.np import numpy_support
-
-        if isinstance(dtype, types.Type):
-            dtype = numpy_support.as_dtype(dtype)
-        dtype = np.dtype(dtype)
-        if dtype.kind != "f":
-            return np.empty(shape, dtype)
-        shape = (shape,) if np.ndim(shape) == 0 else tuple(shape)
-        return DualArray(np.empty(shape, dtype), np.zeros((self.lanes,) + shape, dtype))
+        return numba.cuda
+    return context
 
 
-class _DualCuda:
-    """``cuda`` inside a dual launch: the simulator's module, with dual local arrays."""
+class _LaunchMember:
+    """A numba.cuda member imported by name (``from numba.cuda import syncthreads``):
+    the running launch's version of it."""
 
-    def __init__(self, lanes):
-        self.local = _DualLocal(lanes)
+    def __init__(self, name):
+        self._name = name
 
-    def __getattr__(self, name):
-        from numba.cuda.simulator import kernel
+    def __call__(self, *args, **kwargs):
+        return getattr(_launch_module(), self._name)(*args, **kwargs)
 
-        context = kernel._get_kernel_context()
-        if context is None:  # outside a launch: numba.cuda's own names
-            import numba.cuda
-
-            return getattr(numba.cuda, name)
-        return getattr(context, name)
+    def __getattr__(self, attr):
+        return getattr(getattr(_launch_module(), self._name), attr)
 
 
-_DUAL_CUDA = {}
+_MEMBERS = {}
+
+
+def _cuda_member(value):
+    if not _MEMBERS:
+        import numba.cuda
+
+        for name in cuda_member_names():
+            member = getattr(numba.cuda, name, None)
+            if member is not None and not isinstance(member, (int, float, str, bool)):
+                _MEMBERS[id(member)] = (member, _LaunchMember(name))
+    found = _MEMBERS.get(id(value))
+    return found[1] if found is not None and found[0] is value else None
+
+
+_MODULE_PROXIES = {}
+
+
+def _module_proxy(module, lanes):
+    key = (module.__name__, bool(lanes))
+    if key not in _MODULE_PROXIES:
+        extra = {"cuda": _launch_module} if module.__name__ == "numba" else None
+        _MODULE_PROXIES[key] = CastingModule(module, casts=bool(lanes), extra=extra)
+    return _MODULE_PROXIES[key]
 
 
 def _replacer(lanes):
     """The global replacement for a plain launch (lanes 0) or a dual one with ``lanes`` lanes."""
 
     def replace(value):
+        import numba
         import numba.cuda
 
         if is_cuda_module(value):
-            if not lanes:
-                return numba.cuda
-            if lanes not in _DUAL_CUDA:
-                _DUAL_CUDA[lanes] = _DualCuda(lanes)
-            return _DUAL_CUDA[lanes]
+            return numba.cuda
         if value is math:
             return dmath
         if isinstance(value, pytypes.BuiltinFunctionType) and getattr(math, value.__name__, None) is value:
             return getattr(dmath, value.__name__)
+        if value is numba or (lanes and value is np):
+            return _module_proxy(value, lanes)
+        if lanes:
+            cast = cast_for(value)
+            if cast is not None:
+                return cast
+        member = _cuda_member(value)
+        if member is not None:
+            return member
         py_func = device_py_func(value)
         if py_func is not None:
             return _device(py_func, lanes)
@@ -108,6 +137,32 @@ def _device(py_func, lanes=0):
     return _DEVICE_CACHE[key]
 
 
+def uses_grid_group(py_func, _seen=None):
+    """True if ``py_func`` or a device function it calls names ``this_grid`` (grid groups)."""
+    seen = set() if _seen is None else _seen
+    if py_func in seen:
+        return False
+    seen.add(py_func)
+    names = global_names(py_func.__code__)
+    if "this_grid" in names:
+        return True
+    values = [py_func.__globals__.get(n) for n in names]
+    values += [c.cell_contents for c in py_func.__closure__ or () if _filled(c)]
+    for value in values:
+        inner = device_py_func(value)
+        if inner is not None and uses_grid_group(inner, seen):
+            return True
+    return False
+
+
+def _filled(cell):
+    try:
+        cell.cell_contents
+    except ValueError:
+        return False
+    return True
+
+
 def _lanes(args):
     for arg in args:
         if isinstance(arg, (Dual, DualArray)):
@@ -115,20 +170,84 @@ def _lanes(args):
     return 0
 
 
+def _fake_arg(arg, retr):
+    """An argument as numba's simulator passes it (host arrays become simulated device arrays).
+
+    Arrays of numbers reach the kernel as the numpy array inside the simulated device array
+    (the same memory), so that they mix with DualArrays (``tile[0:4] = u[4:8]``); record
+    arrays keep the simulator's wrapper (``a.field`` access).
+    """
+    from numba.cuda.simulator.args import ArgHint, InOut
+    from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray, FakeWithinKernelCUDAArray
+
+    if isinstance(arg, np.ndarray) and arg.ndim > 0:
+        arg = InOut(arg).to_device(retr)
+    elif isinstance(arg, ArgHint):
+        arg = arg.to_device(retr)
+    elif isinstance(arg, np.void):
+        arg = FakeCUDAArray(arg)
+    if isinstance(arg, FakeCUDAArray):
+        if isinstance(arg._ary, np.ndarray) and arg._ary.dtype.fields is None:
+            return arg._ary
+        return FakeWithinKernelCUDAArray(arg)
+    return arg
+
+
+def run_launch(fn, griddim, blockdim, sharedmem, args, lanes, grid_group, name="kernel"):
+    """Run ``fn`` (a copy made by :func:`_replacer`) for every thread of a launch."""
+    from numba.cuda.errors import normalize_kernel_dimensions
+    from numba.cuda.simulator import kernel as sim_kernel
+    from numba.cuda.simulator.kernelapi import swapped_cuda_module
+
+    from ._sim_module import LaunchModule
+    from ._sim_threads import run_groups
+
+    grid_dim, block_dim = normalize_kernel_dimensions(griddim, blockdim)
+    grid_dim, block_dim = tuple(grid_dim), tuple(block_dim)
+    n_blocks = int(np.prod(grid_dim))
+    whole_grid = grid_group and n_blocks > 1
+    threads = n_blocks * int(np.prod(block_dim))
+    if whole_grid and threads > MAX_GRID_THREADS:
+        raise DualgpuError(
+            f"kernel {name} synchronises its grid (cuda.cg.this_grid()), so the simulator runs "
+            f"all {threads} threads of the launch at once, as OS threads; it allows at most "
+            f"{MAX_GRID_THREADS}. Simulate a smaller grid (a grid-stride loop covers any size "
+            "with fewer threads) or use the 'cpu' or 'cuda' backend."
+        )
+    module = LaunchModule(grid_dim, block_dim, sharedmem, lanes, whole_grid)
+    retr = []
+    fake_args = [_fake_arg(a, retr) for a in args]
+    with sim_kernel._push_kernel_context(module), swapped_cuda_module(fn, module):
+        run_groups(fn, fake_args, grid_dim, block_dim, whole_grid)
+    for writeback in retr:
+        writeback()
+
+
 class SimulatorKernel:
     """A kernel prepared for the CUDA simulator (one copy per lane count, 0 for plain)."""
 
     def __init__(self, func, options=None):
         self.py_func = unwrap(func) or func
-        self._kernels = {}
+        self._copies = {}
+        self._grid_group = None
 
-    def _kernel(self, lanes):
-        if lanes not in self._kernels:
-            self._kernels[lanes] = _simulator().jit(rebind(self.py_func, _replacer(lanes)))
-        return self._kernels[lanes]
+    def copy(self, lanes):
+        """The kernel function as the simulator runs it with ``lanes`` lanes (0: plain)."""
+        if lanes not in self._copies:
+            self._copies[lanes] = rebind(self.py_func, _replacer(lanes))
+        return self._copies[lanes]
+
+    @property
+    def grid_group(self):
+        """True when the kernel uses grid groups (its launches run the whole grid at once)."""
+        if self._grid_group is None:
+            self._grid_group = uses_grid_group(self.py_func)
+        return self._grid_group
 
     def launch(self, griddim, blockdim, stream, sharedmem, args):
-        self._kernel(_lanes(args))[griddim, blockdim, stream, sharedmem](*args)
+        lanes = _lanes(args)
+        run_launch(self.copy(lanes), griddim, blockdim, sharedmem, args, lanes,
+                   self.grid_group, self.py_func.__name__)
 
 
 def compile_kernel(func, **options):

@@ -9,11 +9,16 @@ order of the data model (see ``_numba_internals``). Plain arguments pass
 through untouched, so a plain launch costs what numba.cuda's does.
 
 A launch with dual arguments of N lanes uses a second dispatcher (one per N).
-If the kernel or a device function it calls uses ``cuda.local.array``, that
-copy is compiled from rewritten source in which each call becomes
-``_dg_local_array(shape, dtype, N)``: float scratch is then a dual local array
-(two ``cuda.local.array`` buffers, values and ``(N,) + shape`` partials); the
-shape must be a compile-time constant, as numba.cuda requires anyway.
+If the kernel or a device function it calls uses ``cuda.local.array``,
+``cuda.shared.array`` or a warp shuffle, that copy is compiled from rewritten
+source in which each call becomes ``_dg_local_array(shape, dtype, N)``,
+``_dg_shared_array(shape, dtype, N, site)`` or a dual-aware shuffle: float
+scratch and tiles are then dual arrays (values and ``(N,) + shape`` partials, in
+local or shared memory; see :mod:`dualgpu.backends._gpu_shared`); the shape must
+be a compile-time constant, as numba.cuda requires anyway. A dual launch asks for
+``(1 + N)`` times the dynamic shared memory given (rounded up to 8 bytes).
+Grid-wide sync (``cuda.cg.this_grid()``) is numba's own: numba marks such a
+kernel cooperative and launches it so.
 """
 import ast
 
@@ -25,8 +30,15 @@ from ..dual import Dual
 from ..dualarray import DualArray
 from ..errors import DualgpuError
 from ._local_array_types import literal_shape, scalar_dtype
-from ._rebind import rebind
-from ._translate import compile_function, device_py_func, function_source, is_cuda_module, unwrap
+from ._gpu_shared import (
+    DUAL_DTYPES, SHUFFLE_FUNCTIONS, SHUFFLES, STATIC_SHARED_LIMIT, SharedSite,
+    _dg_dynamic_shared, _dg_region_length, _dg_shared_array, check_static_shared,
+    dynamic_request, shared_sites, site_shape_and_dtype,
+)
+from ._rebind import global_names, rebind
+from ._translate import (
+    Namespace, compile_function, device_py_func, function_source, is_cuda_module, unwrap,
+)
 
 __all__ = ["DualArguments", "GpuKernel", "compile_kernel", "marshal", "prepare_function"]
 
@@ -90,51 +102,93 @@ def _ov_local_array(shape, dtype, lanes):
     return namespace["impl"]
 
 
-class _LocalArrayRewriter(ast.NodeTransformer):
-    """Turn ``cuda.local.array(shape, dtype)`` into ``_dg_local_array(shape, dtype, N)``."""
+class _DualSourceRewriter(ast.NodeTransformer):
+    """Rewrite the block-level calls of a dual specialisation's source.
 
-    def __init__(self, py_func, lanes):
-        self.globals = py_func.__globals__
+    ``cuda.local.array(shape, dtype)`` -> ``_dg_local_array(shape, dtype, N)``,
+    ``cuda.shared.array(shape, dtype)`` -> ``_dg_shared_array(shape, dtype, N, site)``
+    and ``cuda.shfl_*_sync(...)`` -> the dual-aware shuffles, however ``cuda`` is
+    spelled (``cuda.``, ``numba.cuda.``, ``from numba.cuda import shared``).
+    """
+
+    def __init__(self, py_func, tree, filename, lanes):
+        self.namespace = Namespace(py_func, tree)
+        self.where = f"{py_func.__qualname__} ({filename}"
         self.lanes = lanes
         self.count = 0
+        self.sites = []
 
-    def _is_local_array(self, func):
-        return (
-            isinstance(func, ast.Attribute) and func.attr == "array"
-            and isinstance(func.value, ast.Attribute) and func.value.attr == "local"
-            and isinstance(func.value.value, ast.Name)
-            and is_cuda_module(self.globals.get(func.value.value.id))
-        )
-
-    def visit_Call(self, node):
-        self.generic_visit(node)
-        if not self._is_local_array(node.func):
-            return node
+    def _arguments(self, node, what):
         arguments = dict(zip(("shape", "dtype"), node.args))
         arguments.update({kw.arg: kw.value for kw in node.keywords})
         if set(arguments) != {"shape", "dtype"}:
             raise DualgpuError(
-                f"{ast.unparse(node)}: in a dual kernel write cuda.local.array(shape, dtype) "
-                "with a constant shape and a numba dtype (no other arguments)."
+                f"{ast.unparse(node)} (line {node.lineno}): in a dual kernel write "
+                f"cuda.{what}.array(shape, dtype) with a constant shape and a numba dtype "
+                "(no other arguments)."
             )
-        self.count += 1
-        return ast.Call(
-            func=ast.Name("_dg_local_array", ast.Load()),
-            args=[arguments["shape"], arguments["dtype"], ast.Constant(self.lanes)],
-            keywords=[],
-        )
+        return arguments
+
+    def visit_Call(self, node):
+        self.generic_visit(node)
+        path = self.namespace.cuda_path(node.func)
+        if path == ("local", "array"):
+            arguments = self._arguments(node, "local")
+            shape, dtype = site_shape_and_dtype(arguments["shape"], arguments["dtype"],
+                                                self.namespace)
+            if dtype is not None and dtype not in DUAL_DTYPES:
+                return node  # integer scratch stays plain
+            self.count += 1
+            return ast.Call(ast.Name("_dg_local_array", ast.Load()),
+                            [_shape_node(shape, arguments["shape"]), arguments["dtype"],
+                             ast.Constant(self.lanes)], [])
+        if path == ("shared", "array"):
+            arguments = self._arguments(node, "shared")
+            text = ast.unparse(node)
+            label = f"`{text}` at {self.where} line {node.lineno})"
+            site = f"{node.lineno}:{node.col_offset}|{label}"
+            shape, dtype = site_shape_and_dtype(arguments["shape"], arguments["dtype"],
+                                                self.namespace)
+            self.sites.append(SharedSite(label, text, shape, dtype))
+            if shape == (0,):
+                self.count += 1
+                if dtype is not None and dtype not in DUAL_DTYPES:  # buffer[:first region]
+                    length = ast.Call(ast.Name("_dg_region_length", ast.Load()),
+                                      [node, ast.Constant(self.lanes)], [])
+                    return ast.Subscript(node, ast.Slice(upper=length), ast.Load())
+                return ast.Call(ast.Name("_dg_dynamic_shared", ast.Load()),
+                                [node, ast.Constant(self.lanes)], [])
+            if dtype is not None and dtype not in DUAL_DTYPES:
+                return node  # an integer (or float16) tile stays plain
+            self.count += 1
+            return ast.Call(ast.Name("_dg_shared_array", ast.Load()),
+                            [_shape_node(shape, arguments["shape"]), arguments["dtype"],
+                             ast.Constant(self.lanes), ast.Constant(site)], [])
+        if path is not None and len(path) == 1 and path[0] in SHUFFLES:
+            self.count += 1
+            return ast.Call(ast.Name(f"_dg_{path[0]}", ast.Load()), node.args, node.keywords)
+        return node
 
 
-def _uses_local_array(py_func):
-    return "local" in py_func.__code__.co_names and any(
-        is_cuda_module(py_func.__globals__.get(name)) for name in py_func.__code__.co_names
-    )
+def _shape_node(shape, node):
+    """The shape as a constant (numba types it as literals) when the source makes it one."""
+    if shape is None:
+        return node
+    return ast.Constant(shape[0] if len(shape) == 1 and not isinstance(node, ast.Tuple) else shape)
+
+
+#: global names whose presence means the dual source copy may need rewriting
+_REWRITTEN_NAMES = frozenset(("local", "shared") + SHUFFLES)
+
+
+def _needs_rewrite(py_func):
+    return bool(_REWRITTEN_NAMES & global_names(py_func.__code__))
 
 
 def _dual_source_copy(py_func, lanes, replace):
-    """A copy of ``py_func`` whose local arrays are dual with ``lanes`` lanes."""
+    """A copy of ``py_func`` whose local and shared arrays and shuffles are dual with ``lanes``."""
     source = function_source(py_func, "kernel or device function", "cuda")
-    rewriter = _LocalArrayRewriter(py_func, lanes)
+    rewriter = _DualSourceRewriter(py_func, source.tree, source.filename, lanes)
     tree = rewriter.visit(source.tree)
     if not rewriter.count:
         return rebind(py_func, replace)
@@ -144,8 +198,13 @@ def _dual_source_copy(py_func, lanes, replace):
     for name, cell in zip(py_func.__code__.co_freevars, py_func.__closure__ or ()):
         new_globals[name] = replace(cell.cell_contents)  # closure values become globals
     new_globals["_dg_local_array"] = _dg_local_array
+    new_globals["_dg_shared_array"] = _dg_shared_array
+    new_globals["_dg_dynamic_shared"] = _dg_dynamic_shared
+    new_globals["_dg_region_length"] = _dg_region_length
+    new_globals.update({f"_dg_{name}": fn for name, fn in SHUFFLE_FUNCTIONS.items()})
     copy = compile_function(tree, new_globals, source.filename)
     copy.__wrapped__ = py_func
+    copy.__dualgpu_shared__ = rewriter.sites
     return copy
 
 
@@ -171,7 +230,7 @@ _replace = _replacer(0)
 
 def _prepare(py_func, lanes):
     replace = _replacer(lanes)
-    if lanes and _uses_local_array(py_func):
+    if lanes and _needs_rewrite(py_func):
         return _dual_source_copy(py_func, lanes, replace)
     return rebind(py_func, replace)
 
@@ -185,13 +244,106 @@ def _device(py_func, options, lanes=0):
     return _DEVICE_CACHE[key]
 
 
+def _device_functions(py_func):
+    """The dualgpu device functions ``py_func`` names (globals and closure)."""
+    values = [py_func.__globals__.get(n) for n in global_names(py_func.__code__)]
+    for cell in py_func.__closure__ or ():
+        try:
+            values.append(cell.cell_contents)
+        except ValueError:
+            pass
+    found = []
+    for value in values:
+        if getattr(value, "__dualgpu_device__", False) is True:
+            inner = device_py_func(value)
+            if inner is not None:
+                found.append(inner)
+    return found
+
+
+def _all_shared_sites(py_func, copy, lanes, seen=None):
+    """The shared-array sites of a prepared copy and of the device functions it calls."""
+    seen = set() if seen is None else seen
+    seen.add(py_func)
+    sites = shared_sites(copy)
+    for inner in _device_functions(py_func):
+        device = _DEVICE_CACHE.get((inner, lanes))
+        if inner not in seen and device is not None:
+            sites += _all_shared_sites(inner, device.py_func, lanes, seen)
+    return sites
+
+
 def prepare_function(func, lanes=0):
     """The function numba.cuda compiles for ``func``: globals rebound as above.
 
     With ``lanes`` > 0, the copy for dual arguments with that many lanes (dual
-    ``cuda.local.array`` scratch); 0 gives the copy for plain arguments.
+    ``cuda.local.array`` scratch and ``cuda.shared.array`` tiles, dual shuffles); 0
+    gives the copy for plain arguments.
+
+    Raises
+    ------
+    DualgpuError
+        If the dual tiles of the kernel and its device functions need more than the
+        48 KB of static shared memory a block may have at ``lanes`` lanes.
     """
-    return _prepare(unwrap(func) or func, int(lanes))
+    py_func = unwrap(func) or func
+    lanes = int(lanes)
+    copy = _prepare(py_func, lanes)
+    if lanes:
+        check_static_shared(py_func.__qualname__, _all_shared_sites(py_func, copy, lanes), lanes)
+    return copy
+
+
+def _compiled(dispatcher, args):
+    """numba's compiled kernel for these arguments (compiled now if need be; GPU only)."""
+    return dispatcher.compile(tuple(dispatcher.typeof_pyval(a) for a in args))
+
+
+def _check_cooperative_grid(dispatcher, args, griddim, blockdim, sharedmem, name, lanes):
+    """A grid-sync (cooperative) launch must have all its blocks resident at once (GPU only).
+
+    A dual kernel uses more registers than the plain one, so fewer of its blocks fit on
+    the GPU: refuse a grid that no longer does, saying how to fix it, rather than let the
+    driver fail with CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE.
+    """
+    import math
+
+    kernel = _compiled(dispatcher, args)
+    limit = kernel.max_cooperative_grid_blocks(blockdim, sharedmem)
+    blocks = math.prod(griddim)
+    if blocks > limit:
+        raise DualgpuError(
+            f"kernel {name} synchronises its grid (cuda.cg.this_grid()), so all its blocks must "
+            f"be resident at once; with {lanes} lane(s) this GPU holds at most {limit} blocks of "
+            f"{math.prod(blockdim)} threads, and the launch has {blocks}. Use a smaller "
+            "chunk_size (fewer lanes need fewer registers) or fewer blocks with a grid-stride "
+            "loop."
+        )
+
+
+def _allow_dynamic_shared(dispatcher, args, nbytes, name, lanes, asked):
+    """Let a compiled kernel use ``nbytes`` (> 48 KB) of dynamic shared memory (GPU only).
+
+    CUDA needs an opt-in per function above 48 KB; the dual launch asks (1 + N) times the
+    user's bytes, so a launch that fitted plain may need it. Raises a clear error above
+    what the device allows.
+    """
+    from numba.cuda.cudadrv import driver
+
+    kernel = _compiled(dispatcher, args)
+    cufunc = kernel._codelibrary.get_cufunc()
+    device = cufunc.device
+    limit = device.MAX_SHARED_MEMORY_PER_BLOCK_OPTIN - cufunc.attrs.shared
+    if nbytes > limit:
+        fit = limit // (-(-asked // 8) * 8) - 1
+        raise DualgpuError(
+            f"kernel {name}: a dual launch with {lanes} lane(s) asks for {nbytes} bytes of "
+            f"dynamic shared memory ({asked} bytes of values, once more per lane), more than "
+            f"the {limit} bytes this device gives a block. Use chunk_size={max(fit, 1)} or "
+            "less, or less dynamic shared memory per block."
+        )
+    attribute = driver.binding.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+    driver.driver.cuKernelSetAttribute(attribute, nbytes, cufunc.handle, device.id)
 
 
 class GpuKernel:
@@ -207,6 +359,7 @@ class GpuKernel:
         self.py_func = unwrap(func) or func
         self.options = options
         self._dispatchers = {}
+        self._grid_group = None
         self.dispatcher = self.dispatcher_for(0)
 
     def dispatcher_for(self, lanes):
@@ -221,7 +374,25 @@ class GpuKernel:
 
     def launch(self, griddim, blockdim, stream, sharedmem, args):
         lanes = next((a.lanes for a in args if isinstance(a, (Dual, DualArray))), 0)
-        self.dispatcher_for(lanes)[griddim, blockdim, stream, sharedmem](*args)
+        dispatcher = self.dispatcher_for(lanes)
+        if lanes and sharedmem:
+            asked, sharedmem = sharedmem, dynamic_request(sharedmem, lanes)
+            if sharedmem > STATIC_SHARED_LIMIT:
+                _allow_dynamic_shared(dispatcher, args, sharedmem, self.py_func.__name__,
+                                      lanes, asked)
+        if lanes and self.grid_group:
+            _check_cooperative_grid(dispatcher, args, griddim, blockdim, sharedmem,
+                                    self.py_func.__name__, lanes)
+        dispatcher[griddim, blockdim, stream, sharedmem](*args)
+
+    @property
+    def grid_group(self):
+        """True when the kernel (or a device function it calls) uses ``cuda.cg.this_grid()``."""
+        if self._grid_group is None:
+            from .cudasim import uses_grid_group
+
+            self._grid_group = uses_grid_group(self.py_func)
+        return self._grid_group
 
 
 def compile_kernel(func, **options):
