@@ -187,7 +187,7 @@ JACOBIANS = _jacobian_cases()
 @pytest.mark.parametrize("name", list(JACOBIANS))
 def test_jacobian_equals_central_differences(name):
     f, args, argnums = JACOBIANS[name]
-    check_jacobian(f, args, argnums=argnums, chunk_size=16, n_directions=2)
+    check_jacobian(f, *args, argnums=argnums, chunk_size=16, n_directions=2)
 
 
 def test_laplace_1001_cells_jvp_equals_central_differences():
