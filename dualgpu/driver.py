@@ -89,6 +89,19 @@ class _Input:
         self.values_buffer = None
         self.lanes_buffer = None
 
+    def __getstate__(self):
+        # shipped to workers without the seed buffers (each worker allocates its own)
+        state = {name: getattr(self, name) for name in self.__slots__}
+        state["values_buffer"] = state["lanes_buffer"] = None
+        return None, state
+
+    def fresh(self):
+        """Return a copy of this input without buffers (one per thread that runs chunks)."""
+        other = object.__new__(_Input)
+        for name, value in self.__getstate__()[1].items():
+            setattr(other, name, value)
+        return other
+
     def allocate(self, lanes):
         """Make the reused seed buffers for ``lanes`` lanes."""
         self.lanes_buffer = np.zeros((lanes, self.size), self.dtype)
@@ -254,62 +267,118 @@ def _progress_bar(n_chunks, progress, desc):
     return tqdm(total=n_chunks, desc=desc, unit="chunk", leave=False)
 
 
-def _push_forward(f, args, kwargs, inputs, n_directions, lanes, fill, where, progress, fname):
-    """Run f once per chunk of ``lanes`` directions.
+def _run_chunk(f, args, kwargs, inputs, lanes, start, count, fill, fname):
+    """Run f once on directions ``start .. start+count-1``, zero-padded to ``lanes`` lanes.
 
-    ``fill(start, count)`` writes the tangents of directions ``start .. start+count-1``
-    into the inputs' lane buffers (the rest stays zero). Returns ``is_tuple``, the
-    output values and, per output, the partials of all directions ``(n_directions, *S)``
-    (None for outputs that carry none).
+    ``fill(inputs, start, count)`` writes the tangents of those directions into the
+    inputs' lane buffers (allocated for ``lanes``); the other lanes stay zero. Returns
+    ``(is_tuple, [(values, partials or None), ...])`` of f's outputs (see :func:`_unpack`).
+    This is one task of the distributed driver (:mod:`dualgpu.distributed`).
     """
     for item in inputs:
-        item.allocate(lanes)
-    n_chunks = -(-n_directions // lanes)
-    bar = _progress_bar(n_chunks, progress, fname)
+        item.lanes_buffer.fill(0)
+    fill(inputs, start, count)
     seeded = {item.position for item in inputs}
-    is_tuple, values, partials = None, None, None
+    # copies: f may write into its arguments; neither the caller nor the next chunk may see that
+    call_args = [np.array(a, copy=True) if isinstance(a, np.ndarray) and p not in seeded
+                 else a for p, a in enumerate(args)]
+    for item in inputs:
+        call_args[item.position] = item.argument()
+    with dual_allocation(lanes):
+        result = f(*call_args, **kwargs)
+    return _unpack(result, lanes, fname)
+
+
+class _Assembly:
+    """The partials of all directions, written chunk by chunk in direction order."""
+
+    def __init__(self, n_directions, where, fname):
+        self.n_directions = n_directions
+        self.where = where
+        self.fname = fname
+        self.is_tuple = self.values = self.partials = None
+
+    def add(self, start, count, chunk_tuple, unpacked):
+        """Check one chunk's outputs against the first chunk's and store its ``count`` lanes."""
+        fname = self.fname
+        if self.values is None:
+            self.is_tuple = chunk_tuple
+            self.values = [v for v, _ in unpacked]
+            self.partials = [
+                None if p is None else np.zeros((self.n_directions,) + p.shape[1:], p.dtype)
+                for _, p in unpacked
+            ]
+        elif chunk_tuple != self.is_tuple or len(unpacked) != len(self.values):
+            raise DualgpuError(f"{fname}: f returned differently shaped outputs between runs.")
+        for o, (_, p) in enumerate(unpacked):
+            if p is None:
+                continue
+            if self.partials[o] is None or p.shape[1:] != self.partials[o].shape[1:]:
+                raise DualgpuError(
+                    f"{fname}: output {o} of f changed between runs; f must be deterministic."
+                )
+            used = p[:count]
+            if not np.all(np.isfinite(used)):
+                _raise_non_finite(used, o, start, self.values[o], self.where, fname)
+            self.partials[o][start:start + count] = used
+
+
+def _push_forward(f, args, kwargs, inputs, n_directions, lanes, fill, where, progress, fname,
+                  executor=None):
+    """Run f once per chunk of ``lanes`` directions.
+
+    ``fill(inputs, start, count)`` writes the tangents of directions ``start .. start+count-1``
+    into the inputs' lane buffers (the rest stays zero). Returns ``is_tuple``, the
+    output values and, per output, the partials of all directions ``(n_directions, *S)``
+    (None for outputs that carry none). With an ``executor`` the chunks run as tasks on
+    its workers (:mod:`dualgpu.distributed`) and are assembled in the same order.
+    """
+    chunks = [(start, min(lanes, n_directions - start)) for start in range(0, n_directions, lanes)]
+    assembly = _Assembly(n_directions, where, fname)
+    if executor is not None:
+        from .distributed import ChunkPlan, run_chunks
+
+        plan = ChunkPlan(f, args, kwargs, inputs, fill, lanes, fname)
+        for (start, count), result in zip(chunks, run_chunks(executor, plan, chunks, where,
+                                                             progress)):
+            assembly.add(start, count, *result)
+        return assembly.is_tuple, assembly.values, assembly.partials
+    for item in inputs:
+        item.allocate(lanes)
+    bar = _progress_bar(len(chunks), progress, fname)
     try:
-        for chunk in range(n_chunks):
-            start = chunk * lanes
-            count = min(lanes, n_directions - start)
-            for item in inputs:
-                item.lanes_buffer.fill(0)
-            fill(start, count)
-            # copies: f may write into its arguments; neither the caller nor the next chunk
-            # may see that
-            call_args = [np.array(a, copy=True) if isinstance(a, np.ndarray) and p not in seeded
-                         else a for p, a in enumerate(args)]
-            for item in inputs:
-                call_args[item.position] = item.argument()
-            with dual_allocation(lanes):
-                result = f(*call_args, **kwargs)
-            chunk_tuple, unpacked = _unpack(result, lanes, fname)
-            if chunk == 0:
-                is_tuple = chunk_tuple
-                values = [v for v, _ in unpacked]
-                partials = [
-                    None if p is None else np.zeros((n_directions,) + p.shape[1:], p.dtype)
-                    for _, p in unpacked
-                ]
-            elif chunk_tuple != is_tuple or len(unpacked) != len(values):
-                raise DualgpuError(f"{fname}: f returned differently shaped outputs between runs.")
-            for o, (_, p) in enumerate(unpacked):
-                if p is None:
-                    continue
-                if partials[o] is None or p.shape[1:] != partials[o].shape[1:]:
-                    raise DualgpuError(
-                        f"{fname}: output {o} of f changed between runs; f must be deterministic."
-                    )
-                used = p[:count]
-                if not np.all(np.isfinite(used)):
-                    _raise_non_finite(used, o, start, values[o], where, fname)
-                partials[o][start:start + count] = used
+        for start, count in chunks:
+            result = _run_chunk(f, args, kwargs, inputs, lanes, start, count, fill, fname)
+            assembly.add(start, count, *result)
             if bar is not None:
                 bar.update(1)
     finally:
         if bar is not None:
             bar.close()
-    return is_tuple, values, partials
+    return assembly.is_tuple, assembly.values, assembly.partials
+
+
+class _UnitSeeds:
+    """Seeds of a Jacobian: direction d is the unit vector of entry d of the inputs."""
+
+    def __call__(self, inputs, start, count):
+        for item in inputs:
+            lo = max(start, item.offset)
+            hi = min(start + count, item.offset + item.size)
+            if lo < hi:
+                k = np.arange(lo, hi)
+                item.lanes_buffer[k - start, k - item.offset] = 1
+
+
+class _GivenSeeds:
+    """Seeds given by the caller: ``seeds[i]`` holds input i's tangents, one row per direction."""
+
+    def __init__(self, seeds):
+        self.seeds = seeds
+
+    def __call__(self, inputs, start, count):
+        for item, seed in zip(inputs, self.seeds):
+            item.lanes_buffer[:count] = seed[start:start + count]
 
 
 def _raise_non_finite(used, output, start, values, where, fname):
@@ -338,20 +407,12 @@ def _output_values(values, is_tuple):
 # ---------------------------------------------------------------------------
 # Jacobians
 # ---------------------------------------------------------------------------
-def _jacobian(f, args, kwargs, argnums, chunk_size, progress, fname):
+def _jacobian(f, args, kwargs, argnums, chunk_size, progress, fname, executor=None):
     args = tuple(args)
     single, positions = _normalize_argnums(argnums, len(args), fname)
     inputs = _make_inputs(args, positions, fname)
     n = sum(item.size for item in inputs)
     lanes = _check_chunk_size(chunk_size, n, fname)
-
-    def fill(start, count):
-        for item in inputs:
-            lo = max(start, item.offset)
-            hi = min(start + count, item.offset + item.size)
-            if lo < hi:
-                k = np.arange(lo, hi)
-                item.lanes_buffer[k - start, k - item.offset] = 1
 
     def where(direction):
         for item in inputs:
@@ -360,7 +421,7 @@ def _jacobian(f, args, kwargs, argnums, chunk_size, progress, fname):
         return f"direction {direction}"
 
     is_tuple, values, partials = _push_forward(
-        f, args, kwargs, inputs, n, lanes, fill, where, progress, fname)
+        f, args, kwargs, inputs, n, lanes, _UnitSeeds(), where, progress, fname, executor)
     results = []
     for v, p in zip(values, partials):
         out_shape = v.shape
@@ -378,7 +439,8 @@ def _jacobian(f, args, kwargs, argnums, chunk_size, progress, fname):
     return tuple(results) if is_tuple else results[0]
 
 
-def jacobian(f, *args, argnums=0, chunk_size=None, progress=None, sparsity=None, validate=False):
+def jacobian(f, *args, argnums=0, chunk_size=None, progress=None, sparsity=None, validate=False,
+             executor=None):
     """Return the Jacobian of ``f(*args)`` with respect to ``args[argnums]``.
 
     Parameters
@@ -407,6 +469,9 @@ def jacobian(f, *args, argnums=0, chunk_size=None, progress=None, sparsity=None,
     validate : bool or "detect"
         Sparse mode only: check that the pattern misses no entry (see
         :func:`dualgpu.sparse.sparse_jacobian`).
+    executor : dask.distributed.Client or concurrent.futures.Executor, optional
+        Run the chunks as tasks on its workers (see :mod:`dualgpu.distributed`);
+        the result is bit-identical to the local run.
 
     Returns
     -------
@@ -425,11 +490,12 @@ def jacobian(f, *args, argnums=0, chunk_size=None, progress=None, sparsity=None,
     [[1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]]
     """
     if sparsity is not None:
-        return _sparse(f, args, {}, argnums, chunk_size, progress, sparsity, validate)
-    return _jacobian(f, args, {}, argnums, chunk_size, progress, "jacobian")
+        return _sparse(f, args, {}, argnums, chunk_size, progress, sparsity, validate, executor)
+    return _jacobian(f, args, {}, argnums, chunk_size, progress, "jacobian", executor)
 
 
-def jacfwd(f, argnums=0, *, chunk_size=None, progress=None, sparsity=None, validate=False):
+def jacfwd(f, argnums=0, *, chunk_size=None, progress=None, sparsity=None, validate=False,
+           executor=None):
     """Return a function computing the Jacobian of ``f`` (forward mode, like ``jax.jacfwd``).
 
     The returned function takes f's arguments (keyword arguments pass through
@@ -447,15 +513,16 @@ def jacfwd(f, argnums=0, *, chunk_size=None, progress=None, sparsity=None, valid
 
     def jacobian_of_f(*args, **kwargs):
         if sparsity is not None:
-            return _sparse(f, args, kwargs, argnums, chunk_size, progress, sparsity, validate)
-        return _jacobian(f, args, kwargs, argnums, chunk_size, progress, "jacfwd")
+            return _sparse(f, args, kwargs, argnums, chunk_size, progress, sparsity, validate,
+                           executor)
+        return _jacobian(f, args, kwargs, argnums, chunk_size, progress, "jacfwd", executor)
 
     jacobian_of_f.__name__ = f"jacfwd_{getattr(f, '__name__', 'f')}"
     jacobian_of_f.__doc__ = f"Jacobian of {getattr(f, '__name__', 'f')} w.r.t. argnums={argnums}."
     return jacobian_of_f
 
 
-def _sparse(f, args, kwargs, argnums, chunk_size, progress, sparsity, validate):
+def _sparse(f, args, kwargs, argnums, chunk_size, progress, sparsity, validate, executor=None):
     from .sparse import sparse_jacobian
 
     if not isinstance(argnums, (int, np.integer)) or isinstance(argnums, bool):
@@ -465,7 +532,7 @@ def _sparse(f, args, kwargs, argnums, chunk_size, progress, sparsity, validate):
         )
     call = (lambda *a: f(*a, **kwargs)) if kwargs else f
     return sparse_jacobian(call, args, int(argnums), sparsity=sparsity, chunk_size=chunk_size,
-                           validate=validate, progress=progress)
+                           validate=validate, progress=progress, executor=executor)
 
 
 # ---------------------------------------------------------------------------
@@ -527,12 +594,14 @@ def _tangent_inputs(primals, tangents, batch, fname):
     return inputs, seeds, (size_b if batch else 1)
 
 
-def jvp_batch(f, primals, tangents, *, chunk_size=None, progress=None):
+def jvp_batch(f, primals, tangents, *, chunk_size=None, progress=None, executor=None):
     """Return ``(outputs, output_tangents)`` for a batch of B tangent directions.
 
     Each tangent is None (argument not differentiated) or an array of shape
     ``(B,) + primal.shape`` (``(B,)`` for scalars). The B directions run
-    ``chunk_size`` lanes at a time (default :func:`default_chunk_size` of B).
+    ``chunk_size`` lanes at a time (default :func:`default_chunk_size` of B);
+    ``executor`` (a Dask client or a ``concurrent.futures.Executor``) runs the
+    chunks as tasks on its workers (see :mod:`dualgpu.distributed`).
 
     Returns
     -------
@@ -546,15 +615,11 @@ def jvp_batch(f, primals, tangents, *, chunk_size=None, progress=None):
     inputs, seeds, b = _tangent_inputs(primals, tangents, True, fname)
     lanes = _check_chunk_size(chunk_size, b, fname)
 
-    def fill(start, count):
-        for item, seed in zip(inputs, seeds):
-            item.lanes_buffer[:count] = seed[start:start + count]
-
     def where(direction):
         return f"tangent direction {direction}"
 
     is_tuple, values, partials = _push_forward(
-        f, primals, {}, inputs, b, lanes, fill, where, progress, fname)
+        f, primals, {}, inputs, b, lanes, _GivenSeeds(seeds), where, progress, fname, executor)
     tangents_out = [
         np.zeros((b,) + v.shape, np.result_type(v.dtype, np.float32)) if p is None else p
         for v, p in zip(values, partials)
@@ -585,12 +650,8 @@ def jvp(f, primals, tangents):
     primals, tangents = tuple(primals), tuple(tangents)
     inputs, seeds, _ = _tangent_inputs(primals, tangents, False, fname)
 
-    def fill(start, count):
-        for item, seed in zip(inputs, seeds):
-            item.lanes_buffer[:1] = seed
-
     is_tuple, values, partials = _push_forward(
-        f, primals, {}, inputs, 1, 1, fill, lambda d: "the tangent", False, fname)
+        f, primals, {}, inputs, 1, 1, _GivenSeeds(seeds), lambda d: "the tangent", False, fname)
     tangents_out = [
         np.zeros(v.shape, np.result_type(v.dtype, np.float32)) if p is None else p[0]
         for v, p in zip(values, partials)

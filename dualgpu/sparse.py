@@ -20,7 +20,7 @@ import scipy.sparse as sp
 
 from ._context import dual_allocation
 from .backend import using_backend
-from .driver import _progress_bar, _unpack, jacobian
+from .driver import _Input, _push_forward, _unpack, jacobian
 from .coloring import Coloring, color_columns
 from .dual import check_dtype
 from .dualarray import DualArray
@@ -120,7 +120,7 @@ def detect_sparsity(f, args, argnum=0, *, lanes=None):
 
 
 def sparse_jacobian(f, args, argnum=0, *, sparsity="detect", chunk_size=None, validate=False,
-                    progress=None):
+                    progress=None, executor=None):
     """Return the Jacobian of ``f`` w.r.t. ``args[argnum]`` as a ``scipy.sparse.csr_matrix``.
 
     Parameters
@@ -141,6 +141,8 @@ def sparse_jacobian(f, args, argnum=0, *, sparsity="detect", chunk_size=None, va
         Either raises if the pattern misses an entry.
     progress : bool, optional
         Show a tqdm progress bar over chunks.
+    executor : dask.distributed.Client or concurrent.futures.Executor, optional
+        Run the chunks of colors as tasks on its workers (:mod:`dualgpu.distributed`).
 
     Returns
     -------
@@ -178,30 +180,23 @@ def sparse_jacobian(f, args, argnum=0, *, sparsity="detect", chunk_size=None, va
         raise DualgpuError(
             f"chunk_size must be between 1 and the number of colors ({n_colors}); got {lanes}."
         )
-    starts = range(0, n_colors, lanes)
-    bar = _progress_bar(len(starts), progress, "sparse jacobian")
-    compressed = None
-    for start in starts:
-        seeds = coloring.seed_chunk(start, start + lanes, x.dtype, input_shape=x.shape)
-        call = list(args)
-        call[argnum] = DualArray(np.array(x, copy=True), seeds)
-        with dual_allocation(lanes):
-            values, partials = _single_output(f(*call), lanes, "sparse_jacobian")
-        partials = partials.reshape(lanes, -1)
-        if compressed is None:
-            m = partials.shape[1]
-            if pattern.shape[0] != m:
-                raise DualgpuError(
-                    f"sparsity pattern has {pattern.shape[0]} rows but the function has {m} "
-                    f"outputs (shape {values.shape}); the pattern must be ({m}, {n})."
-                )
-            compressed = np.zeros((n_colors, m), partials.dtype)
-        stop = min(n_colors, start + lanes)
-        compressed[start:stop] = partials[: stop - start]
-        if bar is not None:
-            bar.update()
-    if bar is not None:
-        bar.close()
+    item = _Input(argnum, "array", np.array(x, copy=True, order="C"), x.dtype, 0)
+    _, values, partials = _push_forward(
+        f, args, {}, [item], n_colors, lanes, _ColorSeeds(coloring), lambda c: f"color {c}",
+        progress, "sparse_jacobian", executor)
+    if len(values) != 1 or partials[0] is None or values[0].ndim == 0:
+        raise DualgpuError(
+            f"sparse_jacobian: the function must return one array computed from the seeded "
+            f"input through dualgpu kernels; it returned {len(values)} output(s). Sparse "
+            "Jacobians support a single array output: wrap f to return the one you need."
+        )
+    compressed = partials[0].reshape(n_colors, -1)
+    m = compressed.shape[1]
+    if pattern.shape[0] != m:
+        raise DualgpuError(
+            f"sparsity pattern has {pattern.shape[0]} rows but the function has {m} "
+            f"outputs (shape {values[0].shape}); the pattern must be ({m}, {n})."
+        )
     J = coloring.recover(compressed, lanes_first=True)
     if validate is True:
         dense = np.asarray(jacobian(f, *args, argnums=argnum, progress=False)).reshape(-1, n)
@@ -215,6 +210,19 @@ def sparse_jacobian(f, args, argnum=0, *, sparsity="detect", chunk_size=None, va
             )
     J.coloring = coloring
     return J
+
+
+class _ColorSeeds:
+    """Seeds of compressed forward mode: lane c is the indicator of the columns of color c."""
+
+    def __init__(self, coloring):
+        self.coloring = coloring
+
+    def __call__(self, inputs, start, count):
+        item = inputs[0]
+        lanes = item.lanes_buffer.shape[0]
+        seeds = self.coloring.seed_chunk(start, start + lanes, item.dtype)
+        item.lanes_buffer[...] = seeds
 
 
 def _check_contains(pattern, detected, what):
