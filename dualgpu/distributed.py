@@ -540,8 +540,14 @@ def local_cluster(n_workers=None, *, gpus=None, threads_per_worker=1, processes=
         n_workers = n_workers or os.cpu_count() or 1
         cluster = LocalCluster(n_workers=n_workers, threads_per_worker=threads_per_worker,
                                processes=processes, **cluster_kwargs)
+    expected = len(cluster.workers) if hasattr(cluster, "workers") else n_workers
+    client = None
     try:
-        return _owning_client_class()(cluster)
+        client = _owning_client_class()(cluster)
+        client.wait_for_workers(expected)  # every worker receives the broadcast plans
+        return client
     except BaseException:
+        if client is not None:
+            client.close()
         cluster.close()
         raise
