@@ -12,6 +12,7 @@ from .dualarray import DualArray, dual_array
 from .errors import DualgpuError, MissingRuleError
 from . import dmath
 from . import numba_cpu_math, numba_types, numba_rules, numba_arrays  # noqa: F401  (registrations)
+from . import numba_nested  # noqa: F401  (tagged and nested duals: registrations)
 from .backend import backend, set_backend, using_backend
 from .kernel import jit
 from . import cuda

@@ -31,7 +31,7 @@ import numbers
 
 import numpy as np
 
-from ._context import dual_allocation
+from ._context import active_levels, dual_allocation
 from .dual import Dual
 from .dualarray import DualArray
 from .errors import DualgpuError
@@ -110,6 +110,14 @@ class _Input:
 
     def argument(self):
         """The argument passed to ``f`` for the current contents of the lane buffer."""
+        levels = active_levels()
+        if levels:  # inside another driver's f: duals of duals (see dualgpu.nested)
+            from .nested import seed
+
+            lanes = self.lanes_buffer.shape[0]
+            seeds = self.lanes_buffer[:, 0] if self.kind == "scalar" else \
+                self.lanes_buffer.reshape((lanes,) + self.shape)
+            return seed(self.value, seeds, levels, self.dtype)
         if self.kind == "scalar":
             return Dual(self.value, self.lanes_buffer[:, 0], dtype=self.dtype)
         # fresh values every chunk: f may have written into the previous one
@@ -130,6 +138,14 @@ def _classify(arg):
     if isinstance(arg, (bool, np.bool_)):
         return None, "a bool", None
     if isinstance(arg, DualArray) or isinstance(arg, Dual):
+        if active_levels() and arg.tag < len(active_levels()):
+            # a dual of an enclosing driver, differentiated again here (second order)
+            if isinstance(arg, Dual):
+                return "scalar", arg, np.dtype(arg.dtype)
+            if arg.ndim > _MAX_NDIM:
+                return None, f"a DualArray of {arg.ndim} dimensions {arg.shape}", None
+            return "array", arg.copy_to_host() if arg.is_device else arg.copy(), np.dtype(
+                arg.dtype)
         return None, f"a {type(arg).__name__} (the driver seeds its own)", None
     if isinstance(arg, float):
         return "scalar", np.float64(arg), np.dtype(np.float64)
@@ -218,13 +234,25 @@ def _to_numpy(array):
     return np.array(array, copy=True)  # HostArray -> plain ndarray
 
 
-def _unpack(result, lanes, fname):
-    """Return ``(is_tuple, [(values, partials or None), ...])`` of one run of f."""
+def _unpack(result, lanes, fname, levels=()):
+    """Return ``(is_tuple, [(values, partials or None), ...])`` of one run of f.
+
+    Inside another driver's f (a nested derivative: ``levels``, the lane counts of the
+    enclosing drivers, is not empty) values and partials are the duals of the enclosing
+    drivers packed into a trailing axis (:func:`dualgpu.nested.pack`).
+    """
     is_tuple = isinstance(result, (tuple, list))
     items = list(result) if is_tuple else [result]
     unpacked = []
     for i, item in enumerate(items):
-        if isinstance(item, DualArray):
+        packed = None
+        if levels:
+            from .nested import pack_output
+
+            packed = pack_output(item, levels, lanes)
+        if packed is not None:
+            values, partials = packed
+        elif isinstance(item, DualArray):
             values, partials = _to_numpy(item.values), _to_numpy(item.partials)
         elif isinstance(item, Dual):
             values, partials = np.asarray(item.value), np.array(item.partials, copy=True)
@@ -284,9 +312,10 @@ def _run_chunk(f, args, kwargs, inputs, lanes, start, count, fill, fname):
                  else a for p, a in enumerate(args)]
     for item in inputs:
         call_args[item.position] = item.argument()
+    levels = active_levels()  # the enclosing drivers, if this one is nested
     with dual_allocation(lanes):
         result = f(*call_args, **kwargs)
-    return _unpack(result, lanes, fname)
+    return _unpack(result, lanes, fname, levels)
 
 
 class _Assembly:
@@ -335,6 +364,9 @@ def _push_forward(f, args, kwargs, inputs, n_directions, lanes, fill, where, pro
     """
     chunks = [(start, min(lanes, n_directions - start)) for start in range(0, n_directions, lanes)]
     assembly = _Assembly(n_directions, where, fname)
+    levels = active_levels()
+    if levels:
+        _check_nested(levels, lanes, executor, fname)
     if executor is not None:
         from .distributed import ChunkPlan, run_chunks
 
@@ -356,6 +388,30 @@ def _push_forward(f, args, kwargs, inputs, n_directions, lanes, fill, where, pro
         if bar is not None:
             bar.close()
     return assembly.is_tuple, assembly.values, assembly.partials
+
+
+def _check_nested(levels, lanes, executor, fname):
+    """A driver called inside another one's f: refuse what nesting does not support."""
+    from .backend import backend
+    from .nested import MAX_GPU_DUAL_FLOATS, MAX_TAG
+
+    if executor is not None:
+        raise DualgpuError(
+            f"{fname}: executor= inside another derivative (this driver runs inside another "
+            "driver's f) is not supported; give the executor to the outermost driver."
+        )
+    if len(levels) >= MAX_TAG:
+        raise DualgpuError(f"{fname}: derivatives nested more than {MAX_TAG} deep.")
+    floats = int(np.prod([1 + n for n in levels + (lanes,)]))
+    if backend() == "cuda" and floats > MAX_GPU_DUAL_FLOATS:
+        sizes = " x ".join(f"(1 + {n})" for n in levels + (lanes,))
+        raise DualgpuError(
+            f"{fname}: a nested dual here holds {sizes} = {floats} floats, more than "
+            f"dualgpu.nested.MAX_GPU_DUAL_FLOATS = {MAX_GPU_DUAL_FLOATS} that fit a GPU "
+            "thread's registers with a few duals live at once. Fix: smaller chunk sizes for "
+            "the two derivatives (chunk_size=4 gives 25 floats), or raise that limit if you "
+            "have measured that your kernel does not spill."
+        )
 
 
 class _UnitSeeds:
@@ -399,9 +455,22 @@ def _raise_non_finite(used, output, start, values, where, fname):
     )
 
 
-def _output_values(values, is_tuple):
-    out = [v[()] if v.ndim == 0 else v for v in values]
+def _output_values(values, is_tuple, levels=()):
+    if levels:
+        out = [_structured(v, levels) for v in values]
+    else:
+        out = [v[()] if v.ndim == 0 else v for v in values]
     return tuple(out) if is_tuple else out[0]
+
+
+def _structured(array, levels, axis=-1):
+    """Inside a nested derivative: the packed duals of the enclosing drivers (along ``axis``)
+    back as a Dual or DualArray (:func:`dualgpu.nested.unpack`); else ``array`` itself."""
+    if not levels:
+        return array
+    from .nested import unpack
+
+    return unpack(np.moveaxis(array, axis, -1), levels)
 
 
 # ---------------------------------------------------------------------------
@@ -409,6 +478,7 @@ def _output_values(values, is_tuple):
 # ---------------------------------------------------------------------------
 def _jacobian(f, args, kwargs, argnums, chunk_size, progress, fname, executor=None):
     args = tuple(args)
+    levels = active_levels()
     single, positions = _normalize_argnums(argnums, len(args), fname)
     inputs = _make_inputs(args, positions, fname)
     n = sum(item.size for item in inputs)
@@ -434,7 +504,7 @@ def _jacobian(f, args, kwargs, argnums, chunk_size, progress, fname, executor=No
             else:
                 part = p[item.offset:item.offset + item.size].reshape(item.size, m)
                 block = np.ascontiguousarray(part.T).reshape(out_shape + item.shape)
-            blocks.append(block)
+            blocks.append(_structured(block, levels, axis=v.ndim - 1))
         results.append(blocks[0] if single else tuple(blocks))
     return tuple(results) if is_tuple else results[0]
 
@@ -612,6 +682,7 @@ def jvp_batch(f, primals, tangents, *, chunk_size=None, progress=None, executor=
     """
     fname = "jvp_batch"
     primals = tuple(primals)
+    levels = active_levels()
     inputs, seeds, b = _tangent_inputs(primals, tangents, True, fname)
     lanes = _check_chunk_size(chunk_size, b, fname)
 
@@ -621,10 +692,11 @@ def jvp_batch(f, primals, tangents, *, chunk_size=None, progress=None, executor=
     is_tuple, values, partials = _push_forward(
         f, primals, {}, inputs, b, lanes, _GivenSeeds(seeds), where, progress, fname, executor)
     tangents_out = [
-        np.zeros((b,) + v.shape, np.result_type(v.dtype, np.float32)) if p is None else p
+        _structured(np.zeros((b,) + v.shape, np.result_type(v.dtype, np.float32))
+                    if p is None else p, levels)
         for v, p in zip(values, partials)
     ]
-    outs = _output_values(values, is_tuple)
+    outs = _output_values(values, is_tuple, levels)
     return outs, (tuple(tangents_out) if is_tuple else tangents_out[0])
 
 
@@ -648,6 +720,7 @@ def jvp(f, primals, tangents):
     """
     fname = "jvp"
     primals, tangents = tuple(primals), tuple(tangents)
+    levels = active_levels()
     inputs, seeds, _ = _tangent_inputs(primals, tangents, False, fname)
 
     is_tuple, values, partials = _push_forward(
@@ -656,6 +729,9 @@ def jvp(f, primals, tangents):
         np.zeros(v.shape, np.result_type(v.dtype, np.float32)) if p is None else p[0]
         for v, p in zip(values, partials)
     ]
-    tangents_out = [t[()] if t.ndim == 0 else t for t in tangents_out]
-    outs = _output_values(values, is_tuple)
+    if levels:
+        tangents_out = [_structured(t, levels) for t in tangents_out]
+    else:
+        tangents_out = [t[()] if t.ndim == 0 else t for t in tangents_out]
+    outs = _output_values(values, is_tuple, levels)
     return outs, (tuple(tangents_out) if is_tuple else tangents_out[0])

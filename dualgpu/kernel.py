@@ -241,7 +241,11 @@ class Kernel:
         if not duals:
             return
         first = duals[0][1]
-        if any(a.lanes != first.lanes for _, a in duals):
+        if any(getattr(a, "tag", 0) for _, a in duals):
+            from .nested import lane_key
+
+            lane_key([a for _, a in duals], f"kernel {self.__name__}")  # lanes agree per tag
+        elif any(a.lanes != first.lanes for _, a in duals):
             listing = ", ".join(f"{p} has {a.lanes}" for p, a in duals)
             raise DualgpuError(
                 f"kernel {self.__name__}: the dual arguments disagree on the lane count ({listing}). "

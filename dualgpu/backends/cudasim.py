@@ -128,7 +128,21 @@ class SimulatorKernel:
         return self._kernels[lanes]
 
     def launch(self, griddim, blockdim, stream, sharedmem, args):
-        self._kernel(_lanes(args))[griddim, blockdim, stream, sharedmem](*args)
+        from ..nested import lane_key, nested_local_array_error
+
+        lanes = lane_key(args, f"kernel {self.py_func.__qualname__!r}")
+        if isinstance(lanes, tuple):
+            if _uses_local_array(self.py_func):
+                raise nested_local_array_error(f"kernel {self.py_func.__qualname__!r}",
+                                               "cudasim")
+            lanes = 0  # nested duals: local scratch is refused above, plain cuda otherwise
+        self._kernel(lanes)[griddim, blockdim, stream, sharedmem](*args)
+
+
+def _uses_local_array(py_func):
+    from .gpu import _uses_local_array as uses
+
+    return uses(py_func)
 
 
 def compile_kernel(func, **options):

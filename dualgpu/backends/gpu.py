@@ -37,9 +37,13 @@ def marshal(ty, val):
     """Return ``(type, value)`` numba.cuda's launcher understands for one kernel argument."""
     if isinstance(val, DualArray):
         return types.Tuple([ty.values_type, ty.partials_type]), (val.values, val.partials)
+    if isinstance(val, Dual) and isinstance(val.value, Dual):
+        # nested: numba's launcher calls this again on the inner duals of the tuple
+        return types.Tuple([ty.value_type, ty.partials_type]), (val.value, tuple(val.partials))
     if isinstance(val, Dual):
+        value_type = ty.value_type if val.tag else ty.dtype
         return (
-            types.Tuple([ty.dtype, ty.partials_type]),
+            types.Tuple([value_type, ty.partials_type]),
             (float(val.value), tuple(float(p) for p in val.partials)),
         )
     return ty, val
@@ -170,6 +174,10 @@ _replace = _replacer(0)
 
 
 def _prepare(py_func, lanes):
+    if isinstance(lanes, tuple) and _uses_local_array(py_func):
+        from ..nested import nested_local_array_error
+
+        raise nested_local_array_error(f"{py_func.__qualname__!r}", "cuda")
     replace = _replacer(lanes)
     if lanes and _uses_local_array(py_func):
         return _dual_source_copy(py_func, lanes, replace)
@@ -220,7 +228,11 @@ class GpuKernel:
         return self._dispatchers[lanes]
 
     def launch(self, griddim, blockdim, stream, sharedmem, args):
-        lanes = next((a.lanes for a in args if isinstance(a, (Dual, DualArray))), 0)
+        from ..nested import lane_key, nested_local_array_error
+
+        lanes = lane_key(args, f"kernel {self.py_func.__qualname__!r}")
+        if isinstance(lanes, tuple) and _uses_local_array(self.py_func):
+            raise nested_local_array_error(f"kernel {self.py_func.__qualname__!r}", "cuda")
         self.dispatcher_for(lanes)[griddim, blockdim, stream, sharedmem](*args)
 
 
