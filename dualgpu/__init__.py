@@ -17,6 +17,7 @@ from .backend import backend, set_backend, using_backend
 from .kernel import jit
 from . import cuda
 from .driver import jacfwd, jacobian, jvp, jvp_batch
+from .hessian import hessian, hvp
 from . import sparse, testing
 from .distributed import local_cluster
 from .coloring import Coloring, check_coloring, color_columns
@@ -25,7 +26,8 @@ from .sparsity import as_pattern, banded_pattern, stencil_pattern_2d
 __all__ = [
     "Dual", "DualArray", "dual_array", "DualgpuError", "MissingRuleError", "dmath", "rules",
     "jit", "cuda", "backend", "set_backend", "using_backend",
-    "jvp", "jvp_batch", "jacfwd", "jacobian", "testing", "sparse", "local_cluster",
+    "jvp", "jvp_batch", "jacfwd", "jacobian", "hvp", "hessian", "testing", "sparse",
+    "local_cluster",
     "Coloring", "color_columns", "check_coloring", "as_pattern", "banded_pattern",
     "stencil_pattern_2d",
 ]

@@ -174,7 +174,9 @@ def init_nested(self, value, partials, dtype):
 def _resolve_dtype(args):
     from .dual import check_dtype
 
-    dtype = np.result_type(*(innermost_dtype(a) for a in args))
+    # numpy's promotion of the innermost values: Python numbers are weak (float32 stays float32)
+    Dual = _dual()
+    dtype = np.result_type(*(a.dtype.type(0) if isinstance(a, Dual) else a for a in args))
     if dtype.kind != "f":
         dtype = np.dtype(np.float64)
     return check_dtype(np.promote_types(dtype, np.float32), "nested dual")
@@ -444,7 +446,7 @@ def unpack(a, levels):
 
     Dual = _dual()
     if not levels:
-        return np.ascontiguousarray(a[..., 0])
+        return np.array(a[..., 0], copy=True, order="C")  # (keeps a 0-d array 0-d)
     below = levels[:-1]
     n = levels[-1]
     shape = a.shape[:-1]
