@@ -118,7 +118,10 @@ class Dual:
 
     def __init__(self, value, partials, dtype=None, *, tag=0):
         self.tag = _check_tag(tag) if tag else 0
-        if _is_nested_input(value, partials):
+        if isinstance(value, Dual) or (
+            (not isinstance(partials, np.ndarray) or partials.dtype.kind == "O")
+            and _is_nested_input(value, partials)
+        ):
             _init_nested(self, value, partials, dtype)
             return
         if dtype is None:
@@ -232,8 +235,9 @@ def _result_dtype(*args):
 
 def apply_rule(name, *args):
     """Apply the rule ``name`` of :mod:`dualgpu.rules` to Dual/number arguments."""
-    if any(isinstance(a, Dual) and a.tag for a in args):
-        return _apply_tagged(name, *args)  # tagged or nested duals: one table, applied twice
+    for a in args:
+        if isinstance(a, Dual) and a.tag:
+            return _apply_tagged(name, *args)  # tagged or nested duals: one table, applied twice
     rule = rules.UNARY_RULES.get(name) or rules.BINARY_RULES[name]
     primal, factors = _RUNTIME[name]
     duals = [a for a in args if isinstance(a, Dual)]

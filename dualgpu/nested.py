@@ -43,10 +43,15 @@ __all__ = [
 MAX_TAG = 7
 
 
-def _dual():
-    from .dual import Dual
+_DUAL = []
 
-    return Dual
+
+def _dual():
+    if not _DUAL:  # dual.py imports this module: the class is looked up on first use
+        from .dual import Dual
+
+        _DUAL.append(Dual)
+    return _DUAL[0]
 
 
 def check_tag(tag):
@@ -77,11 +82,11 @@ def innermost_dtype(x):
 
 def is_nested_input(value, partials):
     """True when ``Dual(value, partials)`` is a dual of duals."""
+    if isinstance(partials, np.ndarray) and partials.dtype.kind in "fiub":
+        return isinstance(value, _dual())
     Dual = _dual()
     if isinstance(value, Dual):
         return True
-    if isinstance(partials, np.ndarray) and partials.dtype.kind in "fiub":
-        return False
     from .dualarray import DualArray
 
     if isinstance(partials, DualArray):
