@@ -373,3 +373,34 @@ def test_nested_ptx_compiles(offline_ptx):
     ptx, _ = numba_cuda.compile_ptx(stencil, (nested, nested, dual_type(f64, 2)),
                                     cc=offline_ptx)
     assert ".entry" in ptx and "sin" in ptx
+
+
+@cuda.jit
+def _mixed_nested(a, s, t, w, f, out):
+    i = cuda.grid(1)
+    if i < out.shape[0]:
+        out[i] = a[i] * s + t * w + f
+
+
+def test_nested_arguments_marshal_to_the_ptx_parameter_list(offline_ptx):
+    """A real launch passes what gpu.marshal flattens: it must match the kernel's .entry."""
+    import numba
+
+    from dualgpu.backends import gpu
+    from test_marshalling import _entry_params, _flat_count
+
+    a = empty_nested(4, np.float64)
+    s = Dual(Dual(0.5, [1.0, 0.0]), [Dual(1.0, [0.0, 0.0]), Dual(0.0, [0.0, 0.0])], tag=1)
+    t = Dual(2.0, [1.0, 0.0])  # tag 0, a constant of the tag-1 duals
+    w = Dual(3.0, [0.0, 1.0], tag=1)  # first order, tag 1
+    args = [a, s, t, w, 1.5, empty_nested(4, np.float64)]
+    argtypes = tuple(numba.typeof(x) for x in args)
+    expected = sum(_flat_count(ty, x) for ty, x in zip(argtypes, args))
+    # arrays: 4 members of 1-D..3-D (5 + 2 ndim each); s: (1 + 2) * (1 + 2); t: 3; w: 3; f: 1
+    array = (5 + 2) + (5 + 4) + (5 + 4) + (5 + 6)
+    assert expected == 2 * array + 9 + 3 + 3 + 1
+    key = __import__("dualgpu").nested.lane_key(args, "test")
+    ptx, _ = numba.cuda.compile_ptx(gpu.prepare_function(_mixed_nested.py_func, key), argtypes,
+                                    cc=offline_ptx)
+    assert _entry_params(ptx) == expected
+    assert gpu.compile_kernel(_mixed_nested.py_func).dispatcher_for(key) is not None

@@ -199,7 +199,8 @@ def prepare_function(func, lanes=0):
     With ``lanes`` > 0, the copy for dual arguments with that many lanes (dual
     ``cuda.local.array`` scratch); 0 gives the copy for plain arguments.
     """
-    return _prepare(unwrap(func) or func, int(lanes))
+    # a tuple: the lane structure of a launch with nested duals (dualgpu.nested.lane_key)
+    return _prepare(unwrap(func) or func, lanes if isinstance(lanes, tuple) else int(lanes))
 
 
 class GpuKernel:
