@@ -11,15 +11,18 @@ What travels, and how often
 A :class:`ChunkPlan` holds ``f``, its arguments, the seeds and the lane count.
 It is shipped once per worker, not once per chunk:
 
-* a ``dask.distributed.Client``: the plan is scattered to every worker
-  (``client.scatter(..., broadcast=True)``) and each task refers to it;
+* a ``dask.distributed.Client``: the pickled plan is sent to every worker once
+  (``client.run``), which keeps it in a small per-process cache keyed by a token;
+  each task carries only the token. (A plan scattered with ``broadcast=True``
+  would not do: Dask's active memory manager drops the extra replicas, so the
+  plan would travel again and die with the worker that kept it.)
 * a ``concurrent.futures.ThreadPoolExecutor``: the threads share the plan;
   nothing is copied (each thread gets its own seed buffers);
-* any other executor (``ProcessPoolExecutor``...): each process keeps the plans
-  it has received in a small cache keyed by a token. A task carries only the
-  token; a process that does not hold the plan says so, and that chunk alone
-  is submitted again with the pickled plan (so a process receives it about
-  once). Functions travel with ``cloudpickle`` when it is installed (it comes
+* any other executor (``ProcessPoolExecutor``...): the same per-process cache,
+  filled on demand: a process that does not hold the plan says so, and that
+  chunk alone is submitted again with the pickled plan (so a process receives
+  it about once). A Dask worker that joins or restarts mid-run is served the
+  same way. Functions travel with ``cloudpickle`` when it is installed (it comes
   with Dask), else with ``pickle`` (module-level functions only).
 
 dualgpu kernels pickle by reference to their module when importable, else by
@@ -176,10 +179,6 @@ def _thread_task(plan, start, count, backend_name):
     return plan.run(start, count, backend_name)
 
 
-def _dask_task(plan, start, count, backend_name):
-    return plan.run(start, count, backend_name)
-
-
 class _NeedPlan:
     """A process pool's answer when it does not hold the plan yet."""
 
@@ -188,17 +187,33 @@ _PLANS = collections.OrderedDict()
 _PLANS_LOCK = threading.Lock()
 
 
-def _pool_task(token, payload, start, count, backend_name):
+def _install_plan(token, payload):
+    """Keep the plan in this worker process (run on every Dask worker)."""
     with _PLANS_LOCK:
-        plan = _PLANS.get(token)
-        if plan is None:
-            if payload is None:
-                return _NeedPlan()
-            plan = pickle.loads(payload)
-            _PLANS[token] = plan
+        if token not in _PLANS:
+            _PLANS[token] = pickle.loads(payload)
             while len(_PLANS) > _CACHE_SIZE:
                 _PLANS.popitem(last=False)
         _PLANS.move_to_end(token)
+
+
+def _forget_plan(token):
+    """Drop the plan from this worker process."""
+    with _PLANS_LOCK:
+        _PLANS.pop(token, None)
+
+
+def _cached_task(token, payload, start, count, backend_name):
+    """Run a chunk with the plan this process holds under ``token`` (loaded from ``payload``
+    when given and missing); without either, say so: the driver sends the plan again."""
+    with _PLANS_LOCK:
+        plan = _PLANS.get(token)
+    if plan is None:
+        if payload is None:
+            return _NeedPlan()
+        _install_plan(token, payload)
+        with _PLANS_LOCK:
+            plan = _PLANS[token]
     return plan.run(start, count, backend_name)
 
 
@@ -333,8 +348,9 @@ def _run_futures(options, kind, plan, chunks, where, bar):
         if kind == "threads":
             future = executor.submit(_thread_task, plan, start, count, options.backend)
         else:
-            future = executor.submit(_pool_task, plan.token, payload if with_payload else None,
-                                     start, count, options.backend)
+            future = executor.submit(_cached_task, plan.token,
+                                     payload if with_payload else None, start, count,
+                                     options.backend)
         pending[future] = k
 
     def submit_next():
@@ -372,28 +388,48 @@ def _run_dask(options, plan, chunks, where, bar):
     from distributed import as_completed
 
     client = options.executor
-    shared = client.scatter(plan, broadcast=True, hash=False)
-    futures = [
-        client.submit(_dask_task, shared, start, count, options.backend,
-                      key=f"dualgpu-chunk-{plan.token}-{k}", retries=options.retries,
-                      pure=False)
-        for k, (start, count) in enumerate(chunks)
-    ]
-    index = {future.key: k for k, future in enumerate(futures)}
+    payload = _dumps(plan)
+    # every worker now: once each (a worker that joins or restarts later asks for it)
+    client.run(_install_plan, plan.token, payload)
+
+    def submit(k, with_payload=False):
+        start, count = chunks[k]
+        future = client.submit(
+            _cached_task, plan.token, payload if with_payload else None, start, count,
+            options.backend, key=f"dualgpu-chunk-{plan.token}-{k}{'-plan' if with_payload else ''}",
+            retries=options.retries, pure=False)
+        index[future.key] = k
+        return future
+
+    index = {}
+    futures = [submit(k) for k in range(len(chunks))]
     results = [None] * len(chunks)
+    pending = as_completed(futures)
     try:
-        for future in as_completed(futures):
+        for future in pending:
             k = index[future.key]
             start, count = chunks[k]
+            if future.status == "cancelled":
+                raise _chunk_error(plan, k, start, count, where, RuntimeError(
+                    "the task was cancelled (the client lost the scheduler, or the cluster was "
+                    "shut down)"))
             if future.status == "error":
                 exc = future.exception()
                 raise _chunk_error(plan, k, start, count, where, exc) from exc
-            results[k] = _checked(plan, k, start, count, where, future.result())
+            result = future.result()
+            if isinstance(result, _NeedPlan):  # a worker that started after the plan was sent
+                futures.append(submit(k, with_payload=True))
+                pending.add(futures[-1])
+                continue
+            results[k] = _checked(plan, k, start, count, where, result)
             if bar is not None:
                 bar.update(1)
     finally:
         client.cancel(futures)
-        shared.release()
+        try:
+            client.run(_forget_plan, plan.token)
+        except Exception:  # the cluster is going away: nothing left to free
+            pass
     return results
 
 

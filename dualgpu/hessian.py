@@ -84,7 +84,7 @@ def hvp(f, primals, tangents, *, chunk_size=None):
     return products if len(positions) > 1 else products[0]
 
 
-def hessian(f, *args, argnums=0, chunk_size=None, progress=None):
+def hessian(f, *args, argnums=0, chunk_size=None, progress=None, executor=None):
     """Return the Hessian of ``f(*args)`` with respect to ``args[argnums]`` (forward over forward).
 
     Meant for small inputs: n inputs cost ``ceil(n / N)**2`` runs of f. Like
@@ -105,6 +105,9 @@ def hessian(f, *args, argnums=0, chunk_size=None, progress=None):
         :func:`dualgpu.driver.default_chunk_size`.
     progress : bool, optional
         A progress bar over the outer chunks.
+    executor : dask.distributed.Client or concurrent.futures.Executor, optional
+        Run the outer chunks as tasks on its workers (:mod:`dualgpu.distributed`);
+        each task runs the inner derivative in full.
 
     Examples
     --------
@@ -116,4 +119,5 @@ def hessian(f, *args, argnums=0, chunk_size=None, progress=None):
     [[6.0, 2.0], [2.0, 0.0]]
     """
     inner = jacfwd(f, argnums, chunk_size=chunk_size, progress=False)
-    return jacfwd(inner, argnums, chunk_size=chunk_size, progress=progress)(*args)
+    return jacfwd(inner, argnums, chunk_size=chunk_size, progress=progress,
+                  executor=executor)(*args)

@@ -278,14 +278,14 @@ def apply_tagged(name, *args):
 
 
 def _levels(arg):
-    """``[(tag, lanes), ...]`` of a dual or DualArray and of the duals nested in it."""
-    from .dualarray import DualArray
-
-    Dual = _dual()
+    """``[(tag, lanes), ...]`` of a dual or DualArray (anything with ``lanes``) and of the duals
+    nested in it."""
     found = []
-    while isinstance(arg, (Dual, DualArray)):
-        found.append((arg.tag, arg.lanes))
-        arg = arg.value if isinstance(arg, Dual) else arg.values
+    lanes = getattr(arg, "lanes", None)
+    while lanes is not None:
+        found.append((getattr(arg, "tag", 0), int(lanes)))
+        arg = getattr(arg, "value", None) if hasattr(arg, "value") else getattr(arg, "values", None)
+        lanes = getattr(arg, "lanes", None)
     return found
 
 

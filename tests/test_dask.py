@@ -43,10 +43,13 @@ def test_jacobian_on_dask_is_bit_identical_to_local(client):
     remote = dualgpu.jacobian(nbody_positions, masses, pos, vel, chunk_size=3, executor=client)
     np.testing.assert_array_equal(local, remote)
     assert remote.shape == (10, 3, 10)
-    # nothing is left behind on the workers: the scattered plan and the chunks are released
+    # nothing is left behind on the workers: the plan is forgotten and the chunks released
+    from dualgpu import distributed as module
+
+    assert not any(client.run(lambda: len(module._PLANS)).values())
     deadline = time.monotonic() + 10
     while any(client.run(lambda dask_worker: len(dask_worker.data)).values()):
-        assert time.monotonic() < deadline, "the workers still hold the plan or chunks"
+        assert time.monotonic() < deadline, "the workers still hold chunks"
         time.sleep(0.05)
 
 

@@ -261,6 +261,17 @@ def test_hessian_of_two_arguments_and_hvp_tuple():
     np.testing.assert_allclose(hv_s, h_sx @ np.ones(3), rtol=1e-13)
 
 
+def test_hessian_outer_chunks_on_an_executor_are_bit_identical():
+    from concurrent.futures import ThreadPoolExecutor
+
+    x = np.array([0.3, 0.7, 1.1, 1.4])
+    with dualgpu.using_backend("cpu"):
+        local = dualgpu.hessian(_cube_sin_total, x, 2.0, chunk_size=2)
+        with ThreadPoolExecutor(2) as pool:
+            remote = dualgpu.hessian(_cube_sin_total, x, 2.0, chunk_size=2, executor=pool)
+    np.testing.assert_array_equal(local, remote)
+
+
 def test_second_derivative_float32_stays_float32():
     x = np.array([0.3, 0.7], np.float32)
     with dualgpu.using_backend("cpu"):
