@@ -138,7 +138,8 @@ class DualArray:
         value = self.values[index]
         partials = self.partials[(slice(None),) + index]
         if self.tag or self.is_nested:
-            if isinstance(value, Dual) or (not isinstance(value, DualArray) and np.ndim(value) == 0):
+            scalar = not isinstance(value, DualArray) and np.ndim(value) == 0
+            if isinstance(value, Dual) or scalar:
                 return Dual(value, partials if self.is_nested else np.asarray(partials),
                             tag=self.tag)
             return DualArray(value, partials, tag=self.tag)

@@ -36,7 +36,8 @@ from .errors import DualgpuError
 
 __all__ = [
     "apply_tagged", "check_tag", "init_nested", "is_nested_input", "lift", "primal_value",
-    "innermost_dtype", "MAX_TAG",
+    "lane_key", "pack", "unpack", "seed", "zeros", "lift_array", "MAX_TAG",
+    "MAX_GPU_DUAL_FLOATS",
 ]
 
 #: Largest tag (nesting depth) a dual may carry.
@@ -72,14 +73,6 @@ def primal_value(x):
     return x
 
 
-def innermost_dtype(x):
-    """The float dtype of a (possibly nested) dual or number."""
-    Dual = _dual()
-    if isinstance(x, Dual):
-        return x.dtype
-    return np.result_type(x)
-
-
 def is_nested_input(value, partials):
     """True when ``Dual(value, partials)`` is a dual of duals."""
     if isinstance(partials, np.ndarray) and partials.dtype.kind in "fiub":
@@ -105,7 +98,7 @@ def _signature(x):
 
 
 def lift(x, like):
-    """Return ``x`` with the structure of ``like`` (a dual or a float): lower parts become constants.
+    """Return ``x`` with the structure of ``like`` (a dual or a float); lower parts: constants.
 
     A number or a dual of a lower tag than ``like`` becomes a dual of ``like``'s
     tag with zero partials (recursively); a dual of ``like``'s tag keeps its

@@ -345,17 +345,13 @@ def _register_rule(fn, rule_name, rule):
                 f"{rule.primal}: duals of tag {top} with different lane counts {sorted(lanes)}; "
                 "seed every dual of one derivative with the same N."
             )
-        dtype = result_dtype(resolve(rule.primal), [innermost(a) for a in args])
+        dtype = result_dtype(_resolve(rule.primal), [innermost(a) for a in args])
         return _generate(rule_name, rule, kinds, dtype, top, lanes.pop())
 
     if nargs == 1:
         overload(fn)(lambda a: typer(a))
     else:
         overload(fn)(lambda a, b: typer(a, b))
-
-
-def resolve(dotted):
-    return _resolve(dotted)
 
 
 def _strip(args):
