@@ -595,6 +595,13 @@ def jacfwd(f, argnums=0, *, chunk_size=None, progress=None, sparsity=None, valid
 def _sparse(f, args, kwargs, argnums, chunk_size, progress, sparsity, validate, executor=None):
     from .sparse import sparse_jacobian
 
+    if active_levels():
+        raise DualgpuError(
+            "sparse Jacobians cannot be taken inside another derivative (this driver runs "
+            "inside another driver's f); use the dense driver for the inner derivative, or "
+            "the sparse one outermost."
+        )
+
     if not isinstance(argnums, (int, np.integer)) or isinstance(argnums, bool):
         raise DualgpuError(
             f"sparse Jacobians take one array argument; got argnums={argnums!r}. Pass a single "

@@ -350,7 +350,7 @@ def test_local_arrays_of_nested_duals_are_refused_clearly(backend):
             _with_scratch[1, 2](u, empty_nested(2, np.float64))
 
 
-def test_hvp_needs_a_scalar_output_and_no_executor_inside():
+def test_hvp_needs_a_scalar_output_and_nesting_refuses_executor_and_sparse():
     from concurrent.futures import ThreadPoolExecutor
 
     def vector(x):
@@ -359,6 +359,9 @@ def test_hvp_needs_a_scalar_output_and_no_executor_inside():
     with dualgpu.using_backend("cpu"):
         with pytest.raises(dualgpu.DualgpuError, match="hvp needs a scalar-valued f"):
             dualgpu.hvp(vector, (np.ones(2),), (np.ones(2),))
+        sparse_inner = dualgpu.jacfwd(vector, sparsity=np.eye(2, dtype=bool))
+        with pytest.raises(dualgpu.DualgpuError, match="sparse Jacobians cannot be taken inside"):
+            dualgpu.jacfwd(sparse_inner)(np.ones(2))
         with ThreadPoolExecutor(1) as pool:
             inner = dualgpu.jacfwd(vector, executor=pool)
             with pytest.raises(dualgpu.DualgpuError, match="executor= inside another derivative"):
