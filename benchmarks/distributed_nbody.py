@@ -9,7 +9,8 @@ Usage::
 Both runs use the cpu backend, the same chunk size and the same chunks; the result
 of the cluster is checked to be bit-identical to the local one. Times are medians
 after a warm-up run (the warm-up compiles the kernels, in each worker too, and is
-reported separately). Two numbers come out:
+reported separately); local and cluster runs alternate, so that both see the same
+load on a shared machine. Two numbers come out:
 
 * ``speedup``: single-process time / cluster time for the whole Jacobian;
 * ``overhead per chunk``: the cost of sending a chunk to a worker and its partials
@@ -41,16 +42,6 @@ def final_positions(masses, pos, vel, steps):
     return nbody.simulate(pos, vel, masses, steps)[0]
 
 
-def _median_time(fn, repeats):
-    times = []
-    result = None
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        result = fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times), result
-
-
 def measure(bodies, steps, chunk_size, workers, repeats):
     """Return a dict of timings (seconds) and checks for one configuration."""
     dualgpu.set_backend("cpu")
@@ -71,9 +62,7 @@ def measure(bodies, steps, chunk_size, workers, repeats):
     t0 = time.perf_counter()
     reference = local()
     local_first = time.perf_counter() - t0
-    local_time, _ = _median_time(local, repeats)
     tiny()
-    tiny_local, _ = _median_time(tiny, max(repeats, 5))
 
     t0 = time.perf_counter()
     with dualgpu.local_cluster(workers) as client:
@@ -86,9 +75,20 @@ def measure(bodies, steps, chunk_size, workers, repeats):
         t0 = time.perf_counter()
         first = remote()
         cluster_first = time.perf_counter() - t0
-        cluster_time, result = _median_time(remote, repeats)
         tiny(client)
-        tiny_cluster, _ = _median_time(lambda: tiny(client), max(repeats, 5))
+        # side by side: local and cluster runs alternate, so both see the same machine load
+        times = {"local": [], "cluster": [], "tiny_local": [], "tiny_cluster": []}
+        for _ in range(repeats):
+            for name, fn in (("local", local), ("cluster", remote), ("tiny_local", tiny),
+                             ("tiny_cluster", lambda: tiny(client))):
+                t0 = time.perf_counter()
+                out = fn()
+                times[name].append(time.perf_counter() - t0)
+                if name == "cluster":
+                    result = out
+    local_time, cluster_time = (statistics.median(times[k]) for k in ("local", "cluster"))
+    tiny_local, tiny_cluster = (statistics.median(times[k]) for k in ("tiny_local",
+                                                                       "tiny_cluster"))
     identical = bool(np.array_equal(reference, result) and np.array_equal(reference, first))
     return {
         "bodies": bodies, "steps": steps, "chunk_size": chunk_size, "chunks": n_chunks,
