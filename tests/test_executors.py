@@ -10,7 +10,6 @@ import pickle
 import sys
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 
-import cloudpickle
 import numpy as np
 import pytest
 
@@ -121,6 +120,9 @@ def test_module_kernels_pickle_by_reference():
 
 
 def test_local_kernels_pickle_by_value_without_compiled_code():
+    cloudpickle = pytest.importorskip(
+        "cloudpickle", reason="a local kernel travels by value with cloudpickle (comes with dask)")
+
     @cuda.jit
     def twice(a, out):
         i = cuda.grid(1)
