@@ -15,6 +15,8 @@ reports the achieved memory bandwidth: bytes moved per step are
 Last, the block-level kernels (shared tiles, dynamic shared memory, warp shuffles,
 grid sync; ``benchmarks/gpu_block_checks.py``) run plain and dual against the cpu
 backend (``--blocks`` runs only those).
+Then second order: the Hessian of the mass-spring chain's energy with respect to
+(k, c) by nested duals (``dualgpu.hessian``), compared with the cpu backend.
 
 Without a GPU it prints why and exits with status 0 (``--strict``: status 1).
 """
@@ -29,7 +31,8 @@ if ROOT not in sys.path:
 
 import numpy as np  # noqa: E402
 
-__all__ = ["main", "SIMULATIONS", "check_simulation", "heat_bandwidth", "stencil_bytes"]
+__all__ = ["main", "SIMULATIONS", "check_simulation", "check_second_order", "heat_bandwidth",
+           "stencil_bytes"]
 
 LANES = 8
 
@@ -108,6 +111,30 @@ def check_simulation(name, backend, size, lanes=LANES):
             "dual_over_plain": got[4] / got[3]}
 
 
+def check_second_order(backend, nodes=16, steps=200):
+    """The Hessian of the mass-spring energy in (k, c) on ``backend`` and on ``cpu``: a dict."""
+    import dualgpu
+    from simulations import mass_spring
+
+    positions, velocities, pinned = mass_spring.default_initial_state(nodes)
+
+    def energy(params):
+        pos, vel = mass_spring.simulate(positions * 1.3, velocities, pinned, n_steps=steps,
+                                        k=params[0], c=params[1])
+        return mass_spring.energy(pos, vel, k=params[0])
+
+    p = np.array([1000.0, 0.1])
+    results = {}
+    for which in ("cpu", backend):
+        with dualgpu.using_backend(which):
+            dualgpu.hessian(energy, p)  # compile
+            t0 = time.perf_counter()
+            results[which] = (dualgpu.hessian(energy, p), time.perf_counter() - t0)
+    (ref, _), (got, seconds) = results["cpu"], results[backend]
+    return {"backend": backend, "rel_diff": _rel(got, ref), "seconds": seconds,
+            "symmetry": abs(got[0, 1] - got[1, 0]) / np.abs(got).max()}
+
+
 def stencil_bytes(n, lanes, itemsize=8):
     """Bytes one heat step moves at minimum: read and write (1 + lanes) arrays of n."""
     return (1 + lanes) * n * itemsize * 2
@@ -150,8 +177,9 @@ def main(argv=None):
                         help="no GPU needed: run the checks with the cpu backend standing in "
                              "for cuda, at tiny sizes")
     parser.add_argument("--strict", action="store_true", help="exit 1 when no GPU is found")
-    parser.add_argument("--only", action="append", choices=sorted(SIMULATIONS),
-                        help="check only this simulation (repeatable; skips the block checks)")
+    parser.add_argument("--only", action="append", choices=sorted(SIMULATIONS) + ["second_order"],
+                        help="check only this simulation, or second_order (repeatable; skips the "
+                             "block checks)")
     parser.add_argument("--blocks", action="store_true",
                         help="run only the block-level kernel checks (benchmarks/gpu_block_checks.py)")
     args = parser.parse_args(argv)
@@ -179,7 +207,7 @@ def main(argv=None):
     failures = 0
     print(f"{'simulation':12s} {'plain diff':>10s} {'value diff':>10s} {'tangent diff':>12s} "
           f"{'plain s':>9s} {'dual s':>9s} {'dual/plain':>10s}  (N = {LANES}, vs cpu backend)")
-    for name in args.only or SIMULATIONS:
+    for name in [n for n in args.only or SIMULATIONS if n in SIMULATIONS]:
         try:
             r = check_simulation(name, backend, size)
         except Exception as exc:
@@ -201,6 +229,17 @@ def main(argv=None):
     except Exception as exc:
         failures += 1
         print(f"FAILED: {type(exc).__name__}: {exc}")
+    if not args.only or "second_order" in args.only:
+        try:
+            r = check_second_order(backend)
+            bad = r["rel_diff"] > 1e-9 or r["symmetry"] > 1e-9
+            failures += bad
+            print(f"\nsecond order (mass-spring energy Hessian in (k, c), nested duals): "
+                  f"diff vs cpu {r['rel_diff']:.1e}, asymmetry {r['symmetry']:.1e}, "
+                  f"{r['seconds']:.3f} s{'  MISMATCH' if bad else ''}")
+        except Exception as exc:
+            failures += 1
+            print(f"\nsecond order FAILED: {type(exc).__name__}: {exc}")
     if not args.only:  # shared tiles, warps, grid sync (the cudasim backend stands in when testing)
         from benchmarks.gpu_block_checks import run_block_checks
 

@@ -12,23 +12,26 @@ from .dualarray import DualArray, dual_array
 from .errors import DualgpuError, MissingRuleError
 from . import dmath
 from . import numba_cpu_math, numba_types, numba_rules, numba_arrays, numba_casts  # noqa: F401,E501  (registrations)
+from . import numba_nested  # noqa: F401  (tagged and nested duals: registrations)
 from .backend import backend, set_backend, using_backend
 from .kernel import jit
 from . import cuda
 from .driver import jacfwd, jacobian, jvp, jvp_batch
 from .casting import astype, float32, float64
 from . import array_protocol  # noqa: F401  (numpy's protocols for Dual and DualArray)
+from .hessian import hessian, hvp
 from . import sparse, testing
 from .ensemble import ensemble_jacobian
 from .uncertainty import propagate
+from .distributed import local_cluster
 from .coloring import Coloring, check_coloring, color_columns
 from .sparsity import as_pattern, banded_pattern, stencil_pattern_2d
 
 __all__ = [
     "Dual", "DualArray", "dual_array", "DualgpuError", "MissingRuleError", "dmath", "rules",
     "jit", "cuda", "backend", "set_backend", "using_backend",
-    "jvp", "jvp_batch", "jacfwd", "jacobian", "ensemble_jacobian", "propagate", "testing",
-    "sparse", "astype", "float32", "float64",
+    "jvp", "jvp_batch", "jacfwd", "jacobian", "ensemble_jacobian", "propagate", "hvp", "hessian",
+    "testing", "sparse", "astype", "float32", "float64", "local_cluster",
     "Coloring", "color_columns", "check_coloring", "as_pattern", "banded_pattern",
     "stencil_pattern_2d",
 ]

@@ -9,14 +9,24 @@ import threading
 
 import numpy as np
 
-__all__ = ["active_lanes", "lane_dtype", "dual_allocation"]
+__all__ = ["active_lanes", "active_levels", "lane_dtype", "dual_allocation"]
 
 _STATE = threading.local()
 
 
 def active_lanes():
     """The driver's lane count, or 0 outside the driver."""
-    return getattr(_STATE, "lanes", 0)
+    levels = getattr(_STATE, "levels", ())
+    return levels[-1] if levels else 0
+
+
+def active_levels():
+    """The lane counts of the drivers running now, outermost first: ``()`` outside the driver.
+
+    A driver called while another one runs f (a nested derivative) adds a level;
+    the duals it seeds have the tag ``len(active_levels())`` of its call.
+    """
+    return getattr(_STATE, "levels", ())
 
 
 def lane_dtype(value_dtype):
@@ -28,12 +38,21 @@ def lane_dtype(value_dtype):
 def dual_allocation(lanes, tracer=False):
     """Within the block, float allocations through dualgpu.cuda carry ``lanes`` lanes.
 
-    With ``tracer=True`` the lanes are dependency bitsets (sparsity detection).
+    Inside another driver's block (a nested derivative) they carry both: the
+    arrays are duals of the outer level's duals. With ``tracer=True`` the
+    lanes are dependency bitsets (sparsity detection, never nested).
     """
-    previous = active_lanes(), getattr(_STATE, "tracer", False)
-    _STATE.lanes = int(lanes)
+    previous = active_levels(), getattr(_STATE, "tracer", False)
+    if previous[0] and (tracer or previous[1]):
+        from .errors import DualgpuError
+
+        raise DualgpuError(
+            "sparsity detection cannot run inside another derivative (or contain one); detect "
+            "the pattern outside, then pass it as sparsity=pattern."
+        )
+    _STATE.levels = previous[0] + (int(lanes),)
     _STATE.tracer = bool(tracer)
     try:
         yield
     finally:
-        _STATE.lanes, _STATE.tracer = previous
+        _STATE.levels, _STATE.tracer = previous

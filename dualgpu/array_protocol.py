@@ -37,7 +37,7 @@ import numpy as np
 from . import host_linalg, host_reductions, host_shapes, host_ufuncs
 from .dual import Dual
 from .dualarray import DualArray
-from .errors import MissingRuleError
+from .errors import DualgpuError, MissingRuleError
 from .host_operands import split
 
 __all__ = ["array_ufunc", "array_function", "HANDLED_FUNCTIONS", "supported_functions"]
@@ -101,9 +101,32 @@ def _foreign(objects):
     return False
 
 
+def _tagged(x):
+    """True for a Dual or DualArray of a nested derivative (a tag, or dual members)."""
+    if isinstance(x, Dual):
+        return bool(x.tag) or isinstance(x.value, Dual)
+    return isinstance(x, DualArray) and (bool(x.tag) or x.is_nested)
+
+
+def _refuse_nested(name, items):
+    """Raise for duals of a nested derivative: the host operations know first order only."""
+    flat = []
+    for item in items:
+        flat.extend(item if isinstance(item, (list, tuple)) else (item,))
+    if any(_tagged(x) for x in flat):
+        raise DualgpuError(
+            f"numpy.{name} on the host got duals of a nested derivative (hessian, hvp, "
+            "jacfwd(jacfwd(f))); host numpy operations support first-order duals only, and "
+            "would mix the two derivatives' partials. Return the simulation's result from f "
+            "and form the objective with operators (+ - * / **) and .sum()/.mean(), or take "
+            "this derivative to first order."
+        )
+
+
 def array_ufunc(ufunc, method, inputs, kwargs):
     """Return ``getattr(ufunc, method)(*inputs, **kwargs)`` for inputs holding duals."""
     out = kwargs.get("out") or ()
+    _refuse_nested(ufunc.__name__, inputs)
     if _foreign(tuple(inputs) + tuple(out if isinstance(out, tuple) else (out,))):
         return NotImplemented
     name = ufunc.__name__
@@ -131,6 +154,7 @@ def array_function(function, types, args, kwargs):
     """Return ``function(*args, **kwargs)`` for arguments holding duals."""
     if not all(_ours(kind) for kind in types):
         return NotImplemented
+    _refuse_nested(getattr(function, "__name__", str(function)), args)
     impl = HANDLED_FUNCTIONS.get(function)
     if impl is None:
         raise _unsupported(function)

@@ -16,7 +16,7 @@ device-array methods (``copy_to_host``, ``copy_to_device``).
 import numpy as np
 from numba import cuda as _cuda
 
-from ._context import active_lanes, lane_dtype
+from ._context import active_lanes, active_levels, lane_dtype
 from .backend import backend
 from .dualarray import DualArray
 from .kernel import jit
@@ -78,6 +78,10 @@ def _plain_empty(shape, dtype):
     return np.zeros(shape, dtype).view(HostArray)
 
 
+def _plain_zeros(shape, dtype):
+    return _plain_to_device(np.zeros(shape, dtype))
+
+
 def _is_float(dtype):
     return np.dtype(dtype).kind == "f"
 
@@ -101,8 +105,15 @@ def to_device(obj, stream=0, copy=True, to=None):
 
         return copy_into(to, obj, stream)
     if isinstance(obj, DualArray):
-        return DualArray(_plain_to_device(_host(obj.values)), _plain_to_device(_host(obj.partials)))
+        if obj.is_nested:
+            return DualArray(to_device(obj.values), to_device(obj.partials), tag=obj.tag)
+        return DualArray(_plain_to_device(_host(obj.values)), _plain_to_device(_host(obj.partials)),
+                         tag=obj.tag)
     array = np.asarray(obj)
+    if len(active_levels()) > 1 and _is_float(array.dtype):  # a nested derivative runs
+        from .nested import lift_array
+
+        return lift_array(_plain_to_device(array), active_levels(), _plain_zeros)
     lanes = active_lanes()
     if lanes and _is_float(array.dtype):
         zeros = np.zeros((lanes,) + array.shape, lane_dtype(array.dtype))
@@ -113,6 +124,10 @@ def to_device(obj, stream=0, copy=True, to=None):
 def device_array(shape, dtype=np.float64, strides=None, order="C", stream=0):
     """An uninitialised array on the active backend; a DualArray for float dtypes under the driver."""
     shape = (shape,) if np.ndim(shape) == 0 else tuple(shape)
+    if len(active_levels()) > 1 and _is_float(dtype):  # a nested derivative runs
+        from .nested import zeros
+
+        return zeros(shape, active_levels(), np.dtype(dtype), _plain_zeros)
     lanes = active_lanes()
     if lanes and _is_float(dtype):
         return DualArray(_plain_empty(shape, dtype), _plain_empty((lanes,) + shape, lane_dtype(dtype)))
@@ -121,10 +136,14 @@ def device_array(shape, dtype=np.float64, strides=None, order="C", stream=0):
 
 def device_array_like(ary, stream=0):
     """An array shaped and typed like ``ary``: a DualArray with its lanes when ``ary`` is one."""
+    if isinstance(ary, DualArray) and ary.is_nested:
+        return DualArray(device_array_like(ary.values), device_array_like(ary.partials),
+                         tag=ary.tag)
     if isinstance(ary, DualArray):
         return DualArray(
             _plain_empty(ary.shape, ary.dtype),
             _plain_empty((ary.lanes,) + ary.shape, ary.partials.dtype),
+            tag=ary.tag,
         )
     return device_array(tuple(ary.shape), ary.dtype)
 

@@ -21,6 +21,7 @@ from . import rules as _rules
 from .dual import Dual as _Dual
 from .dual import apply_rule as _apply_rule
 from .errors import MissingRuleError as _MissingRuleError
+from .nested import primal_value as _primal_value
 from .errors import missing_rule_message as _missing_rule_message
 
 
@@ -45,7 +46,8 @@ def _on_value(name):
     plain = getattr(_math, name)
 
     def fn(*args):
-        return plain(*(a.value if isinstance(a, _Dual) else a for a in args))
+        # the innermost value, also of a nested (second-order) dual
+        return plain(*(_primal_value(a) if isinstance(a, _Dual) else a for a in args))
 
     fn.__name__ = name
     fn.__doc__ = f"math.{name} of the value (zero derivative)."

@@ -31,7 +31,7 @@ import numbers
 
 import numpy as np
 
-from ._context import dual_allocation
+from ._context import active_levels, dual_allocation
 from ._progress import progress_bar
 from .dual import Dual
 from .dualarray import DualArray
@@ -91,6 +91,19 @@ class _Input:
         self.values_buffer = None
         self.lanes_buffer = None
 
+    def __getstate__(self):
+        # shipped to workers without the seed buffers (each worker allocates its own)
+        state = {name: getattr(self, name) for name in self.__slots__}
+        state["values_buffer"] = state["lanes_buffer"] = None
+        return None, state
+
+    def fresh(self):
+        """Return a copy of this input without buffers (one per thread that runs chunks)."""
+        other = object.__new__(_Input)
+        for name, value in self.__getstate__()[1].items():
+            setattr(other, name, value)
+        return other
+
     def allocate(self, lanes):
         """Make the reused seed buffers for ``lanes`` lanes."""
         self.lanes_buffer = np.zeros((lanes, self.size), self.dtype)
@@ -99,6 +112,14 @@ class _Input:
 
     def argument(self):
         """The argument passed to ``f`` for the current contents of the lane buffer."""
+        levels = active_levels()
+        if levels:  # inside another driver's f: duals of duals (see dualgpu.nested)
+            from .nested import seed
+
+            lanes = self.lanes_buffer.shape[0]
+            seeds = self.lanes_buffer[:, 0] if self.kind == "scalar" else \
+                self.lanes_buffer.reshape((lanes,) + self.shape)
+            return seed(self.value, seeds, levels, self.dtype)
         if self.kind == "scalar":
             return Dual(self.value, self.lanes_buffer[:, 0], dtype=self.dtype)
         # fresh values every chunk: f may have written into the previous one
@@ -119,6 +140,14 @@ def _classify(arg):
     if isinstance(arg, (bool, np.bool_)):
         return None, "a bool", None
     if isinstance(arg, DualArray) or isinstance(arg, Dual):
+        if active_levels() and arg.tag < len(active_levels()):
+            # a dual of an enclosing driver, differentiated again here (second order)
+            if isinstance(arg, Dual):
+                return "scalar", arg, np.dtype(arg.dtype)
+            if arg.ndim > _MAX_NDIM:
+                return None, f"a DualArray of {arg.ndim} dimensions {arg.shape}", None
+            return "array", arg.copy_to_host() if arg.is_device else arg.copy(), np.dtype(
+                arg.dtype)
         return None, f"a {type(arg).__name__} (the driver seeds its own)", None
     if isinstance(arg, float):
         return "scalar", np.float64(arg), np.dtype(np.float64)
@@ -207,13 +236,25 @@ def _to_numpy(array):
     return np.array(array, copy=True)  # HostArray -> plain ndarray
 
 
-def _unpack(result, lanes, fname):
-    """Return ``(is_tuple, [(values, partials or None), ...])`` of one run of f."""
+def _unpack(result, lanes, fname, levels=()):
+    """Return ``(is_tuple, [(values, partials or None), ...])`` of one run of f.
+
+    Inside another driver's f (a nested derivative: ``levels``, the lane counts of the
+    enclosing drivers, is not empty) values and partials are the duals of the enclosing
+    drivers packed into a trailing axis (:func:`dualgpu.nested.pack`).
+    """
     is_tuple = isinstance(result, (tuple, list))
     items = list(result) if is_tuple else [result]
     unpacked = []
     for i, item in enumerate(items):
-        if isinstance(item, DualArray):
+        packed = None
+        if levels:
+            from .nested import pack_output
+
+            packed = pack_output(item, levels, lanes)
+        if packed is not None:
+            values, partials = packed
+        elif isinstance(item, DualArray):
             values, partials = _to_numpy(item.values), _to_numpy(item.partials)
         elif isinstance(item, Dual):
             values, partials = np.asarray(item.value), np.array(item.partials, copy=True)
@@ -252,62 +293,146 @@ def _progress_bar(n_chunks, progress, desc):
     return progress_bar(n_chunks, progress, desc, unit="chunk", minimum=PROGRESS_MIN_CHUNKS)
 
 
-def _push_forward(f, args, kwargs, inputs, n_directions, lanes, fill, where, progress, fname):
-    """Run f once per chunk of ``lanes`` directions.
+def _run_chunk(f, args, kwargs, inputs, lanes, start, count, fill, fname):
+    """Run f once on directions ``start .. start+count-1``, zero-padded to ``lanes`` lanes.
 
-    ``fill(start, count)`` writes the tangents of directions ``start .. start+count-1``
-    into the inputs' lane buffers (the rest stays zero). Returns ``is_tuple``, the
-    output values and, per output, the partials of all directions ``(n_directions, *S)``
-    (None for outputs that carry none).
+    ``fill(inputs, start, count)`` writes the tangents of those directions into the
+    inputs' lane buffers (allocated for ``lanes``); the other lanes stay zero. Returns
+    ``(is_tuple, [(values, partials or None), ...])`` of f's outputs (see :func:`_unpack`).
+    This is one task of the distributed driver (:mod:`dualgpu.distributed`).
     """
     for item in inputs:
-        item.allocate(lanes)
-    n_chunks = -(-n_directions // lanes)
-    bar = _progress_bar(n_chunks, progress, fname)
+        item.lanes_buffer.fill(0)
+    fill(inputs, start, count)
     seeded = {item.position for item in inputs}
-    is_tuple, values, partials = None, None, None
+    # copies: f may write into its arguments; neither the caller nor the next chunk may see that
+    call_args = [np.array(a, copy=True) if isinstance(a, np.ndarray) and p not in seeded
+                 else a for p, a in enumerate(args)]
+    for item in inputs:
+        call_args[item.position] = item.argument()
+    levels = active_levels()  # the enclosing drivers, if this one is nested
+    with dual_allocation(lanes):
+        result = f(*call_args, **kwargs)
+    return _unpack(result, lanes, fname, levels)
+
+
+class _Assembly:
+    """The partials of all directions, written chunk by chunk in direction order."""
+
+    def __init__(self, n_directions, where, fname):
+        self.n_directions = n_directions
+        self.where = where
+        self.fname = fname
+        self.is_tuple = self.values = self.partials = None
+
+    def add(self, start, count, chunk_tuple, unpacked):
+        """Check one chunk's outputs against the first chunk's and store its ``count`` lanes."""
+        fname = self.fname
+        if self.values is None:
+            self.is_tuple = chunk_tuple
+            self.values = [v for v, _ in unpacked]
+            self.partials = [
+                None if p is None else np.zeros((self.n_directions,) + p.shape[1:], p.dtype)
+                for _, p in unpacked
+            ]
+        elif chunk_tuple != self.is_tuple or len(unpacked) != len(self.values):
+            raise DualgpuError(f"{fname}: f returned differently shaped outputs between runs.")
+        for o, (_, p) in enumerate(unpacked):
+            if p is None:
+                continue
+            if self.partials[o] is None or p.shape[1:] != self.partials[o].shape[1:]:
+                raise DualgpuError(
+                    f"{fname}: output {o} of f changed between runs; f must be deterministic."
+                )
+            used = p[:count]
+            if not np.all(np.isfinite(used)):
+                _raise_non_finite(used, o, start, self.values[o], self.where, fname)
+            self.partials[o][start:start + count] = used
+
+
+def _push_forward(f, args, kwargs, inputs, n_directions, lanes, fill, where, progress, fname,
+                  executor=None):
+    """Run f once per chunk of ``lanes`` directions.
+
+    ``fill(inputs, start, count)`` writes the tangents of directions ``start .. start+count-1``
+    into the inputs' lane buffers (the rest stays zero). Returns ``is_tuple``, the
+    output values and, per output, the partials of all directions ``(n_directions, *S)``
+    (None for outputs that carry none). With an ``executor`` the chunks run as tasks on
+    its workers (:mod:`dualgpu.distributed`) and are assembled in the same order.
+    """
+    chunks = [(start, min(lanes, n_directions - start)) for start in range(0, n_directions, lanes)]
+    assembly = _Assembly(n_directions, where, fname)
+    levels = active_levels()
+    if levels:
+        _check_nested(levels, lanes, executor, fname)
+    if executor is not None:
+        from .distributed import ChunkPlan, run_chunks
+
+        plan = ChunkPlan(f, args, kwargs, inputs, fill, lanes, fname)
+        for (start, count), result in zip(chunks, run_chunks(executor, plan, chunks, where,
+                                                             progress)):
+            assembly.add(start, count, *result)
+        return assembly.is_tuple, assembly.values, assembly.partials
+    for item in inputs:
+        item.allocate(lanes)
+    bar = _progress_bar(len(chunks), progress, fname)
     try:
-        for chunk in range(n_chunks):
-            start = chunk * lanes
-            count = min(lanes, n_directions - start)
-            for item in inputs:
-                item.lanes_buffer.fill(0)
-            fill(start, count)
-            # copies: f may write into its arguments; neither the caller nor the next chunk
-            # may see that
-            call_args = [np.array(a, copy=True) if isinstance(a, np.ndarray) and p not in seeded
-                         else a for p, a in enumerate(args)]
-            for item in inputs:
-                call_args[item.position] = item.argument()
-            with dual_allocation(lanes):
-                result = f(*call_args, **kwargs)
-            chunk_tuple, unpacked = _unpack(result, lanes, fname)
-            if chunk == 0:
-                is_tuple = chunk_tuple
-                values = [v for v, _ in unpacked]
-                partials = [
-                    None if p is None else np.zeros((n_directions,) + p.shape[1:], p.dtype)
-                    for _, p in unpacked
-                ]
-            elif chunk_tuple != is_tuple or len(unpacked) != len(values):
-                raise DualgpuError(f"{fname}: f returned differently shaped outputs between runs.")
-            for o, (_, p) in enumerate(unpacked):
-                if p is None:
-                    continue
-                if partials[o] is None or p.shape[1:] != partials[o].shape[1:]:
-                    raise DualgpuError(
-                        f"{fname}: output {o} of f changed between runs; f must be deterministic."
-                    )
-                used = p[:count]
-                if not np.all(np.isfinite(used)):
-                    _raise_non_finite(used, o, start, values[o], where, fname)
-                partials[o][start:start + count] = used
+        for start, count in chunks:
+            result = _run_chunk(f, args, kwargs, inputs, lanes, start, count, fill, fname)
+            assembly.add(start, count, *result)
             if bar is not None:
                 bar.update(1)
     finally:
         if bar is not None:
             bar.close()
-    return is_tuple, values, partials
+    return assembly.is_tuple, assembly.values, assembly.partials
+
+
+def _check_nested(levels, lanes, executor, fname):
+    """A driver called inside another one's f: refuse what nesting does not support."""
+    from .backend import backend
+    from .nested import MAX_GPU_DUAL_FLOATS, MAX_TAG
+
+    if executor is not None:
+        raise DualgpuError(
+            f"{fname}: executor= inside another derivative (this driver runs inside another "
+            "driver's f) is not supported; give the executor to the outermost driver."
+        )
+    if len(levels) >= MAX_TAG:
+        raise DualgpuError(f"{fname}: derivatives nested more than {MAX_TAG} deep.")
+    floats = int(np.prod([1 + n for n in levels + (lanes,)]))
+    if backend() == "cuda" and floats > MAX_GPU_DUAL_FLOATS:
+        sizes = " x ".join(f"(1 + {n})" for n in levels + (lanes,))
+        raise DualgpuError(
+            f"{fname}: a nested dual here holds {sizes} = {floats} floats, more than "
+            f"dualgpu.nested.MAX_GPU_DUAL_FLOATS = {MAX_GPU_DUAL_FLOATS} that fit a GPU "
+            "thread's registers with a few duals live at once. Fix: smaller chunk sizes for "
+            "the two derivatives (chunk_size=4 gives 25 floats), or raise that limit if you "
+            "have measured that your kernel does not spill."
+        )
+
+
+class _UnitSeeds:
+    """Seeds of a Jacobian: direction d is the unit vector of entry d of the inputs."""
+
+    def __call__(self, inputs, start, count):
+        for item in inputs:
+            lo = max(start, item.offset)
+            hi = min(start + count, item.offset + item.size)
+            if lo < hi:
+                k = np.arange(lo, hi)
+                item.lanes_buffer[k - start, k - item.offset] = 1
+
+
+class _GivenSeeds:
+    """Seeds given by the caller: ``seeds[i]`` holds input i's tangents, one row per direction."""
+
+    def __init__(self, seeds):
+        self.seeds = seeds
+
+    def __call__(self, inputs, start, count):
+        for item, seed in zip(inputs, self.seeds):
+            item.lanes_buffer[:count] = seed[start:start + count]
 
 
 def _raise_non_finite(used, output, start, values, where, fname):
@@ -328,28 +453,34 @@ def _raise_non_finite(used, output, start, values, where, fname):
     )
 
 
-def _output_values(values, is_tuple):
-    out = [v[()] if v.ndim == 0 else v for v in values]
+def _output_values(values, is_tuple, levels=()):
+    if levels:
+        out = [_structured(v, levels) for v in values]
+    else:
+        out = [v[()] if v.ndim == 0 else v for v in values]
     return tuple(out) if is_tuple else out[0]
+
+
+def _structured(array, levels, axis=-1):
+    """Inside a nested derivative: the packed duals of the enclosing drivers (along ``axis``)
+    back as a Dual or DualArray (:func:`dualgpu.nested.unpack`); else ``array`` itself."""
+    if not levels:
+        return array
+    from .nested import unpack
+
+    return unpack(np.moveaxis(array, axis, -1), levels)
 
 
 # ---------------------------------------------------------------------------
 # Jacobians
 # ---------------------------------------------------------------------------
-def _jacobian(f, args, kwargs, argnums, chunk_size, progress, fname):
+def _jacobian(f, args, kwargs, argnums, chunk_size, progress, fname, executor=None):
     args = tuple(args)
+    levels = active_levels()
     single, positions = _normalize_argnums(argnums, len(args), fname)
     inputs = _make_inputs(args, positions, fname)
     n = sum(item.size for item in inputs)
     lanes = _check_chunk_size(chunk_size, n, fname)
-
-    def fill(start, count):
-        for item in inputs:
-            lo = max(start, item.offset)
-            hi = min(start + count, item.offset + item.size)
-            if lo < hi:
-                k = np.arange(lo, hi)
-                item.lanes_buffer[k - start, k - item.offset] = 1
 
     def where(direction):
         for item in inputs:
@@ -358,7 +489,7 @@ def _jacobian(f, args, kwargs, argnums, chunk_size, progress, fname):
         return f"direction {direction}"
 
     is_tuple, values, partials = _push_forward(
-        f, args, kwargs, inputs, n, lanes, fill, where, progress, fname)
+        f, args, kwargs, inputs, n, lanes, _UnitSeeds(), where, progress, fname, executor)
     results = []
     for v, p in zip(values, partials):
         out_shape = v.shape
@@ -371,12 +502,13 @@ def _jacobian(f, args, kwargs, argnums, chunk_size, progress, fname):
             else:
                 part = p[item.offset:item.offset + item.size].reshape(item.size, m)
                 block = np.ascontiguousarray(part.T).reshape(out_shape + item.shape)
-            blocks.append(block)
+            blocks.append(_structured(block, levels, axis=v.ndim - 1))
         results.append(blocks[0] if single else tuple(blocks))
     return tuple(results) if is_tuple else results[0]
 
 
-def jacobian(f, *args, argnums=0, chunk_size=None, progress=None, sparsity=None, validate=False):
+def jacobian(f, *args, argnums=0, chunk_size=None, progress=None, sparsity=None, validate=False,
+             executor=None):
     """Return the Jacobian of ``f(*args)`` with respect to ``args[argnums]``.
 
     Parameters
@@ -408,6 +540,9 @@ def jacobian(f, *args, argnums=0, chunk_size=None, progress=None, sparsity=None,
     validate : bool or "detect"
         Sparse mode only: check that the pattern misses no entry (see
         :func:`dualgpu.sparse.sparse_jacobian`).
+    executor : dask.distributed.Client or concurrent.futures.Executor, optional
+        Run the chunks as tasks on its workers (see :mod:`dualgpu.distributed`);
+        the result is bit-identical to the local run.
 
     Returns
     -------
@@ -426,11 +561,12 @@ def jacobian(f, *args, argnums=0, chunk_size=None, progress=None, sparsity=None,
     [[1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]]
     """
     if sparsity is not None:
-        return _sparse(f, args, {}, argnums, chunk_size, progress, sparsity, validate)
-    return _jacobian(f, args, {}, argnums, chunk_size, progress, "jacobian")
+        return _sparse(f, args, {}, argnums, chunk_size, progress, sparsity, validate, executor)
+    return _jacobian(f, args, {}, argnums, chunk_size, progress, "jacobian", executor)
 
 
-def jacfwd(f, argnums=0, *, chunk_size=None, progress=None, sparsity=None, validate=False):
+def jacfwd(f, argnums=0, *, chunk_size=None, progress=None, sparsity=None, validate=False,
+           executor=None):
     """Return a function computing the Jacobian of ``f`` (forward mode, like ``jax.jacfwd``).
 
     The returned function takes f's arguments (keyword arguments pass through
@@ -448,16 +584,24 @@ def jacfwd(f, argnums=0, *, chunk_size=None, progress=None, sparsity=None, valid
 
     def jacobian_of_f(*args, **kwargs):
         if sparsity is not None:
-            return _sparse(f, args, kwargs, argnums, chunk_size, progress, sparsity, validate)
-        return _jacobian(f, args, kwargs, argnums, chunk_size, progress, "jacfwd")
+            return _sparse(f, args, kwargs, argnums, chunk_size, progress, sparsity, validate,
+                           executor)
+        return _jacobian(f, args, kwargs, argnums, chunk_size, progress, "jacfwd", executor)
 
     jacobian_of_f.__name__ = f"jacfwd_{getattr(f, '__name__', 'f')}"
     jacobian_of_f.__doc__ = f"Jacobian of {getattr(f, '__name__', 'f')} w.r.t. argnums={argnums}."
     return jacobian_of_f
 
 
-def _sparse(f, args, kwargs, argnums, chunk_size, progress, sparsity, validate):
+def _sparse(f, args, kwargs, argnums, chunk_size, progress, sparsity, validate, executor=None):
     from .sparse import sparse_jacobian
+
+    if active_levels():
+        raise DualgpuError(
+            "sparse Jacobians cannot be taken inside another derivative (this driver runs "
+            "inside another driver's f); use the dense driver for the inner derivative, or "
+            "the sparse one outermost."
+        )
 
     if not isinstance(argnums, (int, np.integer)) or isinstance(argnums, bool):
         raise DualgpuError(
@@ -466,7 +610,7 @@ def _sparse(f, args, kwargs, argnums, chunk_size, progress, sparsity, validate):
         )
     call = (lambda *a: f(*a, **kwargs)) if kwargs else f
     return sparse_jacobian(call, args, int(argnums), sparsity=sparsity, chunk_size=chunk_size,
-                           validate=validate, progress=progress)
+                           validate=validate, progress=progress, executor=executor)
 
 
 # ---------------------------------------------------------------------------
@@ -528,13 +672,15 @@ def _tangent_inputs(primals, tangents, batch, fname):
     return inputs, seeds, (size_b if batch else 1)
 
 
-def jvp_batch(f, primals, tangents, *, chunk_size=None, progress=None):
+def jvp_batch(f, primals, tangents, *, chunk_size=None, progress=None, executor=None):
     """Return ``(outputs, output_tangents)`` for a batch of B tangent directions.
 
     Each tangent is None (argument not differentiated) or an array of shape
     ``(B,) + primal.shape`` (``(B,)`` for scalars). The B directions run
     ``chunk_size`` lanes at a time (default :func:`default_chunk_size` of B);
     ``progress`` is as in :func:`jacobian`.
+    ``executor`` (a Dask client or a ``concurrent.futures.Executor``) runs the
+    chunks as tasks on its workers (see :mod:`dualgpu.distributed`).
 
     Returns
     -------
@@ -545,23 +691,21 @@ def jvp_batch(f, primals, tangents, *, chunk_size=None, progress=None):
     """
     fname = "jvp_batch"
     primals = tuple(primals)
+    levels = active_levels()
     inputs, seeds, b = _tangent_inputs(primals, tangents, True, fname)
     lanes = _check_chunk_size(chunk_size, b, fname)
-
-    def fill(start, count):
-        for item, seed in zip(inputs, seeds):
-            item.lanes_buffer[:count] = seed[start:start + count]
 
     def where(direction):
         return f"tangent direction {direction}"
 
     is_tuple, values, partials = _push_forward(
-        f, primals, {}, inputs, b, lanes, fill, where, progress, fname)
+        f, primals, {}, inputs, b, lanes, _GivenSeeds(seeds), where, progress, fname, executor)
     tangents_out = [
-        np.zeros((b,) + v.shape, np.result_type(v.dtype, np.float32)) if p is None else p
+        _structured(np.zeros((b,) + v.shape, np.result_type(v.dtype, np.float32))
+                    if p is None else p, levels)
         for v, p in zip(values, partials)
     ]
-    outs = _output_values(values, is_tuple)
+    outs = _output_values(values, is_tuple, levels)
     return outs, (tuple(tangents_out) if is_tuple else tangents_out[0])
 
 
@@ -585,18 +729,18 @@ def jvp(f, primals, tangents):
     """
     fname = "jvp"
     primals, tangents = tuple(primals), tuple(tangents)
+    levels = active_levels()
     inputs, seeds, _ = _tangent_inputs(primals, tangents, False, fname)
 
-    def fill(start, count):
-        for item, seed in zip(inputs, seeds):
-            item.lanes_buffer[:1] = seed
-
     is_tuple, values, partials = _push_forward(
-        f, primals, {}, inputs, 1, 1, fill, lambda d: "the tangent", False, fname)
+        f, primals, {}, inputs, 1, 1, _GivenSeeds(seeds), lambda d: "the tangent", False, fname)
     tangents_out = [
         np.zeros(v.shape, np.result_type(v.dtype, np.float32)) if p is None else p[0]
         for v, p in zip(values, partials)
     ]
-    tangents_out = [t[()] if t.ndim == 0 else t for t in tangents_out]
-    outs = _output_values(values, is_tuple)
+    if levels:
+        tangents_out = [_structured(t, levels) for t in tangents_out]
+    else:
+        tangents_out = [t[()] if t.ndim == 0 else t for t in tangents_out]
+    outs = _output_values(values, is_tuple, levels)
     return outs, (tuple(tangents_out) if is_tuple else tangents_out[0])

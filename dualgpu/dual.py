@@ -98,6 +98,11 @@ class Dual:
     dtype : float32 or float64, optional
         Defaults to the partials' dtype when they are an ndarray, else to the
         value's dtype when it is a numpy float, else float64.
+    tag : int, optional
+        The perturbation this dual belongs to (0, the default, for first-order
+        work). A dual whose ``value`` is itself a Dual (a *nested* dual, second
+        order) has a higher tag than its value; duals of different tags never
+        mix their lanes: see :mod:`dualgpu.nested`.
 
     Examples
     --------
@@ -108,10 +113,17 @@ class Dual:
     (0.0, [1.0, 2.0])
     """
 
-    __slots__ = ("value", "partials")
+    __slots__ = ("value", "partials", "tag")
     __array_priority__ = 1000  # numpy scalars defer to our reflected operators
 
-    def __init__(self, value, partials, dtype=None):
+    def __init__(self, value, partials, dtype=None, *, tag=0):
+        self.tag = _check_tag(tag) if tag else 0
+        if isinstance(value, Dual) or (
+            (not isinstance(partials, np.ndarray) or partials.dtype.kind == "O")
+            and _is_nested_input(value, partials)
+        ):
+            _init_nested(self, value, partials, dtype)
+            return
         if dtype is None:
             if isinstance(partials, np.ndarray) and partials.dtype.kind == "f":
                 dtype = partials.dtype
@@ -150,10 +162,13 @@ class Dual:
 
     @property
     def dtype(self):
-        return self.partials.dtype
+        return self.value.dtype if isinstance(self.value, Dual) else self.partials.dtype
 
     def __repr__(self):
-        return f"Dual({self.value!r}, {self.partials.tolist()!r}, dtype={self.dtype})"
+        tag = f", tag={self.tag}" if self.tag else ""
+        if isinstance(self.value, Dual):
+            return f"Dual({self.value!r}, {list(self.partials)!r}{tag})"
+        return f"Dual({self.value!r}, {self.partials.tolist()!r}, dtype={self.dtype}{tag})"
 
     # -- conversions ------------------------------------------------------------
     def __float__(self):
@@ -167,23 +182,30 @@ class Dual:
     def __complex__(self):
         raise TypeError("complex(Dual) would drop the partials; use d.value.")
 
+    def _primal(self):
+        # the innermost value (a float), also of a nested dual
+        value = self.value
+        while isinstance(value, Dual):
+            value = value.value
+        return float(value)
+
     def __int__(self):
-        return int(self.value)
+        return int(self._primal())
 
     def __bool__(self):
-        return bool(self.value)
+        return bool(self._primal())
 
     def __round__(self, ndigits=None):
-        return round(float(self.value), ndigits) if ndigits is not None else round(float(self.value))
+        return round(self._primal(), ndigits) if ndigits is not None else round(self._primal())
 
     def __floor__(self):
-        return math.floor(float(self.value))
+        return math.floor(self._primal())
 
     def __ceil__(self):
-        return math.ceil(float(self.value))
+        return math.ceil(self._primal())
 
     def __trunc__(self):
-        return math.trunc(float(self.value))
+        return math.trunc(self._primal())
 
     __hash__ = None
 
@@ -231,6 +253,9 @@ def _result_dtype(*args):
 
 def apply_rule(name, *args):
     """Apply the rule ``name`` of :mod:`dualgpu.rules` to Dual/number arguments."""
+    for a in args:
+        if isinstance(a, Dual) and a.tag:
+            return _apply_tagged(name, *args)  # tagged or nested duals: one table, applied twice
     rule = rules.UNARY_RULES.get(name) or rules.BINARY_RULES[name]
     primal, factors = _RUNTIME[name]
     duals = [a for a in args if isinstance(a, Dual)]
@@ -319,3 +344,9 @@ for _name in ("neg", "pos", "abs"):
     setattr(Dual, f"__{_name}__", _unary_method(_name))
 for _name, _dotted in rules.COMPARISONS.items():
     setattr(Dual, f"__{_name}__", _comparison_method(_resolve(_dotted)))
+
+# tagged and nested duals (second order) live in their own module, which builds on this one
+from .nested import apply_tagged as _apply_tagged  # noqa: E402
+from .nested import check_tag as _check_tag  # noqa: E402
+from .nested import init_nested as _init_nested  # noqa: E402
+from .nested import is_nested_input as _is_nested_input  # noqa: E402

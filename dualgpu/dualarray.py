@@ -10,6 +10,7 @@ import numpy as np
 
 from .dual import Dual, check_dtype
 from .errors import DualgpuError
+from .nested import check_tag as _check_tag
 
 __all__ = ["DualArray", "dual_array", "zeros_like_lanes"]
 
@@ -62,11 +63,22 @@ class DualArray:
     partials : ndarray or device array, shape (N, *S), same dtype and kind
         as ``values``. Both are used as given (not copied): use
         :func:`dual_array` to build one from a caller's data safely.
+    tag : int, optional
+        The perturbation of these lanes (0 for first order). With ``values``
+        and ``partials`` themselves DualArrays of a lower tag, this is an array
+        of nested (second-order) duals: see :mod:`dualgpu.nested`.
     """
 
-    __slots__ = ("values", "partials", "_numba_type_cache")
+    __slots__ = ("values", "partials", "tag", "_numba_type_cache")
 
-    def __init__(self, values, partials):
+    def __init__(self, values, partials, *, tag=0):
+        self.tag = _check_tag(tag) if tag else 0
+        if isinstance(values, DualArray) or isinstance(partials, DualArray):
+            _check_nested_members(values, partials, self.tag)
+            self.values = values
+            self.partials = partials
+            self._numba_type_cache = None
+            return
         if _is_device(values) != _is_device(partials):
             raise DualgpuError(
                 "DualArray: values and partials must both be host (numpy) arrays or both "
@@ -118,6 +130,11 @@ class DualArray:
         return self.values.size
 
     @property
+    def is_nested(self):
+        """True for an array of nested duals (values and partials are DualArrays)."""
+        return isinstance(self.values, DualArray)
+
+    @property
     def is_tracer(self):
         """True when the lanes are dependency bitsets (sparsity detection), not tangents."""
         return self.partials.dtype == TRACER_DTYPE
@@ -125,6 +142,8 @@ class DualArray:
     @property
     def is_device(self):
         """True when the members are numba.cuda device arrays."""
+        if isinstance(self.values, DualArray):
+            return self.values.is_device
         return _is_device(self.values)
 
     def __len__(self):
@@ -132,8 +151,11 @@ class DualArray:
 
     def __repr__(self):
         where = "device" if self.is_device else "host"
+        tag = f", tag={self.tag}" if self.tag else ""
+        inner = f", values={self.values!r}" if self.is_nested else ""
         return (
-            f"DualArray(shape={self.shape}, dtype={self.dtype}, lanes={self.lanes}, {where})"
+            f"DualArray(shape={self.shape}, dtype={self.dtype}, lanes={self.lanes}{tag}{inner}, "
+            f"{where})"
         )
 
     # -- element and slice access (plain Python: simulator and host code) -------
@@ -145,6 +167,12 @@ class DualArray:
             return getitem(self, index)
         value = self.values[index]
         partials = self.partials[(slice(None),) + index]
+        if self.tag or self.is_nested:
+            scalar = not isinstance(value, DualArray) and np.ndim(value) == 0
+            if isinstance(value, Dual) or scalar:
+                return Dual(value, partials if self.is_nested else np.asarray(partials),
+                            tag=self.tag)
+            return DualArray(value, partials, tag=self.tag)
         if np.ndim(value) == 0:
             if self.is_tracer:
                 raise DualgpuError(
@@ -162,6 +190,9 @@ class DualArray:
         arrays.
         """
         index = _as_index(index)
+        if self.tag or self.is_nested or getattr(item, "tag", 0):
+            _set_tagged(self, index, item)
+            return
         if isinstance(item, (Dual, DualArray)):
             if item.lanes != self.lanes:
                 raise DualgpuError(
@@ -205,10 +236,16 @@ class DualArray:
         DualArray (``dualgpu.dual_array(np.empty(shape), lanes=N)``) or call
         ``copy_to_host()`` without one.
         """
+        if self.is_nested:
+            host = DualArray(self.values.copy_to_host(), self.partials.copy_to_host(), tag=self.tag)
+            if ary is None:
+                return host
+            ary[...] = host
+            return ary
         values = self.values.copy_to_host() if self.is_device else np.array(self.values)
         partials = self.partials.copy_to_host() if self.is_device else np.array(self.partials)
         if ary is None:
-            return DualArray(np.asarray(values), np.asarray(partials))
+            return DualArray(np.asarray(values), np.asarray(partials), tag=self.tag)
         if not isinstance(ary, DualArray):
             raise DualgpuError(
                 f"copy_to_host(ary): ary is a {type(ary).__name__}, which would drop the "
@@ -252,10 +289,14 @@ class DualArray:
 
     def sum(self, axis=None, dtype=None, out=None, keepdims=False):
         """The sum over ``axis`` (all elements by default): a Dual, or a DualArray."""
+        if (self.is_nested or self.tag) and axis is None and not keepdims and out is None:
+            return _sum_tagged(self)  # duals of a nested derivative: the total only
         return np.sum(self, axis=axis, dtype=dtype, out=out, keepdims=keepdims)
 
     def mean(self, axis=None, dtype=None, out=None, keepdims=False):
         """The mean over ``axis`` (all elements by default): a Dual, or a DualArray."""
+        if (self.is_nested or self.tag) and axis is None and not keepdims and out is None:
+            return _sum_tagged(self) / self.size
         return np.mean(self, axis=axis, dtype=dtype, out=out, keepdims=keepdims)
 
     def prod(self, axis=None, dtype=None, out=None, keepdims=False):
@@ -359,9 +400,9 @@ class DualArray:
 
     def copy(self):
         """Return a deep copy on the same side (host or device)."""
-        if not self.is_device:
-            return DualArray(self.values.copy(), self.partials.copy())
-        return DualArray(_device_copy(self.values), _device_copy(self.partials))
+        if self.is_nested or not self.is_device:  # nested members copy themselves
+            return DualArray(self.values.copy(), self.partials.copy(), tag=self.tag)
+        return DualArray(_device_copy(self.values), _device_copy(self.partials), tag=self.tag)
 
 
 # -- operators: numpy's ufuncs (dualgpu.host_ufuncs applies the rule table) -----------
@@ -404,6 +445,81 @@ for _name, _ufunc in _COMPARISON_OPERATORS.items():
 for _name, _ufunc in _UNARY_OPERATORS.items():
     setattr(DualArray, f"__{_name}__", lambda self, _u=_ufunc: _u(self))
 DualArray.__hash__ = None  # like ndarray: == compares elements
+
+
+def _check_nested_members(values, partials, tag):
+    """Raise unless ``values``/``partials`` make an array of nested duals of tag ``tag``."""
+    if not (isinstance(values, DualArray) and isinstance(partials, DualArray)):
+        raise DualgpuError(
+            "DualArray(values, partials): for nested duals both members must be DualArrays (of "
+            f"a lower tag); got {type(values).__name__} and {type(partials).__name__}."
+        )
+    if values.tag >= tag:
+        raise DualgpuError(
+            f"DualArray(values, partials, tag={tag}): the members have tag {values.tag}; a "
+            f"nested array's tag must be higher than its members' (e.g. tag={values.tag + 1})."
+        )
+    if (partials.tag, partials.lanes, partials.is_nested) != (values.tag, values.lanes,
+                                                             values.is_nested):
+        raise DualgpuError(
+            "DualArray(values, partials): the members must be duals of the same kind (tag, "
+            f"lanes); got tag {values.tag} with {values.lanes} lanes and tag {partials.tag} "
+            f"with {partials.lanes} lanes."
+        )
+    if partials.ndim != values.ndim + 1 or tuple(partials.shape[1:]) != tuple(values.shape):
+        raise DualgpuError(
+            f"DualArray: partials must have shape (N, *{tuple(values.shape)}) for values of "
+            f"shape {tuple(values.shape)}; got {tuple(partials.shape)}."
+        )
+    if values.is_device != partials.is_device:
+        raise DualgpuError(
+            "DualArray: values and partials must both be on the host or both on the device."
+        )
+
+
+def _set_tagged(array, index, item):
+    """``array[index] = item`` when tags are involved (nested or tagged arrays, tagged items)."""
+    lanes_index = (slice(None),) + index
+    item_tag = item.tag if isinstance(item, (Dual, DualArray)) else -1
+    if item_tag == array.tag:
+        if item.lanes != array.lanes:
+            raise DualgpuError(
+                f"cannot store a dual with {item.lanes} lanes into a DualArray with "
+                f"{array.lanes} lanes; seed both with the same lane count."
+            )
+        if isinstance(item, Dual):
+            array.values[index] = item.value
+            for k in range(array.lanes):
+                array.partials[(k,) + index] = item.partials[k]
+        else:
+            array.values[index] = item.values
+            array.partials[lanes_index] = item.partials
+    elif item_tag > array.tag:
+        raise DualgpuError(
+            f"cannot store a dual of tag {item_tag} into a DualArray of tag {array.tag}: the "
+            "partials of the outer derivative would be dropped. Allocate the array through "
+            "dualgpu.cuda while the driver runs (it allocates arrays of every active level)."
+        )
+    elif item_tag >= 0 and not array.is_nested:
+        raise DualgpuError(
+            f"cannot store a dual of tag {item_tag} into a first-order DualArray of tag "
+            f"{array.tag}, whose values are plain floats: its partials would be dropped. "
+            "Allocate the array through dualgpu.cuda while the driver runs (it allocates "
+            "arrays of every active level)."
+        )
+    else:  # a number, an array or a lower-tag dual: a constant of this array's perturbation
+        array.values[index] = item
+        array.partials[lanes_index] = 0
+
+
+def _sum_tagged(array):
+    host = array.copy_to_host() if array.is_device else array
+    if not host.is_nested:  # first order, tagged
+        return Dual(host.values.sum(), host.partials.reshape(host.lanes, -1).sum(axis=1),
+                    dtype=host.dtype, tag=host.tag)
+    total = host.values.sum()
+    lanes = [host.partials[k].sum() for k in range(host.lanes)]
+    return Dual(total, lanes, tag=host.tag)
 
 
 def dual_array(values, partials=None, *, lanes=None, dtype=None):

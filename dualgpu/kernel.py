@@ -44,6 +44,48 @@ class LaunchCoverageWarning(UserWarning):
     """A launch has fewer threads than the arrays it is given have rows."""
 
 
+def _reduce(obj, cls):
+    """Pickle a kernel or device function without its compiled code (workers compile their own).
+
+    By reference to its module attribute when that is importable and is this object,
+    else by value (the Python function and the options).
+    """
+    module, qualname = getattr(obj, "__module__", None), getattr(obj, "__qualname__", "")
+    if module and module != "__main__" and "<locals>" not in qualname:
+        try:
+            found = _lookup(module, qualname)
+        except (ImportError, AttributeError):
+            found = None
+        if found is obj:
+            return _lookup, (module, qualname)
+    code = obj.py_func.__code__
+    return _by_value, (cls, obj.py_func, obj.options, code.co_filename,
+                       linecache.getlines(code.co_filename))
+
+
+def _by_value(cls, py_func, options, filename, lines):
+    """Rebuild a kernel shipped by value; its source stays readable for the cpu backend.
+
+    cloudpickle renames the code's file to ``<dynamic-code>``: the name is put back
+    and, where the file does not exist (another machine), its shipped lines are
+    registered with :mod:`linecache`.
+    """
+    if lines and py_func.__code__.co_filename != filename:
+        py_func.__code__ = py_func.__code__.replace(co_filename=filename)
+        if not os.path.exists(filename):
+            linecache.cache[filename] = (sum(map(len, lines)), None, list(lines), filename)
+    return cls(py_func, options)
+
+
+def _lookup(module, qualname):
+    import importlib
+
+    found = importlib.import_module(module)
+    for part in qualname.split("."):
+        found = getattr(found, part)
+    return found
+
+
 def _normalise_dims(dims, what, kernel_name):
     if isinstance(dims, (int, np.integer)):
         dims = (int(dims),)
@@ -88,6 +130,9 @@ class DeviceFunction:
     def __call__(self, *args, **kwargs):
         return self.py_func(*args, **kwargs)
 
+    def __reduce__(self):
+        return _reduce(self, DeviceFunction)
+
     def __repr__(self):
         return f"<dualgpu device function {self.py_func.__qualname__}>"
 
@@ -106,6 +151,9 @@ class Kernel:
         self._launchers = {}
         functools.update_wrapper(self, self.py_func)
         self._params = list(inspect.signature(self.py_func).parameters)
+
+    def __reduce__(self):
+        return _reduce(self, Kernel)
 
     def __repr__(self):
         return f"<dualgpu kernel {self.py_func.__qualname__}>"
@@ -195,7 +243,11 @@ class Kernel:
         if not duals:
             return
         first = duals[0][1]
-        if any(a.lanes != first.lanes for _, a in duals):
+        if any(getattr(a, "tag", 0) for _, a in duals):
+            from .nested import lane_key
+
+            lane_key([a for _, a in duals], f"kernel {self.__name__}")  # lanes agree per tag
+        elif any(a.lanes != first.lanes for _, a in duals):
             listing = ", ".join(f"{p} has {a.lanes}" for p, a in duals)
             raise DualgpuError(
                 f"kernel {self.__name__}: the dual arguments disagree on the lane count ({listing}). "

@@ -93,6 +93,10 @@ make_attribute_wrapper(DualArrayType, "partials", "partials")
 
 @typeof_impl.register(DualArray)
 def _typeof_dual_array(val, c):
+    if val.tag:  # tagged or nested (second order): dualgpu.numba_nested
+        from .numba_nested import typeof_tagged_array
+
+        return typeof_tagged_array(val, c)
     # kernels are launched thousands of times with the same arrays: type them once
     cache = val._numba_type_cache
     if cache is not None and cache[0] is val.values and cache[1] is val.partials:

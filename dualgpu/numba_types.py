@@ -132,6 +132,10 @@ make_attribute_wrapper(DualType, "partials", "partials")
 
 @typeof_impl.register(Dual)
 def _typeof_dual(val, c):
+    if val.tag:  # tagged or nested (second order): dualgpu.numba_nested
+        from .numba_nested import typeof_tagged_dual
+
+        return typeof_tagged_dual(val, c)
     return dual_type(types.float32 if val.dtype == np.float32 else types.float64, val.lanes)
 
 

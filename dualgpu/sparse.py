@@ -30,7 +30,7 @@ import scipy.sparse as sp
 from ._context import dual_allocation
 from ._progress import progress_bar, wants_progress
 from .backend import using_backend
-from .driver import _progress_bar, _unpack, jacobian
+from .driver import _Input, _push_forward, _unpack, jacobian
 from .coloring import Coloring, color_columns
 from .dual import check_dtype
 from .dualarray import DualArray
@@ -140,7 +140,7 @@ def detect_sparsity(f, args, argnum=0, *, lanes=None, progress=None):
 
 
 def sparse_jacobian(f, args, argnum=0, *, sparsity="detect", chunk_size=None, validate=False,
-                    progress=None):
+                    progress=None, executor=None):
     """Return the Jacobian of ``f`` w.r.t. ``args[argnum]`` as a ``scipy.sparse.csr_matrix``.
 
     Parameters
@@ -163,6 +163,8 @@ def sparse_jacobian(f, args, argnum=0, *, sparsity="detect", chunk_size=None, va
         As in :func:`dualgpu.jacobian` (None: only on an interactive terminal
         or in a notebook). When shown, a line on stderr also gives the time
         taken by detection and coloring and the number of colors.
+    executor : dask.distributed.Client or concurrent.futures.Executor, optional
+        Run the chunks of colors as tasks on its workers (:mod:`dualgpu.distributed`).
 
     Returns
     -------
@@ -223,34 +225,28 @@ def sparse_jacobian(f, args, argnum=0, *, sparsity="detect", chunk_size=None, va
         raise DualgpuError(
             f"chunk_size must be between 1 and the number of colors ({n_colors}); got {lanes}."
         )
-    starts = range(0, n_colors, lanes)
+    n_chunks = -(-n_colors // lanes)
     if wants_progress(progress):
-        _report(sys.stderr, sparsity, pattern, n_colors, timings, len(starts), lanes)
+        _report(sys.stderr, sparsity, pattern, n_colors, timings, n_chunks, lanes)
     clock = time.perf_counter()
-    bar = _progress_bar(len(starts), progress, f"sparse jacobian ({n_colors} colors)")
-    compressed = None
-    for start in starts:
-        seeds = coloring.seed_chunk(start, start + lanes, x.dtype, input_shape=x.shape)
-        call = list(args)
-        call[argnum] = DualArray(np.array(x, copy=True), seeds)
-        with dual_allocation(lanes):
-            values, partials = _single_output(f(*call), lanes, "sparse_jacobian")
-        partials = partials.reshape(lanes, -1)
-        if compressed is None:
-            m = partials.shape[1]
-            if pattern.shape[0] != m:
-                raise DualgpuError(
-                    f"sparsity pattern has {pattern.shape[0]} rows but the function has {m} "
-                    f"outputs (shape {values.shape}); the pattern must be ({m}, {n})."
-                )
-            compressed = np.zeros((n_colors, m), partials.dtype)
-            output_shape = values.shape
-        stop = min(n_colors, start + lanes)
-        compressed[start:stop] = partials[: stop - start]
-        if bar is not None:
-            bar.update()
-    if bar is not None:
-        bar.close()
+    item = _Input(argnum, "array", np.array(x, copy=True, order="C"), x.dtype, 0)
+    _, values, partials = _push_forward(
+        f, args, {}, [item], n_colors, lanes, _ColorSeeds(coloring), lambda c: f"color {c}",
+        progress, "sparse_jacobian", executor)
+    if len(values) != 1 or partials[0] is None or values[0].ndim == 0:
+        raise DualgpuError(
+            f"sparse_jacobian: the function must return one array computed from the seeded "
+            f"input through dualgpu kernels; it returned {len(values)} output(s). Sparse "
+            "Jacobians support a single array output: wrap f to return the one you need."
+        )
+    compressed = partials[0].reshape(n_colors, -1)
+    m = compressed.shape[1]
+    if pattern.shape[0] != m:
+        raise DualgpuError(
+            f"sparsity pattern has {pattern.shape[0]} rows but the function has {m} "
+            f"outputs (shape {values[0].shape}); the pattern must be ({m}, {n})."
+        )
+    output_shape = values[0].shape
     J = coloring.recover(compressed, lanes_first=True)
     timings["evaluate"] = time.perf_counter() - clock
     if validate is True:
@@ -330,6 +326,19 @@ def to_dense(J, output_shape=None, input_shape=None):
         )
     dense = J.toarray() if sp.issparse(J) else np.asarray(J)
     return dense.reshape(output_shape + input_shape)
+
+
+class _ColorSeeds:
+    """Seeds of compressed forward mode: lane c is the indicator of the columns of color c."""
+
+    def __init__(self, coloring):
+        self.coloring = coloring
+
+    def __call__(self, inputs, start, count):
+        item = inputs[0]
+        lanes = item.lanes_buffer.shape[0]
+        seeds = self.coloring.seed_chunk(start, start + lanes, item.dtype)
+        item.lanes_buffer[...] = seeds
 
 
 def _check_contains(pattern, detected, what):

@@ -30,7 +30,8 @@ import math
 import numpy as np
 from dualgpu import cuda
 
-__all__ = ["THREADS_PER_BLOCK", "default_initial_state", "simulate", "spring_force", "step"]
+__all__ = ["THREADS_PER_BLOCK", "default_initial_state", "energy", "node_energy", "simulate",
+           "spring_force", "step"]
 
 THREADS_PER_BLOCK = 128
 """Threads per block of the 1-D launches."""
@@ -85,6 +86,51 @@ def step(pos, vel, pos_new, vel_new, pinned, k, c, rest_length, mass, gravity, d
     vel_new[i, 1] = vy
     pos_new[i, 0] = x + dt * vx
     pos_new[i, 1] = y + dt * vy
+
+
+@cuda.jit
+def node_energy(pos, vel, k, rest_length, mass, gravity, out):
+    """Store in ``out[i]`` node ``i``'s kinetic and gravitational energy plus the elastic energy
+    of the spring joining it to node ``i+1``."""
+    i = cuda.grid(1)
+    n = pos.shape[0]
+    if i >= n:
+        return
+    e = 0.5 * mass * (vel[i, 0] * vel[i, 0] + vel[i, 1] * vel[i, 1]) + mass * gravity * pos[i, 1]
+    if i < n - 1:
+        dx = pos[i + 1, 0] - pos[i, 0]
+        dy = pos[i + 1, 1] - pos[i, 1]
+        stretch = math.sqrt(dx * dx + dy * dy) - rest_length
+        e += 0.5 * k * stretch * stretch
+    out[i] = e
+
+
+def energy(positions, velocities, k=1000.0, rest_length=0.05, mass=0.01, gravity=9.81,
+           threads_per_block=THREADS_PER_BLOCK):
+    """Return the chain's mechanical energy [J]: kinetic, gravitational and elastic.
+
+    Parameters
+    ----------
+    positions, velocities : numpy.ndarray
+        The state, shape ``(n, 2)`` each (e.g. what :func:`simulate` returns).
+    k, rest_length, mass, gravity : float
+        As in :func:`simulate` (the damping does not store energy).
+    threads_per_block : int
+        CUDA block size.
+
+    Returns
+    -------
+    float
+        ``sum_i (m |v_i|^2 / 2 + m g y_i) + sum_springs k (L - rest_length)^2 / 2``; a Dual
+        when the state or the parameters carry derivatives.
+    """
+    n = positions.shape[0]
+    blocks = (n + threads_per_block - 1) // threads_per_block
+    pos = cuda.to_device(positions)
+    vel = cuda.to_device(velocities)
+    out = cuda.device_array(n, dtype=positions.dtype)
+    node_energy[blocks, threads_per_block](pos, vel, k, rest_length, mass, gravity, out)
+    return out.copy_to_host().sum()
 
 
 def default_initial_state(n=32, rest_length=0.05):

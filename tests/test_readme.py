@@ -24,6 +24,8 @@ def test_readme_example_runs(index):
     import dualgpu
 
     source = python_blocks()[index]
+    if "local_cluster" in source or "dask" in source:
+        pytest.importorskip("distributed", reason="Dask is the optional extra 'distributed'")
     try:
         exec(compile(source, f"README.md example {index}", "exec"), {"__name__": "readme"})
     finally:

@@ -29,7 +29,6 @@ import numba.cuda
 import numba.cuda.extending
 import numpy as np
 from numba import types
-from numba.core import cgutils
 from numba.core.errors import TypingError
 from numba.core.extending import intrinsic
 

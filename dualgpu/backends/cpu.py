@@ -1165,19 +1165,10 @@ def _register_dual_types():
 
 
 def _lanes_of(args, kernel):
-    lanes = 0
-    for arg in args:
-        arg_lanes = getattr(arg, "lanes", None)
-        if arg_lanes is None:
-            continue
-        arg_lanes = int(arg_lanes)
-        if lanes and arg_lanes != lanes:
-            raise DualgpuError(
-                f"kernel {kernel!r}: dual arguments have different numbers of lanes ({lanes} "
-                f"and {arg_lanes}); seed all duals of one launch with the same number of partials."
-            )
-        lanes = arg_lanes
-    return lanes
+    """The launch's lane count (first order), or its lane structure with nested duals."""
+    from ..nested import lane_key
+
+    return lane_key(args, f"kernel {kernel!r}")
 
 
 class CpuKernel:
@@ -1276,6 +1267,10 @@ class CpuKernel:
                 "keeps that limit so the kernel also runs on a GPU). Use more blocks."
             )
         lanes = _lanes_of(args, self.name) if args else 0
+        if isinstance(lanes, tuple) and self._translation.lanes_dependent:
+            from ..nested import nested_local_array_error
+
+            raise nested_local_array_error(f"kernel {self.name!r}", BACKEND)
         if not self._launchers and self._translation.stale():
             # a global the kernel uses was defined after compile_kernel: look again
             self._translation = _Translation(self.py_func, "kernel", self.name)

@@ -245,9 +245,22 @@ class SimulatorKernel:
         return self._grid_group
 
     def launch(self, griddim, blockdim, stream, sharedmem, args):
-        lanes = _lanes(args)
+        lanes = _launch_lanes(args, self.py_func)
         run_launch(self.copy(lanes), griddim, blockdim, sharedmem, args, lanes,
                    self.grid_group, self.py_func.__name__)
+
+
+def _launch_lanes(args, py_func):
+    """The lane count of a launch: 0 plain, N first order; nested duals run as plain cuda."""
+    from ..nested import lane_key, nested_local_array_error
+    from .gpu import _needs_rewrite
+
+    lanes = lane_key(args, f"kernel {py_func.__qualname__!r}")
+    if isinstance(lanes, tuple):
+        if _needs_rewrite(py_func):
+            raise nested_local_array_error(f"kernel {py_func.__qualname__!r}", "cudasim")
+        return 0  # nested duals are Python objects: no dual scratch, tiles or shuffles
+    return lanes
 
 
 def compile_kernel(func, **options):

@@ -49,9 +49,13 @@ def marshal(ty, val):
     """Return ``(type, value)`` numba.cuda's launcher understands for one kernel argument."""
     if isinstance(val, DualArray):
         return types.Tuple([ty.values_type, ty.partials_type]), (val.values, val.partials)
+    if isinstance(val, Dual) and isinstance(val.value, Dual):
+        # nested: numba's launcher calls this again on the inner duals of the tuple
+        return types.Tuple([ty.value_type, ty.partials_type]), (val.value, tuple(val.partials))
     if isinstance(val, Dual):
+        value_type = ty.value_type if val.tag else ty.dtype
         return (
-            types.Tuple([ty.dtype, ty.partials_type]),
+            types.Tuple([value_type, ty.partials_type]),
             (float(val.value), tuple(float(p) for p in val.partials)),
         )
     return ty, val
@@ -229,6 +233,10 @@ _replace = _replacer(0)
 
 
 def _prepare(py_func, lanes):
+    if isinstance(lanes, tuple) and _needs_rewrite(py_func):
+        from ..nested import nested_local_array_error
+
+        raise nested_local_array_error(f"{py_func.__qualname__!r}", "cuda")
     replace = _replacer(lanes)
     if lanes and _needs_rewrite(py_func):
         return _dual_source_copy(py_func, lanes, replace)
@@ -287,9 +295,10 @@ def prepare_function(func, lanes=0):
         48 KB of static shared memory a block may have at ``lanes`` lanes.
     """
     py_func = unwrap(func) or func
-    lanes = int(lanes)
+    # a tuple: the lane structure of a launch with nested duals (dualgpu.nested.lane_key)
+    lanes = lanes if isinstance(lanes, tuple) else int(lanes)
     copy = _prepare(py_func, lanes)
-    if lanes:
+    if lanes and not isinstance(lanes, tuple):
         check_static_shared(py_func.__qualname__, _all_shared_sites(py_func, copy, lanes), lanes)
     return copy
 
@@ -373,14 +382,18 @@ class GpuKernel:
         return self._dispatchers[lanes]
 
     def launch(self, griddim, blockdim, stream, sharedmem, args):
-        lanes = next((a.lanes for a in args if isinstance(a, (Dual, DualArray))), 0)
+        from ..nested import lane_key, nested_local_array_error
+
+        lanes = lane_key(args, f"kernel {self.py_func.__qualname__!r}")
+        if isinstance(lanes, tuple) and _needs_rewrite(self.py_func):
+            raise nested_local_array_error(f"kernel {self.py_func.__qualname__!r}", "cuda")
         dispatcher = self.dispatcher_for(lanes)
-        if lanes and sharedmem:
+        if isinstance(lanes, int) and lanes and sharedmem:
             asked, sharedmem = sharedmem, dynamic_request(sharedmem, lanes)
             if sharedmem > STATIC_SHARED_LIMIT:
                 _allow_dynamic_shared(dispatcher, args, sharedmem, self.py_func.__name__,
                                       lanes, asked)
-        if lanes and self.grid_group:
+        if isinstance(lanes, int) and lanes and self.grid_group:
             _check_cooperative_grid(dispatcher, args, griddim, blockdim, sharedmem,
                                     self.py_func.__name__, lanes)
         dispatcher[griddim, blockdim, stream, sharedmem](*args)
