@@ -117,9 +117,9 @@ def _refuse_nested(name, items):
         raise DualgpuError(
             f"numpy.{name} on the host got duals of a nested derivative (hessian, hvp, "
             "jacfwd(jacfwd(f))); host numpy operations support first-order duals only, and "
-            "would mix the two derivatives' partials. Return the simulation's result from f "
-            "and form the objective with operators (+ - * / **) and .sum()/.mean(), or take "
-            "this derivative to first order."
+            "would mix the two derivatives' partials. Compute the objective in a kernel, or "
+            "from .sum()/.mean() and elements (u[i]) of the array, whose Dual arithmetic "
+            "handles nesting; or take this derivative to first order."
         )
 
 

@@ -346,7 +346,7 @@ def _with_scratch(u, out):
 def test_local_arrays_of_nested_duals_are_refused_clearly(backend):
     u = empty_nested(2, np.float64)
     with dualgpu.using_backend(backend):
-        with pytest.raises(dualgpu.DualgpuError, match="scratch arrays of nested duals"):
+        with pytest.raises(dualgpu.DualgpuError, match=r"cuda.local.array.*scratch arrays, shared tiles and shuffles of nested duals are not supported"):
             _with_scratch[1, 2](u, empty_nested(2, np.float64))
 
 
@@ -418,3 +418,21 @@ def test_nested_arguments_marshal_to_the_ptx_parameter_list(offline_ptx):
                                     cc=offline_ptx)
     assert _entry_params(ptx) == expected
     assert gpu.compile_kernel(_mixed_nested.py_func).dispatcher_for(key) is not None
+
+
+def test_host_numpy_on_nested_duals_is_refused_clearly():
+    """Host numpy operations are first order: on duals of a nested derivative they refuse."""
+    from dualgpu import cuda
+
+    def norm_of_copy(x):
+        return np.linalg.norm(cuda.to_device(x).copy_to_host())
+
+    def sum_of_squares(x):
+        u = cuda.to_device(x).copy_to_host()
+        return u[0] * u[0] + u[1] * u[1] + u.sum()
+
+    x = np.array([1.0, 2.0])
+    with dualgpu.using_backend("cpu"):
+        with pytest.raises(dualgpu.DualgpuError, match="nested derivative"):
+            dualgpu.hessian(norm_of_copy, x)
+        np.testing.assert_allclose(dualgpu.hessian(sum_of_squares, x), 2 * np.eye(2), rtol=1e-12)
