@@ -420,7 +420,17 @@ def _inline_call(ctx, stmt, call, result):
         if name in ctx.preserved or name.startswith(_SHARED_PREFIXES):
             continue
         if name in device.namespace.values:
-            mapping[name] = ctx.bind(device.namespace.values[name], name)
+            value = device.namespace.values[name]
+            if getattr(value, "block_level", False):
+                # a device function that synchronises, called before its own translation
+                # ended: only recursion does that
+                raise DualgpuError(
+                    f"{site.where}, line {site.line}: the device function "
+                    f"{value.py_func.__qualname__!r} synchronises and is recursive; the cpu "
+                    "backend inlines such functions into the kernel and cannot inline "
+                    "recursion. Rewrite the recursion as a loop."
+                )
+            mapping[name] = ctx.bind(value, name)
         elif hasattr(builtins, name) and name in ctx.values:
             mapping[name] = ctx.bind(getattr(builtins, name), name)
     body = [_Renamer(mapping).visit(s) for s in body]
@@ -479,8 +489,7 @@ def _lower_returns(ctx, body, result, like):
         return body[:-1] + replace(returns[0])
     flag = ctx.fresh("ret")
     new, _, flag_needed = lower_exits(body, lambda s, d: isinstance(s, ast.Return), replace, flag)
-    prefix = [_assign(result, ast.Constant(None), like)] if result is not None else []
-    return prefix + _wrap(new, flag, flag_needed, like)
+    return _wrap(new, flag, flag_needed, like)
 
 
 def _inline_all(ctx, stmts):
