@@ -186,6 +186,33 @@ def warp_aggregated_count(keys, counts):
             cuda.atomic.add(counts, k, size)
 
 
+@cuda.jit
+def warp_shared_reduce(x, out):
+    """Warp-synchronous tree sum through shared memory, cuda.syncwarp() between steps."""
+    buf = cuda.shared.array(64, float64)
+    t = cuda.threadIdx.x
+    lane = t % WARP
+    i = cuda.grid(1)
+    buf[t] = x[i] if i < x.shape[0] else 0.0
+    cuda.syncwarp()
+    s = 16
+    while s > 0:
+        if lane < s:
+            buf[t] += buf[t + s]
+        cuda.syncwarp()
+        s //= 2
+    if lane == 0:
+        out[i // WARP] = buf[t]
+
+
+@cuda.jit
+def warp_match_all(keys, same_mask, all_same):
+    i = cuda.grid(1)
+    mask, same = cuda.match_all_sync(0xFFFFFFFF, keys[i])
+    same_mask[i] = mask
+    all_same[i] = same
+
+
 # --- nested loops with barriers, a branch uniform per block, 2-D blocks ----------------------
 BX2 = 4
 BY2 = 3
@@ -396,6 +423,35 @@ def suffix_maxima(x, kernel=suffix_max):
     d_x = cuda.to_device(x)
     d_out = cuda.device_array_like(d_x)
     kernel[(x.shape[0] + PROP_TPB - 1) // PROP_TPB, PROP_TPB](d_x, d_out)
+    return d_out.copy_to_host()
+
+
+# --- per-thread state of other kinds: a tuple, an array view, an int that becomes a float ------
+@cuda.jit
+def rows_through_shared(u, out):
+    row_sums = cuda.shared.array(8, float64)
+    t = cuda.threadIdx.x
+    i = cuda.grid(1)
+    shape = u.shape  # a tuple kept across the barrier
+    row = u[min(i, shape[0] - 1)]  # an array view kept per thread
+    acc = 0  # an int that the loop makes a float
+    for k in range(shape[1]):
+        acc += row[k]
+    row_sums[t] = acc
+    cuda.syncthreads()
+    for step in range(4):
+        if step == 2:
+            continue  # every thread skips the rest of this iteration: no barrier is left out
+        acc = acc + 0.25 * row_sums[(t + step) % 8]
+        cuda.syncthreads()
+    if i < shape[0]:
+        out[i] = acc * row[0]
+
+
+def row_mix(u):
+    d_u = cuda.to_device(u)
+    d_out = cuda.device_array(u.shape[0], dtype=np.float64)
+    rows_through_shared[(u.shape[0] + 7) // 8, 8](d_u, d_out)
     return d_out.copy_to_host()
 
 

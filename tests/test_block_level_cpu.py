@@ -217,6 +217,34 @@ def test_warp_aggregated_count_with_activemask_match_any_and_lanemask():
     np.testing.assert_array_equal(counts, np.bincount(keys, minlength=5))
 
 
+def test_syncwarp_and_match_all():
+    x = np.random.default_rng(18).random(60)
+    out = np.zeros(2)
+    with dualgpu.using_backend("cpu"):
+        bkc.warp_shared_reduce[1, 64](x, out)
+    np.testing.assert_allclose(out, np.r_[x, 0, 0, 0, 0].reshape(2, 32).sum(1), rtol=1e-13)
+    keys = np.zeros(64, np.int64)
+    keys[40] = 3  # warp 0: all equal; warp 1: not
+    mask, same = np.zeros(64, np.int32), np.zeros(64, np.bool_)
+    with dualgpu.using_backend("cpu"):
+        bkc.warp_match_all[2, 32](keys, mask, same)
+    np.testing.assert_array_equal(mask.astype(np.int64) & 0xFFFFFFFF,
+                                  [0xFFFFFFFF] * 32 + [0] * 32)
+    np.testing.assert_array_equal(same, [True] * 32 + [False] * 32)
+
+
+def test_tuple_view_and_int_to_float_state_with_a_uniform_continue():
+    u = np.random.default_rng(19).random((11, 3))
+    got = on_cpu_and_simulator(bkc.row_mix, u)
+    rows = u.sum(1)
+    blocks = np.r_[rows, np.full(5, rows[-1])].reshape(2, 8)
+    acc = blocks.copy()
+    for step in (0, 1, 3):
+        acc = acc + 0.25 * np.roll(blocks, -step, axis=1)
+    np.testing.assert_allclose(got, acc.ravel()[:11] * u[:, 0], rtol=1e-13)
+    jacobian_matches_fd(bkc.row_mix, (u[:5],), 0, chunk_size=15)
+
+
 def test_nested_loops_and_a_branch_uniform_per_block():
     u = np.random.default_rng(9).random((7, 10))
     on_cpu_and_simulator(bkc.smooth_tiles, u)
