@@ -37,9 +37,16 @@ in dual runs. Arguments are passed to the launcher unchanged, so duals work
 wherever numba can type them; the lane count is read from the arguments'
 ``.lanes`` and each lane count gets its own compiled translation.
 
-Block-level cooperation cannot be emulated this way: shared memory,
-``cuda.syncthreads`` and friends, constant memory and warp intrinsics are
-refused by :func:`compile_kernel` with a message that says so.
+Kernels that need the threads of a block to cooperate (``cuda.shared.array``,
+``cuda.syncthreads`` and its ``_count/_and/_or`` forms, ``cuda.syncwarp``, the
+warp shuffles, votes and matches, ``cuda.cg.this_grid().sync()``), directly or
+in a device function they call, take another path: :mod:`dualgpu.backends.blocks`
+cuts them at every barrier into regions that loop over the threads of a block
+(of the grid for grid sync), inlining the device functions that synchronise.
+Here the rewriter only turns those calls into markers and :meth:`CpuKernel.launch`
+hands such kernels to a :class:`~dualgpu.backends.blocks.launch.BlockLauncher`.
+Constant memory other than ``cuda.const.array_like(host_array)`` is refused by
+:func:`compile_kernel` with a message that says so.
 
 Examples
 --------
@@ -1411,7 +1418,8 @@ def compile_kernel(kernel, fastmath=False):
     ------
     DualgpuError
         If the source is unavailable or the kernel uses a feature this backend
-        cannot run (shared memory, syncthreads, constant memory, warp intrinsics).
+        cannot run (constant memory other than ``cuda.const.array_like``, a
+        cuda function it does not know), naming the feature.
     """
     py_func = _translate.unwrap(kernel)
     if py_func is None:

@@ -15,6 +15,21 @@ that returns leaves for good. A block barrier reached by some but not all of
 the live threads of a block is undefined behaviour in CUDA and raises an error
 naming the kernel, the line and the block.
 
+Examples
+--------
+The two-stage shared-memory reduction of ``tests/block_kernels.py`` (a tree
+reduction with ``syncthreads`` in a ``while`` loop), and its gradient:
+
+>>> import numpy as np
+>>> import dualgpu
+>>> from block_kernels import kinetic_energy
+>>> vel, mass = np.ones((20, 3)), np.full(20, 2.0)
+>>> with dualgpu.using_backend("cpu"):
+...     energy = kinetic_energy(vel, mass)
+...     d_mass = dualgpu.jacobian(kinetic_energy, vel, mass, argnums=1, progress=False)
+>>> energy.tolist(), d_mass[0, :3].tolist()
+([60.0], [1.5, 1.5, 1.5])
+
 Modules
 -------
 markers
