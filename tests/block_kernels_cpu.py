@@ -485,6 +485,32 @@ def left_averages(u):
     return d_out.copy_to_host()
 
 
+@cuda.jit(device=True)
+def rotate_through_shared(t, v, write):
+    buf = cuda.shared.array(SEG, float64)  # one array per block, whichever call declares it
+    cuda.syncthreads()
+    if write:
+        buf[t] = v
+    cuda.syncthreads()
+    return buf[(t + 1) % SEG]
+
+
+@cuda.jit
+def shared_array_in_device_function(u, out):
+    t = cuda.threadIdx.x
+    i = cuda.grid(1)
+    a = rotate_through_shared(t, u[i], True)
+    b = rotate_through_shared(t, 0.0, False)  # reads what the first call wrote
+    out[i] = a * b
+
+
+def rotated_squares(u):
+    d_u = cuda.to_device(u)
+    d_out = cuda.device_array_like(d_u)
+    shared_array_in_device_function[u.shape[0] // SEG, SEG](d_u, d_out)
+    return d_out.copy_to_host()
+
+
 # --- a grid group handed to a device function ------------------------------------------------
 @cuda.jit(device=True)
 def relax_and_sync(g, src, dst, i, k):

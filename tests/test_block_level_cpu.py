@@ -301,6 +301,14 @@ def test_device_function_with_barrier_and_early_return_inlined_twice():
     jacobian_matches_fd(bkc.left_averages, (u,), 0, chunk_size=13)
 
 
+def test_shared_array_declared_in_a_device_function_is_one_per_block():
+    u = np.random.default_rng(20).random(16)
+    got = on_cpu_and_simulator(bkc.rotated_squares, u)
+    np.testing.assert_allclose(got, np.roll(u.reshape(2, 8), -1, axis=1).ravel() ** 2,
+                               rtol=1e-13)
+    jacobian_matches_fd(bkc.rotated_squares, (u,), 0, chunk_size=16)
+
+
 def test_grid_group_handed_to_a_device_function():
     u = np.random.default_rng(16).random(37)
     got = on("cpu", bkc.relax, u)  # numpy, not the simulator: see the Laplace test

@@ -62,7 +62,13 @@ class Layout:
         self.structure = structure
         self.grid = grid
         self.lanes = lanes
-        self.static = [s for s in prepared.of_kind("shared") if s.shape != (0,)]
+        # one array per declaration in the source, however many times a device function
+        # declaring it is inlined (as numba.cuda makes one per block)
+        self.static, self._shared_names = [], {}
+        for site in prepared.of_kind("shared"):
+            if site.shape != (0,) and site.key not in self._shared_names:
+                self._shared_names[site.key] = f"_dg_sh{site.index}"
+                self.static.append(site)
         self.dynamic = sorted({s.dtype for s in prepared.of_kind("shared") if s.shape == (0,)},
                               key=lambda d: d.name)
         self.local = prepared.of_kind("local")
@@ -106,7 +112,8 @@ class Layout:
         if site.kind == "local":
             return f"_dg_ls{site.index}[_dg_t]"
         if site.shape != (0,):
-            return f"_dg_sh{site.index}[_dg_blk]" if self.grid else f"_dg_sh{site.index}"
+            name = self._shared_names[site.key]
+            return f"{name}[_dg_blk]" if self.grid else name
         name = site.dtype.name
         values = f"_dg_dyn_{name}[_dg_blk, :_dg_dc_{name}]"
         if self.dual(site.dtype):

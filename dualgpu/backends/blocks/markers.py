@@ -110,6 +110,7 @@ class Site:
         self.shape = shape
         self.dtype = dtype
         self.index = -1
+        self.key = self  # the declaration in the source; copies (inlined twice) share it
 
     def __deepcopy__(self, memo):
         # copies of a statement get their own site (numbered apart); the device
