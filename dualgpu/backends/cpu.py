@@ -1343,11 +1343,11 @@ class CpuKernel:
 
     def _block_launch(self, g, b, sharedmem, args, lanes):
         """Run a kernel with shared memory, barriers or warp intrinsics (see .blocks)."""
+        if lanes:
+            _register_dual_types()
         if self._blocks is None:
             from .blocks.launch import BlockLauncher
 
-            if lanes:
-                _register_dual_types()
             self._blocks = BlockLauncher(self._translation, _RUNTIME, CONTEXT, self.fastmath)
         parallel = self._variant(g, b) not in ("flat", "blocks", "bounded")
         try:

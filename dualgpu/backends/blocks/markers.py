@@ -27,7 +27,7 @@ from .._translate import UNRESOLVED, dotted
 
 __all__ = [
     "Site", "SYNC_KINDS", "WARP_KINDS", "BLOCK_KINDS", "BLOCK_CALLS", "block_call", "site_of",
-    "is_marker", "marker", "constant_value", "array_dtype",
+    "marker", "constant_value", "array_dtype", "array_spec",
 ]
 
 WARP_SIZE = 32
@@ -65,21 +65,6 @@ WARP_KINDS = frozenset({
 })
 #: Every marker that is a synchronisation point (a region boundary).
 SYNC_KINDS = BLOCK_KINDS | WARP_KINDS | {"grid_sync"}
-
-#: What to call each kind in messages.
-CONSTRUCT = {
-    "sync": "cuda.syncthreads()", "sync_count": "cuda.syncthreads_count()",
-    "sync_and": "cuda.syncthreads_and()", "sync_or": "cuda.syncthreads_or()",
-    "syncwarp": "cuda.syncwarp()", "shfl_idx": "cuda.shfl_sync()",
-    "shfl_up": "cuda.shfl_up_sync()", "shfl_down": "cuda.shfl_down_sync()",
-    "shfl_xor": "cuda.shfl_xor_sync()", "all": "cuda.all_sync()", "any": "cuda.any_sync()",
-    "eq": "cuda.eq_sync()", "ballot": "cuda.ballot_sync()",
-    "match_any": "cuda.match_any_sync()", "match_all": "cuda.match_all_sync()",
-    "activemask": "cuda.activemask()", "grid_sync": "grid.sync()",
-    "grid_group": "cuda.cg.this_grid()", "shared": "cuda.shared.array()",
-    "local": "cuda.local.array()",
-}
-
 
 class Site:
     """One block-level construct in the source: what it is and where.
@@ -119,10 +104,6 @@ class Site:
         memo[id(self)] = new
         return new
 
-    @property
-    def construct(self):
-        return CONSTRUCT.get(self.kind, self.text)
-
     def describe(self):
         """``"cuda.syncthreads() at line 12 of kernel 'step'"``."""
         return f"{self.text} at line {self.line} of {self.where}"
@@ -145,11 +126,6 @@ def marker(kind, args, site, like=None):
 def site_of(node):
     """The :class:`Site` of a marker call, or None for any other node."""
     return getattr(node, "dg_site", None) if isinstance(node, ast.Call) else None
-
-
-def is_marker(node, kinds=None):
-    site = site_of(node)
-    return site is not None and (kinds is None or site.kind in kinds)
 
 
 # ---------------------------------------------------------------------------

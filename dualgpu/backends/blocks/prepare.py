@@ -434,6 +434,10 @@ def _inline_call(ctx, stmt, call, result):
         elif hasattr(builtins, name) and name in ctx.values:
             mapping[name] = ctx.bind(getattr(builtins, name), name)
     body = [_Renamer(mapping).visit(s) for s in body]
+    for stmt in body:  # messages about these lines name the device function
+        for node in ast.walk(stmt):
+            if not hasattr(node, "dg_where"):
+                node.dg_where = device.where
     # parameters: positional, keyword, defaults
     defaults = device.py_func.__defaults__ or ()
     default_of = dict(zip(params[len(params) - len(defaults):], defaults))
@@ -587,12 +591,13 @@ def _resolve_grid_groups(ctx, stmts):
 
 def _where_of(node, ctx):
     site = site_of(node)
-    return site.where if site is not None else ctx.where
+    return site.where if site is not None else getattr(node, "dg_where", ctx.where)
 
 
 def _refuse_group(ctx, node, text):
     raise DualgpuError(
-        f"{ctx.where}, line {getattr(node, 'lineno', '?')}: the grid group '{text}' is used "
+        f"{_where_of(node, ctx)}, line {getattr(node, 'lineno', '?')}: the grid group '{text}' "
+        "is used "
         "other than as 'grid = cuda.cg.this_grid()' and 'grid.sync()' (numba.cuda's grid "
         "group offers sync() only). Keep to those two forms."
     )
@@ -611,15 +616,16 @@ class _LocalArrays(ast.NodeTransformer):
         if isinstance(node.func, ast.Name) and node.func.id == "_dg_local_array" \
                 and len(node.args) == 3:
             line = getattr(node, "lineno", 0)
+            where = getattr(node, "dg_where", self.ctx.where)
             shape, dtype = array_spec(
-                "cuda.local.array", node.args[0], node.args[1], self.values, self.ctx.where, line
+                "cuda.local.array", node.args[0], node.args[1], self.values, where, line
             )
             if 0 in shape:
                 raise DualgpuError(
-                    f"{self.ctx.where}, line {line}: cuda.local.array needs a positive size; "
-                    f"got shape {shape}."
+                    f"{where}, line {line}: cuda.local.array needs a positive size; got shape "
+                    f"{shape}."
                 )
-            site = Site("local", line, "cuda.local.array(...)", self.ctx.where, shape, dtype)
+            site = Site("local", line, "cuda.local.array(...)", where, shape, dtype)
             return marker("local", [], site, node)
         return node
 

@@ -357,8 +357,6 @@ class Structure:
     units : list of Unit
     ifs, loops : int
         How many branch masks and loops the team needs.
-    variables : set of str
-        Every name the kernel's statements assign (per-thread variables).
     kept : list of str
         The variables kept per thread between regions (sorted).
     remade : dict
@@ -367,12 +365,11 @@ class Structure:
         Parameters the kernel assigns (kept per thread, initialised from the argument).
     """
 
-    def __init__(self, ops, units, ifs, loops, variables, kept, remade, reassigned_params):
+    def __init__(self, ops, units, ifs, loops, kept, remade, reassigned_params):
         self.ops = ops
         self.units = units
         self.ifs = ifs
         self.loops = loops
-        self.variables = variables
         self.kept = kept
         self.remade = remade
         self.reassigned_params = reassigned_params
@@ -429,5 +426,5 @@ def build(prepared):
     reassigned = sorted(params & names)
     kept = {v for v, count in uses.items() if count >= 2} | carried
     kept |= {p for p in reassigned if uses[p]}
-    return Structure(ops, builder.units, builder.ifs, builder.loops, variables, sorted(kept),
-                     remade, [p for p in reassigned if p in kept])
+    return Structure(ops, builder.units, builder.ifs, builder.loops, sorted(kept), remade,
+                     [p for p in reassigned if p in kept])
