@@ -328,6 +328,28 @@ def test_blocks_on_several_workers_give_the_same_results(parallel_blocks):
     np.testing.assert_allclose(acc, _accelerations(pos, mass, 1.3), rtol=1e-12)
 
 
+def test_launches_with_other_argument_types_get_their_own_code():
+    from dualgpu import dual_array
+
+    u = np.random.default_rng(21).random(32)
+    expected = np.convolve(np.r_[u[:1], u, u[-1:]], np.ones(3) / 3, "valid")
+    expected[[0, 15, 16, 31]] = [(2 * u[0] + u[1]) / 3, (u[14] + 2 * u[15]) / 3,
+                                 (2 * u[16] + u[17]) / 3, (u[30] + 2 * u[31]) / 3]
+    kernel = bk.neighbour_average_tiled
+    with dualgpu.using_backend("cpu"):
+        for make in (lambda a: a.copy(), lambda a: np.repeat(a, 2)[::2],  # C and strided
+                     lambda a: dual_array(a.copy(), lanes=2)):
+            x, out = make(u), make(np.zeros(32))
+            kernel[2, 16](x, out)
+            values = getattr(out, "values", out)
+            np.testing.assert_allclose(values, expected, rtol=1e-13)
+        x = dual_array(u.copy(), lanes=2)
+        x.partials[:] = [u, 2 * u]
+        out = dual_array(np.zeros(32), lanes=2)
+        kernel[2, 16](x, out)
+        np.testing.assert_allclose(out.partials, [expected, 2 * expected], rtol=1e-13)
+
+
 # --- errors: the construct, its line and what to do ------------------------------------------
 def _line_of(function, text):
     import inspect

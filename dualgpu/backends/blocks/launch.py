@@ -89,6 +89,29 @@ def _infer_types(function, argtypes):
     return result.typemap
 
 
+def _layout(a):
+    flags = a.flags
+    return "C" if flags.c_contiguous else "F" if flags.f_contiguous else "A", flags.writeable
+
+
+def _fingerprint(arg):
+    """A cheap hashable stand-in for ``numba.typeof(arg)`` (None: use numba.typeof)."""
+    if isinstance(arg, np.ndarray):
+        return ("array", arg.dtype, arg.ndim) + _layout(arg)
+    kind = type(arg)
+    if kind in (int, float, bool, complex) or isinstance(arg, np.generic):
+        return (kind,)
+    from ...dual import Dual
+
+    if kind is Dual:
+        return (Dual, arg.dtype, arg.lanes)
+    values, partials = getattr(arg, "values", None), getattr(arg, "partials", None)
+    if isinstance(values, np.ndarray) and isinstance(partials, np.ndarray):  # a host DualArray
+        return ("dual array", values.dtype, partials.dtype, values.ndim, partials.shape[0]) \
+            + _layout(values) + _layout(partials)
+    return None
+
+
 class _Built:
     def __init__(self, serial, parallel_source, globals_, nrt):
         self.serial = serial
@@ -121,6 +144,7 @@ class BlockLauncher:
         self.dynamic = [s for s in self.prepared.of_kind("shared") if s.shape == (0,)]
         self._built = {}
         self._nrt = set()
+        self._fast = {}  # (lanes, argument fingerprints, parallel) -> compiled launcher
 
     # -- building ----------------------------------------------------------------------
     def _values(self, lanes):
@@ -192,23 +216,33 @@ class BlockLauncher:
         whether blocks may run on several cores (grid-sync kernels never do).
         """
         sharedmem = self._check_sharedmem(sharedmem)
-        argtypes = tuple(numba.typeof(a) for a in args)
         blocks = g[0] * g[1] * g[2]
         workers = 1
         if parallel and not self.grid and blocks > 1:
             workers = max(1, min(blocks, numba.get_num_threads()))
         errs = np.zeros((workers, _ERR_SIZE), np.int64)
-        launcher = self._launcher(lanes, argtypes, workers)
+        # launches are frequent: find the launcher by a cheap fingerprint of the arguments
+        fingerprint = tuple(_fingerprint(a) for a in args)
+        fast = None if None in fingerprint else (lanes, fingerprint, workers > 1)
+        launcher = self._fast.get(fast) if fast is not None else None
+        if launcher is None:
+            argtypes = tuple(numba.typeof(a) for a in args)
+            launcher = self._launcher(lanes, argtypes, workers)
         try:
             launcher(*args, *g, *b, sharedmem, workers, errs)
         except numba.core.errors.NumbaError as exc:
             from ..cpu import _needs_nrt
 
+            argtypes = tuple(numba.typeof(a) for a in args)
             if (lanes, argtypes) in self._nrt or not _needs_nrt(exc):
                 raise
             self._nrt.add((lanes, argtypes))  # something in the kernel allocates
+            self._fast.clear()
             errs[:] = 0
-            self._launcher(lanes, argtypes, workers)(*args, *g, *b, sharedmem, workers, errs)
+            launcher = self._launcher(lanes, argtypes, workers)
+            launcher(*args, *g, *b, sharedmem, workers, errs)
+        if fast is not None:
+            self._fast[fast] = launcher
         for row in errs:
             if row[0]:
                 raise DualgpuError(self._message(row, g, b))
