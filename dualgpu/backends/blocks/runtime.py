@@ -82,7 +82,11 @@ def check_sync(part, alive, n, bs, gridwide, err, site):
 
 @njit
 def vote_block(kind, part, alive, xa, res, n, bs, err, site):
-    """syncthreads_count (kind 0), _and (1), _or (2) over the threads in ``part`` of each block."""
+    """Return 0 after syncthreads_count (kind 0), _and (1) or _or (2) over each block's ``part``.
+
+    Each participating thread's result goes to ``res``; 1 (and ``err``) if a
+    block's barrier is divergent.
+    """
     if check_sync(part, alive, n, bs, False, err, site):
         return 1
     for b0 in range(0, n, bs):
@@ -115,7 +119,11 @@ def _rows_equal(xv, a, b):
 
 @njit
 def warp_op(kind, part, alive, xm, xa, src, res, xv, n, bs, err, site):
-    """Run warp operation ``kind`` (a value of WARP_OPS) for the threads in ``part``."""
+    """Return 0 after warp operation ``kind`` (a WARP_OPS value) for the threads in ``part``.
+
+    Results go to ``res`` (votes, matches, activemask) or ``src`` (the row a
+    shuffle reads); 1 (and ``err``) on a mask or source-lane violation.
+    """
     for b0 in range(0, n, bs):
         for w0 in range(b0, b0 + bs, _WARP):
             w1 = min(w0 + _WARP, b0 + bs)

@@ -205,7 +205,8 @@ class _Builder:
         if isinstance(stmt, ast.For):
             start, stop, step = self._range(stmt)
             check = "" if isinstance(step, ast.Constant) else (
-                f"\nif _dg_step{k}[_dg_t] == 0:\n    raise ValueError('range() arg 3 must not be zero')")
+                f"\nif _dg_step{k}[_dg_t] == 0:\n"
+                "    raise ValueError('range() arg 3 must not be zero')")
             before.stmts.extend(generated(
                 f"_dg_it{k}[_dg_t] = __START__\n_dg_stop{k}[_dg_t] = __STOP__\n"
                 f"_dg_step{k}[_dg_t] = __STEP__" + check,
