@@ -24,6 +24,10 @@ host_objective
     Host post-processing (energy, misfit norm, maximum, centroid) on a 1e6-cell DualArray
     with 8 lanes vs the same numpy operations on plain arrays of 9e6 elements
     (:mod:`benchmarks.cases_host`).
+tiled_nbody
+    The tiled N-body kernel of ``tests/block_kernels.py`` (a shared-memory tile
+    of 8 bodies, two ``syncthreads`` per tile) vs its untiled twin on the cpu
+    backend, plain and dual, interleaved run by run.
 peers_heat, peers_nbody, peers_pendulum
     Jacobians of :mod:`benchmarks.peers.problems` with dualgpu's driver vs
     JAX ``jacfwd``, ``torch.func.jacfwd`` and NumPy finite differences.
@@ -32,6 +36,7 @@ import contextlib
 import gc
 import importlib
 import math
+import os
 import resource
 import statistics
 import sys
@@ -63,6 +68,7 @@ PROFILES = {
         # they run in peers_nbody_small instead
         "peer_skip": {"nbody": ("torch", "numpy-fd")},
         "peer_nbody_small": {"nb": 256, "steps": 10},
+        "tiled_n": 2048, "tiled_lanes": 8,
     },
     "quick": {
         "repeats": 3, "heat_n": 1_000_000, "heat_steps": 10, "lanes": (1, 2, 4, 8, 16),
@@ -70,6 +76,7 @@ PROFILES = {
         "peer_heat": {"n": 200, "steps": 100}, "peer_nbody": {"nb": 64, "steps": 5},
         "peer_pendulum": {"m": 10_000, "steps": 100}, "peer_budget_s": 10.0,
         "peer_nbody_small": {"nb": 32, "steps": 5},
+        "tiled_n": 1024, "tiled_lanes": 8,
     },
     "tiny": {
         "repeats": 1, "heat_n": 1000, "heat_steps": 3, "lanes": (1, 2),
@@ -77,12 +84,14 @@ PROFILES = {
         "peer_heat": {"n": 10, "steps": 3}, "peer_nbody": {"nb": 4, "steps": 2},
         "peer_pendulum": {"m": 20, "steps": 5}, "peer_budget_s": 2.0,
         "peer_nbody_small": {"nb": 3, "steps": 2},
+        "tiled_n": 48, "tiled_lanes": 2,
     },
 }
 
 #: Speed targets (reported, never asserted).
 TARGETS = {
     "dual_plain_N1": 2.2, "dual_plain_N8": 9.6, "cpu_vs_njit": 1.5, "jacobian_vs_jax": 5.0,
+    "tiled_vs_untiled": 1.5,
 }
 
 
@@ -518,7 +527,92 @@ def case_peers_nbody_small(profile):
 
 
 #: case name -> function(profile) -> dict
+def _block_kernels():
+    """tests/block_kernels.py: the block-level kernels of issue 11 (the tiled N-body)."""
+    tests = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests")
+    if tests not in sys.path:
+        sys.path.insert(0, tests)
+    return importlib.import_module("block_kernels")
+
+
+def interleaved(first, second, repeats):
+    """Time ``first()`` and ``second()`` alternately: ``(first times, second times, ratios)``.
+
+    Both are called once before timing (compile, warm-up). Alternating the runs
+    makes their ratio robust to a machine whose load changes while it runs.
+    """
+    compile_s = []
+    for fn in (first, second):
+        t0 = time.perf_counter()
+        fn()
+        compile_s.append(time.perf_counter() - t0)
+    a, b = [], []
+    for _ in range(max(3, repeats)):
+        for fn, out in ((first, a), (second, b)):
+            t0 = time.perf_counter()
+            fn()
+            out.append(time.perf_counter() - t0)
+    ratios = [x / y for x, y in zip(a, b)]
+    return {"first_s": statistics.median(a), "second_s": statistics.median(b),
+            "ratio": statistics.median(ratios), "compile_s": compile_s, "runs": len(a)}
+
+
+def case_tiled_nbody(profile):
+    """Tiled (shared memory, two syncthreads per tile) vs untiled N-body accelerations, cpu backend."""
+    p = PROFILES[profile]
+    bk = _block_kernels()
+    n = p["tiled_n"]
+    pos, _, mass = bk.nbody_initial_state(n)
+    blocks = (n + bk.TILE - 1) // bk.TILE
+    rng = np.random.default_rng(0)
+    rows, targets = [], {}
+    for kind, lanes in (("plain", 0), ("dual", p["tiled_lanes"])):
+        if lanes:
+            d_pos = DualArray(pos, rng.standard_normal((lanes,) + pos.shape))
+            d_mass = DualArray(mass, rng.standard_normal((lanes, n)))
+            acc = {k: DualArray(np.zeros_like(pos), np.zeros((lanes,) + pos.shape))
+                   for k in ("tiled", "untiled")}
+        else:
+            d_pos, d_mass = pos, mass
+            acc = {k: np.zeros_like(pos) for k in ("tiled", "untiled")}
+        modes = {}
+        for mode in ("serial", "parallel"):
+            guard = serial_launches() if mode == "serial" else _parallel_launches()
+            with dualgpu.using_backend("cpu"), guard:
+                t = interleaved(
+                    lambda: bk.nbody_accel_tiled[blocks, bk.TILE](d_pos, d_mass, acc["tiled"], 1.0),
+                    lambda: bk.nbody_accel_untiled[blocks, bk.TILE](d_pos, d_mass, acc["untiled"],
+                                                                    1.0),
+                    p["repeats"])
+            modes[mode] = {"tiled_s": t["first_s"], "untiled_s": t["second_s"],
+                           "ratio": t["ratio"], "compile_s": t["compile_s"], "runs": t["runs"]}
+        get = (lambda a: np.concatenate([a.values.ravel(), a.partials.ravel()])) if lanes \
+            else np.ravel
+        same = _rel_diff(get(acc["tiled"]), get(acc["untiled"]))
+        rows.append({"kind": kind, "lanes": lanes, **modes, "max_rel_diff": same})
+        ratio = modes["serial"]["ratio"]
+        targets[f"tiled_vs_untiled_{kind}"] = {
+            "value": ratio, "target": TARGETS["tiled_vs_untiled"],
+            "met": ratio <= TARGETS["tiled_vs_untiled"]}
+    return {"n": n, "tile": bk.TILE, "rows": rows, "targets": targets,
+            "note": "targets judged on serial launches; parallel: blocks on numba's threads"}
+
+
+@contextlib.contextmanager
+def _parallel_launches():
+    """Within the block the cpu backend runs blocks on every numba thread."""
+    from dualgpu.backends import cpu
+
+    previous = cpu.PARALLEL_MIN_THREADS, cpu.PARALLEL_MIN_CORES
+    cpu.PARALLEL_MIN_THREADS, cpu.PARALLEL_MIN_CORES = 1, 2
+    try:
+        yield
+    finally:
+        cpu.PARALLEL_MIN_THREADS, cpu.PARALLEL_MIN_CORES = previous
+
+
 CASES = {
+    "tiled_nbody": case_tiled_nbody,
     "sparse": case_sparse,
     "overhead": case_overhead,
     "cpu_vs_njit": case_cpu_vs_njit,

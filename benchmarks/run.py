@@ -26,8 +26,8 @@ if ROOT not in sys.path:
 
 __all__ = ["main", "run_cases", "format_table"]
 
-CASE_ORDER = ("overhead", "cpu_vs_njit", "launch", "memory", "sparse", "peers_heat", "peers_nbody", "peers_nbody_small",
-              "peers_pendulum", "host_objective")
+CASE_ORDER = ("overhead", "cpu_vs_njit", "launch", "memory", "sparse", "tiled_nbody", "peers_heat",
+              "peers_nbody", "peers_nbody_small", "peers_pendulum", "host_objective")
 
 #: Seconds one case may run, per profile.
 CASE_TIMEOUT = {"full": 3600, "quick": 300, "tiny": 300}
@@ -179,6 +179,22 @@ def _sparse(r):
             f"({r['n']:,} directions in chunks of 8)"] + _target_lines(r)
 
 
+def _tiled_nbody(r):
+    lines = [f"Tiled vs untiled N-body accelerations, n = {r['n']:,}, tile {r['tile']} bodies "
+             "(shared memory, 2 syncthreads per tile), cpu backend"]
+    for row in r["rows"]:
+        name = "plain" if not row["lanes"] else f"dual N={row['lanes']}"
+        for mode in ("serial", "parallel"):
+            m = row[mode]
+            lines.append(f"  {name:9s} {mode:8s} tiled {_ms(m['tiled_s'])}  untiled "
+                         f"{_ms(m['untiled_s'])}  ratio {m['ratio']:.2f}x  "
+                         f"(compile {m['compile_s'][0]:.1f} s / {m['compile_s'][1]:.1f} s)")
+        lines.append(f"  {name:9s} tiled and untiled agree to {row['max_rel_diff']:.1e}")
+    if r.get("note"):
+        lines.append(f"  note: {r['note']}")
+    return lines + _target_lines(r)
+
+
 def _host_objective(r):
     lines = [f"Host objectives: DualArray of {r['n']:,} cells x {r['lanes']} lanes vs plain numpy "
              f"on {r['plain_elements']:,} elements",
@@ -191,7 +207,7 @@ def _host_objective(r):
     return lines + _target_lines(r)
 
 
-_FORMATTERS = {"sparse": _sparse, "overhead": _overhead, "cpu_vs_njit": _cpu_vs_njit, "launch": _launch,
+_FORMATTERS = {"tiled_nbody": _tiled_nbody, "sparse": _sparse, "overhead": _overhead, "cpu_vs_njit": _cpu_vs_njit, "launch": _launch,
                "memory": _memory, "peers_heat": _peers, "peers_nbody": _peers,
                "peers_nbody_small": _peers,
                "peers_pendulum": _peers, "host_objective": _host_objective}

@@ -216,13 +216,7 @@ class Kernel:
         kernel = self.compiled(name)
         try:
             if name == "cpu":
-                if sharedmem:
-                    raise DualgpuError(
-                        f"kernel {self.__name__} asks for {sharedmem} bytes of dynamic shared "
-                        "memory, which the cpu backend cannot provide; run it on the 'cuda' or "
-                        "'cudasim' backend."
-                    )
-                kernel.launch(griddim, blockdim, args)
+                kernel.launch(griddim, blockdim, args, sharedmem)
             else:
                 kernel.launch(griddim, blockdim, stream, sharedmem, args)
         except DualgpuError:

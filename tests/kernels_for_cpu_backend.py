@@ -270,34 +270,29 @@ def calls_late_helper(x):
 
 
 # --- kernels the CPU backend must refuse ---------------------------------------
-def uses_shared(x):
-    tile = cuda.shared.array(32, numba.float64)
-    tile[cuda.threadIdx.x] = x[cuda.grid(1)]
-
-
-def uses_syncthreads(x):
-    x[cuda.grid(1)] = 1.0
-    cuda.syncthreads()
-
-
 def uses_const(x, table):
     t = cuda.const.array_like(table)
     x[cuda.grid(1)] = t[0]
 
 
-def uses_shuffle(x):
-    i = cuda.grid(1)
-    x[i] = cuda.shfl_down_sync(0xFFFFFFFF, x[i], 1)
+def uses_const_array(x):
+    t = cuda.const.array((3,), numba.float64)
+    x[cuda.grid(1)] = t[0]
+
+
+def uses_nanosleep(x):
+    cuda.nanosleep(100)
+    x[cuda.grid(1)] = 1.0
 
 
 @cuda.jit(device=True)
-def device_uses_syncthreads(x):
-    x[0] = 1.0
-    cuda.syncthreads()
+def device_uses_const_array(x):
+    t = cuda.const.array((3,), numba.float64)
+    x[0] = t[0]
 
 
-def calls_device_with_syncthreads(x):
-    device_uses_syncthreads(x)
+def calls_device_with_const_array(x):
+    device_uses_const_array(x)
 
 
 # --- bounds guards: hoisted out of the launch loop, or deliberately not --------

@@ -415,12 +415,12 @@ def test_lanes_must_agree():
 @pytest.mark.parametrize(
     "kernel, text",
     [
-        (kfc.uses_shared, r"kernel 'uses_shared' uses shared memory \('cuda.shared.array'\)"),
-        (kfc.uses_syncthreads, r"kernel 'uses_syncthreads' uses block synchronisation"),
+        (kfc.uses_const_array,
+         r"kernel 'uses_const_array' uses constant memory .* \('cuda.const.array'\)"),
         (
-            kfc.calls_device_with_syncthreads,
-            r"device function 'device_uses_syncthreads' \(called from kernel "
-            r"'calls_device_with_syncthreads'\) uses block synchronisation",
+            kfc.calls_device_with_const_array,
+            r"device function 'device_uses_const_array' \(called from kernel "
+            r"'calls_device_with_const_array'\) uses constant memory",
         ),
     ],
 )
@@ -439,9 +439,9 @@ def test_constant_memory_reads_the_host_array():
 
 def test_failed_device_translation_is_not_cached():
     for _ in range(2):
-        with pytest.raises(DualgpuError, match="device function 'device_uses_syncthreads'"):
-            cpu.compile_kernel(kfc.calls_device_with_syncthreads)
-    assert cpu._DEVICE_TRANSLATIONS.get(kfc.device_uses_syncthreads.py_func) is None
+        with pytest.raises(DualgpuError, match="device function 'device_uses_const_array'"):
+            cpu.compile_kernel(kfc.calls_device_with_const_array)
+    assert cpu._DEVICE_TRANSLATIONS.get(kfc.device_uses_const_array.py_func) is None
 
 
 def test_global_defined_after_compile_is_found_at_first_launch(monkeypatch):
@@ -454,9 +454,9 @@ def test_global_defined_after_compile_is_found_at_first_launch(monkeypatch):
 
 
 def test_unknown_cuda_attribute_is_named():
-    with pytest.raises(DualgpuError, match=r"kernel 'uses_shuffle' uses cuda.shfl_down_sync, "
+    with pytest.raises(DualgpuError, match=r"kernel 'uses_nanosleep' uses cuda.nanosleep, "
                        r"which the cpu backend does not know"):
-        cpu.compile_kernel(kfc.uses_shuffle)
+        cpu.compile_kernel(kfc.uses_nanosleep)
 
 
 def test_source_not_available():

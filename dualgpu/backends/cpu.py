@@ -37,9 +37,16 @@ in dual runs. Arguments are passed to the launcher unchanged, so duals work
 wherever numba can type them; the lane count is read from the arguments'
 ``.lanes`` and each lane count gets its own compiled translation.
 
-Block-level cooperation cannot be emulated this way: shared memory,
-``cuda.syncthreads`` and friends, constant memory and warp intrinsics are
-refused by :func:`compile_kernel` with a message that says so.
+Kernels that need the threads of a block to cooperate (``cuda.shared.array``,
+``cuda.syncthreads`` and its ``_count/_and/_or`` forms, ``cuda.syncwarp``, the
+warp shuffles, votes and matches, ``cuda.cg.this_grid().sync()``), directly or
+in a device function they call, take another path: :mod:`dualgpu.backends.blocks`
+cuts them at every barrier into regions that loop over the threads of a block
+(of the grid for grid sync), inlining the device functions that synchronise.
+Here the rewriter only turns those calls into markers and :meth:`CpuKernel.launch`
+hands such kernels to a :class:`~dualgpu.backends.blocks.launch.BlockLauncher`.
+Constant memory other than ``cuda.const.array_like(host_array)`` is refused by
+:func:`compile_kernel` with a message that says so.
 
 Examples
 --------
@@ -70,6 +77,8 @@ from ..errors import DualgpuError
 from . import _translate
 from ._local_array_types import literal_shape, scalar_dtype
 from ._translate import CudaRewriter, Namespace, dotted
+from .blocks import markers as _block_markers
+from .blocks import runtime as _blocks_runtime
 
 __all__ = ["CpuKernel", "compile_kernel", "PARALLEL_MIN_THREADS", "PARALLEL_MIN_CORES", "BACKEND"]
 
@@ -109,16 +118,10 @@ _INDEX_PREFIX = {
 }
 _AXES = ("x", "y", "z")
 
-#: Features that need threads of a block to run together: rejected.
+#: Features used in a form this backend does not run: rejected with their name.
 UNSUPPORTED = {
-    "shared": "shared memory",
-    "syncthreads": "block synchronisation",
-    "syncthreads_count": "block synchronisation",
-    "syncthreads_and": "block synchronisation",
-    "syncthreads_or": "block synchronisation",
-    "syncwarp": "warp synchronisation",
     "const": "constant memory (other than cuda.const.array_like(host_array))",
-    "cg": "cooperative groups",
+    "cg": "cooperative groups (other than cuda.cg.this_grid() and grid.sync())",
 }
 
 ATOMIC_OPS = (
@@ -131,9 +134,8 @@ _FENCES = ("threadfence", "threadfence_block", "threadfence_system")
 
 def _fix_hint(feature):
     return (
-        f"The {BACKEND} backend runs the threads of a block one after another, so "
-        f"{feature} cannot be emulated there. Run this kernel on the 'cuda' backend (a GPU) "
-        "or the 'cudasim' backend (the CUDA simulator), or rewrite it without that feature."
+        f"Run this kernel on the 'cuda' backend (a GPU) or the 'cudasim' backend (the CUDA "
+        f"simulator), or rewrite it without {feature}."
     )
 
 
@@ -340,7 +342,7 @@ def _dg_atomic_compare_and_swap(ary, old, val):
     return current
 
 
-_RUNTIME = {"_dg_local_array": _dg_local_array}
+_RUNTIME = {"_dg_local_array": _dg_local_array, "_dg_lanemask_lt": _blocks_runtime.lanemask_lt}
 _RUNTIME.update({f"_dg_atomic_{op}": globals()[f"_dg_atomic_{op}"] for op in ATOMIC_OPS})
 
 
@@ -388,6 +390,7 @@ class _CpuRewriter(CudaRewriter):
         self.uses_block_index = False
         self.uses_atomics = False
         self.uses_local_array = False
+        self.block_level = False  # shared memory, barriers, warp intrinsics (see .blocks)
         self.devices = {}  # bound name -> _Translation
 
     # -- errors ----------------------------------------------------------------
@@ -404,10 +407,13 @@ class _CpuRewriter(CudaRewriter):
         return DualgpuError(
             f"{self.where} uses {what}{spelled}, which the {BACKEND} backend does not know. "
             "It supports cuda.grid, cuda.gridsize, cuda.threadIdx/blockIdx/blockDim/gridDim "
-            ".x/.y/.z, cuda.laneid, cuda.warpsize, cuda.local.array, cuda.const.array_like, "
-            "cuda.atomic.*, "
-            "cuda.threadfence*, cuda.fma, cuda.selp, numba types and device functions. Run this "
-            "kernel on the 'cuda' or 'cudasim' backend, or rewrite that line with these."
+            ".x/.y/.z, cuda.laneid, cuda.warpsize, cuda.local.array, cuda.shared.array, "
+            "cuda.const.array_like, cuda.atomic.*, cuda.syncthreads(_count/_and/_or), "
+            "cuda.syncwarp, cuda.shfl_*_sync, cuda.all/any/eq/ballot_sync, "
+            "cuda.match_any/all_sync, cuda.activemask, cuda.lanemask_lt, cuda.cg.this_grid() "
+            "with grid.sync(), cuda.threadfence*, cuda.fma, cuda.selp, numba types and device "
+            "functions. Run this kernel on the 'cuda' or 'cudasim' backend, or rewrite that line "
+            "with these."
         )
 
     # -- values ----------------------------------------------------------------
@@ -427,6 +433,12 @@ class _CpuRewriter(CudaRewriter):
             return self.bind(value, "type")
         if path and path[0] in UNSUPPORTED:
             raise self._unsupported(path, node)
+        if path in _block_markers.BLOCK_CALLS:
+            raise DualgpuError(
+                f"{self.where}, line {getattr(node, 'lineno', '?')}: '{dotted(node)}' is used "
+                f"without being called; the {BACKEND} backend runs cuda.{'.'.join(path)} only "
+                "where it is called directly, e.g. cuda.syncthreads()."
+            )
         if len(path) == 1 and path[0] in _INDEX_PREFIX:
             raise DualgpuError(
                 f"{self.where} uses '{dotted(node)}' without .x, .y or .z; the {BACKEND} "
@@ -449,6 +461,8 @@ class _CpuRewriter(CudaRewriter):
         )
 
     def cuda_call(self, path, node):
+        if path in _block_markers.BLOCK_CALLS:  # shared memory, barriers, warp intrinsics
+            return _block_markers.block_call(self, path, node, _lane_id)
         if path in (("grid",), ("gridsize",)):
             ndim = self._literal_ndim(path, node)
             self.uses_context = True
@@ -507,6 +521,17 @@ class _CpuRewriter(CudaRewriter):
 
     def device_call(self, py_func, node):
         name, translation = self._device(py_func)
+        if translation.block_level:
+            # it synchronises or uses shared memory: inlined into the kernel (see .blocks)
+            del self.devices[name]
+            self.block_level = True
+            self.uses_context = True
+            site = _block_markers.Site("inline", getattr(node, "lineno", 0), dotted(node),
+                                       self.where)
+            site.device = translation
+            call = _block_markers.marker("inline", node.args, site, node)
+            call.keywords = list(node.keywords)
+            return call
         keywords = list(node.keywords)
         if translation.uses_context:
             self.uses_context = True
@@ -515,6 +540,12 @@ class _CpuRewriter(CudaRewriter):
 
     def device_value(self, py_func, node):
         name, translation = self._device(py_func)
+        if translation.block_level:
+            raise DualgpuError(
+                f"{self.where}, line {getattr(node, 'lineno', '?')} passes the device function "
+                f"{py_func.__qualname__!r} around as a value; it synchronises (or uses shared "
+                f"memory), so the {BACKEND} backend inlines it and needs it called directly."
+            )
         if translation.uses_context:
             raise DualgpuError(
                 f"{self.where} passes the device function {py_func.__qualname__!r} around as a "
@@ -573,6 +604,7 @@ class _Translation:
         self.uses_context = False
         self.uses_block_index = False
         self.lanes_dependent = False
+        self.block_level = False
         self.devices = {}
         self._built = {}
         if role != "kernel":
@@ -588,6 +620,9 @@ class _Translation:
         self.uses_context = rewriter.uses_context or role == "kernel"
         self.uses_block_index = rewriter.uses_block_index
         self.devices = rewriter.devices
+        # shared memory, barriers or warp intrinsics: run by .blocks (a device function
+        # calling x.sync() may be syncing a grid group it was given: it is inlined too)
+        self.block_level = rewriter.block_level or (role != "kernel" and _calls_sync(tree))
         self.lanes_dependent = rewriter.uses_local_array or any(
             d.lanes_dependent for d in self.devices.values()
         )
@@ -600,7 +635,7 @@ class _Translation:
         self.guard = None
         if (
             role == "kernel" and not self.uses_atomics and not self.uses_block_index
-            and self.inner_axis == "x"
+            and self.inner_axis == "x" and not self.block_level
         ):
             self.guard = _find_guard(tree, self.params, self.namespace)
         self.namespace.values.update(_RUNTIME)
@@ -649,6 +684,15 @@ class _Translation:
 
 
 _DEVICE_TRANSLATIONS = _translate.FunctionCache()
+
+
+def _calls_sync(tree):
+    """True if ``tree`` calls a method ``.sync()`` without arguments (a grid group's)."""
+    return any(
+        isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "sync"
+        and not n.args and not n.keywords
+        for n in ast.walk(tree)
+    )
 
 
 def _device_translation(py_func, kernel_name):
@@ -1187,6 +1231,7 @@ class CpuKernel:
         self.params = tuple(self._translation.params)
         self._launchers = {}
         self._nrt_lanes = set()  # lanes values whose thread function needs numba's NRT
+        self._blocks = None  # the block-level runner (.blocks.launch), made at first launch
 
     @property
     def uses_atomics(self):
@@ -1244,7 +1289,7 @@ class CpuKernel:
         rows = total // (g[inner] * b[inner])
         return "flat_rows" if rows >= 4 * numba.config.NUMBA_NUM_THREADS else "flat_pieces"
 
-    def launch(self, griddim, blockdim, args):
+    def launch(self, griddim, blockdim, args, sharedmem=0):
         """Run the kernel over a ``griddim`` x ``blockdim`` launch with ``args``.
 
         Parameters
@@ -1252,6 +1297,8 @@ class CpuKernel:
         griddim, blockdim : int or tuple of 1 to 3 ints
         args : tuple
             The kernel's arguments: numpy arrays, scalars, and dualgpu duals.
+        sharedmem : int
+            Bytes of dynamic shared memory per block (``cuda.shared.array(0, dtype)``).
         """
         g = _dim3(griddim, "griddim", self.name)
         b = _dim3(blockdim, "blockdim", self.name)
@@ -1267,13 +1314,18 @@ class CpuKernel:
                 "keeps that limit so the kernel also runs on a GPU). Use more blocks."
             )
         lanes = _lanes_of(args, self.name) if args else 0
-        if isinstance(lanes, tuple) and self._translation.lanes_dependent:
+        if isinstance(lanes, tuple) and (
+            self._translation.lanes_dependent or self._translation.block_level
+        ):
             from ..nested import nested_local_array_error
 
             raise nested_local_array_error(f"kernel {self.name!r}", BACKEND)
-        if not self._launchers and self._translation.stale():
+        if not self._launchers and self._blocks is None and self._translation.stale():
             # a global the kernel uses was defined after compile_kernel: look again
             self._translation = _Translation(self.py_func, "kernel", self.name)
+        if self._translation.block_level:
+            self._block_launch(g, b, sharedmem, args, lanes)
+            return
         variant = self._variant(g, b)
         guard = self._translation.guard
         if guard is not None and variant.startswith("flat") and guard.applies(args):
@@ -1286,6 +1338,20 @@ class CpuKernel:
         except (numba.core.errors.NumbaError, TypeError) as exc:
             self._retry_or_explain(exc, lanes, variant, args, g, b)
 
+    def _block_launch(self, g, b, sharedmem, args, lanes):
+        """Run a kernel with shared memory, barriers or warp intrinsics (see .blocks)."""
+        if lanes:
+            _register_dual_types()
+        if self._blocks is None:
+            from .blocks.launch import BlockLauncher
+
+            self._blocks = BlockLauncher(self._translation, _RUNTIME, CONTEXT, self.fastmath)
+        parallel = self._variant(g, b) not in ("flat", "blocks", "bounded")
+        try:
+            self._blocks.launch(g, b, sharedmem, args, lanes, parallel)
+        except (numba.core.errors.NumbaError, TypeError) as exc:
+            self._retry_or_explain(exc, lanes, None, args, g, b)
+
     def _retry_or_explain(self, exc, lanes, variant, args, g, b):
         """After a failed launch: recompile with NRT once if needed, or explain device arrays."""
         on_device = [p for p, a in zip(self.params, args) if _in_device_memory(a)]
@@ -1296,6 +1362,8 @@ class CpuKernel:
                 f"{', '.join(on_device)} {verb}. Pass numpy arrays (dualgpu.cuda.to_device "
                 "keeps host arrays on this backend), or call .copy_to_host() first."
             ) from exc
+        if variant is None:  # a block-level kernel: retried with NRT by its launcher
+            raise exc
         if lanes in self._nrt_lanes or not _needs_nrt(exc):
             if variant.startswith("bounded") and isinstance(exc, numba.core.errors.NumbaError):
                 # compiling the hoisted bound failed (before anything ran): fall
@@ -1320,9 +1388,10 @@ class CpuKernel:
                 f"kernel[{config!r}]."
             )
         griddim, blockdim = config[0], config[1]
+        sharedmem = config[3] if len(config) == 4 else 0
 
         def configured(*args):
-            self.launch(griddim, blockdim, args)
+            self.launch(griddim, blockdim, args, sharedmem)
 
         return configured
 
@@ -1346,7 +1415,8 @@ def compile_kernel(kernel, fastmath=False):
     ------
     DualgpuError
         If the source is unavailable or the kernel uses a feature this backend
-        cannot run (shared memory, syncthreads, constant memory, warp intrinsics).
+        cannot run (constant memory other than ``cuda.const.array_like``, a
+        cuda function it does not know), naming the feature.
     """
     py_func = _translate.unwrap(kernel)
     if py_func is None:
