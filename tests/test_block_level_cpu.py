@@ -36,7 +36,7 @@ def on_cpu_and_simulator(fn, *args, **kwargs):
 def jacobian_matches_fd(f, args, argnums, **kwargs):
     # one lane count for every test: the dual arithmetic compiles once per process
     with dualgpu.using_backend("cpu"):
-        check_jacobian(f, args, argnums=argnums, chunk_size=8, n_directions=2, **kwargs)
+        check_jacobian(f, *args, argnums=argnums, chunk_size=8, n_directions=2, **kwargs)
 
 
 @pytest.fixture
