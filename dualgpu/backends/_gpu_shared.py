@@ -35,10 +35,11 @@ from numba.core.extending import intrinsic
 from ..errors import DualgpuError
 from ..numba_types import DualType, make_dual
 from ._local_array_types import literal_shape, scalar_dtype
+from ._rebind import SHUFFLES
 from ._translate import UNRESOLVED
 
 __all__ = [
-    "STATIC_SHARED_LIMIT", "SHUFFLES", "SharedSite", "DUAL_DTYPES", "check_static_shared",
+    "STATIC_SHARED_LIMIT", "SharedSite", "DUAL_DTYPES", "check_static_shared",
     "dynamic_request", "shared_sites",
 ]
 
@@ -48,8 +49,6 @@ STATIC_SHARED_LIMIT = 48 * 1024
 #: dtypes of the tiles that hold duals in a dual specialisation
 DUAL_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 
-#: numba.cuda's shuffles and the dual-aware stand-ins the rewriter calls instead.
-SHUFFLES = ("shfl_sync", "shfl_up_sync", "shfl_down_sync", "shfl_xor_sync")
 
 
 def dynamic_request(sharedmem, lanes):

@@ -8,7 +8,13 @@ function and its module are never touched.
 """
 import types as pytypes
 
-__all__ = ["global_names", "rebind"]
+__all__ = ["SHUFFLES", "global_names", "rebind", "uses_dual_scratch"]
+
+#: numba.cuda's warp shuffles: in a dual launch each must move a dual's partials too.
+SHUFFLES = ("shfl_sync", "shfl_up_sync", "shfl_down_sync", "shfl_xor_sync")
+
+#: Global names whose presence means a dual launch may need dual scratch, tiles or shuffles.
+_DUAL_SCRATCH_NAMES = frozenset(("local", "shared") + SHUFFLES)
 
 
 def global_names(code):
@@ -18,6 +24,11 @@ def global_names(code):
         if isinstance(const, pytypes.CodeType):
             names |= global_names(const)
     return names
+
+
+def uses_dual_scratch(py_func):
+    """True if ``py_func`` may use local or shared arrays or shuffles (names it reads, no typing)."""
+    return bool(_DUAL_SCRATCH_NAMES & global_names(py_func.__code__))
 
 
 def rebind(py_func, replace):

@@ -27,7 +27,7 @@ from .. import dmath
 from ..dual import Dual
 from ..dualarray import DualArray
 from ..errors import DualgpuError
-from ._rebind import global_names, rebind
+from ._rebind import global_names, rebind, uses_dual_scratch
 from ._sim_casts import CastingModule, cast_for
 from ._translate import cuda_member_names, device_py_func, is_cuda_module, unwrap
 
@@ -253,11 +253,9 @@ class SimulatorKernel:
 def _launch_lanes(args, py_func):
     """The lane count of a launch: 0 plain, N first order; nested duals run as plain cuda."""
     from ..nested import lane_key, nested_local_array_error
-    from .gpu import _needs_rewrite
-
     lanes = lane_key(args, f"kernel {py_func.__qualname__!r}")
     if isinstance(lanes, tuple):
-        if _needs_rewrite(py_func):
+        if uses_dual_scratch(py_func):
             raise nested_local_array_error(f"kernel {py_func.__qualname__!r}", "cudasim")
         return 0  # nested duals are Python objects: no dual scratch, tiles or shuffles
     return lanes

@@ -31,11 +31,11 @@ from ..dualarray import DualArray
 from ..errors import DualgpuError
 from ._local_array_types import literal_shape, scalar_dtype
 from ._gpu_shared import (
-    DUAL_DTYPES, SHUFFLE_FUNCTIONS, SHUFFLES, STATIC_SHARED_LIMIT, SharedSite,
+    DUAL_DTYPES, SHUFFLE_FUNCTIONS, STATIC_SHARED_LIMIT, SharedSite,
     _dg_dynamic_shared, _dg_region_length, _dg_shared_array, check_static_shared,
     dynamic_request, shared_sites, site_shape_and_dtype,
 )
-from ._rebind import global_names, rebind
+from ._rebind import SHUFFLES, global_names, rebind, uses_dual_scratch
 from ._translate import (
     Namespace, compile_function, device_py_func, function_source, is_cuda_module, unwrap,
 )
@@ -181,12 +181,8 @@ def _shape_node(shape, node):
     return ast.Constant(shape[0] if len(shape) == 1 and not isinstance(node, ast.Tuple) else shape)
 
 
-#: global names whose presence means the dual source copy may need rewriting
-_REWRITTEN_NAMES = frozenset(("local", "shared") + SHUFFLES)
-
-
-def _needs_rewrite(py_func):
-    return bool(_REWRITTEN_NAMES & global_names(py_func.__code__))
+#: True when the dual source copy may need rewriting (local/shared arrays, shuffles)
+_needs_rewrite = uses_dual_scratch
 
 
 def _dual_source_copy(py_func, lanes, replace):
