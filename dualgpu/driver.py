@@ -5,44 +5,50 @@ moves arrays to the device with :mod:`dualgpu.cuda`, launches dualgpu kernels
 and returns host results. The driver differentiates it without changes:
 
 1. **seed** -- each differentiated array argument is passed to ``f`` as a host
-   :class:`~dualgpu.DualArray` (a copy of the values, plus N seed lanes); each
+   :class:`~dualgpu.DualArray` (a copy of the values, plus L seed lanes); each
    differentiated scalar as a :class:`~dualgpu.Dual`. Other float arrays stay
    plain: ``f``'s ``cuda.to_device`` turns them into zero-partial DualArrays,
    because ``f`` runs inside :func:`dualgpu._context.dual_allocation`.
-2. **evaluate** -- one run of ``f`` per chunk of N directions;
-3. **extract** -- the output partials of the chunk are written into the result;
+2. **evaluate** -- one run of ``f`` per *batch* of L directions (see
+   :func:`run_chunk`);
+3. **extract** -- the output partials of the batch are written into the result;
 4. repeat until every direction is done.
 
-Only the current chunk's lanes exist at any time, so memory does not grow with
-the number of time steps (forward mode). The last chunk reuses the same N with
-zero-padded lanes, so kernels compile once per lane count.
-
-Chunk size
-----------
-``chunk_size=None`` picks N by :func:`default_chunk_size`: the fewest chunks of
-at most :data:`DEFAULT_CHUNK_LIMIT` (8) lanes, then the N that leaves the fewest
-padded lanes (ForwardDiff.jl's rule). Eight float64 lanes keep a dual in 72
-bytes of registers on the GPU; on the CPU backends each new N costs one compile
-of every kernel (about 1 to 4 s), so keeping one N per problem matters more than
-its exact value. Any N from 1 to n (the number of directions) and at most
-:data:`dualgpu.numba_types.MAX_LANES` works.
+Chunk size and batches
+----------------------
+Kernels are compiled for a *tile* of N lanes, the ``chunk_size``
+(:func:`dualgpu.lanes.tile_lanes`: the fewest tiles of at most the backend's
+:data:`dualgpu.lanes.TILE_LANES`, then the N that leaves the fewest padded
+lanes, ForwardDiff.jl's rule). One run of f carries L lanes, a multiple of N:
+all directions when they fit the memory budget of
+:func:`dualgpu.lanes.batch_lanes`. Each launch then runs its L / N tiles
+(inside one compiled call on the cpu backend), so a Jacobian of n directions
+costs about as many host steps as one run of f. Memory does not grow with the
+number of time steps (forward mode). The last batch reuses the same L with
+zero-padded lanes, so kernels compile once per tile size. Any N from 1 to n
+(the number of directions) and at most :data:`dualgpu.numba_types.MAX_LANES`
+works; more than the backend's measured good range warns
+(:class:`dualgpu.lanes.ChunkSizeWarning`).
 """
 import numbers
 
 import numpy as np
 
+from . import lanes as _lanes
 from ._context import dual_allocation
+from .backend import backend
 from .dual import Dual
 from .dualarray import DualArray
 from .errors import DualgpuError
 from .numba_types import MAX_LANES
 
 __all__ = [
-    "jvp", "jvp_batch", "jacfwd", "jacobian", "default_chunk_size",
+    "jvp", "jvp_batch", "jacfwd", "jacobian", "default_chunk_size", "run_chunk", "Chunk",
     "DEFAULT_CHUNK_LIMIT", "PROGRESS_MIN_CHUNKS",
 ]
 
-#: Largest N the default chunk size picks.
+#: Largest N :func:`default_chunk_size` picks unless given a limit (the
+#: driver's limit is the backend's :data:`dualgpu.lanes.TILE_LANES`).
 DEFAULT_CHUNK_LIMIT = 8
 #: With ``progress=None`` a tqdm bar is shown when there are more chunks than this.
 PROGRESS_MIN_CHUNKS = 4
@@ -183,16 +189,20 @@ def _make_inputs(args, positions, fname):
 
 
 def _check_chunk_size(chunk_size, n, fname):
+    """Return the lanes per tile: the backend's default, or the user's (checked, warned)."""
+    name = backend()
     if chunk_size is None:
-        return min(default_chunk_size(n), MAX_LANES)
+        return min(_lanes.tile_lanes(n, name), MAX_LANES)
     valid = isinstance(chunk_size, numbers.Integral) and not isinstance(chunk_size, bool)
     if not valid or not 1 <= chunk_size <= min(n, MAX_LANES):
         raise DualgpuError(
             f"{fname}: chunk_size={chunk_size!r}; expected an int from 1 to "
             f"{min(n, MAX_LANES)} (at most the {n} input direction(s) and at most "
             f"dualgpu.numba_types.MAX_LANES={MAX_LANES} lanes). Fix: pass chunk_size=None "
-            f"for the default ({min(default_chunk_size(n), MAX_LANES)} here) or a value in range."
+            f"for the default ({min(_lanes.tile_lanes(n, name), MAX_LANES)} here) or a value in "
+            "range."
         )
+    _lanes.check_chunk_size(int(chunk_size), name, fname)
     return int(chunk_size)
 
 
@@ -254,37 +264,72 @@ def _progress_bar(n_chunks, progress, desc):
     return tqdm(total=n_chunks, desc=desc, unit="chunk", leave=False)
 
 
-def _push_forward(f, args, kwargs, inputs, n_directions, lanes, fill, where, progress, fname):
-    """Run f once per chunk of ``lanes`` directions.
+class Chunk:
+    """One run of f: directions ``start .. start + count - 1`` seeded in ``lanes`` lanes.
 
-    ``fill(start, count)`` writes the tangents of directions ``start .. start+count-1``
-    into the inputs' lane buffers (the rest stays zero). Returns ``is_tuple``, the
-    output values and, per output, the partials of all directions ``(n_directions, *S)``
-    (None for outputs that carry none).
+    ``lanes`` is a multiple of ``tile``, the lanes kernels are compiled for;
+    lanes beyond ``count`` are zero. Made by :func:`plan_chunks`; run by
+    :func:`run_chunk` (a local loop, or an executor, calls it once per chunk).
+    """
+
+    __slots__ = ("index", "start", "count", "lanes", "tile")
+
+    def __init__(self, index, start, count, lanes, tile):
+        self.index, self.start, self.count, self.lanes, self.tile = index, start, count, lanes, tile
+
+    def __repr__(self):
+        return (f"Chunk({self.index}: directions {self.start}..{self.start + self.count - 1}, "
+                f"{self.lanes} lanes in tiles of {self.tile})")
+
+
+def plan_chunks(n_directions, tile, inputs):
+    """Return the :class:`Chunk` list covering ``n_directions`` (see :mod:`dualgpu.lanes`)."""
+    per_lane = _lanes.LIVE_ARRAYS * sum(item.size * item.dtype.itemsize for item in inputs)
+    lanes = _lanes.batch_lanes(n_directions, tile, per_lane)
+    return [
+        Chunk(k, start, min(lanes, n_directions - start), lanes, tile)
+        for k, start in enumerate(range(0, n_directions, lanes))
+    ]
+
+
+def run_chunk(f, args, kwargs, inputs, chunk, fill, fname):
+    """Run f once for ``chunk``; return ``(is_tuple, [(values, partials or None), ...])``.
+
+    ``fill(start, count)`` writes the tangents of directions ``start ..
+    start + count - 1`` into the inputs' lane buffers (allocated here for
+    ``chunk.lanes`` lanes; the rest stays zero). Each output's partials have
+    ``chunk.lanes`` lanes, of which the first ``chunk.count`` are directions.
     """
     for item in inputs:
-        item.allocate(lanes)
-    n_chunks = -(-n_directions // lanes)
-    bar = _progress_bar(n_chunks, progress, fname)
+        if item.lanes_buffer is None or item.lanes_buffer.shape[0] != chunk.lanes:
+            item.allocate(chunk.lanes)
+        item.lanes_buffer.fill(0)
+    fill(chunk.start, chunk.count)
     seeded = {item.position for item in inputs}
+    # copies: f may write into its arguments; neither the caller nor the next chunk may see that
+    call_args = [np.array(a, copy=True) if isinstance(a, np.ndarray) and p not in seeded
+                 else a for p, a in enumerate(args)]
+    for item in inputs:
+        call_args[item.position] = item.argument()
+    with dual_allocation(chunk.lanes, tile=chunk.tile):
+        result = f(*call_args, **kwargs)
+    return _unpack(result, chunk.lanes, fname)
+
+
+def _push_forward(f, args, kwargs, inputs, n_directions, tile, fill, where, progress, fname):
+    """Run f once per chunk of directions (see :func:`plan_chunks` and :func:`run_chunk`).
+
+    Returns ``is_tuple``, the output values and, per output, the partials of
+    all directions ``(n_directions, *S)`` (None for outputs that carry none).
+    """
+    chunks = plan_chunks(n_directions, tile, inputs)
+    bar = _progress_bar(len(chunks), progress, fname)
     is_tuple, values, partials = None, None, None
     try:
-        for chunk in range(n_chunks):
-            start = chunk * lanes
-            count = min(lanes, n_directions - start)
-            for item in inputs:
-                item.lanes_buffer.fill(0)
-            fill(start, count)
-            # copies: f may write into its arguments; neither the caller nor the next chunk
-            # may see that
-            call_args = [np.array(a, copy=True) if isinstance(a, np.ndarray) and p not in seeded
-                         else a for p, a in enumerate(args)]
-            for item in inputs:
-                call_args[item.position] = item.argument()
-            with dual_allocation(lanes):
-                result = f(*call_args, **kwargs)
-            chunk_tuple, unpacked = _unpack(result, lanes, fname)
-            if chunk == 0:
+        for chunk in chunks:
+            chunk_tuple, unpacked = run_chunk(f, args, kwargs, inputs, chunk, fill, fname)
+            start, count = chunk.start, chunk.count
+            if chunk.index == 0:
                 is_tuple = chunk_tuple
                 values = [v for v, _ in unpacked]
                 partials = [
@@ -392,8 +437,9 @@ def jacobian(f, *args, argnums=0, chunk_size=None, progress=None, sparsity=None,
         Which arguments to differentiate: float32/float64 arrays of 1 to 3
         dimensions, or float scalars (Python float, numpy float).
     chunk_size : int, optional
-        Lanes N per run of f, 1 to min(n, MAX_LANES) where n is the total number
-        of input entries; default :func:`default_chunk_size`.
+        Lanes N per kernel tile, 1 to min(n, MAX_LANES) where n is the total
+        number of input entries; default :func:`dualgpu.lanes.tile_lanes`. One
+        run of f carries many tiles (all n directions when memory allows).
     progress : bool, optional
         tqdm progress bar: None shows it above PROGRESS_MIN_CHUNKS chunks,
         True always, False never.
@@ -531,8 +577,9 @@ def jvp_batch(f, primals, tangents, *, chunk_size=None, progress=None):
     """Return ``(outputs, output_tangents)`` for a batch of B tangent directions.
 
     Each tangent is None (argument not differentiated) or an array of shape
-    ``(B,) + primal.shape`` (``(B,)`` for scalars). The B directions run
-    ``chunk_size`` lanes at a time (default :func:`default_chunk_size` of B).
+    ``(B,) + primal.shape`` (``(B,)`` for scalars). Kernels run the B
+    directions in tiles of ``chunk_size`` lanes (default
+    :func:`dualgpu.lanes.tile_lanes` of B), many tiles per run of f.
 
     Returns
     -------

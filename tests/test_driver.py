@@ -144,17 +144,32 @@ def test_default_chunk_size():
     assert default_chunk_size(1000, limit=500) <= MAX_LANES
 
 
-def test_every_chunk_uses_the_same_lane_count_and_fresh_inputs():
-    seen = []
-
+def _spy(seen):
     def spy(x, a):
         seen.append((x.lanes, a.lanes, float(x.values[0])))
         x[0] = 5.0  # f scribbles on its input: the next chunk must still see the original
         u = cuda.to_device(x)
         return u.copy_to_host()
+    return spy
 
+
+def test_one_run_carries_every_direction_in_tiles():
+    seen = []
     x = np.arange(1.0, 11.0)
-    jac_x, jac_a = jacobian(spy, x, 2.0, argnums=(0, 1), chunk_size=4)
+    jac_x, jac_a = jacobian(_spy(seen), x, 2.0, argnums=(0, 1), chunk_size=4)
+    assert seen == [(12, 12, 1.0)]  # 11 directions: 3 tiles of 4, one zero lane
+    expected = np.eye(10)
+    expected[0, 0] = 0.0
+    np.testing.assert_array_equal(jac_x, expected)
+    np.testing.assert_array_equal(jac_a, np.zeros(10))
+
+
+def test_every_chunk_uses_the_same_lane_count_and_fresh_inputs(monkeypatch):
+    # a memory budget of about one tile per run: 11 directions in 3 runs of 4 lanes
+    monkeypatch.setattr(dualgpu.lanes, "BATCH_BYTES", 1)
+    seen = []
+    x = np.arange(1.0, 11.0)
+    jac_x, jac_a = jacobian(_spy(seen), x, 2.0, argnums=(0, 1), chunk_size=4)
     assert seen == [(4, 4, 1.0)] * 3  # 11 directions: 4 + 4 + 3 padded with one zero lane
     expected = np.eye(10)
     expected[0, 0] = 0.0
@@ -197,7 +212,8 @@ def test_dual_scalar_output_and_plain_side_output():
     assert d_plain.shape == (3, 4) and not d_plain.any()
 
 
-def test_progress_bar(capsys):
+def test_progress_bar(capsys, monkeypatch):
+    monkeypatch.setattr(dualgpu.lanes, "BATCH_BYTES", 1)  # one tile per run of f
     x = np.arange(6.0)
 
     def identity(x):
