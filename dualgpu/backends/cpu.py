@@ -74,7 +74,7 @@ from .._context import active_tile_lanes
 from ..dual import Dual
 from ..dualarray import DualArray
 from ..errors import DualgpuError
-from . import _access, _llvm, _translate, cpu_parallel
+from . import _access, _llvm, _translate, cpu_cache, cpu_parallel
 from ._local_array_types import literal_shape, scalar_dtype
 from ._translate import CudaRewriter, Namespace, dotted
 from .cpu_launchers import CONTEXT, LaunchSpec, flatten, make_launcher
@@ -1117,6 +1117,9 @@ class CpuKernel:
             # Plain local arrays live on the stack; dual ones need NRT.
             nrt = lanes in self._nrt_lanes or bool(lanes and self._translation.lanes_dependent)
             unguarded = spec.base == "bounded"
+            if not nrt and cpu_cache.needs_nrt(self._thread_key(lanes, unguarded, False)):
+                self._nrt_lanes.add(lanes)  # an earlier process found that it allocates
+                nrt = True
             if nrt:
                 # numba inlines it: reference counts then live in one function
                 thread = self._translation.build(
@@ -1133,9 +1136,20 @@ class CpuKernel:
             launcher = make_launcher(
                 spec, self.params, bound, self._translation.inner_axis, thread, self.fastmath,
                 nrt, f"cpu launcher of {self.name}",
+                thread_key=self._thread_key(lanes, unguarded, nrt),
             )
             self._launchers[spec] = launcher
         return launcher
+
+    def _thread_key(self, lanes, unguarded, nrt):
+        """Fingerprint of the thread function for the disk cache (None: not cacheable)."""
+        if not cpu_cache.enabled():
+            return None
+        try:
+            return cpu_cache.translation_key(
+                self._translation, lanes, unguarded, {"fastmath": self.fastmath, "nrt": nrt})
+        except cpu_cache.Uncacheable:
+            return None
 
     def _base(self, args):
         """The loop shape for these arguments: "blocks", "bounded" or "flat"."""
@@ -1317,6 +1331,7 @@ class CpuKernel:
                 return
             raise exc
         # something in the kernel allocates: compile again with NRT (once)
+        cpu_cache.mark_needs_nrt(self._thread_key(tile, base == "bounded", False))
         self._nrt_lanes.add(tile)
         self._forget(lambda spec: spec.lanes == tile)
         self.launch(g, b, args)

@@ -41,8 +41,9 @@ import collections
 import textwrap
 
 from numba import njit
+from numba.extending import overload
 
-from . import _translate
+from . import _translate, cpu_cache
 from .cpu_parallel import claim, finish
 
 __all__ = ["LaunchSpec", "launcher_source", "make_launcher", "flatten", "ORDERS", "CONTEXT"]
@@ -243,13 +244,33 @@ def launcher_source(spec, params, bound, inner):
     return source + _PIECES.format(views=views, work=_fill(work, order, call, "    "))
 
 
-@njit(inline="always")
 def _restore(target, snapshot):
-    target[...] = snapshot
+    """Copy ``snapshot`` into ``target`` (same shape), element by element (compiled code only)."""
+    raise NotImplementedError("_restore runs inside cpu-backend launchers only")
 
 
-def make_launcher(spec, params, bound, inner, thread, fastmath, nrt, label):
-    """Return the njit launcher for ``spec`` calling ``thread`` (see :func:`launcher_source`)."""
+@overload(_restore, jit_options={"inline": "always"})
+def _ov_restore(target, snapshot):
+    # explicit loops: ``target[...] = snapshot`` would allocate (numba copies a source
+    # that may overlap the target), which needs NRT in an NRT-free launcher
+    ndim = target.ndim
+    index = ", ".join(f"i{k}" for k in range(ndim))
+    source = "def restore(target, snapshot):\n"
+    for k in range(ndim):
+        source += "    " * (k + 1) + f"for i{k} in range(snapshot.shape[{k}]):\n"
+    source += "    " * (ndim + 1) + f"target[{index}] = snapshot[{index}]\n"
+    namespace = {}
+    exec(source, namespace)
+    return namespace["restore"]
+
+
+def make_launcher(spec, params, bound, inner, thread, fastmath, nrt, label, thread_key=None):
+    """Return the njit launcher for ``spec`` calling ``thread`` (see :func:`launcher_source`).
+
+    With ``thread_key`` (a fingerprint of the thread function, see
+    :mod:`dualgpu.backends.cpu_cache`) the launcher is compiled from a module
+    in the disk cache, so later processes load it instead of compiling.
+    """
     from ..numba_arrays import make_dual_array
     from ..numba_types import make_dual
 
@@ -258,10 +279,15 @@ def make_launcher(spec, params, bound, inner, thread, fastmath, nrt, label):
         "_dg_thread": thread, "_dg_claim": claim, "_dg_finish": finish,
         "_dg_restore": _restore, "_dg_dual_array": make_dual_array, "_dg_dual": make_dual,
     }
+    options = dict(fastmath=fastmath, error_model="numpy", _nrt=nrt, nogil=spec.mode == "pieces")
+    if thread_key is not None and cpu_cache.enabled():
+        key = cpu_cache.launcher_key(source, thread_key, options)
+        try:
+            return cpu_cache.load_launcher(key, source, namespace, options)
+        except OSError:  # a read-only or full disk: compile in memory
+            pass
     function = _translate.compile_source(source, namespace, "_dg_launch", label)
-    return njit(
-        fastmath=fastmath, error_model="numpy", _nrt=nrt, nogil=spec.mode == "pieces",
-    )(function)
+    return njit(**options)(function)
 
 
 def flatten(args, mask):
