@@ -19,12 +19,13 @@ import numpy as np
 import scipy.sparse as sp
 
 from ._context import dual_allocation
-from .backend import using_backend
+from .backend import backend, using_backend
 from .driver import _progress_bar, _unpack, jacobian
 from .coloring import Coloring, color_columns
 from .dual import check_dtype
 from .dualarray import DualArray
 from .errors import DualgpuError
+from .lanes import LIVE_ARRAYS, batch_lanes, check_chunk_size, tile_lanes
 from .numba_types import MAX_LANES
 from .sparsity import as_pattern
 
@@ -134,7 +135,9 @@ def sparse_jacobian(f, args, argnum=0, *, sparsity="detect", chunk_size=None, va
         elements), ``"detect"`` to find it with the structural tracer, or a
         :class:`~dualgpu.coloring.Coloring` from an earlier call (reused as is).
     chunk_size : int, optional
-        Lanes per run (colors seeded at once); default: all colors, at most 8.
+        Lanes per kernel tile; default :func:`dualgpu.lanes.tile_lanes` of the
+        number of colors. One run of f seeds all colors (many tiles) when they
+        fit the memory budget of :func:`dualgpu.lanes.batch_lanes`.
     validate : bool or "detect"
         ``True`` compares with the dense Jacobian (small problems only);
         ``"detect"`` checks that the given pattern contains the detected one.
@@ -163,7 +166,7 @@ def sparse_jacobian(f, args, argnum=0, *, sparsity="detect", chunk_size=None, va
             pattern = detect_sparsity(f, args, argnum)
         else:
             pattern = as_pattern(sparsity)
-        coloring = color_columns(pattern)
+        coloring = color_columns(pattern, grid=x.shape if x.ndim > 1 else None)
     if pattern.shape[1] != n:
         raise DualgpuError(
             f"sparsity pattern has {pattern.shape[1]} columns but argument {argnum} has {n} "
@@ -173,11 +176,14 @@ def sparse_jacobian(f, args, argnum=0, *, sparsity="detect", chunk_size=None, va
         detected = detect_sparsity(f, args, argnum)
         _check_contains(pattern, detected, "the detected pattern")
     n_colors = coloring.n_colors
-    lanes = chunk_size or min(n_colors, 8)
-    if not 1 <= lanes <= MAX_LANES or lanes > max(n_colors, 1):
+    tile = chunk_size or min(tile_lanes(max(n_colors, 1), backend()), MAX_LANES)
+    if not 1 <= tile <= MAX_LANES or tile > max(n_colors, 1):
         raise DualgpuError(
-            f"chunk_size must be between 1 and the number of colors ({n_colors}); got {lanes}."
+            f"chunk_size must be between 1 and the number of colors ({n_colors}); got {tile}."
         )
+    if chunk_size:
+        check_chunk_size(int(chunk_size), backend(), "sparse_jacobian")
+    lanes = batch_lanes(max(n_colors, 1), tile, LIVE_ARRAYS * x.nbytes)
     starts = range(0, n_colors, lanes)
     bar = _progress_bar(len(starts), progress, "sparse jacobian")
     compressed = None
@@ -185,7 +191,7 @@ def sparse_jacobian(f, args, argnum=0, *, sparsity="detect", chunk_size=None, va
         seeds = coloring.seed_chunk(start, start + lanes, x.dtype, input_shape=x.shape)
         call = list(args)
         call[argnum] = DualArray(np.array(x, copy=True), seeds)
-        with dual_allocation(lanes):
+        with dual_allocation(lanes, tile=tile):
             values, partials = _single_output(f(*call), lanes, "sparse_jacobian")
         partials = partials.reshape(lanes, -1)
         if compressed is None:
