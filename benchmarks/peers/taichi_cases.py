@@ -28,7 +28,8 @@ except ImportError as exc:   # optional peer: reported by the benchmark, never f
     IMPORT_ERROR = f"{type(exc).__name__}: {exc}"
 else:
     AVAILABLE = True
-    VERSION = ti.__version__
+    VERSION = ".".join(map(str, ti.__version__)) if isinstance(ti.__version__, (tuple, list)) \
+        else str(ti.__version__)
     IMPORT_ERROR = None
 
 __all__ = [
