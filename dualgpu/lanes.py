@@ -27,7 +27,7 @@ import warnings
 
 __all__ = [
     "TILE_LANES", "GOOD_TILE_LANES", "MEASURED", "BATCH_BYTES", "LIVE_ARRAYS",
-    "ChunkSizeWarning", "tile_lanes", "batch_lanes", "check_chunk_size",
+    "ChunkSizeWarning", "tile_lanes", "batch_lanes", "check_chunk_size", "launch_tile",
 ]
 
 #: Default lanes per tile for each backend (0: no tiling, all lanes at once).
@@ -85,6 +85,29 @@ def batch_lanes(n, tile, bytes_per_lane, budget=None):
     fit = max(1, int(budget // max(bytes_per_lane * tile, 1)))
     runs = -(-tiles // fit)
     return -(-tiles // runs) * tile
+
+
+def launch_tile(lanes, preferred, hint=0, max_lanes=64):
+    """Return the lanes per tile for a launch whose duals have ``lanes`` lanes.
+
+    The driver's ``hint`` (its chunk size) when it divides ``lanes``; else
+    ``lanes`` itself up to ``preferred``; else the largest divisor of ``lanes``
+    not above ``preferred``, unless that is below half of it, when one tile of
+    all lanes is used (if at most ``max_lanes``).
+
+    Examples
+    --------
+    >>> launch_tile(1000, 8), launch_tile(20, 8), launch_tile(13, 8), launch_tile(12, 8, hint=3)
+    (8, 5, 13, 3)
+    """
+    if hint and lanes % hint == 0:
+        return hint
+    if lanes <= preferred:
+        return lanes
+    tile = next(d for d in range(preferred, 0, -1) if lanes % d == 0)
+    if 2 * tile < preferred and lanes <= max_lanes:
+        return lanes
+    return tile
 
 
 def check_chunk_size(chunk_size, backend, fname):

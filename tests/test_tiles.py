@@ -246,3 +246,66 @@ def test_batched_jacobian_of_several_kernels_per_step_vs_central_differences(dty
         error = check_jacobian(final, (theta0.astype(dtype), dtype(0.5)), argnums=(0, 1),
                                chunk_size=8, n_directions=2, rtol=rtol)
     assert error < rtol
+
+
+# --- the GPU backend's tiles (host loop), checked with the cpu backend standing in -----------
+class _CpuStandIn:
+    """A GpuKernel's dispatcher_for(lanes), running the kernel on the cpu backend instead."""
+
+    def __init__(self, py_func, calls):
+        self.py_func = py_func
+        self.calls = calls
+
+    def __call__(self, lanes):
+        return self
+
+    def __getitem__(self, config):
+        griddim, blockdim = config[0], config[1]
+
+        def launch(*args):
+            self.calls.append(max((a.lanes for a in args if isinstance(a, DualArray)), default=0))
+            cpu.compile_kernel(self.py_func).launch(griddim, blockdim, args)
+        return launch
+
+
+@pytest.mark.parametrize("kernel, make, restored", [
+    (kt.axpy_in_place, lambda rng: (_dual(rng, 40, 24), _dual(rng, 40, 24), 0.1), [0]),
+    (kt.count_and_scale, lambda rng: (_dual(rng, 40, 24), _dual(rng, 40, 24),
+                                      np.zeros(1, np.int64)), [2]),
+    (kt.prefix_sum, lambda rng: (_dual(rng, 40, 24), _dual(rng, 40, 24)), [1]),
+])
+def test_gpu_tiles_run_one_launch_per_tile_with_restores(kernel, make, restored, rng,
+                                                         monkeypatch):
+    from dualgpu.backends import gpu, gpu_tiles
+
+    gpu_kernel = gpu.GpuKernel.__new__(gpu.GpuKernel)  # no numba.cuda dispatcher needed
+    gpu_kernel.py_func = kernel.py_func
+    calls = []
+    monkeypatch.setattr(gpu_kernel, "dispatcher_for", _CpuStandIn(kernel.py_func, calls),
+                        raising=False)
+    args = make(rng)
+    assert gpu_tiles.restore_positions(kernel.py_func, args) == restored
+    reference = copy.deepcopy(args)
+    with _context.dual_allocation(24, tile=8):
+        gpu_kernel.launch(1, 64, 0, 0, args)
+    assert calls == [8, 8, 8]
+    for t in range(3):
+        memo = {}
+        sliced = [_slice(a, 8 * t, 8 * (t + 1), memo) for a in reference]
+        cpu.compile_kernel(kernel).launch(1, 64, tuple(sliced))
+        for got, want in zip(args, sliced):
+            if isinstance(got, DualArray):
+                np.testing.assert_array_equal(got.values, want.values)
+                np.testing.assert_array_equal(got.partials[8 * t:8 * (t + 1)], want.partials)
+            elif isinstance(got, np.ndarray):
+                np.testing.assert_array_equal(got, want)
+
+
+def test_gpu_source_analysis_matches_the_cpu_translation():
+    from dualgpu.backends import _access
+
+    for kernel, ndims in ((kt.axpy_in_place, (1, 1, 0)), (kt.count_and_scale, (1, 1, 1)),
+                          (kt.bump_through_device, (1, 1)), (kt.rows_in_place, (2, 0)),
+                          (kt.write_through_alias, (1, 1)), (kt.accumulate, (1, 1))):
+        from_source = _access.analyse_source(kernel.py_func).resolve(ndims)
+        assert from_source == _summary(kernel).resolve(ndims)[:len(ndims)], kernel

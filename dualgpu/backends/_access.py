@@ -31,7 +31,7 @@ Examples
 """
 import ast
 
-__all__ = ["Summary", "analyse", "BOTH", "NEITHER"]
+__all__ = ["Summary", "analyse", "analyse_source", "BOTH", "NEITHER"]
 
 #: (read, written) flags.
 BOTH = (True, True)
@@ -285,3 +285,56 @@ def analyse(tree, devices):
     for statement in tree.body:
         analyser.visit(statement)
     return Summary(params, analyser.uses)
+
+
+class _Atomics(ast.NodeTransformer):
+    """Spell ``cuda.atomic.<op>(a, ...)`` (any spelling of cuda) as ``_dg_atomic_<op>(a, ...)``."""
+
+    def __init__(self, namespace):
+        self.namespace = namespace
+
+    def visit_Call(self, node):
+        self.generic_visit(node)
+        path = self.namespace.cuda_path(node.func)
+        if path is not None and len(path) == 2 and path[0] == "atomic":
+            return ast.Call(func=ast.Name(id=_ATOMIC_PREFIX + path[1], ctx=ast.Load()),
+                            args=node.args, keywords=node.keywords)
+        return node
+
+
+def analyse_source(py_func, _active=None):
+    """Return the :class:`Summary` of a kernel or device function from its own source.
+
+    For backends that do not rewrite the source (the GPU backend): atomics are
+    recognised through any spelling of ``cuda``, device functions (numba.cuda
+    ``device=True`` or dualgpu's) are analysed in turn. Returns None when the
+    source is not available (callers then treat every array as read and written).
+    """
+    from ._translate import Namespace, device_py_func, function_source
+
+    active = set() if _active is None else _active
+    cached = getattr(py_func, "__dualgpu_access__", None)
+    if cached is not None:
+        return cached
+    try:
+        tree = function_source(py_func, "kernel", "gpu").tree
+    except Exception:  # no source: unknown
+        return None
+    namespace = Namespace(py_func, tree)
+    tree = _Atomics(namespace).visit(tree)
+    active.add(py_func)
+
+    def device(name):
+        value = namespace.value(ast.Name(id=name, ctx=ast.Load()))
+        callee = device_py_func(value) if value is not None else None
+        if callee is None or callee in active:
+            return None
+        return analyse_source(callee, active)
+
+    summary = analyse(tree, device)
+    active.discard(py_func)
+    try:
+        py_func.__dualgpu_access__ = summary
+    except (AttributeError, TypeError):  # pragma: no cover - builtins
+        pass
+    return summary

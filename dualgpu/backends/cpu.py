@@ -74,6 +74,7 @@ from .._context import active_tile_lanes
 from ..dual import Dual
 from ..dualarray import DualArray
 from ..errors import DualgpuError
+from ..lanes import TILE_LANES, launch_tile
 from . import _access, _llvm, _translate, cpu_cache, cpu_parallel
 from ._local_array_types import literal_shape, scalar_dtype
 from ._translate import CudaRewriter, Namespace, dotted
@@ -87,7 +88,7 @@ _llvm.tune()  # let LLVM vectorise loops over many lane rows (see _llvm)
 
 #: Lanes per tile of a dual launch when neither the driver nor the kernel says
 #: otherwise (see :attr:`CpuKernel.tile_lanes` and :mod:`dualgpu.lanes`).
-DEFAULT_TILE_LANES = 8
+DEFAULT_TILE_LANES = TILE_LANES[BACKEND]
 
 #: The most lanes a compiled dual may have (dualgpu.numba_types.MAX_LANES).
 MAX_LANES = 64
@@ -1255,15 +1256,8 @@ class CpuKernel:
 
     def _tiles(self, lanes, args, mask):
         """Return ``(tile lanes, number of tiles)`` for a dual launch of ``lanes`` lanes."""
-        tile = active_tile_lanes()
-        if not tile or lanes % tile:
-            preferred = self.tile_lanes or DEFAULT_TILE_LANES
-            if lanes <= preferred:
-                tile = lanes
-            else:
-                tile = next(d for d in range(preferred, 0, -1) if lanes % d == 0)
-                if 2 * tile < preferred and lanes <= MAX_LANES:
-                    tile = lanes  # no good divisor: one tile, as before tiling existed
+        tile = launch_tile(lanes, self.tile_lanes or DEFAULT_TILE_LANES, active_tile_lanes(),
+                           MAX_LANES)
         if tile < lanes and not self._tileable(args, mask):
             if lanes > MAX_LANES:
                 raise DualgpuError(

@@ -20,8 +20,10 @@ helper has already started. So:
 Helpers are Python threads that call the numba dispatcher of a launcher
 compiled with ``nogil=True``; they are started on first use and are daemons.
 """
+import collections
 import contextlib
 import os
+import statistics
 import threading
 import time
 
@@ -60,6 +62,9 @@ MIN_SPEEDUP = 1.1
 
 #: Every this many eligible launches, run the arm (serial or parallel) not chosen.
 EXPLORE_EVERY = 32
+
+#: Launches remembered per arm.
+SAMPLES = 8
 
 #: Slots of the control array: pieces claimed, pieces done, helper error flag, and the
 #: number of pieces (written by the launcher, which works it out from the grid).
@@ -195,22 +200,22 @@ def run_parallel(launcher, args, control, threads):
 class LaunchCost:
     """Measured costs of one compiled launch shape, and the serial/parallel choice they drive.
 
-    Two exponential averages of seconds per item (one CUDA thread of one lane
-    tile): ``serial`` from serial launches (the first, which compiles, is not
-    counted) and ``parallel`` from parallel ones. A launch runs in parallel
-    when its serial estimate reaches :data:`PARALLEL_MIN_SECONDS` and the
-    parallel average beats the serial one by :data:`MIN_SPEEDUP` (or has not
-    been measured yet). Every :data:`EXPLORE_EVERY`-th such launch runs the
-    other way, so both averages follow the machine's load: with another busy
-    process on the cores, parallel launches slow down and the kernel goes
-    back to serial.
+    The last :data:`SAMPLES` serial and parallel launches are kept as seconds
+    per item (one CUDA thread of one lane tile); the first serial launch, which
+    compiles, is not. A launch may run in parallel once two serial launches
+    were measured and the smallest of them says it would take at least
+    :data:`PARALLEL_MIN_SECONDS`; it does when parallel launches have not been
+    measured yet or their median beats the serial median by
+    :data:`MIN_SPEEDUP`. Every :data:`EXPLORE_EVERY`-th such launch runs the
+    other way, so both medians follow the machine's load: beside another busy
+    process parallel launches slow down and the kernel goes back to serial.
     """
 
-    __slots__ = ("serial", "parallel_cost", "launches", "_first")
+    __slots__ = ("serial", "parallel_samples", "launches", "_first")
 
     def __init__(self):
-        self.serial = None
-        self.parallel_cost = None
+        self.serial = collections.deque(maxlen=SAMPLES)
+        self.parallel_samples = collections.deque(maxlen=SAMPLES)
         self.launches = 0
         self._first = True
 
@@ -219,13 +224,12 @@ class LaunchCost:
         if FORCE:
             return True
         serial = self.serial
-        if serial is None or serial * items < PARALLEL_MIN_SECONDS:
+        if len(serial) < 2 or min(serial) * items < PARALLEL_MIN_SECONDS:
             return False
         self.launches += 1
-        parallel = self.parallel_cost
-        if parallel is None:
+        if not self.parallel_samples:
             return True
-        better = parallel * MIN_SPEEDUP < serial
+        better = statistics.median(self.parallel_samples) * MIN_SPEEDUP < statistics.median(serial)
         if self.launches % EXPLORE_EVERY == 0:
             return not better
         return better
@@ -235,15 +239,11 @@ class LaunchCost:
             self._first = False
             return
         if items > 0:
-            self.serial = _average(self.serial, seconds / items)
+            self.serial.append(seconds / items)
 
     def record_parallel(self, seconds, items):
         if items > 0:
-            self.parallel_cost = _average(self.parallel_cost, seconds / items)
-
-
-def _average(old, new):
-    return new if old is None else 0.75 * old + 0.25 * new
+            self.parallel_samples.append(seconds / items)
 
 
 def control_array():

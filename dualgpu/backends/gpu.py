@@ -8,7 +8,9 @@ tuple of its value and lanes; numba's launcher flattens those tuples in the
 order of the data model (see ``_numba_internals``). Plain arguments pass
 through untouched, so a plain launch costs what numba.cuda's does.
 
-A launch with dual arguments of N lanes uses a second dispatcher (one per N).
+A launch with dual arguments of N lanes uses a second dispatcher (one per N);
+duals with more lanes than a tile (:func:`dualgpu.lanes.launch_tile`) run as
+several launches of one tile each (:mod:`dualgpu.backends.gpu_tiles`).
 If the kernel or a device function it calls uses ``cuda.local.array``, that
 copy is compiled from rewritten source in which each call becomes
 ``_dg_local_array(shape, dtype, N)``: float scratch is then a dual local array
@@ -21,12 +23,15 @@ import numba.cuda.extending
 from numba import types
 from numba.core.errors import TypingError
 
+from .._context import active_tile_lanes
 from ..dual import Dual
 from ..dualarray import DualArray
 from ..errors import DualgpuError
+from ..lanes import TILE_LANES, launch_tile
 from ._local_array_types import literal_shape, scalar_dtype
 from ._rebind import rebind
 from ._translate import compile_function, device_py_func, function_source, is_cuda_module, unwrap
+from .gpu_tiles import launch_tiles
 
 __all__ = ["DualArguments", "GpuKernel", "compile_kernel", "marshal", "prepare_function"]
 
@@ -221,7 +226,14 @@ class GpuKernel:
 
     def launch(self, griddim, blockdim, stream, sharedmem, args):
         lanes = next((a.lanes for a in args if isinstance(a, (Dual, DualArray))), 0)
-        self.dispatcher_for(lanes)[griddim, blockdim, stream, sharedmem](*args)
+        tile = launch_tile(lanes, TILE_LANES["cuda"], active_tile_lanes()) if lanes else 0
+        if tile == lanes:
+            self.dispatcher_for(lanes)[griddim, blockdim, stream, sharedmem](*args)
+            return
+        # more lanes than one kernel holds: tiles of ``tile`` lanes (see gpu_tiles)
+        launcher = self.dispatcher_for(tile)[griddim, blockdim, stream, sharedmem]
+        launch_tiles(lambda views: launcher(*views), self.py_func, args, lanes // tile, tile,
+                     stream)
 
 
 def compile_kernel(func, **options):
