@@ -30,13 +30,21 @@ def test_the_first_serial_launch_is_not_counted():
 def test_parallel_is_kept_only_while_it_is_faster():
     cost = _measured(1e-3, 1000)  # 1 us per item
     assert cost.parallel(1000)
-    for _ in range(4):
-        cost.record_parallel(2e-3, 1000)  # slower in parallel (a busy machine)
-    choices = [cost.parallel(1000) for _ in range(cpu_parallel.EXPLORE_EVERY * 2)]
+    cost.record_parallel(2e-3, 1000)  # slower in parallel (a busy machine)
+    assert cost.interval == 2 * cpu_parallel.EXPLORE_EVERY  # tries parallel less often
+    choices = [cost.parallel(1000) for _ in range(cost.interval * 2)]
     assert choices.count(True) == 2  # only the periodic re-tries
     for _ in range(cpu_parallel.SAMPLES):
         cost.record_parallel(4e-4, 1000)  # faster again
+    assert cost.interval == cpu_parallel.EXPLORE_EVERY
     assert sum(cost.parallel(1000) for _ in range(64)) == 62  # and serial re-tries
+
+
+def test_failed_tries_back_off_exponentially():
+    cost = _measured(1e-3, 1000)
+    for _ in range(20):
+        cost.record_parallel(5e-3, 1000)
+    assert cost.interval == cpu_parallel.EXPLORE_MAX
 
 
 def test_force_and_serial_launches(monkeypatch):

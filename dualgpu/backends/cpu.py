@@ -1021,6 +1021,10 @@ def _inner_axis(tree):
 def _dim3(value, what, kernel):
     if type(value) is int and value > 0:
         return value, 1, 1
+    if type(value) is tuple and 1 <= len(value) <= 3 and all(
+        type(v) is int and v > 0 for v in value
+    ):
+        return value + (1,) * (3 - len(value))
     if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
         dims = (int(value),)
     elif isinstance(value, (tuple, list)) and all(
@@ -1098,6 +1102,8 @@ class CpuKernel:
         self._warm = set()  # "pieces" specs that have run once (compiled)
         self._nrt_lanes = set()  # tile lanes whose thread function needs numba's NRT
         self._summary = None
+        self._access = {}  # (mask, ndims) -> (flags, tileable)
+        self._specs = {}
         self.tile_lanes = None
 
     @property
@@ -1213,7 +1219,10 @@ class CpuKernel:
         tile, tiles = self._tiles(lanes, args, mask)
         flat = flatten(args, mask)
         restore = self._restore(args, mask) if tiles > 1 else ()
-        spec = LaunchSpec(base, "serial", tile, mask, restore)
+        spec = self._specs.get((base, tile, mask, restore))
+        if spec is None:
+            spec = self._specs[(base, tile, mask, restore)] = LaunchSpec(
+                base, "serial", tile, mask, restore)
         self._run(spec, flat, g, b, items * tiles, tiles,
                   [np.array(_values_of(args[p]), copy=True) for p in restore])
 
@@ -1271,36 +1280,38 @@ class CpuKernel:
 
     def _tileable(self, args, mask):
         """False if an argument that cannot be snapshot (not an array or number) may be written."""
-        flags = self._flags(args, mask)
-        return all(
-            not written or kind or isinstance(arg, np.ndarray) or np.isscalar(arg)
-            for (_, written), kind, arg in zip(flags, mask, args)
-        )
+        return self._access_of(args, mask)[1]
 
-    def _flags(self, args, mask):
-        if self._summary is None:
-            self._summary = _access_summary(self._translation, set())
+    def _access_of(self, args, mask):
+        """``(flags, tileable)`` for these arguments: (read, written) per parameter."""
         ndims = tuple(
-            np.ndim(_values_of(a)) if kind == "a" or isinstance(a, np.ndarray)
+            a.values.ndim if kind == "a" else a.ndim if isinstance(a, np.ndarray)
             else 0 if kind == "s" or np.isscalar(a) else None
             for a, kind in zip(args, mask)
         )
-        return self._summary.resolve(ndims)
+        key = (mask, ndims)
+        found = self._access.get(key)
+        if found is None:
+            if self._summary is None:
+                self._summary = _access_summary(self._translation, set())
+            flags = self._summary.resolve(ndims)
+            tileable = all(not written or ndim is not None
+                           for (_, written), ndim in zip(flags, ndims))
+            found = self._access[key] = (flags, tileable)
+        return found
 
     def _restore(self, args, mask):
         """Positions of the arrays to restore between lane tiles (read and written, or aliased)."""
-        flags = self._flags(args, mask)
-        arrays = [_values_of(a) if kind == "a" else a if isinstance(a, np.ndarray) else None
+        flags = self._access_of(args, mask)[0]
+        arrays = [a.values if kind == "a" else a if isinstance(a, np.ndarray) else None
                   for a, kind in zip(args, mask)]
         restore = []
         for position, ((read, written), array) in enumerate(zip(flags, arrays)):
             if array is None or not written:
                 continue
-            aliased = any(
-                other is not None and k != position and np.may_share_memory(array, other)
-                for k, other in enumerate(arrays)
-            )
-            if read or aliased:
+            if read or any(other is not None and k != position
+                           and np.may_share_memory(array, other)
+                           for k, other in enumerate(arrays)):
                 restore.append(position)
         return tuple(restore)
 

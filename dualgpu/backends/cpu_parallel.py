@@ -60,8 +60,10 @@ PIECES_PER_THREAD = 8
 #: Parallel launches must be this much faster than serial ones to be chosen.
 MIN_SPEEDUP = 1.1
 
-#: Every this many eligible launches, run the arm (serial or parallel) not chosen.
+#: Every this many eligible launches, run the arm (serial or parallel) not chosen; the
+#: interval doubles (up to EXPLORE_MAX) after each parallel launch that loses.
 EXPLORE_EVERY = 32
+EXPLORE_MAX = 1024
 
 #: Launches remembered per arm.
 SAMPLES = 8
@@ -206,17 +208,21 @@ class LaunchCost:
     were measured and the smallest of them says it would take at least
     :data:`PARALLEL_MIN_SECONDS`; it does when parallel launches have not been
     measured yet or their median beats the serial median by
-    :data:`MIN_SPEEDUP`. Every :data:`EXPLORE_EVERY`-th such launch runs the
-    other way, so both medians follow the machine's load: beside another busy
-    process parallel launches slow down and the kernel goes back to serial.
+    :data:`MIN_SPEEDUP`. Now and then a launch runs the other way, so both
+    medians follow the machine's load: beside another busy process parallel
+    launches slow down (a helper the system deschedules holds up the join) and
+    the kernel goes back to serial. The interval between such tries starts at
+    :data:`EXPLORE_EVERY` launches and doubles, up to :data:`EXPLORE_MAX`, each
+    time a parallel launch loses, so a loaded machine pays for few of them.
     """
 
-    __slots__ = ("serial", "parallel_samples", "launches", "_first")
+    __slots__ = ("serial", "parallel_samples", "launches", "interval", "_first")
 
     def __init__(self):
         self.serial = collections.deque(maxlen=SAMPLES)
         self.parallel_samples = collections.deque(maxlen=SAMPLES)
         self.launches = 0
+        self.interval = EXPLORE_EVERY
         self._first = True
 
     def parallel(self, items):
@@ -230,7 +236,7 @@ class LaunchCost:
         if not self.parallel_samples:
             return True
         better = statistics.median(self.parallel_samples) * MIN_SPEEDUP < statistics.median(serial)
-        if self.launches % EXPLORE_EVERY == 0:
+        if self.launches % self.interval == 0:
             return not better
         return better
 
@@ -242,8 +248,14 @@ class LaunchCost:
             self.serial.append(seconds / items)
 
     def record_parallel(self, seconds, items):
-        if items > 0:
-            self.parallel_samples.append(seconds / items)
+        if items <= 0:
+            return
+        sample = seconds / items
+        self.parallel_samples.append(sample)
+        if self.serial and sample * MIN_SPEEDUP >= statistics.median(self.serial):
+            self.interval = min(2 * self.interval, EXPLORE_MAX)  # lost: try less often
+        else:
+            self.interval = EXPLORE_EVERY
 
 
 def control_array():
