@@ -207,9 +207,11 @@ class LaunchCost:
     compiles, is not. A launch may run in parallel once two serial launches
     were measured and the smallest of them says it would take at least
     :data:`PARALLEL_MIN_SECONDS`; it does when parallel launches have not been
-    measured yet or their median beats the serial median by
-    :data:`MIN_SPEEDUP`. Now and then a launch runs the other way, so both
-    medians follow the machine's load: beside another busy process parallel
+    measured yet or their mean beats the serial mean by :data:`MIN_SPEEDUP`
+    (means, not medians: the cost of a parallel launch on a loaded machine is
+    in its tail, the launches whose join waits for a descheduled helper). Now
+    and then a launch runs the other way, so both means follow the machine's
+    load: beside another busy process parallel
     launches slow down (a helper the system deschedules holds up the join) and
     the kernel goes back to serial. The interval between such tries starts at
     :data:`EXPLORE_EVERY` launches and doubles, up to :data:`EXPLORE_MAX`, each
@@ -219,7 +221,7 @@ class LaunchCost:
     __slots__ = ("serial", "parallel_samples", "launches", "interval", "_first")
 
     def __init__(self):
-        self.serial = collections.deque(maxlen=SAMPLES)
+        self.serial = collections.deque(maxlen=SAMPLES)  # seconds per item
         self.parallel_samples = collections.deque(maxlen=SAMPLES)
         self.launches = 0
         self.interval = EXPLORE_EVERY
@@ -235,7 +237,7 @@ class LaunchCost:
         self.launches += 1
         if not self.parallel_samples:
             return True
-        better = statistics.median(self.parallel_samples) * MIN_SPEEDUP < statistics.median(serial)
+        better = statistics.fmean(self.parallel_samples) * MIN_SPEEDUP < statistics.fmean(serial)
         if self.launches % self.interval == 0:
             return not better
         return better
@@ -252,7 +254,7 @@ class LaunchCost:
             return
         sample = seconds / items
         self.parallel_samples.append(sample)
-        if self.serial and sample * MIN_SPEEDUP >= statistics.median(self.serial):
+        if self.serial and sample * MIN_SPEEDUP >= statistics.fmean(self.serial):
             self.interval = min(2 * self.interval, EXPLORE_MAX)  # lost: try less often
         else:
             self.interval = EXPLORE_EVERY
