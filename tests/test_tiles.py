@@ -309,3 +309,31 @@ def test_gpu_source_analysis_matches_the_cpu_translation():
                           (kt.write_through_alias, (1, 1)), (kt.accumulate, (1, 1))):
         from_source = _access.analyse_source(kernel.py_func).resolve(ndims)
         assert from_source == _summary(kernel).resolve(ndims)[:len(ndims)], kernel
+
+
+def _packed_double_ops(dispatcher):
+    import re
+
+    asm = "\n".join(dispatcher.inspect_asm().values())
+    return len(re.findall(r"\b(?:v?mulpd|v?addpd|v?subpd|vfmadd\w*pd)\b", asm))
+
+
+def test_serial_and_pieces_launchers_both_vectorise_a_dual_stencil(monkeypatch, rng):
+    # LLVM vectorises the loop over cells of a dual stencil (lane rows are contiguous) only
+    # with dualgpu's memory-check limits (backends/_llvm.py) and, in pieces launchers, a loop
+    # whose start it can bound (cpu_launchers._UNITS): both used to be scalar
+    from benchmarks.cases_dualgpu import heat_step
+
+    monkeypatch.setenv("DUALGPU_CACHE", "0")  # compile here, so the assembly can be read
+    monkeypatch.setattr(cpu_parallel, "FORCE", True)
+    monkeypatch.setattr(cpu_parallel, "available_threads", lambda: 2)
+    kernel = cpu.CpuKernel(heat_step.py_func)
+    u, u_new = _dual(rng, 3000, 16), _dual(rng, 3000, 16)
+    with _context.dual_allocation(16, tile=8):
+        kernel.launch(12, 256, (u, u_new, 0.25))
+        with cpu_parallel.serial_launches():
+            kernel.launch(12, 256, (u, u_new, 0.25))
+    by_mode = {spec.mode: launcher for spec, launcher in kernel._launchers.items()}
+    assert set(by_mode) == {"serial", "pieces"}
+    for mode, launcher in by_mode.items():
+        assert _packed_double_ops(launcher) >= 8, f"the {mode} launcher is not vectorised"
