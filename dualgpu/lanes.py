@@ -120,5 +120,17 @@ def check_chunk_size(chunk_size, backend, fname):
             f"per direction; chunk_size=None picks {TILE_LANES.get(backend) or 'all'} there, and "
             "the driver still runs all directions in one pass when memory allows.",
             ChunkSizeWarning,
-            stacklevel=3,
+            stacklevel=_caller_level(),
         )
+
+
+def _caller_level():
+    """The ``stacklevel`` that points a warning at the first frame outside dualgpu."""
+    import os
+    import sys
+
+    package = os.path.dirname(os.path.abspath(__file__)) + os.sep
+    frame, level = sys._getframe(1), 1
+    while frame is not None and frame.f_code.co_filename.startswith(package):
+        frame, level = frame.f_back, level + 1
+    return level

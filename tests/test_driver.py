@@ -5,6 +5,7 @@ compiles the kernels once (about 1 to 4 s on the cpu backend), so the tests shar
 N values. Chunk size n for the 200-cell heat problem is impossible (n > MAX_LANES = 64),
 so "all directions in one chunk" runs on a 48-cell rod.
 """
+import contextlib
 import math
 
 import numpy as np
@@ -53,7 +54,9 @@ def step_matrix(n, r=R):
 def test_heat_jacobian_is_step_matrix_power(n, chunk_size):
     u0 = heat.default_initial_state(n)
     kept = u0.copy()
-    jac = jacobian(heat_final, u0, argnums=0, chunk_size=chunk_size, progress=False)
+    too_many = chunk_size is not None and chunk_size > dualgpu.lanes.GOOD_TILE_LANES["cpu"]
+    with pytest.warns(dualgpu.lanes.ChunkSizeWarning) if too_many else contextlib.nullcontext():
+        jac = jacobian(heat_final, u0, argnums=0, chunk_size=chunk_size, progress=False)
     expected = np.linalg.matrix_power(step_matrix(n), HEAT_STEPS)
     assert jac.shape == (n, n) and jac.dtype == np.float64
     err = np.max(np.abs(jac - expected)) / np.max(np.abs(expected))
@@ -313,3 +316,17 @@ def test_jvp_errors():
         jvp(identity, (np.ones(2),), (None,))
     with pytest.raises(dualgpu.DualgpuError, match="leading batch axis"):
         jvp_batch(identity, (np.ones(2),), (np.ones(2),))
+
+
+def test_too_large_chunk_size_warns_with_the_measured_reason():
+    with pytest.warns(dualgpu.lanes.ChunkSizeWarning) as record:
+        jacobian(identity, np.ones(40), chunk_size=32, progress=False)
+    (warning,) = record
+    message = str(warning.message)
+    assert "chunk_size=32" in message and "measured" in message and "ns per pair" in message
+    assert warning.filename == __file__  # points at the caller's line
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        jacobian(identity, np.ones(40), chunk_size=16, progress=False)  # within the range
