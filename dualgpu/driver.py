@@ -189,10 +189,12 @@ def _make_inputs(args, positions, fname):
 
 
 def _check_chunk_size(chunk_size, n, fname):
-    """Return the lanes per tile: the backend's default, or the user's (checked, warned)."""
+    """Return ``(unit, hint)``: runs of f carry a multiple of ``unit`` lanes, kernels use
+    tiles of ``hint`` lanes (0: their own choice); the user's chunk_size is both (checked)."""
     name = backend()
     if chunk_size is None:
-        return min(_lanes.tile_lanes(n, name), MAX_LANES)
+        unit, hint = _lanes.driver_tiles(n, name)
+        return min(unit, MAX_LANES), min(hint, MAX_LANES)
     valid = isinstance(chunk_size, numbers.Integral) and not isinstance(chunk_size, bool)
     if not valid or not 1 <= chunk_size <= min(n, MAX_LANES):
         raise DualgpuError(
@@ -203,7 +205,7 @@ def _check_chunk_size(chunk_size, n, fname):
             "range."
         )
     _lanes.check_chunk_size(int(chunk_size), name, fname)
-    return int(chunk_size)
+    return int(chunk_size), int(chunk_size)
 
 
 # ---------------------------------------------------------------------------
@@ -267,9 +269,10 @@ def _progress_bar(n_chunks, progress, desc):
 class Chunk:
     """One run of f: directions ``start .. start + count - 1`` seeded in ``lanes`` lanes.
 
-    ``lanes`` is a multiple of ``tile``, the lanes kernels are compiled for;
-    lanes beyond ``count`` are zero. Made by :func:`plan_chunks`; run by
-    :func:`run_chunk` (a local loop, or an executor, calls it once per chunk).
+    ``tile`` is the lanes per kernel tile the driver asks for (a divisor of
+    ``lanes``), or 0 when each kernel picks its own; lanes beyond ``count`` are
+    zero. Made by :func:`plan_chunks`; run by :func:`run_chunk` (a local loop,
+    or an executor, calls it once per chunk).
     """
 
     __slots__ = ("index", "start", "count", "lanes", "tile")
@@ -282,12 +285,17 @@ class Chunk:
                 f"{self.lanes} lanes in tiles of {self.tile})")
 
 
-def plan_chunks(n_directions, tile, inputs):
-    """Return the :class:`Chunk` list covering ``n_directions`` (see :mod:`dualgpu.lanes`)."""
+def plan_chunks(n_directions, tiles, inputs):
+    """Return the :class:`Chunk` list covering ``n_directions`` (see :mod:`dualgpu.lanes`).
+
+    ``tiles`` is ``(unit, hint)`` from :func:`dualgpu.lanes.driver_tiles` (or
+    the user's chunk size twice): every run carries a multiple of ``unit`` lanes.
+    """
+    unit, hint = tiles
     per_lane = _lanes.LIVE_ARRAYS * sum(item.size * item.dtype.itemsize for item in inputs)
-    lanes = _lanes.batch_lanes(n_directions, tile, per_lane)
+    lanes = _lanes.batch_lanes(n_directions, unit, per_lane)
     return [
-        Chunk(k, start, min(lanes, n_directions - start), lanes, tile)
+        Chunk(k, start, min(lanes, n_directions - start), lanes, hint)
         for k, start in enumerate(range(0, n_directions, lanes))
     ]
 
@@ -316,13 +324,13 @@ def run_chunk(f, args, kwargs, inputs, chunk, fill, fname):
     return _unpack(result, chunk.lanes, fname)
 
 
-def _push_forward(f, args, kwargs, inputs, n_directions, tile, fill, where, progress, fname):
+def _push_forward(f, args, kwargs, inputs, n_directions, tiles, fill, where, progress, fname):
     """Run f once per chunk of directions (see :func:`plan_chunks` and :func:`run_chunk`).
 
     Returns ``is_tuple``, the output values and, per output, the partials of
     all directions ``(n_directions, *S)`` (None for outputs that carry none).
     """
-    chunks = plan_chunks(n_directions, tile, inputs)
+    chunks = plan_chunks(n_directions, tiles, inputs)
     bar = _progress_bar(len(chunks), progress, fname)
     is_tuple, values, partials = None, None, None
     try:
@@ -388,7 +396,7 @@ def _jacobian(f, args, kwargs, argnums, chunk_size, progress, fname):
     single, positions = _normalize_argnums(argnums, len(args), fname)
     inputs = _make_inputs(args, positions, fname)
     n = sum(item.size for item in inputs)
-    lanes = _check_chunk_size(chunk_size, n, fname)
+    tiles = _check_chunk_size(chunk_size, n, fname)
 
     def fill(start, count):
         for item in inputs:
@@ -405,7 +413,7 @@ def _jacobian(f, args, kwargs, argnums, chunk_size, progress, fname):
         return f"direction {direction}"
 
     is_tuple, values, partials = _push_forward(
-        f, args, kwargs, inputs, n, lanes, fill, where, progress, fname)
+        f, args, kwargs, inputs, n, tiles, fill, where, progress, fname)
     results = []
     for v, p in zip(values, partials):
         out_shape = v.shape
@@ -591,7 +599,7 @@ def jvp_batch(f, primals, tangents, *, chunk_size=None, progress=None):
     fname = "jvp_batch"
     primals = tuple(primals)
     inputs, seeds, b = _tangent_inputs(primals, tangents, True, fname)
-    lanes = _check_chunk_size(chunk_size, b, fname)
+    tiles = _check_chunk_size(chunk_size, b, fname)
 
     def fill(start, count):
         for item, seed in zip(inputs, seeds):
@@ -601,7 +609,7 @@ def jvp_batch(f, primals, tangents, *, chunk_size=None, progress=None):
         return f"tangent direction {direction}"
 
     is_tuple, values, partials = _push_forward(
-        f, primals, {}, inputs, b, lanes, fill, where, progress, fname)
+        f, primals, {}, inputs, b, tiles, fill, where, progress, fname)
     tangents_out = [
         np.zeros((b,) + v.shape, np.result_type(v.dtype, np.float32)) if p is None else p
         for v, p in zip(values, partials)
@@ -637,7 +645,7 @@ def jvp(f, primals, tangents):
             item.lanes_buffer[:1] = seed
 
     is_tuple, values, partials = _push_forward(
-        f, primals, {}, inputs, 1, 1, fill, lambda d: "the tangent", False, fname)
+        f, primals, {}, inputs, 1, (1, 1), fill, lambda d: "the tangent", False, fname)
     tangents_out = [
         np.zeros(v.shape, np.result_type(v.dtype, np.float32)) if p is None else p[0]
         for v, p in zip(values, partials)

@@ -18,6 +18,8 @@ Examples
 --------
 >>> tile_lanes(1000, "cpu"), tile_lanes(3, "cpu")
 (8, 3)
+>>> driver_tiles(1000, "cpu"), driver_tiles(12, "cpu")
+((16, 0), (6, 6))
 >>> batch_lanes(1000, 8, bytes_per_lane=64_000)
 1000
 >>> batch_lanes(1000, 8, bytes_per_lane=64_000, budget=16 * 2**20)
@@ -26,12 +28,24 @@ Examples
 import warnings
 
 __all__ = [
-    "TILE_LANES", "GOOD_TILE_LANES", "MEASURED", "BATCH_BYTES", "LIVE_ARRAYS",
-    "ChunkSizeWarning", "tile_lanes", "batch_lanes", "check_chunk_size", "launch_tile",
+    "TILE_LANES", "TILE_CANDIDATES", "TUNE_MIN_DIRECTIONS", "GOOD_TILE_LANES", "MEASURED",
+    "BATCH_BYTES", "LIVE_ARRAYS", "ChunkSizeWarning", "tile_lanes", "driver_tiles",
+    "batch_lanes", "check_chunk_size", "launch_tile",
 ]
 
 #: Default lanes per tile for each backend (0: no tiling, all lanes at once).
 TILE_LANES = {"cpu": 8, "cuda": 8, "cudasim": 0}
+
+#: Tile sizes a kernel tries when the driver leaves the choice to it: it times each on
+#: its first launches and keeps the fastest per lane (cpu backend). Measured on 2 cores
+#: (quick benchmark, tiles of 4/8/16): the dual heat Jacobian was fastest at 4-8 lanes
+#: (12-15 us per direction), the N-body mass Jacobian at 16 (184 us against 345 at 8:
+#: a tile recomputes the values, and N-body's values cost as much as many lanes).
+TILE_CANDIDATES = {"cpu": (8, 16), "cuda": (8,), "cudasim": ()}
+
+#: With fewer directions the driver picks the tile itself (padding to the largest
+#: candidate would waste too many lanes).
+TUNE_MIN_DIRECTIONS = 64
 
 #: Above this many lanes per tile a backend is measured to get slower per lane.
 GOOD_TILE_LANES = {"cpu": 16, "cuda": 16, "cudasim": 64}
@@ -71,6 +85,17 @@ def tile_lanes(n, backend, limit=None):
 
     limit = limit or TILE_LANES.get(backend) or 64
     return default_chunk_size(n, limit)
+
+
+def driver_tiles(n, backend):
+    """Return ``(unit, hint)`` for ``n`` directions: runs of f carry a multiple of ``unit``
+    lanes; ``hint`` is the tile kernels must use (0: each kernel tunes its own among
+    :data:`TILE_CANDIDATES`)."""
+    candidates = TILE_CANDIDATES.get(backend) or ()
+    if len(candidates) > 1 and n >= TUNE_MIN_DIRECTIONS:
+        return max(candidates), 0
+    tile = tile_lanes(n, backend)
+    return tile, tile
 
 
 def batch_lanes(n, tile, bytes_per_lane, budget=None):

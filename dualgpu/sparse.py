@@ -25,7 +25,7 @@ from .coloring import Coloring, color_columns
 from .dual import check_dtype
 from .dualarray import DualArray
 from .errors import DualgpuError
-from .lanes import LIVE_ARRAYS, batch_lanes, check_chunk_size, tile_lanes
+from .lanes import LIVE_ARRAYS, batch_lanes, check_chunk_size, driver_tiles
 from .numba_types import MAX_LANES
 from .sparsity import as_pattern
 
@@ -135,8 +135,8 @@ def sparse_jacobian(f, args, argnum=0, *, sparsity="detect", chunk_size=None, va
         elements), ``"detect"`` to find it with the structural tracer, or a
         :class:`~dualgpu.coloring.Coloring` from an earlier call (reused as is).
     chunk_size : int, optional
-        Lanes per kernel tile; default :func:`dualgpu.lanes.tile_lanes` of the
-        number of colors. One run of f seeds all colors (many tiles) when they
+        Lanes per kernel tile; default :func:`dualgpu.lanes.driver_tiles` of the
+        number of colors (each kernel picks its fastest tile when there are many). One run of f seeds all colors (many tiles) when they
         fit the memory budget of :func:`dualgpu.lanes.batch_lanes`.
     validate : bool or "detect"
         ``True`` compares with the dense Jacobian (small problems only);
@@ -176,14 +176,15 @@ def sparse_jacobian(f, args, argnum=0, *, sparsity="detect", chunk_size=None, va
         detected = detect_sparsity(f, args, argnum)
         _check_contains(pattern, detected, "the detected pattern")
     n_colors = coloring.n_colors
-    tile = chunk_size or min(tile_lanes(max(n_colors, 1), backend()), MAX_LANES)
-    if not 1 <= tile <= MAX_LANES or tile > max(n_colors, 1):
+    unit, tile = (chunk_size, chunk_size) if chunk_size else driver_tiles(max(n_colors, 1),
+                                                                          backend())
+    if not 1 <= unit <= MAX_LANES or unit > max(n_colors, 1) and chunk_size:
         raise DualgpuError(
-            f"chunk_size must be between 1 and the number of colors ({n_colors}); got {tile}."
+            f"chunk_size must be between 1 and the number of colors ({n_colors}); got {unit}."
         )
     if chunk_size:
         check_chunk_size(int(chunk_size), backend(), "sparse_jacobian")
-    lanes = batch_lanes(max(n_colors, 1), tile, LIVE_ARRAYS * x.nbytes)
+    lanes = batch_lanes(max(n_colors, 1), unit, LIVE_ARRAYS * x.nbytes)
     starts = range(0, n_colors, lanes)
     bar = _progress_bar(len(starts), progress, "sparse jacobian")
     compressed = None

@@ -81,3 +81,26 @@ def test_helper_errors_reach_the_caller():
     with pytest.raises(RuntimeError, match="a helper failed"):
         cpu_parallel.run_parallel(launcher, (control,), control, threads=2)
     assert control[2] == 1
+
+
+def test_threads_leave_out_cores_other_processes_keep_busy(monkeypatch):
+    import numba
+
+    monkeypatch.setattr(cpu_parallel.os, "sched_getaffinity", lambda pid: {0, 1, 2, 3})
+    monkeypatch.setattr(numba, "get_num_threads", lambda: 4)
+    monkeypatch.setattr(cpu_parallel, "_others_running", lambda: 0)
+    assert cpu_parallel.available_threads() == 4
+    monkeypatch.setattr(cpu_parallel, "_others_running", lambda: 3)
+    assert cpu_parallel.available_threads() == 1
+    monkeypatch.setattr(numba, "get_num_threads", lambda: 1)  # NUMBA_NUM_THREADS=1: serial
+    monkeypatch.setattr(cpu_parallel, "_others_running", lambda: 0)
+    assert cpu_parallel.available_threads() == 1
+
+
+def test_running_processes_are_read_from_proc_loadavg():
+    import os
+
+    if not os.path.exists("/proc/loadavg"):
+        pytest.skip("no /proc/loadavg (not Linux)")
+    cpu_parallel._LOAD[0] = 0.0  # force a fresh reading
+    assert cpu_parallel._others_running() >= 0

@@ -337,3 +337,19 @@ def test_serial_and_pieces_launchers_both_vectorise_a_dual_stencil(monkeypatch, 
     assert set(by_mode) == {"serial", "pieces"}
     for mode, launcher in by_mode.items():
         assert _packed_double_ops(launcher) >= 8, f"the {mode} launcher is not vectorised"
+
+
+def test_kernel_tunes_its_tile_when_the_driver_leaves_it_free(rng, monkeypatch):
+    monkeypatch.setattr(cpu_parallel, "ENABLED", False)
+    kernel = cpu.CpuKernel(kt.smooth_with_scratch.py_func)
+    x, out = _dual(rng, 500, 32), _dual(rng, 500, 32)
+    results = []
+    with _context.dual_allocation(32):  # no tile from the driver
+        for _ in range(8):
+            kernel.launch(2, 256, (x, out))
+            results.append(out.partials.copy())
+    assert {spec.lanes for spec in kernel._launchers} == {8, 16}  # both were timed
+    (chosen,) = kernel._tile_choice.values()
+    assert chosen in (8, 16)
+    for partials in results[1:]:  # the same numbers whatever the tile
+        np.testing.assert_array_equal(partials, results[0])

@@ -74,7 +74,7 @@ from .._context import active_tile_lanes
 from ..dual import Dual
 from ..dualarray import DualArray
 from ..errors import DualgpuError
-from ..lanes import TILE_LANES, launch_tile
+from ..lanes import TILE_CANDIDATES, TILE_LANES, launch_tile
 from . import _access, _llvm, _translate, cpu_cache, cpu_parallel
 from ._local_array_types import literal_shape, scalar_dtype
 from ._translate import CudaRewriter, Namespace, dotted
@@ -1086,8 +1086,9 @@ class CpuKernel:
     Attributes
     ----------
     tile_lanes : int or None
-        Lanes per tile of dual launches (None: the driver's chunk size, else
-        :data:`DEFAULT_TILE_LANES`).
+        Lanes per tile of dual launches; None: the driver's chunk size, else
+        the fastest of :data:`dualgpu.lanes.TILE_CANDIDATES` for this kernel
+        (timed on its first launches), else :data:`DEFAULT_TILE_LANES`.
     """
 
     def __init__(self, py_func, fastmath=False):
@@ -1104,6 +1105,7 @@ class CpuKernel:
         self._summary = None
         self._access = {}  # (mask, ndims) -> (flags, tileable)
         self._specs = {}
+        self._tile_choice = {}  # (base, mask, candidates) -> tile lanes measured fastest
         self.tile_lanes = None
 
     @property
@@ -1216,7 +1218,7 @@ class CpuKernel:
     def _launch_dual(self, base, g, b, args, lanes, items):
         """A launch with dual arguments of ``lanes`` lanes: tiles of :meth:`_tiles` lanes."""
         mask = tuple(_dual_kind(a) for a in args)
-        tile, tiles = self._tiles(lanes, args, mask)
+        tile, tiles = self._tiles(lanes, args, mask, base)
         flat = flatten(args, mask)
         restore = self._restore(args, mask) if tiles > 1 else ()
         spec = self._specs.get((base, tile, mask, restore))
@@ -1263,10 +1265,22 @@ class CpuKernel:
             launcher(*flat, *g, *b)
         cost.record_serial(time.perf_counter() - start, items)
 
-    def _tiles(self, lanes, args, mask):
-        """Return ``(tile lanes, number of tiles)`` for a dual launch of ``lanes`` lanes."""
-        tile = launch_tile(lanes, self.tile_lanes or DEFAULT_TILE_LANES, active_tile_lanes(),
-                           MAX_LANES)
+    def _tiles(self, lanes, args, mask, base="flat"):
+        """Return ``(tile lanes, number of tiles)`` for a dual launch of ``lanes`` lanes.
+
+        The driver's tile when it sets one; else, when several of
+        :data:`dualgpu.lanes.TILE_CANDIDATES` divide ``lanes``, the one this kernel
+        measured fastest per lane (:meth:`_tuned_tile`); else
+        :func:`dualgpu.lanes.launch_tile`.
+        """
+        hint = active_tile_lanes()
+        candidates = [t for t in TILE_CANDIDATES[BACKEND] if lanes % t == 0]
+        if self.tile_lanes or (hint and lanes % hint == 0) or len(candidates) < 2 or (
+            cpu_parallel.FORCE
+        ):
+            tile = launch_tile(lanes, self.tile_lanes or DEFAULT_TILE_LANES, hint, MAX_LANES)
+        else:
+            tile = self._tuned_tile(base, mask, candidates)
         if tile < lanes and not self._tileable(args, mask):
             if lanes > MAX_LANES:
                 raise DualgpuError(
@@ -1277,6 +1291,23 @@ class CpuKernel:
                 )
             tile = lanes
         return tile, lanes // tile
+
+    def _tuned_tile(self, base, mask, candidates):
+        """The candidate tile with the least serial time per lane (timing each first)."""
+        key = (base, mask, tuple(candidates))
+        chosen = self._tile_choice.get(key)
+        if chosen is not None:
+            return chosen
+        per_lane = {}
+        for tile in candidates:
+            samples = [x for spec, cost in self._costs.items()
+                       if (spec.base, spec.lanes, spec.mask) == (base, tile, mask)
+                       for x in cost.serial]
+            if len(samples) < 2:
+                return tile  # time this one next (its first launch compiles: not counted)
+            per_lane[tile] = min(samples) / tile  # samples: seconds per thread and tile
+        chosen = self._tile_choice[key] = min(per_lane, key=per_lane.get)
+        return chosen
 
     def _tileable(self, args, mask):
         """False if an argument that cannot be snapshot (not an array or number) may be written."""
@@ -1346,6 +1377,7 @@ class CpuKernel:
             for spec in [s for s in store if which(s)]:
                 del store[spec]
         self._warm = {s for s in self._warm if not which(s)}
+        self._tile_choice.clear()
 
     def __getitem__(self, config):
         """``kernel[griddim, blockdim](*args)``, as with numba.cuda."""
