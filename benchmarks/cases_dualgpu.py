@@ -405,7 +405,7 @@ def measure_side_by_side(fns, repeats, budget_s=None):
         median = statistics.median(times)
         out[name] = (result, {"first_s": first, "median_s": median,
                               "compile_s": max(0.0, first - median), "runs": len(times),
-                              "min_s": min(times)})
+                              "min_s": min(times), "times_s": times})
     return out
 
 
