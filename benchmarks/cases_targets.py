@@ -237,8 +237,9 @@ def case_parallel_load(profile):
     worst = max(row["ratio"] for row in loaded)
     return {"quiet": quiet, "loaded": loaded, "cpus": os.cpu_count(),
             "targets": {"parallel_not_slower_under_load": target(worst, PARALLEL_ON_OVER_OFF)},
-            "note": f"ratio = time with parallel launches allowed / forbidden; the target is the "
-                    f"worst ratio beside one busy process (<= {PARALLEL_ON_OVER_OFF}: 5% for noise)"}
+            "note": f"ratio = time with parallel launches allowed / forbidden (median of paired "
+                    f"rounds); the target is the worst ratio beside one busy process "
+                    f"(<= {PARALLEL_ON_OVER_OFF}: 5% for noise)"}
 
 
 # ---------------------------------------------------------------------------

@@ -1,5 +1,4 @@
 """The cpu backend's parallel launches: the serial/parallel choice from measured costs, pieces."""
-import numpy as np
 import pytest
 
 from dualgpu.backends import cpu_parallel

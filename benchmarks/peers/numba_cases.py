@@ -125,7 +125,7 @@ def _heat_tangents(tangents, r, steps):
 
 
 def prepare_heat_jacobian(u0, r, steps):
-    """Return a callable giving the (n, n) heat Jacobian: the identity's rows stepped (linear map)."""
+    """Return a callable giving the (n, n) heat Jacobian: the identity's rows stepped."""
     n = np.shape(u0)[0]
 
     def run():

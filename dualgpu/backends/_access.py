@@ -47,7 +47,8 @@ class _Use:
     __slots__ = ("kind", "indices", "sliced", "callee", "position")
 
     def __init__(self, kind, indices=0, sliced=False, callee=None, position=None):
-        self.kind = kind  # "load", "store", "update", "bound" (a view/element escapes), "call", "both"
+        # "load", "store", "update", "bound" (a view or element escapes), "call", "both"
+        self.kind = kind
         self.indices = indices
         self.sliced = sliced
         self.callee = callee
@@ -263,7 +264,8 @@ class _Analyser(ast.NodeVisitor):
         self.visit(arg)
 
     def visit_Name(self, node):
-        if isinstance(node.ctx, ast.Load) and node.id in self.params and id(node) not in self.handled:
+        loaded = isinstance(node.ctx, ast.Load) and node.id in self.params
+        if loaded and id(node) not in self.handled:
             self._add(node.id, _Use("both"))  # the array itself escapes
 
 

@@ -1,4 +1,4 @@
-"""The cpu backend's compile cache on disk: launchers compiled once per machine, like ``cache=True``.
+"""The cpu backend's compile cache on disk: launchers compiled once per machine (``cache=True``).
 
 numba's ``cache=True`` finds a function's cache from its source file, so it
 cannot cache the functions dualgpu makes with ``exec`` from rewritten source.
@@ -249,7 +249,8 @@ def load_launcher(key, source, namespace, options):
 
 
 def _nrt_marker(thread_key):
-    return os.path.join(cache_dir(), f"nrt_{hashlib.sha256((_package_key() + thread_key).encode()).hexdigest()[:40]}")
+    digest = hashlib.sha256((_package_key() + thread_key).encode()).hexdigest()[:40]
+    return os.path.join(cache_dir(), f"nrt_{digest}")
 
 
 def needs_nrt(thread_key):

@@ -227,7 +227,8 @@ def launcher_source(spec, params, bound, inner):
     order = ORDERS[inner if base == "flat" else "x"]
     call = _call(params)
     dual = bool(lanes) and any(mask)
-    head = "".join(p + ", " for p in _launcher_params(params, mask if dual else ("",) * len(params)))
+    plain = ("",) * len(params)
+    head = "".join(p + ", " for p in _launcher_params(params, mask if dual else plain))
     extra = ""
     if dual or mode == "pieces":
         extra += ", _dg_t0, _dg_t1"
