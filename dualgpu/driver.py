@@ -16,19 +16,22 @@ and returns host results. The driver differentiates it without changes:
 
 Chunk size and batches
 ----------------------
-Kernels are compiled for a *tile* of N lanes, the ``chunk_size``
-(:func:`dualgpu.lanes.tile_lanes`: the fewest tiles of at most the backend's
-:data:`dualgpu.lanes.TILE_LANES`, then the N that leaves the fewest padded
-lanes, ForwardDiff.jl's rule). One run of f carries L lanes, a multiple of N:
-all directions when they fit the memory budget of
-:func:`dualgpu.lanes.batch_lanes`. Each launch then runs its L / N tiles
-(inside one compiled call on the cpu backend), so a Jacobian of n directions
-costs about as many host steps as one run of f. Memory does not grow with the
-number of time steps (forward mode). The last batch reuses the same L with
-zero-padded lanes, so kernels compile once per tile size. Any N from 1 to n
-(the number of directions) and at most :data:`dualgpu.numba_types.MAX_LANES`
-works; more than the backend's measured good range warns
-(:class:`dualgpu.lanes.ChunkSizeWarning`).
+Kernels run the lanes of a launch in *tiles* of N lanes. One run of f carries
+L lanes, all directions when they fit the memory budget of
+:func:`dualgpu.lanes.batch_lanes` (else as few runs as fit), so a Jacobian of n
+directions costs about as many host steps as one run of f; the cpu backend
+runs a launch's L / N tiles inside one compiled call, the GPU backend launches
+once per tile. ``chunk_size=None``: with many directions
+(:data:`dualgpu.lanes.TUNE_MIN_DIRECTIONS`) L is a multiple of 16 and each
+kernel times tiles of 8 and 16 lanes and keeps the faster
+(:data:`dualgpu.lanes.TILE_CANDIDATES`); with few, N is the fewest tiles of at
+most :data:`dualgpu.lanes.TILE_LANES` lanes, then the N that leaves the fewest
+padded lanes (ForwardDiff.jl's rule, :func:`default_chunk_size`). A
+``chunk_size`` sets N for every kernel; any N from 1 to n and at most
+:data:`dualgpu.numba_types.MAX_LANES` works, more than the backend's measured
+good range warns (:class:`dualgpu.lanes.ChunkSizeWarning`). Memory does not
+grow with the number of time steps (forward mode). The last run reuses the
+same L with zero-padded lanes, so kernels compile once per tile size.
 """
 import numbers
 
