@@ -103,3 +103,25 @@ def test_running_processes_are_read_from_proc_loadavg():
         pytest.skip("no /proc/loadavg (not Linux)")
     cpu_parallel._LOAD[0] = 0.0  # force a fresh reading
     assert cpu_parallel._others_running() >= 0
+
+
+def test_helpers_do_not_keep_a_launch_alive():
+    import gc
+    import weakref
+
+    class Payload:
+        pass
+
+    payload = Payload()
+    alive = weakref.ref(payload)
+
+    def launcher(control, thing):
+        control[3] = 0  # no pieces
+
+    control = cpu_parallel.control_array()
+    cpu_parallel.run_parallel(launcher, (control, payload), control, threads=2)
+    del payload
+    import time
+    time.sleep(0.2)  # let a late helper wake, find nothing, and wait again
+    gc.collect()
+    assert alive() is None

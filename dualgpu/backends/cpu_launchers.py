@@ -15,7 +15,9 @@ What a launcher looks like is set by a :class:`LaunchSpec`:
     pieces (a chunk of one row, or a run of blocks, of one lane tile) that the
     caller and helper threads claim from a shared counter
     (:mod:`dualgpu.backends.cpu_parallel`); such launchers are compiled with
-    ``nogil=True``.
+    ``nogil=True``. Threads of one launch then run in no fixed order, as on a
+    GPU: a kernel in which two threads write one element (a race on a GPU)
+    may end with either value, and kernels with atomics never run this way.
 ``lanes``, ``mask``
     Plain launches (``lanes == 0``) take the kernel's arguments as they are.
     Dual launches take every DualArray as two arrays, its values and its

@@ -178,6 +178,11 @@ class _Helpers:
             self._generation += 1
             self._condition.notify_all()
 
+    def clear(self):
+        """Forget the job (its arrays), without waking anyone: a late helper then skips it."""
+        with self._condition:
+            self._job = None
+
     def _serve(self):
         seen = 0
         while True:
@@ -186,12 +191,17 @@ class _Helpers:
                     self._condition.wait()
                 seen = self._generation
                 job = self._job
-            launcher, args, control, errors = job
-            try:
-                launcher(*args)
-            except BaseException as exc:  # reported by the caller of the launch
-                errors.append(exc)
-                control[_ERROR] = 1
+            if job is not None:  # None: finished (and forgotten) before this helper woke
+                _run_job(*job)
+            job = None  # hold no arrays while waiting
+
+
+def _run_job(launcher, args, control, errors):
+    try:
+        launcher(*args)
+    except BaseException as exc:  # reported by the caller of the launch
+        errors.append(exc)
+        control[_ERROR] = 1
 
 
 _HELPERS = _Helpers()
@@ -221,6 +231,8 @@ def run_parallel(launcher, args, control, threads):
             if spins > 64:
                 os.sched_yield() if hasattr(os, "sched_yield") else time.sleep(0)
         waited = time.perf_counter() - start
+    if threads > 1:
+        _HELPERS.clear()  # do not keep the launch's arrays alive
     if errors:
         raise errors[0]
     return waited
