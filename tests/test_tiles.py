@@ -12,7 +12,7 @@ import pytest
 
 import kernels_tiles as kt
 from dualgpu import _context
-from dualgpu.backends import _access, cpu, cpu_parallel
+from dualgpu.backends import _access, cpu, cpu_parallel, cpu_tiles
 from dualgpu.dualarray import DualArray
 
 
@@ -162,13 +162,13 @@ def test_parallel_and_serial_launchers_agree(rng, monkeypatch):
 def test_max_lanes_agrees_with_the_compiled_dual():
     from dualgpu.numba_types import MAX_LANES
 
-    assert cpu.MAX_LANES == MAX_LANES
+    assert cpu_tiles.MAX_LANES == MAX_LANES
 
 
 # --- which arrays a kernel reads and writes -------------------------------------
 def _summary(kernel):
     translation = cpu.compile_kernel(kernel)._translation
-    return cpu._access_summary(translation, set())
+    return cpu_tiles.access_summary(translation, set())
 
 
 @pytest.mark.parametrize("kernel, ndims, expected", [

@@ -70,15 +70,13 @@ from numba.extending import intrinsic, overload
 from numba.np import numpy_support
 from numba.np.arrayobj import populate_array
 
-from .._context import active_tile_lanes
-from ..dual import Dual
-from ..dualarray import DualArray
 from ..errors import DualgpuError
-from ..lanes import TILE_CANDIDATES, TILE_LANES, launch_tile
-from . import _access, _llvm, _translate, cpu_cache, cpu_parallel
+from ..lanes import TILE_LANES
+from . import _llvm, _translate, cpu_cache, cpu_parallel
 from ._local_array_types import literal_shape, scalar_dtype
 from ._translate import CudaRewriter, Namespace, dotted
 from .cpu_launchers import CONTEXT, LaunchSpec, flatten, make_launcher
+from .cpu_tiles import LaneTiles, dual_kind, values_of
 
 __all__ = ["CpuKernel", "compile_kernel", "BACKEND", "DEFAULT_TILE_LANES"]
 
@@ -89,9 +87,6 @@ _llvm.tune()  # let LLVM vectorise loops over many lane rows (see _llvm)
 #: Lanes per tile of a dual launch when neither the driver nor the kernel says
 #: otherwise (see :attr:`CpuKernel.tile_lanes` and :mod:`dualgpu.lanes`).
 DEFAULT_TILE_LANES = TILE_LANES[BACKEND]
-
-#: The most lanes a compiled dual may have (dualgpu.numba_types.MAX_LANES).
-MAX_LANES = 64
 
 #: CUDA's limit on the number of threads in one block.
 MAX_THREADS_PER_BLOCK = 1024
@@ -1074,7 +1069,7 @@ def _lanes_of(args, kernel):
     return lanes
 
 
-class CpuKernel:
+class CpuKernel(LaneTiles):
     """A numba.cuda kernel compiled for the CPU; launch with :meth:`launch`.
 
     Made by :func:`compile_kernel`. One launcher dispatcher is kept per
@@ -1107,6 +1102,7 @@ class CpuKernel:
         self._specs = {}
         self._tile_choice = {}  # (base, mask, candidates) -> tile lanes measured fastest
         self.tile_lanes = None
+        self.default_tile_lanes = DEFAULT_TILE_LANES
 
     @property
     def uses_atomics(self):
@@ -1217,7 +1213,7 @@ class CpuKernel:
 
     def _launch_dual(self, base, g, b, args, lanes, items):
         """A launch with dual arguments of ``lanes`` lanes: tiles of :meth:`_tiles` lanes."""
-        mask = tuple(_dual_kind(a) for a in args)
+        mask = tuple(dual_kind(a) for a in args)
         tile, tiles = self._tiles(lanes, args, mask, base)
         flat = flatten(args, mask)
         restore = self._restore(args, mask) if tiles > 1 else ()
@@ -1226,7 +1222,7 @@ class CpuKernel:
             spec = self._specs[(base, tile, mask, restore)] = LaunchSpec(
                 base, "serial", tile, mask, restore)
         self._run(spec, flat, g, b, items * tiles, tiles,
-                  [np.array(_values_of(args[p]), copy=True) for p in restore])
+                  [np.array(values_of(args[p]), copy=True) for p in restore])
 
     def _run(self, spec, flat, g, b, items, tiles, snapshots):
         """Run the launcher of ``spec`` serially or on several cores, by its measured cost."""
@@ -1265,87 +1261,6 @@ class CpuKernel:
             launcher(*flat, *g, *b)
         cost.record_serial(time.perf_counter() - start, items)
 
-    def _tiles(self, lanes, args, mask, base="flat"):
-        """Return ``(tile lanes, number of tiles)`` for a dual launch of ``lanes`` lanes.
-
-        The driver's tile when it sets one; else, when several of
-        :data:`dualgpu.lanes.TILE_CANDIDATES` divide ``lanes``, the one this kernel
-        measured fastest per lane (:meth:`_tuned_tile`); else
-        :func:`dualgpu.lanes.launch_tile`.
-        """
-        hint = active_tile_lanes()
-        candidates = [t for t in TILE_CANDIDATES[BACKEND] if lanes % t == 0]
-        if self.tile_lanes or (hint and lanes % hint == 0) or len(candidates) < 2 or (
-            cpu_parallel.FORCE
-        ):
-            tile = launch_tile(lanes, self.tile_lanes or DEFAULT_TILE_LANES, hint, MAX_LANES)
-        else:
-            tile = self._tuned_tile(base, mask, candidates)
-        if tile < lanes and not self._tileable(args, mask):
-            if lanes > MAX_LANES:
-                raise DualgpuError(
-                    f"kernel {self.name!r}: {lanes} lanes need lane tiles, but an argument that "
-                    "is neither an array nor a number (a tuple or record of arrays?) may be "
-                    "written by the kernel, so tiles could not be rerun from the same state. "
-                    f"Use at most {MAX_LANES} lanes (chunk_size), or pass arrays directly."
-                )
-            tile = lanes
-        return tile, lanes // tile
-
-    def _tuned_tile(self, base, mask, candidates):
-        """The candidate tile with the least serial time per lane (timing each first)."""
-        key = (base, mask, tuple(candidates))
-        chosen = self._tile_choice.get(key)
-        if chosen is not None:
-            return chosen
-        per_lane = {}
-        for tile in candidates:
-            samples = [x for spec, cost in self._costs.items()
-                       if (spec.base, spec.lanes, spec.mask) == (base, tile, mask)
-                       for x in cost.serial]
-            if len(samples) < 2:
-                return tile  # time this one next (its first launch compiles: not counted)
-            per_lane[tile] = min(samples) / tile  # samples: seconds per thread and tile
-        chosen = self._tile_choice[key] = min(per_lane, key=per_lane.get)
-        return chosen
-
-    def _tileable(self, args, mask):
-        """False if an argument that cannot be snapshot (not an array or number) may be written."""
-        return self._access_of(args, mask)[1]
-
-    def _access_of(self, args, mask):
-        """``(flags, tileable)`` for these arguments: (read, written) per parameter."""
-        ndims = tuple(
-            a.values.ndim if kind == "a" else a.ndim if isinstance(a, np.ndarray)
-            else 0 if kind == "s" or np.isscalar(a) else None
-            for a, kind in zip(args, mask)
-        )
-        key = (mask, ndims)
-        found = self._access.get(key)
-        if found is None:
-            if self._summary is None:
-                self._summary = _access_summary(self._translation, set())
-            flags = self._summary.resolve(ndims)
-            tileable = all(not written or ndim is not None
-                           for (_, written), ndim in zip(flags, ndims))
-            found = self._access[key] = (flags, tileable)
-        return found
-
-    def _restore(self, args, mask):
-        """Positions of the arrays to restore between lane tiles (read and written, or aliased)."""
-        flags = self._access_of(args, mask)[0]
-        arrays = [a.values if kind == "a" else a if isinstance(a, np.ndarray) else None
-                  for a, kind in zip(args, mask)]
-        restore = []
-        for position, ((read, written), array) in enumerate(zip(flags, arrays)):
-            if array is None or not written:
-                continue
-            if read or any(other is not None and k != position
-                           and np.may_share_memory(array, other)
-                           for k, other in enumerate(arrays)):
-                restore.append(position)
-        return tuple(restore)
-
     def _retry_or_explain(self, exc, lanes, base, args, g, b):
         """After a failed launch: recompile with NRT once if needed, or explain device arrays."""
         on_device = [p for p, a in zip(self.params, args) if _in_device_memory(a)]
@@ -1356,7 +1271,7 @@ class CpuKernel:
                 f"{', '.join(on_device)} {verb}. Pass numpy arrays (dualgpu.cuda.to_device "
                 "keeps host arrays on this backend), or call .copy_to_host() first."
             ) from exc
-        tile = self._tiles(lanes, args, tuple(_dual_kind(a) for a in args))[0] if lanes else 0
+        tile = self._tiles(lanes, args, tuple(dual_kind(a) for a in args))[0] if lanes else 0
         if tile in self._nrt_lanes or not _needs_nrt(exc):
             if base == "bounded" and isinstance(exc, numba.core.errors.NumbaError):
                 # compiling the hoisted bound failed (before anything ran): fall
@@ -1395,38 +1310,6 @@ class CpuKernel:
 
     def __repr__(self):
         return f"<CpuKernel {self.name}({', '.join(self.params)})>"
-
-
-def _dual_kind(arg):
-    """"a" for a DualArray, "s" for a Dual, "" for anything else."""
-    if isinstance(arg, DualArray):
-        return "a"
-    if isinstance(arg, Dual):
-        return "s"
-    return ""
-
-
-def _values_of(arg):
-    return arg.values if isinstance(arg, DualArray) else arg
-
-
-def _access_summary(translation, active):
-    """The :class:`~dualgpu.backends._access.Summary` of a translation (device calls followed)."""
-    summary = getattr(translation, "_access_summary", None)
-    if summary is not None:
-        return summary
-    active.add(id(translation))
-
-    def device(name):
-        callee = translation.devices.get(name)
-        if callee is None or id(callee) in active or callee.tree is None:
-            return None
-        return _access_summary(callee, active)
-
-    summary = _access.analyse(translation.tree, device)
-    active.discard(id(translation))
-    translation._access_summary = summary
-    return summary
 
 
 def compile_kernel(kernel, fastmath=False):
