@@ -94,6 +94,14 @@ TARGETS = {
     "tiled_vs_untiled": 1.5,
 }
 
+#: Issue 13's targets against a peer: problem -> {target: (peer, bound on our time / the
+#: peer's, direction)}. Taichi is optional: without it the N-body target is not measured.
+PEER_TARGETS = {
+    "heat": {"heat_vs_jax": ("jax", 1.0, "<=")},
+    "nbody": {"nbody_vs_taichi": ("taichi", 0.5, "<=")},
+    "pendulum": {"ensemble_vs_numba": ("numba-hand", 1.0, "<=")},
+}
+
 
 # ---------------------------------------------------------------------------
 # kernels and reference loops
@@ -148,17 +156,11 @@ def tiny_kernel(a, x):
         a[i] += x
 
 
-@contextlib.contextmanager
 def serial_launches():
-    """Within the block the cpu backend runs every launch serially (no prange launcher)."""
-    from dualgpu.backends import cpu
+    """Within the block the cpu backend runs every launch serially (no helper threads)."""
+    from dualgpu.backends import cpu_parallel
 
-    previous = cpu.PARALLEL_MIN_THREADS
-    cpu.PARALLEL_MIN_THREADS = 1 << 62
-    try:
-        yield
-    finally:
-        cpu.PARALLEL_MIN_THREADS = previous
+    return cpu_parallel.serial_launches()
 
 
 def heat_run(u, u_new, r, steps):
@@ -372,89 +374,152 @@ def case_memory(profile):
 
 # -- peers -------------------------------------------------------------------
 
-def _peer_rows(case, kwargs, ours, repeats, budget, skip=()):
-    from benchmarks import peers
+def measure_side_by_side(fns, repeats, budget_s=None):
+    """Time several implementations of one thing in turn (A B C A B C ...); return timings.
 
-    rows = []
-    for name, module in peers.load_peers().items():
-        if name in skip:
-            rows.append({"peer": name, "available": True, "skipped": True,
-                         "reason": "too slow at this size; see the reduced-size case"})
-            continue
-        if not module.AVAILABLE:
-            rows.append({"peer": name, "available": False, "reason": module.IMPORT_ERROR})
-            continue
-        extra = {}
-        if name == "jax" and case == "nbody_mass_jacobian" and kwargs["masses"].size > 128:
-            extra["chunk_size"] = 32   # all lanes at once needs (nb, nb, nb, 3) doubles
+    ``fns`` maps a name to a zero-argument callable. Each is called once
+    (``first_s``: compile included) and once more to warm up; then ``repeats``
+    rounds call every implementation once, interleaved, so a change of machine
+    load hits all of them alike. An implementation whose warm-up took longer
+    than ``budget_s`` is not repeated (its warm-up stands in, ``single_run``);
+    one whose first call took over twice the budget is not even warmed up
+    (``includes_compile``). Returns ``{name: (result, timings)}``; a failing
+    implementation maps to ``(None, {"error": message})``.
+    """
+    out = {}
+    live = {}
+    for name, fn in fns.items():
         try:
-            fn = module.prepare(case, **kwargs, **extra)
-            result, t = measure(fn, repeats, budget)
-        except Exception as exc:  # a failing peer is reported, not fatal
-            rows.append({"peer": name, "available": True, "error": f"{type(exc).__name__}: {exc}"})
+            t0 = time.perf_counter()
+            result = fn()
+            first = time.perf_counter() - t0
+        except Exception as exc:  # a failing implementation is reported, not fatal
+            out[name] = (None, {"error": f"{type(exc).__name__}: {exc}"})
             continue
-        row = {"peer": name, "available": True, "version": module.VERSION, **t}
-        if ours is not None:
-            row["max_rel_diff_vs_dualgpu"] = _rel_diff(ours, result)
-        rows.append(row)
-    return rows
+        if budget_s is not None and first > 2 * budget_s:
+            out[name] = (result, {"first_s": first, "median_s": first, "compile_s": 0.0,
+                                  "runs": 1, "single_run": True, "includes_compile": True})
+            continue
+        t0 = time.perf_counter()
+        result = fn()
+        warm = time.perf_counter() - t0
+        if budget_s is not None and warm > budget_s:
+            out[name] = (result, {"first_s": first, "median_s": warm,
+                                  "compile_s": max(0.0, first - warm), "runs": 1,
+                                  "single_run": True})
+            continue
+        live[name] = [fn, result, first, []]
+    for _ in range(max(1, repeats)):
+        for name, entry in live.items():
+            t0 = time.perf_counter()
+            entry[1] = entry[0]()
+            entry[3].append(time.perf_counter() - t0)
+    for name, (fn, result, first, times) in live.items():
+        median = statistics.median(times)
+        out[name] = (result, {"first_s": first, "median_s": median,
+                              "compile_s": max(0.0, first - median), "runs": len(times),
+                              "min_s": min(times), "times_s": times})
+    return out
+
+
+def target(value, bound, direction="<="):
+    """A MET/MISSED target: ``value`` against ``bound`` (``direction`` "<=" or ">=")."""
+    met = value <= bound if direction == "<=" else value >= bound
+    return {"value": value, "target": bound, "direction": direction, "met": bool(met)}
 
 
 def _peer_case(profile, problem, case, jacobian, size_key=None):
+    from benchmarks import peers
     from benchmarks.peers import problems
 
     p = PROFILES[profile]
     size = p[size_key or f"peer_{problem}"]
     setup = getattr(problems, f"{problem}_setup")(**size)
     driver = load_driver()
-    ours, t = None, None
-    note = None
+    skip = () if size_key else p.get("peer_skip", {}).get(problem, ())
+    fns, rows = {}, []
+    if driver is not None:
+        def ours():
+            with dualgpu.using_backend("cpu"):
+                return np.asarray(jacobian(driver, setup))
+        fns["dualgpu"] = ours
+    for name, module in peers.load_peers().items():
+        if name in skip:
+            rows.append({"peer": name, "available": True, "skipped": True,
+                         "reason": "too slow at this size; see the reduced-size case"})
+        elif not module.AVAILABLE:
+            rows.append({"peer": name, "available": False, "reason": module.IMPORT_ERROR})
+        elif case not in module.CASES:
+            rows.append({"peer": name, "available": True, "skipped": True,
+                         "reason": "this peer does not implement the case"})
+        else:
+            extra = {}
+            if name == "jax" and case == "nbody_mass_jacobian" and setup["masses"].size > 128:
+                extra["chunk_size"] = 32   # all lanes at once needs (nb, nb, nb, 3) doubles
+            try:
+                fns[name] = module.prepare(case, **setup, **extra)
+            except Exception as exc:
+                rows.append({"peer": name, "available": True,
+                             "error": f"{type(exc).__name__}: {exc}"})
+                continue
+            rows.append({"peer": name, "available": True, "version": module.VERSION})
+    timed = measure_side_by_side(fns, p["repeats"], p["peer_budget_s"])
+    ours, t, note = None, None, None
     if driver is None:
         note = "dualgpu.driver missing: dualgpu side skipped"
     else:
-        with dualgpu.using_backend("cpu"):
-            try:
-                ours, t = measure(lambda: np.asarray(jacobian(driver, setup)), p["repeats"],
-                                  p["peer_budget_s"])
-            except Exception as exc:
-                note = f"dualgpu failed: {type(exc).__name__}: {exc}"
-    skip = () if size_key else p.get("peer_skip", {}).get(problem, ())
-    rows = _peer_rows(case, setup, ours, p["repeats"], p["peer_budget_s"], skip)
+        ours, t = timed.pop("dualgpu")
+        if "error" in t:
+            note, t = f"dualgpu failed: {t['error']}", None
+    for row in rows:
+        if row["peer"] in timed:
+            result, timing = timed[row["peer"]]
+            row.update(timing)
+            if ours is not None and result is not None:
+                row["max_rel_diff_vs_dualgpu"] = _rel_diff(ours, result)
     if driver is not None:
         directions = setup[{"heat": "u0", "nbody": "masses", "pendulum": "params"}[problem]].size
-        note = note or f"dualgpu: driver.jacfwd, {driver.default_chunk_size(directions)} lanes per chunk"
-    result = {"problem": problem, "size": size, "dualgpu": t, "peers": rows, "note": note}
-    jax_row = next((r for r in rows if r["peer"] == "jax" and "median_s" in r), None)
-    if t is not None and jax_row is not None:
-        speedup = jax_row["median_s"] / t["median_s"]
-        result["targets"] = {"jacobian_vs_jax": {"value": speedup,
-                                                 "target": TARGETS["jacobian_vs_jax"],
-                                                 "met": speedup >= TARGETS["jacobian_vs_jax"]}}
+        tile = dualgpu.lanes.tile_lanes(directions, "cpu")
+        note = note or (f"dualgpu: driver.jacfwd, tiles of {tile} lanes, "
+                        f"{dualgpu.lanes.batch_lanes(directions, tile, 0)} lanes per run of f")
+    result = {"problem": problem, "size": size, "dualgpu": t, "peers": rows, "note": note,
+              "targets": {}}
+    times = {row["peer"]: row["median_s"] for row in rows if "median_s" in row}
+    if t is not None:
+        for name, (peer, bound, direction) in PEER_TARGETS.get(problem, {}).items():
+            if peer in times:
+                ratio = t["median_s"] / times[peer]
+                result["targets"][name] = target(ratio, bound, direction)
+        if "jax" in times and problem in ("heat", "nbody", "pendulum"):
+            result["targets"]["jacobian_vs_jax"] = target(
+                times["jax"] / t["median_s"], TARGETS["jacobian_vs_jax"], ">=")
     return result
 
 
-def _heat_jacobian(driver, s):
-    return driver.jacfwd(lambda u: heat_simulate(u, s["r"], s["steps"]), progress=False)(s["u0"])
+def _heat_jacobian(driver, s, chunk_size=None):
+    return driver.jacfwd(lambda u: heat_simulate(u, s["r"], s["steps"]), progress=False,
+                         chunk_size=chunk_size)(s["u0"])
 
 
-def _nbody_jacobian(driver, s):
+def _nbody_jacobian(driver, s, chunk_size=None):
     from simulations import nbody
 
     def final_positions(masses):
         return nbody.simulate(s["pos"], s["vel"], masses, n_steps=s["steps"], G=s["G"],
                               eps=s["eps"], dt=s["dt"])[0]
-    jac = np.asarray(driver.jacfwd(final_positions, progress=False)(s["masses"]))
+    jac = np.asarray(driver.jacfwd(final_positions, progress=False,
+                                   chunk_size=chunk_size)(s["masses"]))
     return jac.reshape(-1, s["masses"].size)
 
 
-def _pendulum_jacobian(driver, s):
+def _pendulum_jacobian(driver, s, chunk_size=None):
     from simulations import pendulums
 
     def final_theta(params):
         return pendulums.simulate(s["theta0"], s["omega0"], n_steps=s["steps"], dt=s["dt"],
                                   damping=params[0], drive_amplitude=params[1],
                                   drive_frequency=params[2], g_over_l=1.0)[0]
-    return driver.jacfwd(final_theta, progress=False)(s["params"])
+    return driver.jacfwd(final_theta, progress=False, chunk_size=chunk_size)(s["params"])
 
 
 def case_peers_heat(profile):
@@ -632,8 +697,16 @@ def _cases_host():
     return cases_host
 
 
+def _register_target_cases():
+    from benchmarks import cases_targets
+
+    CASES.update(cases_targets.CASES)
+
+
 def run_case(name, profile):
     """Run case ``name`` at ``profile`` and return its dict (with the environment)."""
+    if name not in CASES:
+        _register_target_cases()
     if name not in CASES:
         raise KeyError(f"unknown case {name!r}; expected one of {sorted(CASES)}.")
     if profile not in PROFILES:

@@ -8,7 +8,10 @@ Usage::
 For every simulation in ``simulations/`` it runs, on the ``cuda`` backend, the
 plain simulation and a batch of 8 tangent directions through the driver
 (``dualgpu.driver.jvp_batch``), compares both with the ``cpu`` backend and
-reports the dual/plain time ratio. It then times the 1-D heat stencil
+reports the dual/plain time ratio. It then runs 24 directions in tiles of 8
+lanes (three launches per kernel launch on the GPU, arrays read and written
+restored between them: ``dualgpu.backends.gpu_tiles``) and compares those
+tangents with the cpu backend too. It then times the 1-D heat stencil
 (``benchmarks.cases_dualgpu.heat_step``) at N = 0 (plain), 1, 8, 16 lanes and
 reports the achieved memory bandwidth: bytes moved per step are
 ``(1 + N) * n * itemsize * 2`` (read u, write u_new; neighbours hit in cache).
@@ -73,6 +76,32 @@ def _timed(fn):
     out = fn()
     cuda.synchronize()
     return out, time.perf_counter() - t0
+
+
+def check_tiles(name, backend, size, directions=3 * LANES, tile=LANES):
+    """Tangents of ``directions`` directions in tiles of ``tile`` lanes on ``backend`` vs cpu."""
+    import importlib
+
+    import dualgpu
+    from dualgpu import driver
+
+    module_name, build, kwargs = SIMULATIONS[name]
+    module = importlib.import_module(module_name)
+    args, argnum = build(module, size)
+    rng = np.random.default_rng(1)
+    tangents = [None] * len(args)
+    tangents[argnum] = rng.standard_normal((directions,) + np.shape(args[argnum]))
+
+    def run():
+        return driver.jvp_batch(lambda *a: module.simulate(*a, **kwargs), args, tangents,
+                                chunk_size=tile, progress=False)[1]
+
+    results = {}
+    for which in ("cpu", backend):
+        with dualgpu.using_backend(which):
+            results[which] = _flat(run())
+    return {"simulation": name, "directions": directions, "tile": tile,
+            "tangent_rel_diff": _rel(results[backend], results["cpu"])}
 
 
 def check_simulation(name, backend, size, lanes=LANES):
@@ -219,6 +248,19 @@ def main(argv=None):
         print(f"{name:12s} {r['plain_rel_diff']:10.1e} {r['dual_values_rel_diff']:10.1e} "
               f"{r['tangent_rel_diff']:12.1e} {r['plain_s']:9.4f} {r['dual_s']:9.4f} "
               f"{r['dual_over_plain']:10.2f}{'  MISMATCH' if bad else ''}")
+
+    print(f"\n{3 * LANES} directions in tiles of {LANES} lanes (one launch per tile, restores "
+          "between tiles), tangents vs the cpu backend")
+    for name in args.only or SIMULATIONS:
+        try:
+            r = check_tiles(name, backend, size)
+        except Exception as exc:
+            failures += 1
+            print(f"{name:12s} FAILED: {type(exc).__name__}: {exc}")
+            continue
+        bad = r["tangent_rel_diff"] > 1e-6
+        failures += bad
+        print(f"{name:12s} tangent diff {r['tangent_rel_diff']:10.1e}{'  MISMATCH' if bad else ''}")
 
     print(f"\nheat stencil bandwidth, n = {heat_n:,}, float64, {heat_steps} steps, {backend} backend")
     print(f"{'lanes':>5s} {'ms/step':>9s} {'GB/s':>8s} {'x plain':>8s} {'limit 1+N':>9s}")

@@ -7,9 +7,11 @@ Usage::
     python benchmarks/run.py --tiny          # smoke test, seconds of compute
     python benchmarks/run.py --only overhead --out results.json
 
-Each case runs in its own Python process (fresh JIT caches, its own peak
-memory), one after the other; a case that fails or times out is reported and
-the others still run. Case definitions and sizes: ``benchmarks/cases_dualgpu.py``.
+Each case runs in its own Python process (fresh JIT caches, an empty dualgpu
+compile cache, its own peak memory), one after the other; a case that fails or
+times out is reported and the others still run. The table ends with every
+target's verdict (MET/MISSED) for this run on this machine. Case definitions
+and sizes: ``benchmarks/cases_dualgpu.py`` and ``benchmarks/cases_targets.py``.
 """
 import argparse
 import json
@@ -24,13 +26,14 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
-__all__ = ["main", "run_cases", "format_table"]
+__all__ = ["main", "run_cases", "format_table", "target_summary"]
 
 CASE_ORDER = ("overhead", "cpu_vs_njit", "launch", "memory", "sparse", "tiled_nbody", "peers_heat",
-              "peers_nbody", "peers_nbody_small", "peers_pendulum", "host_objective")
+              "peers_nbody", "peers_nbody_small", "peers_pendulum", "host_objective", "jvp_primal",
+              "cold_start", "parallel_load", "lanes", "coloring", "sass")
 
 #: Seconds one case may run, per profile.
-CASE_TIMEOUT = {"full": 3600, "quick": 300, "tiny": 300}
+CASE_TIMEOUT = {"full": 3600, "quick": 600, "tiny": 300}
 
 
 def _child(case, profile, out):
@@ -53,6 +56,8 @@ def run_cases(cases, profile, timeout=None, echo=True):
     for case in cases:
         with tempfile.TemporaryDirectory() as tmp:
             out = os.path.join(tmp, "result.json")
+            # a fresh compile cache per case: first calls include compiling, as in a new project
+            env["DUALGPU_CACHE_DIR"] = os.path.join(tmp, "cache")
             cmd = [sys.executable, os.path.abspath(__file__), "--child", case,
                    "--profile", profile, "--child-out", out]
             t0 = time.perf_counter()
@@ -91,9 +96,20 @@ def _ms(seconds):
 def _target_lines(result):
     lines = []
     for name, t in (result.get("targets") or {}).items():
-        sign = ">=" if name == "jacobian_vs_jax" else "<="  # the others are upper bounds
+        sign = t.get("direction") or (">=" if name == "jacobian_vs_jax" else "<=")
         mark = "MET" if t["met"] else "MISSED"
         lines.append(f"  target {name}: {t['value']:.2f} ({sign} {t['target']}) {mark}")
+    return lines
+
+
+def target_summary(results):
+    """Every target of every case, one line each: the run's MET/MISSED verdicts."""
+    lines = []
+    for case, result in results.items():
+        for name, t in (result.get("targets") or {}).items():
+            sign = t.get("direction") or (">=" if name == "jacobian_vs_jax" else "<=")
+            lines.append(f"  {'MET   ' if t['met'] else 'MISSED'} {case}.{name}: "
+                         f"{t['value']:.3g} ({sign} {t['target']})")
     return lines
 
 
@@ -167,6 +183,68 @@ def _peers(r):
     return lines + _target_lines(r)
 
 
+def _jvp_primal(r):
+    return [f"JVP vs primal: heat 1-D, n = {r['n']:,}, {r['steps']} steps, cpu backend",
+            f"  primal {_ms(r['primal']['median_s'])}   jvp {_ms(r['jvp']['median_s'])}   "
+            f"ratio {r['ratio']:.2f}x   values equal: {r['values_match']}"] + _target_lines(r)
+
+
+def _cold_start(r):
+    cold, warm, ref = r["cold"], r["warm"], r["numba_cache_true"]
+    return [f"Start-up in a fresh process (N-body, {r['nbody']} bodies: plain run, then a dual "
+            "Jacobian)",
+            f"  empty cache: import {cold['import_s']:.2f} s, first plain run "
+            f"{cold['plain_first_s']:.2f} s, first Jacobian {cold['dual_first_s']:.2f} s",
+            f"  warm cache:  import {warm['import_s']:.2f} s, first plain run "
+            f"{warm['plain_first_s']:.2f} s, first Jacobian {warm['dual_first_s']:.2f} s",
+            f"  numba cache=True reference (fresh process, warm cache): first call "
+            f"{ref['first_call_s']:.2f} s (import {ref['import_s']:.2f} s)"] + _target_lines(r)
+
+
+def _parallel_load(r):
+    lines = [f"Parallel launches on vs off ({r['cpus']} CPUs; ratio = on / off)",
+             f"  {'workload':20s} {'quiet on':>10s} {'off':>10s} {'ratio':>6s}   "
+             f"{'busy on':>10s} {'off':>10s} {'ratio':>6s}"]
+    for q, b in zip(r["quiet"], r["loaded"]):
+        lines.append(f"  {q['workload']:20s} {q['on_s']:10.4f} {q['off_s']:10.4f} "
+                     f"{q['ratio']:6.2f}   {b['on_s']:10.4f} {b['off_s']:10.4f} {b['ratio']:6.2f}")
+    return lines + _target_lines(r)
+
+
+def _lanes(r):
+    lines = [f"Lanes per tile (cpu backend; default {r['default_tile']}): time per direction",
+             f"  {'problem':8s} {'tile':>5s} {'us/direction':>13s} {'compile':>8s}"]
+    for row in r["rows"]:
+        if "error" in row:
+            lines.append(f"  {row['problem']:8s} {row['tile']:5d} failed: {row['error'][:80]}")
+            continue
+        lines.append(f"  {row['problem']:8s} {row['tile']:5d} {row['per_direction_us']:13.1f} "
+                     f"{row['compile_s']:7.1f}s")
+    return lines
+
+
+def _coloring(r):
+    lines = ["Coloring: colors found vs the lower bound (most nonzeros in a row)",
+             f"  {'pattern':40s} {'best':>5s} {'greedy':>7s} {'bound':>6s} {'time':>7s}"]
+    for row in r["rows"]:
+        lines.append(f"  {row['pattern']:40s} {row['best']:5d} {row['largest_first']:7d} "
+                     f"{row['lower_bound']:6d} {row['seconds']:6.2f}s")
+    if r.get("note"):
+        lines.append(f"  note: {r['note']}")
+    return lines + _target_lines(r)
+
+
+def _sass(r):
+    if not r["rows"]:
+        return [f"SASS: {r.get('note')}"]
+    from benchmarks.sass import format_rows
+
+    lines = format_rows(r["rows"]).splitlines()
+    lines += [f"  FAILED {x['simulation']}.{x['kernel']} N={x['lanes']}: {x['error']}"
+              for x in r["rows"] if "error" in x]
+    return lines + _target_lines(r)
+
+
 def _sparse(r):
     return [f"Sparse Jacobian: one heat step, n = {r['n']:,} cells, cpu backend",
             f"  detection (structural tracer, n = {r['detect_n']:,}) {r['detect_s']:.2f} s, "
@@ -210,7 +288,10 @@ def _host_objective(r):
 _FORMATTERS = {"tiled_nbody": _tiled_nbody, "sparse": _sparse, "overhead": _overhead, "cpu_vs_njit": _cpu_vs_njit, "launch": _launch,
                "memory": _memory, "peers_heat": _peers, "peers_nbody": _peers,
                "peers_nbody_small": _peers,
-               "peers_pendulum": _peers, "host_objective": _host_objective}
+               "peers_pendulum": _peers, "host_objective": _host_objective,
+               "jvp_primal": _jvp_primal, "cold_start": _cold_start,
+               "parallel_load": _parallel_load, "lanes": _lanes, "coloring": _coloring,
+               "sass": _sass}
 
 
 def format_table(results, profile):
@@ -228,6 +309,9 @@ def format_table(results, profile):
         for note in result.get("notes", ()):
             lines.append(f"  {note}")
         lines.append("")
+    summary = target_summary({k: v for k, v in results.items() if "error" not in v})
+    if summary:
+        lines += ["Targets (this run, this machine):"] + summary
     return "\n".join(lines)
 
 

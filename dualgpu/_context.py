@@ -9,7 +9,7 @@ import threading
 
 import numpy as np
 
-__all__ = ["active_lanes", "active_levels", "lane_dtype", "dual_allocation"]
+__all__ = ["active_lanes", "active_levels", "active_tile_lanes", "lane_dtype", "dual_allocation"]
 
 _STATE = threading.local()
 
@@ -29,20 +29,27 @@ def active_levels():
     return getattr(_STATE, "levels", ())
 
 
+def active_tile_lanes():
+    """Lanes per kernel tile the driver asks for (its chunk size), or 0 (the backend decides)."""
+    return getattr(_STATE, "tile", 0)
+
+
 def lane_dtype(value_dtype):
     """The partials dtype of arrays allocated now: uint64 while tracing sparsity, else the values'."""
     return np.dtype(np.uint64) if getattr(_STATE, "tracer", False) else np.dtype(value_dtype)
 
 
 @contextlib.contextmanager
-def dual_allocation(lanes, tracer=False):
+def dual_allocation(lanes, tracer=False, tile=0):
     """Within the block, float allocations through dualgpu.cuda carry ``lanes`` lanes.
 
     Inside another driver's block (a nested derivative) they carry both: the
     arrays are duals of the outer level's duals. With ``tracer=True`` the
     lanes are dependency bitsets (sparsity detection, never nested).
+    ``tile`` (a divisor of ``lanes``) asks kernels to run the lanes in tiles of
+    that many (0: each backend chooses).
     """
-    previous = active_levels(), getattr(_STATE, "tracer", False)
+    previous = active_levels(), getattr(_STATE, "tracer", False), active_tile_lanes()
     if previous[0] and (tracer or previous[1]):
         from .errors import DualgpuError
 
@@ -52,7 +59,8 @@ def dual_allocation(lanes, tracer=False):
         )
     _STATE.levels = previous[0] + (int(lanes),)
     _STATE.tracer = bool(tracer)
+    _STATE.tile = int(tile)
     try:
         yield
     finally:
-        _STATE.levels, _STATE.tracer = previous
+        _STATE.levels, _STATE.tracer, _STATE.tile = previous

@@ -102,17 +102,20 @@ class ChunkPlan:
         ``fill(inputs, start, count)`` writes the seeds of a chunk.
     lanes : int
         Lanes per run (the same for every chunk).
+    tile : int
+        Lanes per kernel tile (0: each kernel chooses; see :mod:`dualgpu.lanes`).
     fname : str
         The driver function, for messages.
     """
 
-    def __init__(self, f, args, kwargs, inputs, fill, lanes, fname):
+    def __init__(self, f, args, kwargs, inputs, fill, lanes, fname, tile=0):
         self.f = f
         self.args = tuple(args)
         self.kwargs = dict(kwargs)
         self.inputs = [item.fresh() for item in inputs]
         self.fill = fill
         self.lanes = int(lanes)
+        self.tile = int(tile)
         self.fname = fname
         self.backend = backend()
         self.token = uuid.uuid4().hex
@@ -150,7 +153,7 @@ class ChunkPlan:
             with _on_backend(name):
                 is_tuple, unpacked = _run_chunk(
                     self.f, self.args, self.kwargs, self._thread_inputs(), self.lanes, start,
-                    count, self.fill, self.fname)
+                    count, self.fill, self.fname, self.tile)
         except DualgpuError as exc:
             return _Failure(exc)
         trimmed = [(values if start == 0 else None, None if p is None else p[:count])

@@ -5,45 +5,55 @@ moves arrays to the device with :mod:`dualgpu.cuda`, launches dualgpu kernels
 and returns host results. The driver differentiates it without changes:
 
 1. **seed** -- each differentiated array argument is passed to ``f`` as a host
-   :class:`~dualgpu.DualArray` (a copy of the values, plus N seed lanes); each
+   :class:`~dualgpu.DualArray` (a copy of the values, plus L seed lanes); each
    differentiated scalar as a :class:`~dualgpu.Dual`. Other float arrays stay
    plain: ``f``'s ``cuda.to_device`` turns them into zero-partial DualArrays,
    because ``f`` runs inside :func:`dualgpu._context.dual_allocation`.
-2. **evaluate** -- one run of ``f`` per chunk of N directions;
-3. **extract** -- the output partials of the chunk are written into the result;
+2. **evaluate** -- one run of ``f`` per *batch* of L directions (see
+   :func:`run_chunk`);
+3. **extract** -- the output partials of the batch are written into the result;
 4. repeat until every direction is done.
 
-Only the current chunk's lanes exist at any time, so memory does not grow with
-the number of time steps (forward mode). The last chunk reuses the same N with
-zero-padded lanes, so kernels compile once per lane count.
-
-Chunk size
-----------
-``chunk_size=None`` picks N by :func:`default_chunk_size`: the fewest chunks of
-at most :data:`DEFAULT_CHUNK_LIMIT` (8) lanes, then the N that leaves the fewest
-padded lanes (ForwardDiff.jl's rule). Eight float64 lanes keep a dual in 72
-bytes of registers on the GPU; on the CPU backends each new N costs one compile
-of every kernel (about 1 to 4 s), so keeping one N per problem matters more than
-its exact value. Any N from 1 to n (the number of directions) and at most
-:data:`dualgpu.numba_types.MAX_LANES` works.
+Chunk size and batches
+----------------------
+Kernels run the lanes of a launch in *tiles* of N lanes. One run of f carries
+L lanes, all directions when they fit the memory budget of
+:func:`dualgpu.lanes.batch_lanes` (else as few runs as fit), so a Jacobian of n
+directions costs about as many host steps as one run of f; the cpu backend
+runs a launch's L / N tiles inside one compiled call, the GPU backend launches
+once per tile. ``chunk_size=None``: with many directions
+(:data:`dualgpu.lanes.TUNE_MIN_DIRECTIONS`) L is a multiple of 16 and each
+kernel times tiles of 8 and 16 lanes and keeps the faster
+(:data:`dualgpu.lanes.TILE_CANDIDATES`); with few, N is the fewest tiles of at
+most :data:`dualgpu.lanes.TILE_LANES` lanes, then the N that leaves the fewest
+padded lanes (ForwardDiff.jl's rule, :func:`default_chunk_size`). A
+``chunk_size`` sets N for every kernel; any N from 1 to n and at most
+:data:`dualgpu.numba_types.MAX_LANES` works, more than the backend's measured
+good range warns (:class:`dualgpu.lanes.ChunkSizeWarning`). Memory does not
+grow with the number of time steps (forward mode). The last run reuses the
+same L with zero-padded lanes, so kernels compile once per tile size.
 """
 import numbers
+import threading
 
 import numpy as np
 
+from . import lanes as _lanes
 from ._context import active_levels, dual_allocation
 from ._progress import progress_bar
+from .backend import backend
 from .dual import Dual
 from .dualarray import DualArray
 from .errors import DualgpuError
 from .numba_types import MAX_LANES
 
 __all__ = [
-    "jvp", "jvp_batch", "jacfwd", "jacobian", "default_chunk_size",
+    "jvp", "jvp_batch", "jacfwd", "jacobian", "default_chunk_size", "run_chunk", "Chunk",
     "DEFAULT_CHUNK_LIMIT", "PROGRESS_MIN_CHUNKS",
 ]
 
-#: Largest N the default chunk size picks.
+#: Largest N :func:`default_chunk_size` picks unless given a limit (the
+#: driver's limit is the backend's :data:`dualgpu.lanes.TILE_LANES`).
 DEFAULT_CHUNK_LIMIT = 8
 #: With ``progress=None`` a tqdm bar is shown on an interactive terminal or in a notebook
 #: when there are more chunks than this (see :mod:`dualgpu._progress`).
@@ -214,17 +224,23 @@ def _make_inputs(args, positions, fname):
 
 
 def _check_chunk_size(chunk_size, n, fname):
+    """Return ``(unit, hint)``: runs of f carry a multiple of ``unit`` lanes, kernels use
+    tiles of ``hint`` lanes (0: their own choice); the user's chunk_size is both (checked)."""
+    name = backend()
     if chunk_size is None:
-        return min(default_chunk_size(n), MAX_LANES)
+        unit, hint = _lanes.driver_tiles(n, name)
+        return min(unit, MAX_LANES), min(hint, MAX_LANES)
     valid = isinstance(chunk_size, numbers.Integral) and not isinstance(chunk_size, bool)
     if not valid or not 1 <= chunk_size <= min(n, MAX_LANES):
         raise DualgpuError(
             f"{fname}: chunk_size={chunk_size!r}; expected an int from 1 to "
             f"{min(n, MAX_LANES)} (at most the {n} input direction(s) and at most "
             f"dualgpu.numba_types.MAX_LANES={MAX_LANES} lanes). Fix: pass chunk_size=None "
-            f"for the default ({min(default_chunk_size(n), MAX_LANES)} here) or a value in range."
+            f"for the default ({min(_lanes.tile_lanes(n, name), MAX_LANES)} here) or a value in "
+            "range."
         )
-    return int(chunk_size)
+    _lanes.check_chunk_size(int(chunk_size), name, fname)
+    return int(chunk_size), int(chunk_size)
 
 
 # ---------------------------------------------------------------------------
@@ -293,13 +309,67 @@ def _progress_bar(n_chunks, progress, desc):
     return progress_bar(n_chunks, progress, desc, unit="chunk", minimum=PROGRESS_MIN_CHUNKS)
 
 
-def _run_chunk(f, args, kwargs, inputs, lanes, start, count, fill, fname):
+class Chunk:
+    """One run of f: directions ``start .. start + count - 1`` seeded in ``lanes`` lanes.
+
+    ``tile`` is the lanes per kernel tile the driver asks for (a divisor of
+    ``lanes``), or 0 when each kernel picks its own; lanes beyond ``count`` are
+    zero. Made by :func:`plan_chunks`; run by :func:`run_chunk` (a local loop,
+    or an executor, calls it once per chunk).
+    """
+
+    __slots__ = ("index", "start", "count", "lanes", "tile", "wide")
+
+    def __init__(self, index, start, count, lanes, tile, wide=False):
+        self.index, self.start, self.count, self.lanes, self.tile = index, start, count, lanes, tile
+        self.wide = wide  # more lanes than one tile: a derivative nested in f must re-plan
+
+    def __repr__(self):
+        return (f"Chunk({self.index}: directions {self.start}..{self.start + self.count - 1}, "
+                f"{self.lanes} lanes in tiles of {self.tile})")
+
+
+def plan_chunks(n_directions, tiles, inputs, narrow=False):
+    """Return the :class:`Chunk` list covering ``n_directions`` (see :mod:`dualgpu.lanes`).
+
+    ``tiles`` is ``(unit, hint)`` from :func:`dualgpu.lanes.driver_tiles` (or
+    the user's chunk size twice): every run carries a multiple of ``unit`` lanes,
+    as many as the memory budget allows, or exactly ``unit`` when ``narrow``
+    (chunks for an executor's workers, and derivatives nested in another).
+    """
+    unit, hint = tiles
+    if narrow:
+        lanes = unit
+    else:
+        per_lane = _lanes.LIVE_ARRAYS * sum(item.size * item.dtype.itemsize for item in inputs)
+        lanes = _lanes.batch_lanes(n_directions, unit, per_lane)
+    return [
+        Chunk(k, start, min(lanes, n_directions - start), lanes, hint, lanes > unit)
+        for k, start in enumerate(range(0, n_directions, lanes))
+    ]
+
+
+#: The runs of f in progress in this thread, outermost first: True for a run that
+#: carries more lanes than one tile (a derivative nested inside needs narrow runs).
+_RUNS = threading.local()
+
+
+class _NarrowRuns(BaseException):
+    """Raised by a driver nested in a wide run of another: the outer one must re-plan.
+
+    A BaseException, so that an ``except Exception`` in f does not swallow it.
+    """
+
+
+def _run_chunk(f, args, kwargs, inputs, lanes, start, count, fill, fname, tile=0, wide=False):
     """Run f once on directions ``start .. start+count-1``, zero-padded to ``lanes`` lanes.
 
     ``fill(inputs, start, count)`` writes the tangents of those directions into the
-    inputs' lane buffers (allocated for ``lanes``); the other lanes stay zero. Returns
-    ``(is_tuple, [(values, partials or None), ...])`` of f's outputs (see :func:`_unpack`).
-    This is one task of the distributed driver (:mod:`dualgpu.distributed`).
+    inputs' lane buffers (allocated for ``lanes``); the other lanes stay zero. Kernels
+    run the lanes in tiles of ``tile`` (0: their own choice); ``wide``: the run carries
+    more than one tile (see :func:`plan_chunks`). Returns ``(is_tuple,
+    [(values, partials or None), ...])`` of f's outputs (see :func:`_unpack`). This is
+    one task of the distributed driver (:mod:`dualgpu.distributed`).
     """
     for item in inputs:
         item.lanes_buffer.fill(0)
@@ -311,9 +381,29 @@ def _run_chunk(f, args, kwargs, inputs, lanes, start, count, fill, fname):
     for item in inputs:
         call_args[item.position] = item.argument()
     levels = active_levels()  # the enclosing drivers, if this one is nested
-    with dual_allocation(lanes):
-        result = f(*call_args, **kwargs)
+    runs = getattr(_RUNS, "wide", ())
+    _RUNS.wide = runs + (wide,)
+    try:
+        with dual_allocation(lanes, tile=tile):
+            result = f(*call_args, **kwargs)
+    finally:
+        _RUNS.wide = runs
     return _unpack(result, lanes, fname, levels)
+
+
+def run_chunk(f, args, kwargs, inputs, chunk, fill, fname):
+    """Run f once for ``chunk``; return ``(is_tuple, [(values, partials or None), ...])``.
+
+    ``fill(inputs, start, count)`` writes the tangents of directions ``start ..
+    start + count - 1`` into the inputs' lane buffers (allocated here for
+    ``chunk.lanes`` lanes; the rest stays zero). Each output's partials have
+    ``chunk.lanes`` lanes, of which the first ``chunk.count`` are directions.
+    """
+    for item in inputs:
+        if item.lanes_buffer is None or item.lanes_buffer.shape[0] != chunk.lanes:
+            item.allocate(chunk.lanes)
+    return _run_chunk(f, args, kwargs, inputs, chunk.lanes, chunk.start, chunk.count, fill,
+                      fname, chunk.tile, chunk.wide)
 
 
 class _Assembly:
@@ -350,9 +440,9 @@ class _Assembly:
             self.partials[o][start:start + count] = used
 
 
-def _push_forward(f, args, kwargs, inputs, n_directions, lanes, fill, where, progress, fname,
+def _push_forward(f, args, kwargs, inputs, n_directions, tiles, fill, where, progress, fname,
                   executor=None):
-    """Run f once per chunk of ``lanes`` directions.
+    """Run f once per chunk of directions (see :func:`plan_chunks` and :func:`run_chunk`).
 
     ``fill(inputs, start, count)`` writes the tangents of directions ``start .. start+count-1``
     into the inputs' lane buffers (the rest stays zero). Returns ``is_tuple``, the
@@ -360,26 +450,41 @@ def _push_forward(f, args, kwargs, inputs, n_directions, lanes, fill, where, pro
     (None for outputs that carry none). With an ``executor`` the chunks run as tasks on
     its workers (:mod:`dualgpu.distributed`) and are assembled in the same order.
     """
-    chunks = [(start, min(lanes, n_directions - start)) for start in range(0, n_directions, lanes)]
-    assembly = _Assembly(n_directions, where, fname)
     levels = active_levels()
     if levels:
-        _check_nested(levels, lanes, executor, fname)
+        if getattr(_RUNS, "wide", ())[-1:] == (True,):
+            raise _NarrowRuns()
+        _check_nested(levels, tiles[0], executor, fname)
+    narrow = bool(levels) or executor is not None
+    try:
+        return _push_chunks(f, args, kwargs, inputs, plan_chunks(n_directions, tiles, inputs,
+                                                                  narrow),
+                            n_directions, fill, where, progress, fname, executor)
+    except _NarrowRuns:
+        if narrow:
+            raise
+    # a derivative nested in f needs runs of one tile: start again with those
+    return _push_chunks(f, args, kwargs, inputs, plan_chunks(n_directions, tiles, inputs, True),
+                        n_directions, fill, where, progress, fname, executor)
+
+
+def _push_chunks(f, args, kwargs, inputs, chunks, n_directions, fill, where, progress, fname,
+                 executor):
+    assembly = _Assembly(n_directions, where, fname)
     if executor is not None:
         from .distributed import ChunkPlan, run_chunks
 
-        plan = ChunkPlan(f, args, kwargs, inputs, fill, lanes, fname)
-        for (start, count), result in zip(chunks, run_chunks(executor, plan, chunks, where,
-                                                             progress)):
+        plan = ChunkPlan(f, args, kwargs, inputs, fill, chunks[0].lanes, fname, chunks[0].tile)
+        spans = [(chunk.start, chunk.count) for chunk in chunks]
+        for (start, count), result in zip(spans, run_chunks(executor, plan, spans, where,
+                                                            progress)):
             assembly.add(start, count, *result)
         return assembly.is_tuple, assembly.values, assembly.partials
-    for item in inputs:
-        item.allocate(lanes)
     bar = _progress_bar(len(chunks), progress, fname)
     try:
-        for start, count in chunks:
-            result = _run_chunk(f, args, kwargs, inputs, lanes, start, count, fill, fname)
-            assembly.add(start, count, *result)
+        for chunk in chunks:
+            result = run_chunk(f, args, kwargs, inputs, chunk, fill, fname)
+            assembly.add(chunk.start, chunk.count, *result)
             if bar is not None:
                 bar.update(1)
     finally:
@@ -480,7 +585,7 @@ def _jacobian(f, args, kwargs, argnums, chunk_size, progress, fname, executor=No
     single, positions = _normalize_argnums(argnums, len(args), fname)
     inputs = _make_inputs(args, positions, fname)
     n = sum(item.size for item in inputs)
-    lanes = _check_chunk_size(chunk_size, n, fname)
+    tiles = _check_chunk_size(chunk_size, n, fname)
 
     def where(direction):
         for item in inputs:
@@ -489,7 +594,7 @@ def _jacobian(f, args, kwargs, argnums, chunk_size, progress, fname, executor=No
         return f"direction {direction}"
 
     is_tuple, values, partials = _push_forward(
-        f, args, kwargs, inputs, n, lanes, _UnitSeeds(), where, progress, fname, executor)
+        f, args, kwargs, inputs, n, tiles, _UnitSeeds(), where, progress, fname, executor)
     results = []
     for v, p in zip(values, partials):
         out_shape = v.shape
@@ -522,8 +627,9 @@ def jacobian(f, *args, argnums=0, chunk_size=None, progress=None, sparsity=None,
         Which arguments to differentiate: float32/float64 arrays of 1 to 3
         dimensions, or float scalars (Python float, numpy float).
     chunk_size : int, optional
-        Lanes N per run of f, 1 to min(n, MAX_LANES) where n is the total number
-        of input entries; default :func:`default_chunk_size`.
+        Lanes N per kernel tile, 1 to min(n, MAX_LANES) where n is the total
+        number of input entries; default :func:`dualgpu.lanes.tile_lanes`. One
+        run of f carries many tiles (all n directions when memory allows).
     progress : bool, optional
         tqdm progress bar. None (default) shows it only when standard error
         is an interactive terminal or in a notebook, and only above
@@ -676,8 +782,9 @@ def jvp_batch(f, primals, tangents, *, chunk_size=None, progress=None, executor=
     """Return ``(outputs, output_tangents)`` for a batch of B tangent directions.
 
     Each tangent is None (argument not differentiated) or an array of shape
-    ``(B,) + primal.shape`` (``(B,)`` for scalars). The B directions run
-    ``chunk_size`` lanes at a time (default :func:`default_chunk_size` of B);
+    ``(B,) + primal.shape`` (``(B,)`` for scalars). Kernels run the B
+    directions in tiles of ``chunk_size`` lanes (default
+    :func:`dualgpu.lanes.tile_lanes` of B), many tiles per run of f;
     ``progress`` is as in :func:`jacobian`.
     ``executor`` (a Dask client or a ``concurrent.futures.Executor``) runs the
     chunks as tasks on its workers (see :mod:`dualgpu.distributed`).
@@ -693,13 +800,13 @@ def jvp_batch(f, primals, tangents, *, chunk_size=None, progress=None, executor=
     primals = tuple(primals)
     levels = active_levels()
     inputs, seeds, b = _tangent_inputs(primals, tangents, True, fname)
-    lanes = _check_chunk_size(chunk_size, b, fname)
+    tiles = _check_chunk_size(chunk_size, b, fname)
 
     def where(direction):
         return f"tangent direction {direction}"
 
     is_tuple, values, partials = _push_forward(
-        f, primals, {}, inputs, b, lanes, _GivenSeeds(seeds), where, progress, fname, executor)
+        f, primals, {}, inputs, b, tiles, _GivenSeeds(seeds), where, progress, fname, executor)
     tangents_out = [
         _structured(np.zeros((b,) + v.shape, np.result_type(v.dtype, np.float32))
                     if p is None else p, levels)
@@ -733,7 +840,8 @@ def jvp(f, primals, tangents):
     inputs, seeds, _ = _tangent_inputs(primals, tangents, False, fname)
 
     is_tuple, values, partials = _push_forward(
-        f, primals, {}, inputs, 1, 1, _GivenSeeds(seeds), lambda d: "the tangent", False, fname)
+        f, primals, {}, inputs, 1, (1, 1), _GivenSeeds(seeds), lambda d: "the tangent", False,
+        fname)
     tangents_out = [
         np.zeros(v.shape, np.result_type(v.dtype, np.float32)) if p is None else p[0]
         for v, p in zip(values, partials)

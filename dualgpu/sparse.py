@@ -29,12 +29,13 @@ import scipy.sparse as sp
 
 from ._context import dual_allocation
 from ._progress import progress_bar, wants_progress
-from .backend import using_backend
+from .backend import backend, using_backend
 from .driver import _Input, _push_forward, _unpack, jacobian
 from .coloring import Coloring, color_columns
 from .dual import check_dtype
 from .dualarray import DualArray
 from .errors import DualgpuError
+from .lanes import LIVE_ARRAYS, batch_lanes, check_chunk_size, driver_tiles
 from .numba_types import MAX_LANES
 from .sparsity import as_pattern
 
@@ -154,7 +155,9 @@ def sparse_jacobian(f, args, argnum=0, *, sparsity="detect", chunk_size=None, va
         elements), ``"detect"`` to find it with the structural tracer, or a
         :class:`~dualgpu.coloring.Coloring` from an earlier call (reused as is).
     chunk_size : int, optional
-        Lanes per run (colors seeded at once); default: all colors, at most 8.
+        Lanes per kernel tile; default :func:`dualgpu.lanes.driver_tiles` of the
+        number of colors (each kernel picks its fastest tile when there are many). One run of f seeds all colors (many tiles) when they
+        fit the memory budget of :func:`dualgpu.lanes.batch_lanes`.
     validate : bool or "detect"
         ``True`` compares with the dense Jacobian (small problems only);
         ``"detect"`` checks that the given pattern contains the detected one.
@@ -209,7 +212,7 @@ def sparse_jacobian(f, args, argnum=0, *, sparsity="detect", chunk_size=None, va
         else:
             pattern = as_pattern(sparsity)
         clock = time.perf_counter()
-        coloring = color_columns(pattern)
+        coloring = color_columns(pattern, grid=x.shape if x.ndim > 1 else None)
         timings["color"] = time.perf_counter() - clock
     if pattern.shape[1] != n:
         raise DualgpuError(
@@ -220,19 +223,24 @@ def sparse_jacobian(f, args, argnum=0, *, sparsity="detect", chunk_size=None, va
         detected = detect_sparsity(f, args, argnum, progress=progress)
         _check_contains(pattern, detected, "the detected pattern")
     n_colors = coloring.n_colors
-    lanes = chunk_size or min(n_colors, 8)
-    if not 1 <= lanes <= MAX_LANES or lanes > max(n_colors, 1):
+    unit, tile = (chunk_size, chunk_size) if chunk_size else driver_tiles(max(n_colors, 1),
+                                                                          backend())
+    if not 1 <= unit <= MAX_LANES or unit > max(n_colors, 1) and chunk_size:
         raise DualgpuError(
-            f"chunk_size must be between 1 and the number of colors ({n_colors}); got {lanes}."
+            f"chunk_size must be between 1 and the number of colors ({n_colors}); got {unit}."
         )
+    if chunk_size:
+        check_chunk_size(int(chunk_size), backend(), "sparse_jacobian")
+    lanes = unit if executor is not None else batch_lanes(max(n_colors, 1), unit,
+                                                          LIVE_ARRAYS * x.nbytes)
     n_chunks = -(-n_colors // lanes)
     if wants_progress(progress):
         _report(sys.stderr, sparsity, pattern, n_colors, timings, n_chunks, lanes)
     clock = time.perf_counter()
     item = _Input(argnum, "array", np.array(x, copy=True, order="C"), x.dtype, 0)
     _, values, partials = _push_forward(
-        f, args, {}, [item], n_colors, lanes, _ColorSeeds(coloring), lambda c: f"color {c}",
-        progress, "sparse_jacobian", executor)
+        f, args, {}, [item], n_colors, (unit, tile), _ColorSeeds(coloring),
+        lambda c: f"color {c}", progress, "sparse_jacobian", executor)
     if len(values) != 1 or partials[0] is None or values[0].ndim == 0:
         raise DualgpuError(
             f"sparse_jacobian: the function must return one array computed from the seeded "

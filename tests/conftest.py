@@ -1,10 +1,14 @@
 """Shared fixtures. The offline-PTX shim lives here, in test code only (see the numba notes)."""
 import os
+import tempfile
 
 import numpy as np
 import pytest
 
 os.environ.setdefault("MPLBACKEND", "Agg")
+# the cpu backend's compile cache: a fresh one per test session (tests/test_cpu_cache.py
+# checks the cache itself in subprocesses with their own directories)
+os.environ.setdefault("DUALGPU_CACHE_DIR", tempfile.mkdtemp(prefix="dualgpu-test-cache-"))
 
 
 class _FakeDevice:

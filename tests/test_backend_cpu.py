@@ -10,7 +10,7 @@ from numba.cuda import simulator as sim
 
 import kernels_for_cpu_backend as kfc
 from kernels_for_cpu_backend import laplacian_1d
-from dualgpu.backends import cpu
+from dualgpu.backends import cpu, cpu_parallel
 from dualgpu.backends._translate import device_py_func, unwrap
 from dualgpu.errors import DualgpuError
 
@@ -60,13 +60,20 @@ def run_cpu(kernel, griddim, blockdim, *args):
     cpu.compile_kernel(kernel).launch(griddim, blockdim, args)
 
 
-@pytest.fixture(params=["serial", "parallel"])
+@pytest.fixture(params=["serial", "pieces"])
 def mode(request, monkeypatch):
-    """Run a test once with serial launchers and once with parallel ones forced."""
-    if request.param == "parallel":
-        monkeypatch.setattr(cpu, "PARALLEL_MIN_THREADS", 1)
-        monkeypatch.setattr(cpu, "PARALLEL_MIN_CORES", 2)
+    """Run a test once with serial launchers and once with parallel ones forced (2 threads)."""
+    if request.param == "pieces":
+        monkeypatch.setattr(cpu_parallel, "FORCE", True)
+        monkeypatch.setattr(cpu_parallel, "available_threads", lambda: 2)
+    else:
+        monkeypatch.setattr(cpu_parallel, "ENABLED", False)
     return request.param
+
+
+def launched(kernel):
+    """The (tile lanes, loop shape, mode) of every launcher a CpuKernel has built."""
+    return {(spec.lanes, spec.base, spec.mode) for spec in kernel._launchers}
 
 
 # --- kernels defined in this module, using device functions from another module
@@ -104,7 +111,7 @@ def test_heat_1d_boundary_branches(rng, mode):
     np.testing.assert_allclose(got, expected, rtol=1e-14)
     assert not kernel._translation.uses_block_index
     # "if i >= n: return" is hoisted out of the launch loop
-    assert (0, "bounded" if mode == "serial" else "bounded_pieces") in kernel._launchers
+    assert (0, "bounded", mode) in launched(kernel)
 
 
 def test_heat_2d_boundary_branches(rng, mode):
@@ -114,7 +121,7 @@ def test_heat_2d_boundary_branches(rng, mode):
     kernel = cpu.compile_kernel(kfc.heat_2d)
     kernel.launch((5, 3), (8, 8), (u, got, 0.1))
     np.testing.assert_allclose(got, expected, rtol=1e-14)
-    assert (0, "flat" if mode == "serial" else "flat_rows") in kernel._launchers
+    assert (0, "flat", mode) in launched(kernel)
 
 
 def test_3d_grid_and_every_index(mode):
@@ -130,7 +137,7 @@ def test_3d_grid_and_every_index(mode):
     np.testing.assert_array_equal(got, expected)
     np.testing.assert_array_equal(ids_got, ids_expected)
     assert kernel._translation.uses_block_index
-    assert (0, "blocks" if mode == "serial" else "blocks_parallel") in kernel._launchers
+    assert (0, "blocks", mode) in launched(kernel)
 
 
 def test_3d_flat_grid(mode):
@@ -142,7 +149,7 @@ def test_3d_flat_grid(mode):
     kernel.launch((2, 2, 2), (4, 4, 4), (got, 0.5))
     np.testing.assert_array_equal(got, expected)
     assert kernel._translation.inner_axis == "z"
-    assert (0, "flat" if mode == "serial" else "flat_rows") in kernel._launchers
+    assert (0, "flat", mode) in launched(kernel)
 
 
 def test_innermost_loop_follows_the_contiguous_index(rng):
@@ -190,7 +197,7 @@ def test_thread_function_is_inlined_into_the_launch_loop(rng):
     pos = rng.random((40, 2))
     kernel = cpu.compile_kernel(kfc.nbody_accel)
     kernel.launch(2, 32, (pos, np.zeros_like(pos), 0.05))
-    launcher = kernel._launchers[(0, "bounded")]
+    (launcher,) = [v for k, v in kernel._launchers.items() if (k.lanes, k.base) == (0, "bounded")]
     thread = launcher.py_func.__globals__["_dg_thread"]
     (compiled,) = thread.overloads.values()
     (launcher_ir,) = launcher.inspect_llvm().values()
@@ -285,7 +292,8 @@ def test_compile_kernel_returns_cached_kernel():
 
 
 def test_atomics_histogram_is_exact(rng, monkeypatch):
-    monkeypatch.setattr(cpu, "PARALLEL_MIN_CORES", 2)
+    monkeypatch.setattr(cpu_parallel, "FORCE", True)
+    monkeypatch.setattr(cpu_parallel, "available_threads", lambda: 2)
     values = rng.random(5000)
     bins = np.zeros(10, dtype=np.int64)
     firsts = np.full(11, -1, dtype=np.int64)
@@ -299,9 +307,8 @@ def test_atomics_histogram_is_exact(rng, monkeypatch):
     for b in range(10):
         assert firsts[b] == np.flatnonzero(which == b)[0]
     assert firsts[10] == values.size - 1  # atomic.max
-    # the launch was serial even though it is large
-    assert kernel._variant((40, 1, 1), (128, 1, 1)) == "flat"
-    assert kernel._variant((4000, 1, 1), (1024, 1, 1)) == "flat"
+    # the launch was serial even though parallel launches were forced
+    assert launched(kernel) == {(0, "flat", "serial")}
 
     sim_bins = np.zeros(10, dtype=np.int64)
     simulate(kfc.histogram, 40, 128, values, sim_bins, 0.0, 0.1, np.full(11, -1, dtype=np.int64))
@@ -398,7 +405,7 @@ def test_dual_local_array(rng):
     # plain launches of the same kernel still work (one translation per lanes value)
     plain_u, plain_out = rng.random(40), np.zeros(40)
     kernel.launch(2, 32, (plain_u, plain_out))
-    assert {lanes for lanes, _ in kernel._launchers} == {0, 2}
+    assert {lanes for lanes, _, _ in launched(kernel)} == {0, 2}
 
 
 def test_lanes_must_agree():
@@ -541,8 +548,7 @@ def test_hoisted_guard_matches_simulator(kernel, extra, n, griddim, blockdim, rn
     assert compiled._translation.guard is not None
     compiled.launch(griddim, blockdim, (u, got, *extra))
     np.testing.assert_array_equal(got, expected)
-    variant = "bounded" if mode == "serial" else "bounded_pieces"
-    assert (0, variant) in compiled._launchers
+    assert (0, "bounded", mode) in launched(compiled)
 
 
 def test_hoisted_guard_over_a_2d_launch(rng):
@@ -563,9 +569,9 @@ def test_hoisted_guard_float_bound_uses_the_guarded_launcher(rng):
     kernel.launch(2, 32, (u, got, 10.5))
     np.testing.assert_array_equal(got, expected)
     assert np.isnan(got[11]) and not np.isnan(got[10])
-    assert set(kernel._launchers) == {(0, "flat")}
+    assert launched(kernel) == {(0, "flat", "serial")}
     kernel.launch(2, 32, (u, got, True))  # nor is a bool
-    assert set(kernel._launchers) == {(0, "flat")}
+    assert launched(kernel) == {(0, "flat", "serial")}
 
 
 def test_hoisted_guard_with_dual_arrays(rng):
@@ -576,7 +582,7 @@ def test_hoisted_guard_with_dual_arrays(rng):
     kernel.launch(1, 64, (u, out))
     np.testing.assert_allclose(out.values, u.values ** 2)
     np.testing.assert_allclose(out.partials, 2 * u.values * u.partials)
-    assert (2, "bounded") in kernel._launchers
+    assert (2, "bounded", "serial") in launched(kernel)
 
 
 @pytest.mark.parametrize(
@@ -597,7 +603,7 @@ def test_guard_from_a_written_array_keeps_thread_order_semantics():
     kernel.launch(1, 32, (out, limit))
     np.testing.assert_array_equal(out[:5], np.arange(5.0))
     assert np.all(out[5:] == -1) and limit[0] == 5
-    assert set(kernel._launchers) == {(0, "flat")}
+    assert launched(kernel) == {(0, "flat", "serial")}
 
 
 @pytest.mark.parametrize("kernel", [kfc.guard_index_reassigned, kfc.guard_then_more])
@@ -622,4 +628,4 @@ def test_bound_that_does_not_compile_falls_back(rng, monkeypatch):
     simulate(kfc.guard_lt_shape, 2, 32, u, expected)
     np.testing.assert_array_equal(got, expected)
     assert kernel._translation.guard is None
-    assert set(kernel._launchers) == {(0, "flat")}
+    assert launched(kernel) == {(0, "flat", "serial")}

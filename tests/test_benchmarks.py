@@ -31,7 +31,7 @@ def test_run_tiny_writes_json_and_table(tmp_path):
     assert results["launch"]["us_per_launch"] > 0
     assert len(results["memory"]["runs"]) == 2
     peers = {row["peer"]: row for row in results["peers_pendulum"]["peers"]}
-    assert set(peers) == {"jax", "torch", "numpy-fd"}
+    assert set(peers) == {"jax", "torch", "taichi", "numba-hand", "numpy-fd"}
     assert peers["numpy-fd"]["available"]
     if results["peers_pendulum"]["dualgpu"] is not None:
         # equal work: every installed peer agrees with dualgpu's Jacobian
@@ -40,6 +40,20 @@ def test_run_tiny_writes_json_and_table(tmp_path):
                 assert row["max_rel_diff_vs_dualgpu"] < 1e-5, row
     assert "Overhead: heat 1-D stencil" in proc.stdout
     assert "Jacobian, pendulum" in proc.stdout
+
+
+def test_run_tiny_target_cases(tmp_path):
+    out = tmp_path / "results.json"
+    proc = _python(RUN, "--tiny", "--only", "jvp_primal", "--only", "coloring", "--only", "sass",
+                   "--out", str(out))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    results = json.loads(out.read_text())["results"]
+    assert results["jvp_primal"]["values_match"] is True
+    coloring = {row["pattern"]: row for row in results["coloring"]["rows"]}
+    assert coloring["periodic heat, 1000 cells, 100 steps"]["best"] == 250
+    assert "Targets (this run, this machine):" in proc.stdout
+    assert "jvp_primal.jvp_vs_primal" in proc.stdout
+    assert "coloring.periodic_heat_colors" in proc.stdout
 
 
 def test_format_table_reports_failed_cases():

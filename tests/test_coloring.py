@@ -315,3 +315,56 @@ def test_coloring_is_reusable_and_picklable():
             recovered = c.recover(jacobian @ c.seed_matrix())
             assert np.array_equal(recovered.toarray(), jacobian.toarray())
     assert "colors for 50 inputs" in repr(coloring)
+
+
+# --- structured colorings and the "best" order ----------------------------------------
+def test_periodic_heat_jacobian_gets_250_colors_where_greedy_needs_about_400():
+    # periodic heat, 1000 cells, 100 steps: every row couples 201 consecutive cells (mod n)
+    pattern = banded_pattern(1000, 100, periodic=True)
+    best = color_columns(pattern)
+    best.validate()
+    assert best.lower_bound == 201
+    assert best.n_colors == 250  # ceil(1000 / floor(1000 / 201)): the optimum
+    assert color_columns(pattern, order="largest_first").n_colors > 390
+
+
+@pytest.mark.parametrize("n, half_width", [(7, 1), (10, 1), (11, 2), (30, 4), (31, 4), (64, 7), (20, 9)])
+def test_cyclic_band_coloring_is_valid_and_optimal(n, half_width):
+    pattern = banded_pattern(n, half_width, periodic=True)
+    coloring = color_columns(pattern, order="cyclic_band")
+    coloring.validate()
+    span = min(2 * half_width, n - 1)
+    optimum = n if n <= span + 1 else -(-n // (n // (span + 1)))
+    assert coloring.n_colors == optimum
+    assert color_columns(pattern).n_colors <= optimum
+
+
+def test_lattice_coloring_of_stencils_needs_the_grid():
+    pattern = stencil_pattern_2d(40, 30)
+    assert color_columns(pattern).n_colors == 7  # greedy, no grid
+    lattice = color_columns(pattern, grid=(40, 30))
+    assert lattice.n_colors == 5 == lattice.lower_bound
+    lattice.validate()
+    assert color_columns(stencil_pattern_2d(20, 20, periodic=True), grid=(20, 20)).n_colors == 5
+    with pytest.raises(DualgpuError, match="order='lattice' needs grid="):
+        color_columns(pattern, order="lattice")
+
+
+def test_best_is_never_worse_than_any_greedy_order(rng):
+    for trial in range(5):
+        dense = rng.random((30, 40)) < 0.12
+        best = color_columns(dense)
+        best.validate()
+        for order in ORDERS:
+            assert best.n_colors <= color_columns(dense, order=order).n_colors
+
+
+def test_structured_colorings_are_checked_before_use():
+    # not a band: the band coloring of its spans is valid, but a forced lattice on the wrong
+    # grid is refused, never returned
+    pattern = np.eye(6, dtype=bool)
+    pattern[0, 5] = pattern[5, 0] = True
+    assert color_columns(pattern, order="band").n_colors == 6
+    coloring = color_columns(pattern)
+    coloring.validate()
+    assert coloring.n_colors == 2

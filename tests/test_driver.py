@@ -5,6 +5,7 @@ compiles the kernels once (about 1 to 4 s on the cpu backend), so the tests shar
 N values. Chunk size n for the 200-cell heat problem is impossible (n > MAX_LANES = 64),
 so "all directions in one chunk" runs on a 48-cell rod.
 """
+import contextlib
 import io
 import math
 import sys
@@ -55,7 +56,9 @@ def step_matrix(n, r=R):
 def test_heat_jacobian_is_step_matrix_power(n, chunk_size):
     u0 = heat.default_initial_state(n)
     kept = u0.copy()
-    jac = jacobian(heat_final, u0, argnums=0, chunk_size=chunk_size, progress=False)
+    too_many = chunk_size is not None and chunk_size > dualgpu.lanes.GOOD_TILE_LANES["cpu"]
+    with pytest.warns(dualgpu.lanes.ChunkSizeWarning) if too_many else contextlib.nullcontext():
+        jac = jacobian(heat_final, u0, argnums=0, chunk_size=chunk_size, progress=False)
     expected = np.linalg.matrix_power(step_matrix(n), HEAT_STEPS)
     assert jac.shape == (n, n) and jac.dtype == np.float64
     err = np.max(np.abs(jac - expected)) / np.max(np.abs(expected))
@@ -146,17 +149,32 @@ def test_default_chunk_size():
     assert default_chunk_size(1000, limit=500) <= MAX_LANES
 
 
-def test_every_chunk_uses_the_same_lane_count_and_fresh_inputs():
-    seen = []
-
+def _spy(seen):
     def spy(x, a):
         seen.append((x.lanes, a.lanes, float(x.values[0])))
         x[0] = 5.0  # f scribbles on its input: the next chunk must still see the original
         u = cuda.to_device(x)
         return u.copy_to_host()
+    return spy
 
+
+def test_one_run_carries_every_direction_in_tiles():
+    seen = []
     x = np.arange(1.0, 11.0)
-    jac_x, jac_a = jacobian(spy, x, 2.0, argnums=(0, 1), chunk_size=4)
+    jac_x, jac_a = jacobian(_spy(seen), x, 2.0, argnums=(0, 1), chunk_size=4)
+    assert seen == [(12, 12, 1.0)]  # 11 directions: 3 tiles of 4, one zero lane
+    expected = np.eye(10)
+    expected[0, 0] = 0.0
+    np.testing.assert_array_equal(jac_x, expected)
+    np.testing.assert_array_equal(jac_a, np.zeros(10))
+
+
+def test_every_chunk_uses_the_same_lane_count_and_fresh_inputs(monkeypatch):
+    # a memory budget of about one tile per run: 11 directions in 3 runs of 4 lanes
+    monkeypatch.setattr(dualgpu.lanes, "BATCH_BYTES", 1)
+    seen = []
+    x = np.arange(1.0, 11.0)
+    jac_x, jac_a = jacobian(_spy(seen), x, 2.0, argnums=(0, 1), chunk_size=4)
     assert seen == [(4, 4, 1.0)] * 3  # 11 directions: 4 + 4 + 3 padded with one zero lane
     expected = np.eye(10)
     expected[0, 0] = 0.0
@@ -207,6 +225,7 @@ class _Terminal(io.StringIO):
 
 
 def test_progress_bar_is_quiet_by_default_off_a_terminal(capsys, monkeypatch):
+    monkeypatch.setattr(dualgpu.lanes, "BATCH_BYTES", 1)  # one tile per run of f
     x = np.arange(6.0)
 
     def identity(x):
@@ -323,3 +342,17 @@ def test_jvp_errors():
         jvp(identity, (np.ones(2),), (None,))
     with pytest.raises(dualgpu.DualgpuError, match="leading batch axis"):
         jvp_batch(identity, (np.ones(2),), (np.ones(2),))
+
+
+def test_too_large_chunk_size_warns_with_the_measured_reason():
+    with pytest.warns(dualgpu.lanes.ChunkSizeWarning) as record:
+        jacobian(identity, np.ones(40), chunk_size=32, progress=False)
+    (warning,) = record
+    message = str(warning.message)
+    assert "chunk_size=32" in message and "measured" in message and "ns per pair" in message
+    assert warning.filename == __file__  # points at the caller's line
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        jacobian(identity, np.ones(40), chunk_size=16, progress=False)  # within the range

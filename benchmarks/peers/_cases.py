@@ -21,14 +21,19 @@ def _run_once(prepare_case):
 
 
 def case_api(module_name, namespace):
-    """Return ``(CASES, prepare, {case: one-call function})`` from ``namespace``'s prepare_*."""
-    cases = {case: namespace[f"prepare_{case}"] for case in CASE_NAMES}
+    """Return ``(CASES, prepare, {case: one-call function})`` from ``namespace``'s prepare_*.
+
+    A peer may implement only some of :data:`CASE_NAMES`; ``CASES`` lists those it has.
+    """
+    cases = {case: namespace[f"prepare_{case}"] for case in CASE_NAMES
+             if f"prepare_{case}" in namespace}
 
     def prepare(case, **kwargs):
         """Return ``CASES[case](**kwargs)``: a zero-argument callable computing the case."""
         if case not in cases:
+            known = "unknown case" if case not in CASE_NAMES else "case not implemented by this peer"
             raise KeyError(
-                f"{module_name}.prepare: unknown case {case!r}; expected one of {sorted(cases)}."
+                f"{module_name}.prepare: {known} {case!r}; expected one of {sorted(cases)}."
             )
         return cases[case](**kwargs)
 

@@ -22,9 +22,12 @@ generated *launcher* with the kernel's own parameter names, compiled with
   of parameters and array sizes qualify (see :func:`_find_guard`);
 - kernels that read ``threadIdx``/``blockIdx``/``laneid`` loop over blocks,
   then over the threads of each block;
-- large launches (``PARALLEL_MIN_THREADS``) with enough cores
-  (``PARALLEL_MIN_CORES``) use ``prange``; kernels with atomics always run
-  serially, so their results are exact. No launcher divides per thread.
+- launches whose measured cost is large enough run on several cores
+  (:mod:`dualgpu.backends.cpu_parallel`); kernels with atomics always run
+  serially, so their results are exact. No launcher divides per thread;
+- a dual launch with more lanes than the kernel's tile size (the driver
+  seeds many directions at once) runs the lane tiles inside one compiled call
+  (:mod:`dualgpu.backends.cpu_launchers`).
 
 The thread function is compiled without numba's reference counting (NRT) and
 marked for LLVM to inline into the launcher's loop; a kernel that turns out to
@@ -63,10 +66,11 @@ A kernel's source must live in a file; here one of the example simulations:
 """
 import ast
 import copy
+import time
 
 import numba
 import numpy as np
-from numba import njit, prange, types
+from numba import njit, types
 from numba.core import cgutils
 from numba.core.errors import TypingError
 from numba.extending import intrinsic, overload
@@ -74,45 +78,32 @@ from numba.np import numpy_support
 from numba.np.arrayobj import populate_array
 
 from ..errors import DualgpuError
-from . import _translate
+from .._context import active_tile_lanes
+from ..lanes import TILE_LANES, launch_tile
+from . import _llvm, _translate, cpu_cache, cpu_parallel
 from ._local_array_types import literal_shape, scalar_dtype
 from ._translate import CudaRewriter, Namespace, dotted
 from .blocks import markers as _block_markers
 from .blocks import runtime as _blocks_runtime
+from .cpu_launchers import CONTEXT, LaunchSpec, flatten, make_launcher
+from .cpu_tiles import LaneTiles, dual_kind, values_of
+from .gpu_tiles import launch_tiles
 
-__all__ = ["CpuKernel", "compile_kernel", "PARALLEL_MIN_THREADS", "PARALLEL_MIN_CORES", "BACKEND"]
+__all__ = ["CpuKernel", "compile_kernel", "BACKEND", "DEFAULT_TILE_LANES"]
 
 BACKEND = "cpu"
 
-#: Launches with at least this many CUDA threads run in parallel (``prange``
-#: over blocks or rows); smaller ones run serially, where waking the thread
-#: pool would cost more than it saves. Measured with a 1-D 3-point stencil on
-#: 2 cores (serial vs parallel, best of many): 0.7 vs 2.9 us at 4096 threads,
-#: 2.5 vs 3.8 us at 16k, 10 vs 7.5 us at 65k, 264 vs 114 us at 1M; the
-#: crossover is near 30k threads for a body this cheap.
-PARALLEL_MIN_THREADS = 1 << 16
+_llvm.tune()  # let LLVM vectorise loops over many lane rows (see _llvm)
 
-#: Parallel launches need at least this many numba threads. With 2 cores the
-#: gain is at most 2x, while any other busy process makes every parallel
-#: launch wait for a descheduled worker (measured: median 12 ms instead of
-#: 0.3 ms for a 1e6-cell stencil on a loaded 2-core machine). Set to 2 to
-#: allow it anyway.
-PARALLEL_MIN_CORES = 4
+#: Lanes per tile of a dual launch when neither the driver nor the kernel says
+#: otherwise (see :attr:`CpuKernel.tile_lanes` and :mod:`dualgpu.lanes`).
+DEFAULT_TILE_LANES = TILE_LANES[BACKEND]
 
 #: CUDA's limit on the number of threads in one block.
 MAX_THREADS_PER_BLOCK = 1024
 
 WARP_SIZE = 32
 
-#: The thread function's extra parameters, in order: global index (what
-#: ``cuda.grid`` returns), thread index, block index, block size, grid size.
-CONTEXT = (
-    "_dg_gx", "_dg_gy", "_dg_gz",
-    "_dg_tx", "_dg_ty", "_dg_tz",
-    "_dg_bx", "_dg_by", "_dg_bz",
-    "_dg_bdx", "_dg_bdy", "_dg_bdz",
-    "_dg_gdx", "_dg_gdy", "_dg_gdz",
-)
 _INDEX_PREFIX = {
     "threadIdx": "_dg_t", "blockIdx": "_dg_b", "blockDim": "_dg_bd", "gridDim": "_dg_gd",
 }
@@ -1035,96 +1026,8 @@ def _llvm_inline_every_overload(dispatcher):
 
 
 # ---------------------------------------------------------------------------
-# Launchers
+# Launchers (their sources: cpu_launchers; running them on several cores: cpu_parallel)
 # ---------------------------------------------------------------------------
-_HEADER = "def _dg_launch({params}_dg_gdx, _dg_gdy, _dg_gdz, _dg_bdx, _dg_bdy, _dg_bdz):\n"
-_CALL = "_dg_thread({params}" + ", ".join(CONTEXT) + ")"
-
-#: Launcher bodies. "blocks" walks blocks then threads (for kernels that read
-#: threadIdx/blockIdx); the "flat" ones walk the global index directly (kernels
-#: that only use cuda.grid/gridsize), so the innermost loop is a plain range the
-#: compiler can vectorise. No launcher divides per thread. In the flat ones
-#: {i} is the innermost axis (x, y or z: see _inner_axis), {m} and {o} the others.
-_LAUNCHERS = {
-    # blocks: serial or prange over blocks; threads of a block run in order.
-    "blocks": """\
-    _dg_gdxy = _dg_gdx * _dg_gdy
-    for _dg_block in _dg_range(_dg_gdxy * _dg_gdz):
-        _dg_bz = _dg_block // _dg_gdxy
-        _dg_rest = _dg_block - _dg_bz * _dg_gdxy
-        _dg_by = _dg_rest // _dg_gdx
-        _dg_bx = _dg_rest - _dg_by * _dg_gdx
-        _dg_x0 = _dg_bx * _dg_bdx
-        for _dg_tz in _dg_seq(_dg_bdz):
-            _dg_gz = _dg_bz * _dg_bdz + _dg_tz
-            for _dg_ty in _dg_seq(_dg_bdy):
-                _dg_gy = _dg_by * _dg_bdy + _dg_ty
-                for _dg_tx in _dg_seq(_dg_bdx):
-                    _dg_gx = _dg_x0 + _dg_tx
-                    {call}
-""",
-    # flat, serial.
-    "flat": """\
-    _dg_tx = _dg_ty = _dg_tz = _dg_bx = _dg_by = _dg_bz = _dg_gdx * 0  # int64, not a literal
-    for _dg_g{o} in _dg_seq(_dg_gd{o} * _dg_bd{o}):
-        for _dg_g{m} in _dg_seq(_dg_gd{m} * _dg_bd{m}):
-            for _dg_g{i} in _dg_seq(_dg_gd{i} * _dg_bd{i}):
-                {call}
-""",
-    # flat, prange over rows (the two outer axes): launches with many rows.
-    "flat_rows": """\
-    _dg_tx = _dg_ty = _dg_tz = _dg_bx = _dg_by = _dg_bz = _dg_gdx * 0  # int64, not a literal
-    _dg_nm = _dg_gd{m} * _dg_bd{m}
-    for _dg_row in _dg_range(_dg_nm * _dg_gd{o} * _dg_bd{o}):
-        _dg_g{o} = _dg_row // _dg_nm
-        _dg_g{m} = _dg_row - _dg_g{o} * _dg_nm
-        for _dg_g{i} in _dg_seq(_dg_gd{i} * _dg_bd{i}):
-            {call}
-""",
-    # flat, prange over pieces of rows one block wide: 1-D launches and few rows.
-    "flat_pieces": """\
-    _dg_tx = _dg_ty = _dg_tz = _dg_bx = _dg_by = _dg_bz = _dg_gdx * 0  # int64, not a literal
-    _dg_nm = _dg_gd{m} * _dg_bd{m}
-    for _dg_piece in _dg_range(_dg_nm * _dg_gd{o} * _dg_bd{o} * _dg_gd{i}):
-        _dg_row = _dg_piece // _dg_gd{i}
-        _dg_start = (_dg_piece - _dg_row * _dg_gd{i}) * _dg_bd{i}
-        _dg_g{o} = _dg_row // _dg_nm
-        _dg_g{m} = _dg_row - _dg_g{o} * _dg_nm
-        for _dg_g{i} in _dg_seq(_dg_start, _dg_start + _dg_bd{i}):
-            {call}
-""",
-    # bounded: a flat launcher (x innermost) for a kernel with a hoisted bounds
-    # guard (see _find_guard): the launcher's prologue sets _dg_m, the number of
-    # leading x indices that pass it, and the unguarded thread runs for those.
-    "bounded": """\
-    _dg_tx = _dg_ty = _dg_tz = _dg_bx = _dg_by = _dg_bz = _dg_gdx * 0  # int64, not a literal
-    for _dg_gz in _dg_seq(_dg_gdz * _dg_bdz):
-        for _dg_gy in _dg_seq(_dg_gdy * _dg_bdy):
-            for _dg_gx in _dg_seq(_dg_m):
-                {call}
-""",
-    # bounded, prange over pieces of rows one block wide.
-    "bounded_pieces": """\
-    _dg_tx = _dg_ty = _dg_tz = _dg_bx = _dg_by = _dg_bz = _dg_gdx * 0  # int64, not a literal
-    _dg_nm = _dg_gdy * _dg_bdy
-    _dg_np = (_dg_m + _dg_bdx - 1) // _dg_bdx
-    for _dg_piece in _dg_range(_dg_nm * _dg_gdz * _dg_bdz * _dg_np):
-        _dg_row = _dg_piece // _dg_np
-        _dg_start = (_dg_piece - _dg_row * _dg_np) * _dg_bdx
-        _dg_gz = _dg_row // _dg_nm
-        _dg_gy = _dg_row - _dg_gz * _dg_nm
-        _dg_stop = _dg_start + _dg_bdx
-        if _dg_stop > _dg_m:
-            _dg_stop = _dg_m
-        for _dg_gx in _dg_seq(_dg_start, _dg_stop):
-            {call}
-""",
-}
-
-#: Loop order (outer, middle, inner) for each choice of innermost axis.
-_ORDERS = {"x": ("z", "y", "x"), "y": ("z", "x", "y"), "z": ("y", "x", "z")}
-
-
 def _inner_axis(tree):
     """Return the launch axis ("x", "y" or "z") to put in the innermost loop.
 
@@ -1156,25 +1059,13 @@ def _inner_axis(tree):
     return best if votes[best] > votes["x"] else "x"
 
 
-def _make_launcher(translation, thread, variant, parallel, fastmath, inner="x", nrt=True):
-    """Return the njit launcher ``variant`` (a key of _LAUNCHERS) calling ``thread``."""
-    params = "".join(p + ", " for p in translation.params)
-    outer, middle, inner = _ORDERS[inner]
-    body = _LAUNCHERS[variant].replace("{o}", outer).replace("{m}", middle).replace("{i}", inner)
-    prologue = translation.guard.bound if variant.startswith("bounded") else ""
-    source = _HEADER.format(params=params) + prologue + body.format(
-        call=_CALL.format(params=params)
-    )
-    namespace = {"_dg_thread": thread, "_dg_range": prange if parallel else range, "_dg_seq": range}
-    function = _translate.compile_source(
-        source, namespace, "_dg_launch", f"cpu launcher of {translation.py_func.__qualname__}"
-    )
-    return njit(parallel=parallel, fastmath=fastmath, error_model="numpy", _nrt=nrt)(function)
-
-
 def _dim3(value, what, kernel):
     if type(value) is int and value > 0:
         return value, 1, 1
+    if type(value) is tuple and 1 <= len(value) <= 3 and all(
+        type(v) is int and v > 0 for v in value
+    ):
+        return value + (1,) * (3 - len(value))
     if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
         dims = (int(value),)
     elif isinstance(value, (tuple, list)) and all(
@@ -1215,12 +1106,21 @@ def _lanes_of(args, kernel):
     return lane_key(args, f"kernel {kernel!r}")
 
 
-class CpuKernel:
+class CpuKernel(LaneTiles):
     """A numba.cuda kernel compiled for the CPU; launch with :meth:`launch`.
 
-    Made by :func:`compile_kernel`. One launcher dispatcher is kept per lanes
-    value (and serial/parallel), and numba keeps one specialisation per argument
-    types, so repeated launches never recompile.
+    Made by :func:`compile_kernel`. One launcher dispatcher is kept per
+    :class:`~dualgpu.backends.cpu_launchers.LaunchSpec` (loop shape, serial or
+    pieces, tile lanes, which arguments are duals, which arrays are restored
+    between tiles), and numba keeps one specialisation per argument types, so
+    repeated launches never recompile.
+
+    Attributes
+    ----------
+    tile_lanes : int or None
+        Lanes per tile of dual launches; None: the driver's chunk size, else
+        the fastest of :data:`dualgpu.lanes.TILE_CANDIDATES` for this kernel
+        (timed on its first launches), else :data:`DEFAULT_TILE_LANES`.
     """
 
     def __init__(self, py_func, fastmath=False):
@@ -1229,8 +1129,17 @@ class CpuKernel:
         self.fastmath = bool(fastmath)
         self._translation = _Translation(py_func, "kernel", self.name)
         self.params = tuple(self._translation.params)
+        self._plain_mask = ("",) * len(self.params)
         self._launchers = {}
-        self._nrt_lanes = set()  # lanes values whose thread function needs numba's NRT
+        self._costs = {}  # serial LaunchSpec -> cpu_parallel.LaunchCost
+        self._warm = set()  # "pieces" specs that have run once (compiled)
+        self._nrt_lanes = set()  # tile lanes whose thread function needs numba's NRT
+        self._summary = None
+        self._access = {}  # (mask, ndims) -> (flags, tileable)
+        self._specs = {}
+        self._tile_choice = {}  # (base, mask, candidates) -> tile lanes measured fastest
+        self.tile_lanes = None
+        self.default_tile_lanes = DEFAULT_TILE_LANES
         self._blocks = None  # the block-level runner (.blocks.launch), made at first launch
 
     @property
@@ -1238,11 +1147,11 @@ class CpuKernel:
         """True if the kernel (or a device function it calls) uses cuda.atomic: runs serially."""
         return self._translation.uses_atomics
 
-    def _launcher(self, lanes, variant):
-        """Return (building once) the launcher for ``lanes`` and ``variant``."""
-        key = (lanes, variant)
-        launcher = self._launchers.get(key)
+    def _launcher(self, spec):
+        """Return (building once) the launcher for ``spec``."""
+        launcher = self._launchers.get(spec)
         if launcher is None:
+            lanes = spec.lanes
             if lanes:
                 _register_dual_types()
             # Without NRT the thread function does no reference counting, so LLVM
@@ -1250,7 +1159,10 @@ class CpuKernel:
             # (reference-count calls per thread would block that and cost ~20 ns).
             # Plain local arrays live on the stack; dual ones need NRT.
             nrt = lanes in self._nrt_lanes or bool(lanes and self._translation.lanes_dependent)
-            unguarded = variant.startswith("bounded")
+            unguarded = spec.base == "bounded"
+            if not nrt and cpu_cache.needs_nrt(self._thread_key(lanes, unguarded, False)):
+                self._nrt_lanes.add(lanes)  # an earlier process found that it allocates
+                nrt = True
             if nrt:
                 # numba inlines it: reference counts then live in one function
                 thread = self._translation.build(
@@ -1263,31 +1175,33 @@ class CpuKernel:
                     lanes, self.fastmath, unguarded, _nrt=False, inline="never"
                 )
                 _llvm_inline_every_overload(thread)
-            parallel = variant not in ("flat", "blocks", "bounded")
-            base = "blocks" if variant.startswith("blocks") else variant
-            launcher = _make_launcher(
-                self._translation, thread, base, parallel, self.fastmath,
-                self._translation.inner_axis, nrt,
+            bound = self._translation.guard.bound if unguarded else ""
+            launcher = make_launcher(
+                spec, self.params, bound, self._translation.inner_axis, thread, self.fastmath,
+                nrt, f"cpu launcher of {self.name}",
+                thread_key=self._thread_key(lanes, unguarded, nrt),
             )
-            self._launchers[key] = launcher
+            self._launchers[spec] = launcher
         return launcher
 
-    def _variant(self, g, b):
-        """Pick serial/parallel and the loop order for a launch of grid ``g``, block ``b``."""
-        total = g[0] * b[0] * g[1] * b[1] * g[2] * b[2]
-        parallel = (
-            total >= PARALLEL_MIN_THREADS
-            and not self._translation.uses_atomics
-            and numba.config.NUMBA_NUM_THREADS >= max(PARALLEL_MIN_CORES, 2)
-            and numba.get_num_threads() >= max(PARALLEL_MIN_CORES, 2)
-        )
+    def _thread_key(self, lanes, unguarded, nrt):
+        """Fingerprint of the thread function for the disk cache (None: not cacheable)."""
+        if not cpu_cache.enabled():
+            return None
+        try:
+            return cpu_cache.translation_key(
+                self._translation, lanes, unguarded, {"fastmath": self.fastmath, "nrt": nrt})
+        except cpu_cache.Uncacheable:
+            return None
+
+    def _base(self, args):
+        """The loop shape for these arguments: "blocks", "bounded" or "flat"."""
         if self._translation.uses_block_index:
-            return "blocks_parallel" if parallel else "blocks"
-        if not parallel:
-            return "flat"
-        inner = "xyz".index(self._translation.inner_axis)
-        rows = total // (g[inner] * b[inner])
-        return "flat_rows" if rows >= 4 * numba.config.NUMBA_NUM_THREADS else "flat_pieces"
+            return "blocks"
+        guard = self._translation.guard
+        if guard is not None and guard.applies(args):
+            return "bounded"
+        return "flat"
 
     def launch(self, griddim, blockdim, args, sharedmem=0):
         """Run the kernel over a ``griddim`` x ``blockdim`` launch with ``args``.
@@ -1323,20 +1237,78 @@ class CpuKernel:
         if not self._launchers and self._blocks is None and self._translation.stale():
             # a global the kernel uses was defined after compile_kernel: look again
             self._translation = _Translation(self.py_func, "kernel", self.name)
+            self._summary = None
         if self._translation.block_level:
             self._block_launch(g, b, sharedmem, args, lanes)
             return
-        variant = self._variant(g, b)
-        guard = self._translation.guard
-        if guard is not None and variant.startswith("flat") and guard.applies(args):
-            variant = "bounded" if variant == "flat" else "bounded_pieces"
-        launcher = self._launchers.get((lanes, variant))
-        if launcher is None:
-            launcher = self._launcher(lanes, variant)
+        base = self._base(args)
+        items = g[0] * b[0] * g[1] * b[1] * g[2] * b[2]
         try:
-            launcher(*args, *g, *b)
+            if lanes and not isinstance(lanes, tuple):  # nested duals: passed as they are
+                self._launch_dual(base, g, b, args, lanes, items)
+                return
+            spec = LaunchSpec(base, "serial", 0, self._plain_mask, ())
+            if (items < cpu_parallel.PARALLEL_MIN_ITEMS and not cpu_parallel.FORCE) or (
+                self._translation.uses_atomics
+            ):
+                launcher = self._launchers.get(spec)
+                if launcher is None:
+                    launcher = self._launcher(spec)
+                launcher(*args, *g, *b)
+                return
+            self._run(spec, args, g, b, items, 1, ())
         except (numba.core.errors.NumbaError, TypeError) as exc:
-            self._retry_or_explain(exc, lanes, variant, args, g, b)
+            self._retry_or_explain(exc, lanes, base, args, g, b)
+
+    def _launch_dual(self, base, g, b, args, lanes, items):
+        """A launch with dual arguments of ``lanes`` lanes: tiles of :meth:`_tiles` lanes."""
+        mask = tuple(dual_kind(a) for a in args)
+        tile, tiles = self._tiles(lanes, args, mask, base)
+        flat = flatten(args, mask)
+        restore = self._restore(args, mask) if tiles > 1 else ()
+        spec = self._specs.get((base, tile, mask, restore))
+        if spec is None:
+            spec = self._specs[(base, tile, mask, restore)] = LaunchSpec(
+                base, "serial", tile, mask, restore)
+        self._run(spec, flat, g, b, items * tiles, tiles,
+                  [np.array(values_of(args[p]), copy=True) for p in restore])
+
+    def _run(self, spec, flat, g, b, items, tiles, snapshots):
+        """Run the launcher of ``spec`` serially or on several cores, by its measured cost."""
+        cost = self._costs.get(spec)
+        if cost is None:
+            cost = self._costs[spec] = cpu_parallel.LaunchCost()
+        parallel = (
+            cpu_parallel.ENABLED and not spec.restore and not self._translation.uses_atomics
+            and cost.parallel(items)
+        )
+        if parallel:
+            threads = cpu_parallel.available_threads()
+            parallel = threads > 1
+        dual = bool(spec.lanes)
+        if parallel:
+            pieces = spec._replace(mode="pieces")
+            launcher = self._launcher(pieces)
+            control = cpu_parallel.control_array()
+            chunk = cpu_parallel.chunk_length(spec.base, g, b, self._translation.inner_axis,
+                                              tiles, threads)
+            arguments = (*flat, *g, *b, 0, tiles, chunk, control)
+            if pieces not in self._warm:  # compile before helpers may call it
+                launcher.compile(tuple(launcher.typeof_pyval(a) for a in arguments))
+                self._warm.add(pieces)
+            start = time.perf_counter()
+            cpu_parallel.run_parallel(launcher, arguments, control, threads)
+            cost.record_parallel(time.perf_counter() - start, items)
+            return
+        launcher = self._launchers.get(spec)
+        if launcher is None:
+            launcher = self._launcher(spec)
+        start = time.perf_counter()
+        if dual:
+            launcher(*flat, *g, *b, 0, tiles, *snapshots)
+        else:
+            launcher(*flat, *g, *b)
+        cost.record_serial(time.perf_counter() - start, items)
 
     def _block_launch(self, g, b, sharedmem, args, lanes):
         """Run a kernel with shared memory, barriers or warp intrinsics (see .blocks)."""
@@ -1346,13 +1318,24 @@ class CpuKernel:
             from .blocks.launch import BlockLauncher
 
             self._blocks = BlockLauncher(self._translation, _RUNTIME, CONTEXT, self.fastmath)
-        parallel = self._variant(g, b) not in ("flat", "blocks", "bounded")
+        items = g[0] * b[0] * g[1] * b[1] * g[2] * b[2]
+        parallel = (
+            cpu_parallel.ENABLED and not self._translation.uses_atomics
+            and items >= cpu_parallel.PARALLEL_MIN_ITEMS and cpu_parallel.available_threads() > 1
+        )
+        tile = launch_tile(lanes, self.tile_lanes or self.default_tile_lanes,
+                           active_tile_lanes()) if lanes else 0
         try:
-            self._blocks.launch(g, b, sharedmem, args, lanes, parallel)
+            if tile == lanes:
+                self._blocks.launch(g, b, sharedmem, args, lanes, parallel)
+            else:  # more lanes than a tile: one block-level launch per lane tile (as on a GPU)
+                launch_tiles(lambda views: self._blocks.launch(g, b, sharedmem, views, tile,
+                                                                parallel),
+                             self.py_func, args, lanes // tile, tile)
         except (numba.core.errors.NumbaError, TypeError) as exc:
             self._retry_or_explain(exc, lanes, None, args, g, b)
 
-    def _retry_or_explain(self, exc, lanes, variant, args, g, b):
+    def _retry_or_explain(self, exc, lanes, base, args, g, b):
         """After a failed launch: recompile with NRT once if needed, or explain device arrays."""
         on_device = [p for p, a in zip(self.params, args) if _in_device_memory(a)]
         if on_device:
@@ -1362,23 +1345,30 @@ class CpuKernel:
                 f"{', '.join(on_device)} {verb}. Pass numpy arrays (dualgpu.cuda.to_device "
                 "keeps host arrays on this backend), or call .copy_to_host() first."
             ) from exc
-        if variant is None:  # a block-level kernel: retried with NRT by its launcher
+        if base is None:  # a block-level kernel: retried with NRT by its launcher
             raise exc
-        if lanes in self._nrt_lanes or not _needs_nrt(exc):
-            if variant.startswith("bounded") and isinstance(exc, numba.core.errors.NumbaError):
+        tile = self._tiles(lanes, args, tuple(dual_kind(a) for a in args))[0] if lanes and not isinstance(lanes, tuple) else 0
+        if tile in self._nrt_lanes or not _needs_nrt(exc):
+            if base == "bounded" and isinstance(exc, numba.core.errors.NumbaError):
                 # compiling the hoisted bound failed (before anything ran): fall
                 # back to the ordinary launchers, which report any real error
                 self._translation.guard = None
-                self._launchers = {k: v for k, v in self._launchers.items()
-                                   if not k[1].startswith("bounded")}
+                self._forget(lambda spec: spec.base == "bounded")
                 self.launch(g, b, args)
                 return
             raise exc
         # something in the kernel allocates: compile again with NRT (once)
-        self._nrt_lanes.add(lanes)
-        for key in [k for k in self._launchers if k[0] == lanes]:
-            del self._launchers[key]
-        self._launcher(lanes, variant)(*args, *g, *b)
+        cpu_cache.mark_needs_nrt(self._thread_key(tile, base == "bounded", False))
+        self._nrt_lanes.add(tile)
+        self._forget(lambda spec: spec.lanes == tile)
+        self.launch(g, b, args)
+
+    def _forget(self, which):
+        for store in (self._launchers, self._costs):
+            for spec in [s for s in store if which(s)]:
+                del store[spec]
+        self._warm = {s for s in self._warm if not which(s)}
+        self._tile_choice.clear()
 
     def __getitem__(self, config):
         """``kernel[griddim, blockdim](*args)``, as with numba.cuda."""

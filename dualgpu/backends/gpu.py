@@ -8,7 +8,9 @@ tuple of its value and lanes; numba's launcher flattens those tuples in the
 order of the data model (see ``_numba_internals``). Plain arguments pass
 through untouched, so a plain launch costs what numba.cuda's does.
 
-A launch with dual arguments of N lanes uses a second dispatcher (one per N).
+A launch with dual arguments of N lanes uses a second dispatcher (one per N);
+duals with more lanes than a tile (:func:`dualgpu.lanes.launch_tile`) run as
+several launches of one tile each (:mod:`dualgpu.backends.gpu_tiles`).
 If the kernel or a device function it calls uses ``cuda.local.array``,
 ``cuda.shared.array`` or a warp shuffle, that copy is compiled from rewritten
 source in which each call becomes ``_dg_local_array(shape, dtype, N)``,
@@ -26,9 +28,11 @@ import numba.cuda.extending
 from numba import types
 from numba.core.errors import TypingError
 
+from .._context import active_tile_lanes
 from ..dual import Dual
 from ..dualarray import DualArray
 from ..errors import DualgpuError
+from ..lanes import TILE_LANES, launch_tile
 from ._local_array_types import literal_shape, scalar_dtype
 from ._gpu_shared import (
     DUAL_DTYPES, SHUFFLE_FUNCTIONS, STATIC_SHARED_LIMIT, SharedSite,
@@ -39,6 +43,7 @@ from ._rebind import SHUFFLES, global_names, rebind, uses_dual_scratch
 from ._translate import (
     Namespace, compile_function, device_py_func, function_source, is_cuda_module, unwrap,
 )
+from .gpu_tiles import launch_tiles, tile_views
 
 __all__ = ["DualArguments", "GpuKernel", "compile_kernel", "marshal", "prepare_function"]
 
@@ -381,18 +386,29 @@ class GpuKernel:
         from ..nested import lane_key, nested_local_array_error
 
         lanes = lane_key(args, f"kernel {self.py_func.__qualname__!r}")
-        if isinstance(lanes, tuple) and _needs_rewrite(self.py_func):
-            raise nested_local_array_error(f"kernel {self.py_func.__qualname__!r}", "cuda")
-        dispatcher = self.dispatcher_for(lanes)
-        if isinstance(lanes, int) and lanes and sharedmem:
-            asked, sharedmem = sharedmem, dynamic_request(sharedmem, lanes)
+        if isinstance(lanes, tuple):  # nested duals: no tiles, no dual scratch
+            if _needs_rewrite(self.py_func):
+                raise nested_local_array_error(f"kernel {self.py_func.__qualname__!r}", "cuda")
+            self.dispatcher_for(lanes)[griddim, blockdim, stream, sharedmem](*args)
+            return
+        tile = launch_tile(lanes, TILE_LANES["cuda"], active_tile_lanes()) if lanes else 0
+        dispatcher = self.dispatcher_for(tile)
+        probe = args if tile == lanes else tile_views(args, 0, tile)  # what one launch gets
+        if tile and sharedmem:
+            asked, sharedmem = sharedmem, dynamic_request(sharedmem, tile)
             if sharedmem > STATIC_SHARED_LIMIT:
-                _allow_dynamic_shared(dispatcher, args, sharedmem, self.py_func.__name__,
-                                      lanes, asked)
-        if isinstance(lanes, int) and lanes and self.grid_group:
-            _check_cooperative_grid(dispatcher, args, griddim, blockdim, sharedmem,
-                                    self.py_func.__name__, lanes)
-        dispatcher[griddim, blockdim, stream, sharedmem](*args)
+                _allow_dynamic_shared(dispatcher, probe, sharedmem, self.py_func.__name__,
+                                      tile, asked)
+        if tile and self.grid_group:
+            _check_cooperative_grid(dispatcher, probe, griddim, blockdim, sharedmem,
+                                    self.py_func.__name__, tile)
+        launcher = dispatcher[griddim, blockdim, stream, sharedmem]
+        if tile == lanes:
+            launcher(*args)
+            return
+        # more lanes than one kernel holds: tiles of ``tile`` lanes (see gpu_tiles)
+        launch_tiles(lambda views: launcher(*views), self.py_func, args, lanes // tile, tile,
+                     stream)
 
     @property
     def grid_group(self):

@@ -1,0 +1,345 @@
+"""Running one cpu-backend launch on several cores: helper threads that claim pieces of work.
+
+A parallel launch is cut into *pieces* (a range of rows, blocks or lane tiles).
+The calling thread and ``numba.get_num_threads() - 1`` helper threads all run
+the same compiled launcher, which claims pieces from a shared counter (an
+atomic add) until none are left; the caller then waits only for pieces a
+helper has already started. So:
+
+- work is balanced dynamically: a helper that the operating system does not
+  schedule (another busy process on a 2-core machine) takes no piece, and the
+  caller does its share instead of waiting for it (numba's ``prange`` splits
+  statically, so one descheduled worker stalls the whole launch);
+- small launches never wake a helper, and nothing is decided by a core
+  count: :class:`LaunchCost` keeps the measured serial and parallel cost per
+  thread of each launch shape; a launch goes parallel only when its serial
+  estimate exceeds :data:`PARALLEL_MIN_SECONDS` and parallel launches have
+  been measured faster. When they stop being faster (another busy process),
+  the kernel runs serially, and tries again now and then.
+
+Helpers are Python threads that call the numba dispatcher of a launcher
+compiled with ``nogil=True``; they are started on first use and are daemons.
+"""
+import collections
+import contextlib
+import os
+import statistics
+import threading
+import time
+
+import numba
+import numpy as np
+from numba import njit, types
+from numba.core import cgutils
+from numba.extending import intrinsic
+
+__all__ = [
+    "PARALLEL_MIN_SECONDS", "PARALLEL_MIN_ITEMS", "ENABLED", "LaunchCost", "run_parallel",
+    "available_threads", "chunk_length", "control_array", "serial_launches", "claim", "finish",
+    "CONTROL_SLOTS",
+]
+
+#: False: every launch runs serially (see :func:`serial_launches`).
+ENABLED = True
+
+#: True: every launch that may run in parallel does, whatever its cost (tests).
+FORCE = False
+
+#: A launch runs in parallel when its estimated serial time is at least this.
+#: Waking a helper thread and joining it costs 20-60 us on a quiet 2-core
+#: machine (measured); a piece a descheduled helper holds can cost a time slice.
+PARALLEL_MIN_SECONDS = 300e-6
+
+#: Launches of fewer items (CUDA threads times lane tiles) are never timed and
+#: never run in parallel: the fast path for small kernels.
+PARALLEL_MIN_ITEMS = 256
+
+#: Pieces per thread a parallel launch is cut into (dynamic balance vs claims).
+PIECES_PER_THREAD = 8
+
+#: Parallel launches must be this much faster than serial ones to be chosen.
+MIN_SPEEDUP = 1.1
+
+#: Every this many eligible launches, run the arm (serial or parallel) not chosen; the
+#: interval doubles (up to EXPLORE_MAX) after each parallel launch that loses.
+EXPLORE_EVERY = 32
+EXPLORE_MAX = 1024
+
+#: Launches remembered per arm.
+SAMPLES = 8
+
+#: Slots of the control array: pieces claimed, pieces done, helper error flag, and the
+#: number of pieces (written by the launcher, which works it out from the grid).
+CONTROL_SLOTS = 4
+_CLAIMED, _DONE, _ERROR, _PIECES = 0, 1, 2, 3
+
+
+# ---------------------------------------------------------------------------
+# atomics on an int64 control array (compiled code)
+# ---------------------------------------------------------------------------
+@intrinsic
+def _fetch_add(typingctx, array, index, value):
+    """Atomically add ``value`` to ``array[index]`` (int64) and return the old value."""
+    if not (isinstance(array, types.Array) and array.dtype == types.int64):
+        return None
+    sig = types.int64(array, index, value)
+
+    def codegen(context, builder, signature, args):
+        ary = context.make_array(array)(context, builder, args[0])
+        ptr = cgutils.get_item_pointer(context, builder, array, ary, [args[1]])
+        delta = context.cast(builder, args[2], signature.args[2], types.int64)
+        return builder.atomic_rmw("add", ptr, delta, "seq_cst")
+
+    return sig, codegen
+
+
+@njit(inline="always")
+def claim(control, count):
+    """Claim ``count`` pieces: return the index of the first (>= the total when none are left)."""
+    return _fetch_add(control, 0, count)
+
+
+@njit(inline="always")
+def finish(control, count):
+    """Mark ``count`` claimed pieces as done."""
+    _fetch_add(control, 1, count)
+
+
+@njit(nogil=True, cache=True)
+def _done(control):
+    return _fetch_add(control, 1, 0)
+
+
+def available_threads():
+    """Return how many threads a parallel launch may use now.
+
+    numba's thread setting (``NUMBA_NUM_THREADS``, ``numba.set_num_threads``)
+    and the CPUs this process may run on bound it; so do the other processes
+    running right now (Linux: ``/proc/loadavg``, read at most every
+    :data:`LOAD_CHECK_SECONDS`): a core another process keeps busy cannot run a
+    helper, and a helper the system deschedules holds up every join (measured:
+    a 10^6-cell stencil launch beside a busy process took 7.5x longer with a
+    helper than without).
+    """
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # pragma: no cover - not Linux
+        cpus = os.cpu_count() or 1
+    threads = max(1, min(numba.get_num_threads(), cpus))
+    if threads > 1:
+        threads = max(1, min(threads, cpus - _others_running()))
+    return threads
+
+
+#: How long a reading of the number of running processes is reused.
+LOAD_CHECK_SECONDS = 0.05
+_LOAD = [0.0, 0]
+
+
+def _others_running():
+    """Processes and threads running now besides this one (0 where it cannot be read)."""
+    now = time.monotonic()
+    if now - _LOAD[0] > LOAD_CHECK_SECONDS:
+        try:
+            with open("/proc/loadavg") as fh:
+                running = int(fh.read().split()[3].split("/")[0])
+        except (OSError, ValueError, IndexError):
+            running = 1
+        _LOAD[0], _LOAD[1] = now, max(0, running - 1)
+    return _LOAD[1]
+
+
+# ---------------------------------------------------------------------------
+# helper threads
+# ---------------------------------------------------------------------------
+class _Helpers:
+    """Daemon threads that run the posted job (a launcher and its arguments) when woken."""
+
+    def __init__(self):
+        self._condition = threading.Condition()
+        self._job = None
+        self._generation = 0
+        self._threads = []
+        self._lock = threading.Lock()
+
+    def ensure(self, count):
+        with self._lock:
+            while len(self._threads) < count:
+                thread = threading.Thread(
+                    target=self._serve, name=f"dualgpu-cpu-helper-{len(self._threads)}",
+                    daemon=True,
+                )
+                self._threads.append(thread)
+                thread.start()
+
+    def post(self, job):
+        with self._condition:
+            self._job = job
+            self._generation += 1
+            self._condition.notify_all()
+
+    def clear(self):
+        """Forget the job (its arrays), without waking anyone: a late helper then skips it."""
+        with self._condition:
+            self._job = None
+
+    def _serve(self):
+        seen = 0
+        while True:
+            with self._condition:
+                while self._generation == seen:
+                    self._condition.wait()
+                seen = self._generation
+                job = self._job
+            if job is not None:  # None: finished (and forgotten) before this helper woke
+                _run_job(*job)
+            job = None  # hold no arrays while waiting
+
+
+def _run_job(launcher, args, control, errors):
+    try:
+        launcher(*args)
+    except BaseException as exc:  # reported by the caller of the launch
+        errors.append(exc)
+        control[_ERROR] = 1
+
+
+_HELPERS = _Helpers()
+
+
+def run_parallel(launcher, args, control, threads):
+    """Run ``launcher(*args)`` on this thread and ``threads - 1`` helpers; return when all is done.
+
+    ``control`` (see :func:`control_array`) is among ``args``: the launcher
+    writes the number of pieces into it and claims pieces until none are left.
+    Returns the seconds this thread spent waiting for helpers after its own work.
+    """
+    errors = []
+    if threads > 1:
+        _HELPERS.ensure(threads - 1)
+        _HELPERS.post((launcher, args, control, errors))
+    launcher(*args)
+    pieces = control[_PIECES]
+    waited = 0.0
+    if _done(control) < pieces:
+        start = time.perf_counter()
+        spins = 0
+        while _done(control) < pieces:
+            if control[_ERROR]:
+                break
+            spins += 1
+            if spins > 64:
+                os.sched_yield() if hasattr(os, "sched_yield") else time.sleep(0)
+        waited = time.perf_counter() - start
+    if threads > 1:
+        _HELPERS.clear()  # do not keep the launch's arrays alive
+    if errors:
+        raise errors[0]
+    return waited
+
+
+# ---------------------------------------------------------------------------
+# deciding serial or parallel from measured costs
+# ---------------------------------------------------------------------------
+class LaunchCost:
+    """Measured costs of one compiled launch shape, and the serial/parallel choice they drive.
+
+    The last :data:`SAMPLES` serial and parallel launches are kept as seconds
+    per item (one CUDA thread of one lane tile); the first serial launch, which
+    compiles, is not. A launch may run in parallel once two serial launches
+    were measured and the smallest of them says it would take at least
+    :data:`PARALLEL_MIN_SECONDS`; it does when parallel launches have not been
+    measured yet or their mean beats the serial mean by :data:`MIN_SPEEDUP`
+    (means, not medians: the cost of a parallel launch on a loaded machine is
+    in its tail, the launches whose join waits for a descheduled helper). Now
+    and then a launch runs the other way, so both means follow the machine's
+    load: beside another busy process parallel
+    launches slow down (a helper the system deschedules holds up the join) and
+    the kernel goes back to serial. The interval between such tries starts at
+    :data:`EXPLORE_EVERY` launches and doubles, up to :data:`EXPLORE_MAX`, each
+    time a parallel launch loses, so a loaded machine pays for few of them.
+    """
+
+    __slots__ = ("serial", "parallel_samples", "launches", "interval", "_first")
+
+    def __init__(self):
+        self.serial = collections.deque(maxlen=SAMPLES)  # seconds per item
+        self.parallel_samples = collections.deque(maxlen=SAMPLES)
+        self.launches = 0
+        self.interval = EXPLORE_EVERY
+        self._first = True
+
+    def parallel(self, items):
+        """True if a launch of ``items`` should run in parallel."""
+        if FORCE:
+            return True
+        serial = self.serial
+        if len(serial) < 2 or min(serial) * items < PARALLEL_MIN_SECONDS:
+            return False
+        self.launches += 1
+        if not self.parallel_samples:
+            return True
+        better = statistics.fmean(self.parallel_samples) * MIN_SPEEDUP < statistics.fmean(serial)
+        if self.launches % self.interval == 0:
+            return not better
+        return better
+
+    def record_serial(self, seconds, items):
+        if self._first:  # the first serial launch compiles
+            self._first = False
+            return
+        if items > 0:
+            self.serial.append(seconds / items)
+
+    def record_parallel(self, seconds, items):
+        if items <= 0:
+            return
+        sample = seconds / items
+        self.parallel_samples.append(sample)
+        if self.serial and sample * MIN_SPEEDUP >= statistics.fmean(self.serial):
+            self.interval = min(2 * self.interval, EXPLORE_MAX)  # lost: try less often
+        else:
+            self.interval = EXPLORE_EVERY
+
+
+def control_array():
+    """A fresh control array for one parallel launch."""
+    return np.zeros(CONTROL_SLOTS, np.int64)
+
+
+def chunk_length(base, griddim, blockdim, inner, tiles, threads):
+    """Units per piece of a "pieces" launcher (indices of a row, or blocks).
+
+    About :data:`PIECES_PER_THREAD` pieces per thread in all; a piece never
+    spans two rows or two lane tiles, and rows are cut at multiples of 64
+    indices where they are long (aligned vector loops).
+    """
+    wanted = PIECES_PER_THREAD * threads
+    per_tile = -(-wanted // max(tiles, 1))
+    if base == "blocks":
+        length, rows = griddim[0] * griddim[1] * griddim[2], 1
+    else:
+        axis = "xyz".index(inner if base == "flat" else "x")
+        length = griddim[axis] * blockdim[axis]
+        rows = 1
+        for k in range(3):
+            if k != axis:
+                rows *= griddim[k] * blockdim[k]
+    if rows >= per_tile:
+        return length
+    chunk = -(-length * rows // per_tile)
+    if base != "blocks" and chunk > 256:
+        chunk = -(-chunk // 64) * 64
+    return max(1, min(chunk, length))
+
+
+@contextlib.contextmanager
+def serial_launches():
+    """Within the block every cpu-backend launch runs serially (for measurements and tests)."""
+    global ENABLED
+    previous = ENABLED
+    ENABLED = False
+    try:
+        yield
+    finally:
+        ENABLED = previous

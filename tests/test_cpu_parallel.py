@@ -1,0 +1,127 @@
+"""The cpu backend's parallel launches: the serial/parallel choice from measured costs, pieces."""
+import pytest
+
+from dualgpu.backends import cpu_parallel
+from dualgpu.backends.cpu_parallel import LaunchCost, chunk_length
+
+
+def _measured(serial_seconds, items, launches=3):
+    cost = LaunchCost()
+    for _ in range(launches):
+        cost.record_serial(serial_seconds, items)
+    return cost
+
+
+def test_small_or_unmeasured_launches_stay_serial():
+    assert not LaunchCost().parallel(10**9)  # nothing measured yet
+    cost = _measured(1e-6, 100)  # 10 ns per item
+    assert not cost.parallel(1000)  # 10 us: below PARALLEL_MIN_SECONDS
+    assert cost.parallel(10**6)  # 10 ms: worth trying
+
+
+def test_the_first_serial_launch_is_not_counted():
+    cost = LaunchCost()
+    cost.record_serial(5.0, 10)  # compiling
+    cost.record_serial(1e-6, 10)
+    assert list(cost.serial) == [1e-7]
+
+
+def test_parallel_is_kept_only_while_it_is_faster():
+    cost = _measured(1e-3, 1000)  # 1 us per item
+    assert cost.parallel(1000)
+    cost.record_parallel(2e-3, 1000)  # slower in parallel (a busy machine)
+    assert cost.interval == 2 * cpu_parallel.EXPLORE_EVERY  # tries parallel less often
+    choices = [cost.parallel(1000) for _ in range(cost.interval * 2)]
+    assert choices.count(True) == 2  # only the periodic re-tries
+    for _ in range(cpu_parallel.SAMPLES):
+        cost.record_parallel(4e-4, 1000)  # faster again
+    assert cost.interval == cpu_parallel.EXPLORE_EVERY
+    assert sum(cost.parallel(1000) for _ in range(64)) == 62  # and serial re-tries
+
+
+def test_failed_tries_back_off_exponentially():
+    cost = _measured(1e-3, 1000)
+    for _ in range(20):
+        cost.record_parallel(5e-3, 1000)
+    assert cost.interval == cpu_parallel.EXPLORE_MAX
+
+
+def test_force_and_serial_launches(monkeypatch):
+    monkeypatch.setattr(cpu_parallel, "FORCE", True)
+    assert LaunchCost().parallel(1)
+    with cpu_parallel.serial_launches():
+        assert not cpu_parallel.ENABLED
+    assert cpu_parallel.ENABLED
+
+
+@pytest.mark.parametrize("base, griddim, blockdim, inner, tiles, expected", [
+    ("flat", (4000, 1, 1), (256, 1, 1), "x", 1, 64000),        # one row of 1,024,000: 16 pieces
+    ("flat", (10, 10, 1), (16, 16, 1), "y", 1, 160),            # 160 rows: whole rows
+    ("bounded", (8, 1, 1), (128, 1, 1), "x", 125, 1024),        # many tiles: whole rows
+    ("blocks", (100, 1, 1), (64, 1, 1), "x", 1, 7),             # 100 blocks in 16 pieces
+])
+def test_chunk_length(base, griddim, blockdim, inner, tiles, expected):
+    assert chunk_length(base, griddim, blockdim, inner, tiles, threads=2) == expected
+
+
+def test_helper_errors_reach_the_caller():
+    import threading
+
+    caller = threading.current_thread()
+
+    def launcher(control):
+        control[3] = 2  # two pieces: the caller does one, the helper fails on the other
+        if threading.current_thread() is caller:
+            control[1] += 1
+            return
+        raise RuntimeError("a helper failed")
+
+    control = cpu_parallel.control_array()
+    with pytest.raises(RuntimeError, match="a helper failed"):
+        cpu_parallel.run_parallel(launcher, (control,), control, threads=2)
+    assert control[2] == 1
+
+
+def test_threads_leave_out_cores_other_processes_keep_busy(monkeypatch):
+    import numba
+
+    monkeypatch.setattr(cpu_parallel.os, "sched_getaffinity", lambda pid: {0, 1, 2, 3})
+    monkeypatch.setattr(numba, "get_num_threads", lambda: 4)
+    monkeypatch.setattr(cpu_parallel, "_others_running", lambda: 0)
+    assert cpu_parallel.available_threads() == 4
+    monkeypatch.setattr(cpu_parallel, "_others_running", lambda: 3)
+    assert cpu_parallel.available_threads() == 1
+    monkeypatch.setattr(numba, "get_num_threads", lambda: 1)  # NUMBA_NUM_THREADS=1: serial
+    monkeypatch.setattr(cpu_parallel, "_others_running", lambda: 0)
+    assert cpu_parallel.available_threads() == 1
+
+
+def test_running_processes_are_read_from_proc_loadavg():
+    import os
+
+    if not os.path.exists("/proc/loadavg"):
+        pytest.skip("no /proc/loadavg (not Linux)")
+    cpu_parallel._LOAD[0] = 0.0  # force a fresh reading
+    assert cpu_parallel._others_running() >= 0
+
+
+def test_helpers_do_not_keep_a_launch_alive():
+    import gc
+    import weakref
+
+    class Payload:
+        pass
+
+    payload = Payload()
+    alive = weakref.ref(payload)
+
+    def launcher(control, thing):
+        control[3] = 0  # no pieces
+
+    control = cpu_parallel.control_array()
+    cpu_parallel.run_parallel(launcher, (control, payload), control, threads=2)
+    del payload
+    import time
+    time.sleep(0.2)  # let a late helper wake, find nothing, and wait again
+    gc.collect()
+    assert alive() is None
