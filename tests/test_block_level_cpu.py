@@ -42,8 +42,9 @@ def jacobian_matches_fd(f, args, argnums, **kwargs):
 @pytest.fixture
 def parallel_blocks(monkeypatch):
     """Make the cpu backend run blocks on several workers whatever the machine."""
-    monkeypatch.setattr(cpu, "PARALLEL_MIN_THREADS", 1)
-    monkeypatch.setattr(cpu, "PARALLEL_MIN_CORES", 2)
+    from dualgpu.backends import cpu_parallel
+
+    monkeypatch.setattr(cpu_parallel, "FORCE", True)
 
 
 # --- the issue's kernels (tests/block_kernels.py) --------------------------------------------
@@ -407,3 +408,32 @@ def test_dynamic_shared_memory_needs_a_size():
     with dualgpu.using_backend("cpu"), pytest.raises(DualgpuError, match=r"declares dynamic "
                                                      r"shared memory .* 4th launch parameter"):
         bkc.reverse_in_blocks[1, 8](np.ones(8, np.float32), np.zeros(8, np.float32))
+
+
+def test_block_level_kernels_with_more_lanes_than_a_tile(monkeypatch):
+    """Runs of many lane tiles: one block-level launch per tile, arrays restored between them.
+
+    The N-body step updates positions and velocities in place (read and written), so every
+    tile must start from the same state; the Jacobian must equal the one computed a tile per
+    run of f, bit for bit, and central differences.
+    """
+    pos, vel, mass = bk.nbody_initial_state(24)
+
+    def final_positions(mass):
+        return bk.simulate_nbody(pos, vel, mass, n_steps=2, tiled=True)
+
+    tiles = []
+    launch_tiles = cpu.launch_tiles
+
+    def counted(launch, py_func, args, n_tiles, lanes, *rest):
+        tiles.append((py_func.__name__, n_tiles, lanes))
+        return launch_tiles(launch, py_func, args, n_tiles, lanes, *rest)
+
+    monkeypatch.setattr(cpu, "launch_tiles", counted)
+    with dualgpu.using_backend("cpu"):
+        wide = dualgpu.jacobian(final_positions, mass, chunk_size=8)  # 24 lanes: 3 tiles
+        assert ("nbody_accel_tiled", 3, 8) in tiles
+        monkeypatch.setattr(dualgpu.lanes, "BATCH_BYTES", 1)  # one tile per run of f
+        narrow = dualgpu.jacobian(final_positions, mass, chunk_size=8)
+        check_jacobian(final_positions, mass, chunk_size=8, n_directions=2)
+    np.testing.assert_array_equal(wide, narrow)

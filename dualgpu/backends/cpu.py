@@ -1106,6 +1106,13 @@ def _lanes_of(args, kernel):
     return lane_key(args, f"kernel {kernel!r}")
 
 
+#: Block-level launches run their blocks on several cores from this many threads up (and
+#: when cores are free, see cpu_parallel.available_threads). Measured on 2 cores (tiled
+#: N-body, blocks of 8 threads): 2048 bodies gained nothing (0.96-0.97x), small launches
+#: lost up to 23x to waking the workers.
+BLOCKS_PARALLEL_MIN_ITEMS = 1 << 16
+
+
 class CpuKernel(LaneTiles):
     """A numba.cuda kernel compiled for the CPU; launch with :meth:`launch`.
 
@@ -1319,9 +1326,9 @@ class CpuKernel(LaneTiles):
 
             self._blocks = BlockLauncher(self._translation, _RUNTIME, CONTEXT, self.fastmath)
         items = g[0] * b[0] * g[1] * b[1] * g[2] * b[2]
-        parallel = (
-            cpu_parallel.ENABLED and not self._translation.uses_atomics
-            and items >= cpu_parallel.PARALLEL_MIN_ITEMS and cpu_parallel.available_threads() > 1
+        parallel = cpu_parallel.ENABLED and not self._translation.uses_atomics and (
+            cpu_parallel.FORCE or (
+                items >= BLOCKS_PARALLEL_MIN_ITEMS and cpu_parallel.available_threads() > 1)
         )
         tile = launch_tile(lanes, self.tile_lanes or self.default_tile_lanes,
                            active_tile_lanes()) if lanes else 0
