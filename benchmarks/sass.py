@@ -136,9 +136,9 @@ def record_kernel_types(seen):
 
     original = CpuKernel.launch
 
-    def launch(self, griddim, blockdim, args):
+    def launch(self, griddim, blockdim, args, sharedmem=0):
         seen.setdefault(self.py_func, tuple(_typeof(a) for a in args))
-        return original(self, griddim, blockdim, args)
+        return original(self, griddim, blockdim, args, sharedmem)
 
     CpuKernel.launch = launch
     try:

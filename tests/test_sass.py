@@ -3,8 +3,7 @@
 ``benchmarks/sass.py`` records each simulation kernel's argument types from a small cpu run,
 compiles it as the GPU backend prepares it to PTX and assembles it with ``ptxas -v`` at 1, 8
 and 16 lanes. Stencils must not spill at 8 lanes. The block-level kernels of
-tests/block_kernels.py are assembled too; their dual versions need dual shared arrays on the
-GPU backend and are skipped, naming why, for as long as those do not compile.
+tests/block_kernels.py are assembled too, plain and dual (dual shared tiles, dual shuffles).
 """
 import os
 import sys
@@ -75,16 +74,6 @@ def _block_signatures(lanes):
     }
 
 
-#: What numba says when a dual is stored into a shared (plain) array, or passed to a warp
-#: intrinsic that has no dual version.
-_DUAL_BLOCKS = ("is stored into a plain", "Dual(float64")
-
-
-def _first_line(exc):
-    text = str(exc).replace("\x1b[1m", "").replace("\x1b[0m", "")
-    return next((line.strip() for line in text.splitlines() if line.strip()), type(exc).__name__)
-
-
 @pytest.mark.parametrize("lanes", [0, 1, 8, 16])
 @pytest.mark.parametrize("name", list(_block_signatures(0)))
 def test_block_kernels_assemble(name, lanes):
@@ -100,17 +89,6 @@ def test_block_kernels_assemble(name, lanes):
             return numba.cuda.compile_ptx(gpu.prepare_function(kernel.py_func, n),
                                           _block_signatures(n)[name], cc=sass.CC)[0]
 
-    try:
-        ptx = compile_at(0)
-    except Exception as exc:
-        pytest.skip(f"{name} does not compile for the GPU (plain) yet: {_first_line(exc)[:160]}")
-    if lanes:
-        try:
-            ptx = compile_at(lanes)
-        except Exception as exc:
-            if any(text in str(exc) for text in _DUAL_BLOCKS):
-                pytest.skip(f"{name}: dual shared arrays / warp intrinsics do not compile on the "
-                            f"GPU backend yet (issue 11, blocks-sim): {_first_line(exc)[:120]}")
-            raise
+    ptx = compile_at(lanes)
     (entry,) = sass.assemble(ptx).values()
     assert 0 < entry["registers"] <= 255
