@@ -32,6 +32,7 @@ import numbers
 import numpy as np
 
 from ._context import dual_allocation
+from ._protect import protect, protect_call
 from .dual import Dual
 from .dualarray import DualArray
 from .errors import DualgpuError
@@ -275,14 +276,15 @@ def _push_forward(f, args, kwargs, inputs, n_directions, lanes, fill, where, pro
             for item in inputs:
                 item.lanes_buffer.fill(0)
             fill(start, count)
-            # copies: f may write into its arguments; neither the caller nor the next chunk
-            # may see that
-            call_args = [np.array(a, copy=True) if isinstance(a, np.ndarray) and p not in seeded
-                         else a for p, a in enumerate(args)]
+            # copies of every array reachable from the arguments: f may write into them;
+            # neither the caller nor the next chunk may see that
+            call_args, call_kwargs = protect_call(
+                [None if p in seeded else a for p, a in enumerate(args)], kwargs)
+            call_args = list(call_args)
             for item in inputs:
                 call_args[item.position] = item.argument()
             with dual_allocation(lanes):
-                result = f(*call_args, **kwargs)
+                result = f(*call_args, **call_kwargs)
             chunk_tuple, unpacked = _unpack(result, lanes, fname)
             if chunk == 0:
                 is_tuple = chunk_tuple
@@ -463,7 +465,8 @@ def _sparse(f, args, kwargs, argnums, chunk_size, progress, sparsity, validate):
             f"sparse Jacobians take one array argument; got argnums={argnums!r}. Pass a single "
             "int, and use the dense driver for the others."
         )
-    call = (lambda *a: f(*a, **kwargs)) if kwargs else f
+    # each run gets its own copies of the keyword arguments (sparse_jacobian copies the rest)
+    call = (lambda *a: f(*a, **protect(kwargs))) if kwargs else f
     return sparse_jacobian(call, args, int(argnums), sparsity=sparsity, chunk_size=chunk_size,
                            validate=validate, progress=progress)
 

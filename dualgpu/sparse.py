@@ -19,6 +19,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ._context import dual_allocation
+from ._protect import protect
 from .backend import using_backend
 from .driver import _progress_bar, _unpack, jacobian
 from .coloring import Coloring, color_columns
@@ -51,6 +52,14 @@ def _input_array(args, argnum, what):
     array = np.asarray(arg)
     check_dtype(array.dtype, f"{what}: argument {argnum}")
     return array
+
+
+def _fresh_arguments(args, argnum, seeded):
+    """f's arguments for one run: copies of every array in them (f may write into its
+    arguments), with ``seeded`` at ``argnum``."""
+    call = list(protect(tuple(None if p == argnum else a for p, a in enumerate(args))))
+    call[argnum] = seeded
+    return call
 
 
 def _single_output(result, lanes, what):
@@ -98,8 +107,7 @@ def detect_sparsity(f, args, argnum=0, *, lanes=None):
             j = np.arange(start, stop)
             seeds[(j - start) // BITS_PER_LANE, j] = bits[(j - start) % BITS_PER_LANE]
             traced = DualArray(np.array(x, copy=True), seeds.reshape((per_run,) + x.shape).copy())
-            call = list(args)
-            call[argnum] = traced
+            call = _fresh_arguments(args, argnum, traced)
             with dual_allocation(per_run, tracer=True):
                 _, partials = _single_output(f(*call), per_run, "detect_sparsity")
             if partials.dtype != np.uint64:
@@ -183,8 +191,7 @@ def sparse_jacobian(f, args, argnum=0, *, sparsity="detect", chunk_size=None, va
     compressed = None
     for start in starts:
         seeds = coloring.seed_chunk(start, start + lanes, x.dtype, input_shape=x.shape)
-        call = list(args)
-        call[argnum] = DualArray(np.array(x, copy=True), seeds)
+        call = _fresh_arguments(args, argnum, DualArray(np.array(x, copy=True), seeds))
         with dual_allocation(lanes):
             values, partials = _single_output(f(*call), lanes, "sparse_jacobian")
         partials = partials.reshape(lanes, -1)
