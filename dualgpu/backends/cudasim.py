@@ -13,6 +13,7 @@ DualArray with N lanes, so that scratch can hold duals. Device functions
 called from that copy are made the same way.
 """
 import math
+import threading
 import types as pytypes
 
 import numpy as np
@@ -26,6 +27,9 @@ from ._translate import device_py_func, is_cuda_module, unwrap
 __all__ = ["compile_kernel", "SimulatorKernel"]
 
 _DEVICE_CACHE = {}
+#: numba's simulator runs one kernel at a time per process (it asserts so, and swaps
+#: module globals during a launch): launches from several threads take turns.
+_LAUNCH_LOCK = threading.RLock()
 
 
 def _simulator():
@@ -128,7 +132,8 @@ class SimulatorKernel:
         return self._kernels[lanes]
 
     def launch(self, griddim, blockdim, stream, sharedmem, args):
-        self._kernel(_lanes(args))[griddim, blockdim, stream, sharedmem](*args)
+        with _LAUNCH_LOCK:
+            self._kernel(_lanes(args))[griddim, blockdim, stream, sharedmem](*args)
 
 
 def compile_kernel(func, **options):
