@@ -17,6 +17,8 @@ Examples
 """
 import math as _math
 
+import numpy as _np
+
 from . import rules as _rules
 from .dual import Dual as _Dual
 from .dual import apply_rule as _apply_rule
@@ -33,7 +35,7 @@ def _with_rule(name, rule_name):
 
     def fn(*args):
         if _has_dual(args):
-            return _apply_rule(rule_name, *args)
+            return _apply_rule(rule_name, *args, primal=plain)  # math.pow is not **
         return plain(*args)
 
     fn.__name__ = name
@@ -41,11 +43,17 @@ def _with_rule(name, rule_name):
     return fn
 
 
+def _plain_number(a):
+    # a Dual's value, and numpy floats as Python floats: np.float32 has no __trunc__
+    value = a.value if isinstance(a, _Dual) else a
+    return float(value) if isinstance(value, _np.floating) else value
+
+
 def _on_value(name):
     plain = getattr(_math, name)
 
     def fn(*args):
-        return plain(*(a.value if isinstance(a, _Dual) else a for a in args))
+        return plain(*(_plain_number(a) for a in args))
 
     fn.__name__ = name
     fn.__doc__ = f"math.{name} of the value (zero derivative)."

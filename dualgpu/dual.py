@@ -8,11 +8,12 @@ class as a numba extension type whose lanes live in registers
 """
 import builtins
 import math
+import numbers
 import operator
 
 import numpy as np
 
-from . import rules
+from . import _primals, nansafe, rules
 from ._expressions import expression
 from .errors import DualgpuError
 
@@ -25,8 +26,16 @@ _NUMPY_NAMES = {
     "asin": "arcsin", "acos": "arccos", "atan": "arctan", "asinh": "arcsinh",
     "acosh": "arccosh", "atanh": "arctanh", "atan2": "arctan2", "pow": "power",
 }
+
+
+def _same(a, b):
+    """True when two numpy floats have the same bits (NaNs and signed zeros count)."""
+    return a.dtype == b.dtype and a.tobytes() == b.tobytes()
+
+
 _EXPRESSION_NAMESPACE = {
-    name: getattr(np, _NUMPY_NAMES.get(name, name)) for name in rules.EXPRESSION_FUNCTIONS
+    name: _same if name == "same" else getattr(np, _NUMPY_NAMES.get(name, name))
+    for name in rules.EXPRESSION_FUNCTIONS
 }
 
 
@@ -46,26 +55,6 @@ def _resolve(dotted):
     return getattr({"math": math, "operator": operator, "builtins": builtins}[module], name)
 
 
-def _python_primal(dotted):
-    """The primal as plain Python computes it on numpy scalars (float32 kept)."""
-    module, _, name = dotted.rpartition(".")
-    if module == "math":
-        np_name = _NUMPY_NAMES.get(name, name)
-        if hasattr(np, np_name):
-            return getattr(np, np_name)
-        fn = getattr(math, name)  # erf, erfc: no numpy version
-
-        def via_math(*args):
-            dtype = np.result_type(*args)
-            try:
-                return dtype.type(fn(*(float(a) for a in args)))
-            except (ValueError, OverflowError):
-                return dtype.type(np.nan)
-
-        return via_math
-    return _resolve(dotted)
-
-
 class _CompiledFactor:
     """A rule expression compiled for Python, evaluated per dtype."""
 
@@ -81,6 +70,46 @@ class _CompiledFactor:
             ns.update({k: dtype.type(v) for k, v in self.expression.constants.items()})
             self._namespaces[dtype] = ns
         return dtype.type(eval(self.code, ns, {"x": x, "y": y, "ans": ans}))
+
+
+def _real_value(value):
+    """``value`` as a real number, or a DualgpuError saying what came instead."""
+    if isinstance(value, Dual):
+        raise DualgpuError("Dual(value, ...): value must be a number, not a Dual.")
+    if isinstance(value, np.ndarray) and value.ndim == 0:
+        value = value[()]
+    if isinstance(value, (numbers.Real, np.floating, np.integer, np.bool_)):
+        return value
+    if isinstance(value, (numbers.Complex, np.complexfloating)):
+        raise DualgpuError(
+            f"Dual(value, ...): value {value!r} is complex; expected a real number (dualgpu's "
+            "duals are real). Fix: pass value.real, or split real and imaginary parts into "
+            "two duals."
+        )
+    raise DualgpuError(
+        f"Dual(value, ...): expected a real number (int, float or numpy float) as value; got "
+        f"{type(value).__name__} {value!r}. Fix: convert it first, e.g. Dual(float(text), ...)."
+    )
+
+
+def _real_lanes(partials, dtype):
+    """``partials`` as a new 1-D array of ``dtype`` with at least one lane, or a DualgpuError."""
+    raw = np.asarray(partials)
+    if raw.dtype.kind == "c":
+        raise DualgpuError(
+            f"Dual: the partials {raw.tolist()!r} are complex; the imaginary parts would be "
+            "dropped. Expected real tangents. Fix: pass partials.real (or split real and "
+            "imaginary parts into two duals)."
+        )
+    if raw.dtype.kind not in "biuf":
+        raise DualgpuError(
+            f"Dual: expected the partials as real numbers (a sequence or 1-D array of floats); "
+            f"got {type(partials).__name__} of dtype {raw.dtype}. Fix: e.g. Dual(x, [1.0, 0.0])."
+        )
+    lanes = np.array(raw, dtype=dtype, copy=True).reshape(-1)
+    if lanes.size < 1:
+        raise DualgpuError("Dual: partials need at least one lane (N >= 1).")
+    return lanes
 
 
 def _lanes(item):
@@ -120,11 +149,8 @@ class Dual:
             else:
                 dtype = np.float64
         dtype = check_dtype(dtype, "Dual")
-        if isinstance(value, Dual):
-            raise DualgpuError("Dual(value, ...): value must be a number, not a Dual.")
-        partials = np.array(partials, dtype=dtype, copy=True).reshape(-1)
-        if partials.size < 1:
-            raise DualgpuError("Dual: partials need at least one lane (N >= 1).")
+        value = _real_value(value)
+        partials = _real_lanes(partials, dtype)
         self.value = dtype.type(value)
         self.partials = partials
 
@@ -201,20 +227,23 @@ class Dual:
             from .errors import MissingRuleError, missing_rule_message
 
             raise MissingRuleError(missing_rule_message(f"numpy.{ufunc.__name__}"))
-        return apply_rule(rule_name, *inputs)
+        return apply_rule(rule_name, *inputs, primal=ufunc)  # the value is numpy's own
 
 
 _UFUNC_COMPARISONS = {"less", "less_equal", "greater", "greater_equal", "equal", "not_equal"}
 
 
-def _result_dtype(*args):
-    return np.result_type(*(a.value if isinstance(a, Dual) else a for a in args))
+def apply_rule(name, *args, primal=None):
+    """Apply the rule ``name`` of :mod:`dualgpu.rules` to Dual/number arguments.
 
-
-def apply_rule(name, *args):
-    """Apply the rule ``name`` of :mod:`dualgpu.rules` to Dual/number arguments."""
+    ``primal`` is the function the user called (``math.pow`` for the ``pow``
+    rule, ``np.minimum`` for ``min``...); default: the rule's own. Its value is
+    computed as numba's compiled code computes it, in the dtype numba's typing
+    gives (see :mod:`dualgpu._primals`).
+    """
     rule = rules.UNARY_RULES.get(name) or rules.BINARY_RULES[name]
-    primal, factors = _RUNTIME[name]
+    default_primal, factors = _RUNTIME[name]
+    primal = default_primal if primal is None else primal
     duals = [a for a in args if isinstance(a, Dual)]
     lanes = {d.lanes for d in duals}
     if len(lanes) > 1:
@@ -224,13 +253,9 @@ def apply_rule(name, *args):
         )
     values = [a.value if isinstance(a, Dual) else a for a in args]
     with np.errstate(all="ignore"):
-        ans = primal(*values)
-        dtype = _result_dtype(*args)
-        if dtype.kind != "f":
-            dtype = np.dtype(np.float64)
-        dtype = check_dtype(np.promote_types(dtype, np.float32), rule.primal)
+        dtype = check_dtype(_primals.result_dtype(primal, args), rule.primal)
+        ans = _primals.primal(primal)(dtype, *values)
         cast = [dtype.type(v) for v in values]
-        ans = dtype.type(ans)
         x = cast[0]
         y = cast[1] if len(cast) > 1 else None
         partials = None
@@ -238,14 +263,17 @@ def apply_rule(name, *args):
             if not isinstance(arg, Dual):
                 continue
             unit = factor.expression.unit
+            lanes_in = arg.partials.astype(dtype, copy=False)
             if unit == 0:
                 term = None
             elif unit == 1:
-                term = arg.partials.astype(dtype, copy=False)
+                term = lanes_in
             elif unit == -1:
-                term = -arg.partials.astype(dtype, copy=False)
+                term = -lanes_in
+            elif nansafe.NANSAFE_MODE_ENABLED:  # a zero partial stays zero, whatever the factor
+                term = np.where(lanes_in == 0, dtype.type(0), factor(dtype, x, y, ans) * lanes_in)
             else:
-                term = factor(dtype, x, y, ans) * arg.partials.astype(dtype, copy=False)
+                term = factor(dtype, x, y, ans) * lanes_in
             if term is not None:
                 partials = term if partials is None else partials + term
         if partials is None:
@@ -256,7 +284,7 @@ def apply_rule(name, *args):
 _RUNTIME = {}
 for _name, _rule in {**rules.UNARY_RULES, **rules.BINARY_RULES}.items():
     _RUNTIME[_name] = (
-        _python_primal(_rule.primal),
+        _resolve(_rule.primal),
         tuple(_CompiledFactor(t) for t in _rule.derivatives),
     )
 

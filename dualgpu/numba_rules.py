@@ -6,6 +6,17 @@ inlined and their literals bound to constants of the result dtype (so float32
 duals never compute in float64 unless numba's own promotion asks for it), and
 returned from an ``@overload`` template registered for the generic target.
 
+The primal is the function the user called (``math.pow`` is not ``**``,
+``np.minimum`` is not ``min``), computed by numba's own implementation, so a
+dual's value is bit-identical to the plain value. The implementations are
+compiled with numpy's error model: a derivative factor never raises (``sqrt(0)``
+gives an infinite factor, as in a kernel). Where plain ``@njit`` code raises
+(``x / 0.0``, see :data:`dualgpu.rules.RAISES_ON_ZERO_DIVISOR`), the
+implementation generated for a caller with numba's default
+``error_model="python"`` raises the same ``ZeroDivisionError``. With
+:data:`dualgpu.nansafe.NANSAFE_MODE_ENABLED`, lane products go through the
+NaN-safe intrinsics (a zero partial stays zero).
+
 Hand-written cases (each says why it cannot come from the table):
 comparisons (they return a bool from the values), value-only functions
 (``floor``, ``int``... return an integer from the value), ``float(d)`` (an
@@ -18,35 +29,49 @@ import operator
 
 import numpy as np
 from numba import types
+from numba.core import targetconfig
 from numba.core.errors import TypingError
 from numba.core.extending import overload, overload_attribute
+from numba.core.target_extension import current_target
 
-from . import rules
+from . import nansafe, rules
 from ._expressions import expression
 from .dual import Dual
-from .errors import missing_rule_message
+from .errors import MissingRuleError, missing_rule_message
 from .numba_types import (
     DualType,
+    float_floor,
+    float_trunc,
     lanes_add,
     lanes_axpby,
+    lanes_axpby_nansafe,
     lanes_cast,
     lanes_neg,
     lanes_or,
     lanes_scale,
+    lanes_scale_nansafe,
     lanes_sub,
     lanes_zero,
     make_dual,
     promote,
+    same_bits,
 )
 
 __all__ = ["resolve_primal", "result_dtype"]
 
 _MODULES = {"math": math, "operator": operator, "builtins": builtins}
-_NUMBA_NAMESPACE = {name: getattr(math, name) for name in rules.EXPRESSION_FUNCTIONS}
+#: what the expression functions of the rule table mean in compiled code
+_EXPRESSION_IMPLEMENTATIONS = {"floor": float_floor, "trunc": float_trunc, "same": same_bits}
+_NUMBA_NAMESPACE = {
+    name: _EXPRESSION_IMPLEMENTATIONS.get(name) or getattr(math, name)
+    for name in rules.EXPRESSION_FUNCTIONS
+}
+#: compiled implementations: derivative factors never raise (see the module docstring)
+_JIT_OPTIONS = {"error_model": "numpy"}
 _NUMBA_NAMESPACE.update(
     _make_dual=make_dual,
-    _lanes_scale=lanes_scale,
-    _lanes_axpby=lanes_axpby,
+    _lanes_scale=lanes_scale_nansafe if nansafe.NANSAFE_MODE_ENABLED else lanes_scale,
+    _lanes_axpby=lanes_axpby_nansafe if nansafe.NANSAFE_MODE_ENABLED else lanes_axpby,
     _lanes_add=lanes_add,
     _lanes_sub=lanes_sub,
     _lanes_neg=lanes_neg,
@@ -60,6 +85,42 @@ def resolve_primal(dotted):
     """Return the Python callable named ``"module.name"``."""
     module, _, name = dotted.rpartition(".")
     return getattr(_MODULES[module], name)
+
+
+def _dotted(fn):
+    """``"module.name"`` of a math/operator/builtins callable (None for ufuncs)."""
+    for module_name, module in _MODULES.items():
+        name = getattr(fn, "__name__", None)
+        if name and getattr(module, name, None) is fn:
+            return f"{module_name}.{name}"
+    return None
+
+
+def _caller_raises():
+    """True when the function being compiled uses numba's ``error_model="python"`` (@njit)."""
+    flags = targetconfig.ConfigStack.top_or_none()
+    return getattr(flags, "error_model", "numpy") == "python"
+
+
+def _target_primal(fn, rule):
+    """The primal compiled for ``fn`` on the current target.
+
+    ``fn`` itself, except a numpy ufunc that the target cannot lower on scalars
+    (numba.cuda lowers only some, e.g. not ``np.exp``): plain code calling it would
+    not compile there, so the rule's own primal (``math.exp``) stands in.
+    """
+    if not isinstance(fn, np.ufunc):
+        return fn
+    try:
+        target = current_target()
+    except Exception:  # pragma: no cover - no target on the stack: the CPU
+        target = "cpu"
+    if target == "cuda":
+        from numba.cuda.ufuncs import ufunc_db
+
+        if fn not in ufunc_db():
+            return resolve_primal(rule.primal)
+    return fn
 
 
 def _is_number(ty):
@@ -102,7 +163,7 @@ def _check_lanes(name, arg_types):
 _IMPL_CACHE = {}
 
 
-def _generate_tracer(rule_name, rule, kinds, dtype):
+def _generate_tracer(rule_name, rule, kinds, dtype, primal):
     """Structural tracer: the answer depends on every dual argument whose factor is not 0."""
     params = ["a", "b"][: len(kinds)]
     values = [f"{p}.value" if kind == "d" else p for p, kind in zip(params, kinds)]
@@ -122,29 +183,38 @@ def _generate_tracer(rule_name, rule, kinds, dtype):
     )
     ns = dict(_NUMBA_NAMESPACE)
     ns["_T"] = np.float32 if dtype == types.float32 else np.float64
-    ns["_primal"] = resolve_primal(rule.primal)
+    ns["_primal"] = primal
     exec(compile(source, f"<dualgpu tracer rule {rule_name} {kinds} {dtype}>", "exec"), ns)
     return ns["impl"]
 
 
-def _generate(rule_name, rule, kinds, dtype, tracer=False):
-    """Generate the implementation for a rule and a tuple of 'd'/'n' argument kinds."""
-    key = (rule_name, kinds, dtype, tracer)
+def _generate(rule_name, rule, kinds, dtype, tracer=False, primal=None, zero_division=None):
+    """Generate the implementation for a rule and a tuple of 'd'/'n' argument kinds.
+
+    ``primal`` is the callable computing the value (default: the rule's);
+    ``zero_division`` a ZeroDivisionError message to raise when the second
+    argument is zero (plain @njit code raises there), or None.
+    """
+    primal = resolve_primal(rule.primal) if primal is None else primal
+    key = (rule_name, kinds, dtype, tracer, primal, zero_division, nansafe.NANSAFE_MODE_ENABLED)
     if key in _IMPL_CACHE:
         return _IMPL_CACHE[key]
     if tracer:
-        _IMPL_CACHE[key] = _generate_tracer(rule_name, rule, kinds, dtype)
+        _IMPL_CACHE[key] = _generate_tracer(rule_name, rule, kinds, dtype, primal)
         return _IMPL_CACHE[key]
     nargs = len(kinds)
     params = ["a", "b"][:nargs]
     values = [f"{p}.value" if kind == "d" else p for p, kind in zip(params, kinds)]
     ns = dict(_NUMBA_NAMESPACE)
     ns["_T"] = np.float32 if dtype == types.float32 else np.float64
-    ns["_primal"] = resolve_primal(rule.primal)
+    ns["_primal"] = primal
     lines = [f"def impl({', '.join(params)}):"]
     names = ["x", "y"][:nargs]
     for name, value in zip(names, values):
         lines.append(f"    {name} = _T({value})")
+    if zero_division is not None and nargs == 2:
+        lines.append(f"    if {values[1]} == 0:")
+        lines.append(f"        raise ZeroDivisionError({zero_division!r})")
     lines.append(f"    ans = _T(_primal({', '.join(values)}))")
     terms = []  # (unit or None, factor name, partials source)
     for k, kind in enumerate(kinds):
@@ -187,7 +257,9 @@ def _generate(rule_name, rule, kinds, dtype, tracer=False):
 
 
 def _register_rule(fn, rule_name, rule):
+    """Overload ``fn`` (the rule's primal, an alias, an in-place operator or a ufunc)."""
     nargs = len(rule.derivatives)
+    zero_division = rules.RAISES_ON_ZERO_DIVISOR.get(_dotted(fn))
 
     def typer(*args):
         if len(args) != nargs or not any(isinstance(a, DualType) for a in args):
@@ -196,14 +268,16 @@ def _register_rule(fn, rule_name, rule):
             return None
         _check_lanes(rule.primal, args)
         kinds = tuple("d" if isinstance(a, DualType) else "n" for a in args)
-        dtype = result_dtype(resolve_primal(rule.primal), args)
+        primal = _target_primal(fn, rule)
+        dtype = result_dtype(primal, args)
         tracer = any(isinstance(a, DualType) and a.tracer for a in args)
-        return _generate(rule_name, rule, kinds, dtype, tracer)
+        raises = zero_division if _caller_raises() else None
+        return _generate(rule_name, rule, kinds, dtype, tracer, primal, raises)
 
     if nargs == 1:
-        overload(fn)(lambda a: typer(a))
+        overload(fn, jit_options=_JIT_OPTIONS)(lambda a: typer(a))
     else:
-        overload(fn)(lambda a, b: typer(a, b))
+        overload(fn, jit_options=_JIT_OPTIONS)(lambda a, b: typer(a, b))
 
 
 def _register_value_only(fn, dotted):
@@ -235,7 +309,9 @@ def _register_comparison(fn):
 def _register_missing(fn, dotted):
     def typer(*args):
         if any(isinstance(a, DualType) for a in args):
-            raise TypingError(missing_rule_message(dotted))
+            # not a numba TypingError: numba lets other exceptions through as they are, so
+            # the user reads this short message instead of a page of candidate signatures
+            raise MissingRuleError(missing_rule_message(dotted))
         return None
 
     overload(fn)(typer)

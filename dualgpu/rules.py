@@ -23,9 +23,20 @@ this table.
 
 Conventions at points where a function is not differentiable (documented in
 the README): ``abs``/``fabs`` take the derivative from the right at 0 (+1);
-``min``/``max`` ties take the first argument's partials; ``sqrt`` at 0 gives
-an infinite factor (as JAX does); ``hypot(0, 0)`` gives zero partials; ``x**y``
-with ``x == 0`` contributes nothing through ``y``.
+``min``/``max`` (and ``np.minimum``/``np.maximum``) take the partials of the
+operand whose value they return -- ``same(ans, x)`` compares bits, so NaN
+operands and signed zeros follow the value -- and ties take the first
+argument's partials; ``sqrt`` at 0 gives an infinite factor (as JAX does);
+``hypot(0, 0)`` gives zero partials; ``x**y`` with ``x == 0`` contributes
+nothing through ``y``.
+
+The primal is always the function the user called, computed exactly as the
+plain code computes it (numba's own implementation in compiled code; for the
+pure-Python dual, what numba's compiled code computes -- see
+:mod:`dualgpu._primals`), so a dual's value is bit-identical to the plain
+value. Derivative factors are computed without raising (numpy's error
+model); where plain ``@njit`` code raises (see :data:`RAISES_ON_ZERO_DIVISOR`)
+the dual raises the same error.
 """
 from collections import namedtuple
 
@@ -38,6 +49,7 @@ __all__ = [
     "INPLACE",
     "NUMPY_UFUNCS",
     "EXPRESSION_FUNCTIONS",
+    "RAISES_ON_ZERO_DIVISOR",
 ]
 
 Rule = namedtuple("Rule", "primal derivatives domain")
@@ -94,6 +106,7 @@ BINARY_RULES = {
     "mul": Rule("operator.mul", ("y", "x"), ((-5, 5), (-5, 5))),
     "truediv": Rule("operator.truediv", ("1 / y", "-ans / y"), ((-5, 5), (0.5, 5))),
     "floordiv": Rule("operator.floordiv", ("0", "0"), ((0.5, 5), (0.7, 3))),
+    # floor and trunc return floats here (never a saturated int64 when |x / y| >= 2**63)
     "mod": Rule("operator.mod", ("1", "-floor(x / y)"), ((0.5, 5), (0.7, 3))),
     "pow": Rule(
         "operator.pow",
@@ -101,8 +114,11 @@ BINARY_RULES = {
         ((0.5, 3), (-2, 2)),
     ),
     # --- builtins ---
-    "min": Rule("builtins.min", ("1 if x <= y else 0", "0 if x <= y else 1"), ((-5, 5), (-5, 5))),
-    "max": Rule("builtins.max", ("1 if x >= y else 0", "0 if x >= y else 1"), ((-5, 5), (-5, 5))),
+    # the partials follow the value: whichever operand the primal returned (bit for bit)
+    "min": Rule("builtins.min", ("1 if same(ans, x) else 0", "0 if same(ans, x) else 1"),
+                ((-5, 5), (-5, 5))),
+    "max": Rule("builtins.max", ("1 if same(ans, x) else 0", "0 if same(ans, x) else 1"),
+                ((-5, 5), (-5, 5))),
     # --- math ---
     "atan2": Rule(
         "math.atan2", ("y / (x * x + y * y)", "-x / (x * x + y * y)"), ((-3, 3), (0.5, 3))
@@ -176,8 +192,24 @@ INPLACE = {
 
 #: Names a derivative expression may call, with the ``math`` function each
 #: stands for. Compiled code calls these; the pure-Python dual calls the numpy
-#: function of the same name so that float32 stays float32.
+#: function of the same name so that float32 stays float32. ``floor`` and
+#: ``trunc`` return floats (not ints, as ``math.floor`` does in numba), and
+#: ``same(a, b)`` is True when two floats have the same bits (NaN and the sign of
+#: zero included).
 EXPRESSION_FUNCTIONS = (
     "sin", "cos", "sinh", "cosh", "sqrt", "exp", "log", "pow",
-    "floor", "trunc", "copysign",
+    "floor", "trunc", "copysign", "same",
 )
+
+#: Primals that plain ``@njit`` code (numba's default ``error_model="python"``)
+#: raises ``ZeroDivisionError`` for when the second argument is zero, with
+#: numba's message. A dual raises the same there; kernels (numpy's error model)
+#: and the pure-Python dual give inf/nan, as the plain code does.
+RAISES_ON_ZERO_DIVISOR = {
+    "operator.truediv": "division by zero",
+    "operator.floordiv": "division by zero",
+    "operator.mod": "modulo by zero",
+    "operator.itruediv": "division by zero",
+    "operator.ifloordiv": "division by zero",
+    "operator.imod": "modulo by zero",
+}

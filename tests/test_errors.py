@@ -18,8 +18,13 @@ def test_math_function_without_rule_python():
 
 def test_math_function_without_rule_compiled():
     f = njit(lambda d: math.gamma(d))
-    with pytest.raises(TypingError, match=r"math\.gamma has no derivative rule.*UNARY_RULES"):
+    # dualgpu's hint, short and first: not numba's page of candidate signatures
+    with pytest.raises(MissingRuleError) as error:
         f(Dual(1.5, [1.0]))
+    text = str(error.value)
+    assert text.startswith("math.gamma has no derivative rule") and "UNARY_RULES" in text
+    assert len(text) < 400, text
+    assert f(1.5) == pytest.approx(math.gamma(1.5))  # plain numbers still compile
 
 
 def test_float_of_dual_says_it_drops_partials():
