@@ -135,8 +135,10 @@ def _typed_result(fn, arg_types):
     from numba import types
     from numba.core.registry import cpu_target
 
+    context = cpu_target.typing_context
+    context.refresh()  # a context not yet refreshed misses templates (float32 ** int64)
     try:
-        sig = cpu_target.typing_context.resolve_function_type(fn, arg_types, {})
+        sig = context.resolve_function_type(fn, arg_types, {})
     except Exception:
         sig = None
     if sig is not None and sig.return_type in (types.float32, types.float64):

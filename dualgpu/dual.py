@@ -56,20 +56,38 @@ def _resolve(dotted):
 
 
 class _CompiledFactor:
-    """A rule expression compiled for Python, evaluated per dtype."""
+    """A rule expression compiled for Python, evaluated per dtype.
+
+    A gated factor (``A if test else 0``) is evaluated in two steps, as in
+    compiled code: :meth:`active` says whether the term contributes at all.
+    """
 
     def __init__(self, text):
         self.expression = expression(text)
-        self.code = compile(self.expression.source, f"<rule {text}>", "eval")
+        gate = self.expression.gate
+        self.code = compile(gate.source if gate else self.expression.source, f"<rule {text}>",
+                            "eval")
+        self.unit = gate.unit if gate else self.expression.unit
+        self.test = compile(gate.test, f"<rule {text} test>", "eval") if gate else None
         self._namespaces = {}
 
-    def __call__(self, dtype, x, y, ans):
+    def _namespace(self, dtype):
         ns = self._namespaces.get(dtype)
         if ns is None:
             ns = dict(_EXPRESSION_NAMESPACE)
             ns.update({k: dtype.type(v) for k, v in self.expression.constants.items()})
             self._namespaces[dtype] = ns
-        return dtype.type(eval(self.code, ns, {"x": x, "y": y, "ans": ans}))
+        return ns
+
+    def active(self, dtype, x, y, ans):
+        """False where a gated factor's term contributes nothing (always True ungated)."""
+        if self.test is None:
+            return True
+        test = eval(self.test, self._namespace(dtype), {"x": x, "y": y, "ans": ans})
+        return bool(test) == self.expression.gate.when
+
+    def __call__(self, dtype, x, y, ans):
+        return dtype.type(eval(self.code, self._namespace(dtype), {"x": x, "y": y, "ans": ans}))
 
 
 def _real_value(value):
@@ -260,9 +278,9 @@ def apply_rule(name, *args, primal=None):
         y = cast[1] if len(cast) > 1 else None
         partials = None
         for arg, factor in zip(args, factors):
-            if not isinstance(arg, Dual):
+            if not isinstance(arg, Dual) or not factor.active(dtype, x, y, ans):
                 continue
-            unit = factor.expression.unit
+            unit = factor.unit
             lanes_in = arg.partials.astype(dtype, copy=False)
             if unit == 0:
                 term = None

@@ -11,7 +11,7 @@ The primal is the function the user called (``math.pow`` is not ``**``,
 dual's value is bit-identical to the plain value. The implementations are
 compiled with numpy's error model: a derivative factor never raises (``sqrt(0)``
 gives an infinite factor, as in a kernel). Where plain ``@njit`` code raises
-(``x / 0.0``, see :data:`dualgpu.rules.RAISES_ON_ZERO_DIVISOR`), the
+(``x / 0.0``, see :data:`dualgpu.rules.ZERO_DIVISION_ERRORS`), the
 implementation generated for a caller with numba's default
 ``error_model="python"`` raises the same ``ZeroDivisionError``. With
 :data:`dualgpu.nansafe.NANSAFE_MODE_ENABLED`, lane products go through the
@@ -26,6 +26,7 @@ that names the function and how to add a rule), and the ``Dual`` constructor.
 import builtins
 import math
 import operator
+import re
 
 import numpy as np
 from numba import types
@@ -136,8 +137,10 @@ def result_dtype(primal, arg_types):
     from numba.core.registry import cpu_target
 
     values = tuple(_value_type(t) for t in arg_types)
+    context = cpu_target.typing_context
+    context.refresh()  # a context not yet refreshed misses templates (float32 ** int64)
     try:
-        sig = cpu_target.typing_context.resolve_function_type(primal, values, {})
+        sig = context.resolve_function_type(primal, values, {})
     except Exception:  # pragma: no cover - typing errors fall back to promotion
         sig = None
     if sig is not None and sig.return_type in (types.float32, types.float64):
@@ -192,8 +195,9 @@ def _generate(rule_name, rule, kinds, dtype, tracer=False, primal=None, zero_div
     """Generate the implementation for a rule and a tuple of 'd'/'n' argument kinds.
 
     ``primal`` is the callable computing the value (default: the rule's);
-    ``zero_division`` a ZeroDivisionError message to raise when the second
-    argument is zero (plain @njit code raises there), or None.
+    ``zero_division`` a ``(condition, message)`` of
+    :data:`dualgpu.rules.ZERO_DIVISION_ERRORS` to raise ZeroDivisionError where
+    plain @njit code does, or None.
     """
     primal = resolve_primal(rule.primal) if primal is None else primal
     key = (rule_name, kinds, dtype, tracer, primal, zero_division, nansafe.NANSAFE_MODE_ENABLED)
@@ -213,10 +217,13 @@ def _generate(rule_name, rule, kinds, dtype, tracer=False, primal=None, zero_div
     for name, value in zip(names, values):
         lines.append(f"    {name} = _T({value})")
     if zero_division is not None and nargs == 2:
-        lines.append(f"    if {values[1]} == 0:")
-        lines.append(f"        raise ZeroDivisionError({zero_division!r})")
+        condition, message = zero_division
+        test = {"zero divisor": f"{values[1]} == 0",
+                "zero to a negative int": f"{values[1]} < 0 and {values[0]} == 0"}[condition]
+        lines.append(f"    if {test}:")
+        lines.append(f"        raise ZeroDivisionError({message!r})")
     lines.append(f"    ans = _T(_primal({', '.join(values)}))")
-    terms = []  # (unit or None, factor name, partials source)
+    terms = []  # _Term per dual argument whose factor is not identically 0
     for k, kind in enumerate(kinds):
         if kind != "d":
             continue
@@ -225,29 +232,23 @@ def _generate(rule_name, rule, kinds, dtype, tracer=False, primal=None, zero_div
             ns[f"{cname}_{k}"] = ns["_T"](cvalue)
         if expr.unit == 0:
             continue
-        src = expr.source
-        for cname in expr.constants:
-            src = src.replace(cname, f"{cname}_{k}")
+
+        def rename(src, k=k):
+            return re.sub(r"\b(_c\d+)\b", rf"\1_{k}", src)
+
+        partials = f"{params[k]}.partials"
+        if expr.gate is not None:
+            # "A if test else 0": inactive, the term contributes nothing (not 0 * partials)
+            gate = expr.gate
+            lines.append(f"    g{k} = {'' if gate.when else 'not '}({rename(gate.test)})")
+            if gate.unit != 0:
+                terms.append(_Term(k, gate.unit, rename(gate.source), partials, f"g{k}"))
+            continue
         if expr.unit is None:
-            lines.append(f"    f{k} = _T({src})")
-        terms.append((expr.unit, f"f{k}", f"{params[k]}.partials"))
-    if not terms:
-        first = kinds.index("d")
-        lanes = f"_lanes_cast(ans, _lanes_zero({params[first]}))"
-    elif len(terms) == 1:
-        unit, f, p = terms[0]
-        lanes = {1: f"_lanes_cast(ans, {p})", -1: f"_lanes_neg(ans, {p})"}.get(unit, f"_lanes_scale({f}, {p})")
-    else:
-        (u0, f0, p0), (u1, f1, p1) = terms
-        if (u0, u1) == (1, 1):
-            lanes = f"_lanes_add(ans, {p0}, {p1})"
-        elif (u0, u1) == (1, -1):
-            lanes = f"_lanes_sub(ans, {p0}, {p1})"
-        else:
-            f0 = "_T(1)" if u0 == 1 else ("_T(-1)" if u0 == -1 else f0)
-            f1 = "_T(1)" if u1 == 1 else ("_T(-1)" if u1 == -1 else f1)
-            lanes = f"_lanes_axpby({f0}, {p0}, {f1}, {p1})"
-    lines.append(f"    return _make_dual(ans, {lanes})")
+            lines.append(f"    f{k} = _T({rename(expr.source)})")
+        terms.append(_Term(k, expr.unit, None, partials, None))
+    _emit_lanes(lines, terms, [t for t in terms if t.gate], "    ", params, kinds)
+    lines.append("    return _make_dual(ans, lanes)")
     source = "\n".join(lines)
     exec(compile(source, f"<dualgpu rule {rule_name} {kinds} {dtype}>", "exec"), ns)
     impl = ns["impl"]
@@ -256,10 +257,54 @@ def _generate(rule_name, rule, kinds, dtype, tracer=False, primal=None, zero_div
     return impl
 
 
+class _Term:
+    """One argument's contribution: ``factor * partials``, possibly behind a gate."""
+
+    __slots__ = ("k", "unit", "source", "partials", "gate")
+
+    def __init__(self, k, unit, source, partials, gate):
+        self.k, self.unit, self.source, self.partials, self.gate = k, unit, source, partials, gate
+
+
+def _emit_lanes(lines, terms, gated, indent, params, kinds):
+    """Append code computing ``lanes`` from the active terms, one branch per gate."""
+    if gated:
+        gate = gated[0]
+        lines.append(f"{indent}if {gate.gate}:")
+        _emit_lanes(lines, terms, gated[1:], indent + "    ", params, kinds)
+        lines.append(f"{indent}else:")
+        _emit_lanes(lines, [t for t in terms if t is not gate], gated[1:], indent + "    ",
+                    params, kinds)
+        return
+    for t in terms:
+        if t.gate and t.unit is None:  # a gated factor is computed only where it is active
+            lines.append(f"{indent}f{t.k} = _T({t.source})")
+    lines.append(f"{indent}lanes = {_combine(terms, params, kinds)}")
+
+
+def _combine(terms, params, kinds):
+    """The lane expression for up to two active terms (units cost no multiplication)."""
+    if not terms:
+        first = kinds.index("d")
+        return f"_lanes_cast(ans, _lanes_zero({params[first]}))"
+    if len(terms) == 1:
+        t = terms[0]
+        return {1: f"_lanes_cast(ans, {t.partials})", -1: f"_lanes_neg(ans, {t.partials})"}.get(
+            t.unit, f"_lanes_scale(f{t.k}, {t.partials})")
+    a, b = terms
+    if (a.unit, b.unit) == (1, 1):
+        return f"_lanes_add(ans, {a.partials}, {b.partials})"
+    if (a.unit, b.unit) == (1, -1):
+        return f"_lanes_sub(ans, {a.partials}, {b.partials})"
+    fa = {1: "_T(1)", -1: "_T(-1)"}.get(a.unit, f"f{a.k}")
+    fb = {1: "_T(1)", -1: "_T(-1)"}.get(b.unit, f"f{b.k}")
+    return f"_lanes_axpby({fa}, {a.partials}, {fb}, {b.partials})"
+
+
 def _register_rule(fn, rule_name, rule):
     """Overload ``fn`` (the rule's primal, an alias, an in-place operator or a ufunc)."""
     nargs = len(rule.derivatives)
-    zero_division = rules.RAISES_ON_ZERO_DIVISOR.get(_dotted(fn))
+    zero_division = rules.ZERO_DIVISION_ERRORS.get(_dotted(fn))
 
     def typer(*args):
         if len(args) != nargs or not any(isinstance(a, DualType) for a in args):
@@ -272,6 +317,9 @@ def _register_rule(fn, rule_name, rule):
         dtype = result_dtype(primal, args)
         tracer = any(isinstance(a, DualType) and a.tracer for a in args)
         raises = zero_division if _caller_raises() else None
+        if raises and raises[0] == "zero to a negative int" and not isinstance(
+                args[1], types.Integer):
+            raises = None  # 0.0 ** -1.0 is inf in plain code too
         return _generate(rule_name, rule, kinds, dtype, tracer, primal, raises)
 
     if nargs == 1:

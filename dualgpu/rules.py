@@ -35,7 +35,7 @@ plain code computes it (numba's own implementation in compiled code; for the
 pure-Python dual, what numba's compiled code computes -- see
 :mod:`dualgpu._primals`), so a dual's value is bit-identical to the plain
 value. Derivative factors are computed without raising (numpy's error
-model); where plain ``@njit`` code raises (see :data:`RAISES_ON_ZERO_DIVISOR`)
+model); where plain ``@njit`` code raises (see :data:`ZERO_DIVISION_ERRORS`)
 the dual raises the same error.
 """
 from collections import namedtuple
@@ -49,7 +49,7 @@ __all__ = [
     "INPLACE",
     "NUMPY_UFUNCS",
     "EXPRESSION_FUNCTIONS",
-    "RAISES_ON_ZERO_DIVISOR",
+    "ZERO_DIVISION_ERRORS",
 ]
 
 Rule = namedtuple("Rule", "primal derivatives domain")
@@ -73,16 +73,17 @@ UNARY_RULES = {
     "sin": Rule("math.sin", ("cos(x)",), ((-3, 3),)),
     "cos": Rule("math.cos", ("-sin(x)",), ((-3, 3),)),
     "tan": Rule("math.tan", ("1 + ans * ans",), ((-1.2, 1.2),)),
-    "asin": Rule("math.asin", ("1 / sqrt(1 - x * x)",), ((-0.9, 0.9),)),
-    "acos": Rule("math.acos", ("-1 / sqrt(1 - x * x)",), ((-0.9, 0.9),)),
+    # (1 - x) * (1 + x), not 1 - x * x: exact factors near |x| = 1, where x * x loses the digits
+    "asin": Rule("math.asin", ("1 / sqrt((1 - x) * (1 + x))",), ((-0.9, 0.9),)),
+    "acos": Rule("math.acos", ("-1 / sqrt((1 - x) * (1 + x))",), ((-0.9, 0.9),)),
     "atan": Rule("math.atan", ("1 / (1 + x * x)",), ((-5, 5),)),
     # --- math: hyperbolic ---
     "sinh": Rule("math.sinh", ("cosh(x)",), ((-3, 3),)),
     "cosh": Rule("math.cosh", ("sinh(x)",), ((-3, 3),)),
     "tanh": Rule("math.tanh", ("1 - ans * ans",), ((-3, 3),)),
     "asinh": Rule("math.asinh", ("1 / sqrt(x * x + 1)",), ((-5, 5),)),
-    "acosh": Rule("math.acosh", ("1 / sqrt(x * x - 1)",), ((1.1, 5),)),
-    "atanh": Rule("math.atanh", ("1 / (1 - x * x)",), ((-0.9, 0.9),)),
+    "acosh": Rule("math.acosh", ("1 / sqrt((x - 1) * (x + 1))",), ((1.1, 5),)),
+    "atanh": Rule("math.atanh", ("1 / ((1 - x) * (1 + x))",), ((-0.9, 0.9),)),
     # --- math: exponential and logarithmic ---
     "exp": Rule("math.exp", ("ans",), ((-3, 3),)),
     "expm1": Rule("math.expm1", ("ans + 1",), ((-3, 3),)),
@@ -201,15 +202,20 @@ EXPRESSION_FUNCTIONS = (
     "floor", "trunc", "copysign", "same",
 )
 
-#: Primals that plain ``@njit`` code (numba's default ``error_model="python"``)
-#: raises ``ZeroDivisionError`` for when the second argument is zero, with
-#: numba's message. A dual raises the same there; kernels (numpy's error model)
-#: and the pure-Python dual give inf/nan, as the plain code does.
-RAISES_ON_ZERO_DIVISOR = {
-    "operator.truediv": "division by zero",
-    "operator.floordiv": "division by zero",
-    "operator.mod": "modulo by zero",
-    "operator.itruediv": "division by zero",
-    "operator.ifloordiv": "division by zero",
-    "operator.imod": "modulo by zero",
+#: Where plain ``@njit`` code (numba's default ``error_model="python"``) raises
+#: ``ZeroDivisionError``, with numba's message: primal -> (condition, message). Conditions:
+#: ``"zero divisor"`` (the second argument is 0) and ``"zero to a negative int"`` (a zero
+#: base and a negative *integer* exponent; ``0.0 ** -1.0`` gives inf). A dual raises the same
+#: there; kernels (numpy's error model) and the pure-Python dual give inf/nan, as the plain
+#: code does.
+ZERO_DIVISION_ERRORS = {
+    "operator.truediv": ("zero divisor", "division by zero"),
+    "operator.floordiv": ("zero divisor", "division by zero"),
+    "operator.mod": ("zero divisor", "modulo by zero"),
+    "operator.itruediv": ("zero divisor", "division by zero"),
+    "operator.ifloordiv": ("zero divisor", "division by zero"),
+    "operator.imod": ("zero divisor", "modulo by zero"),
+    "operator.pow": ("zero to a negative int", "division by zero"),
+    "operator.ipow": ("zero to a negative int", "division by zero"),
+    "builtins.pow": ("zero to a negative int", "division by zero"),
 }

@@ -3,8 +3,18 @@ import os
 
 import numpy as np
 import pytest
+from hypothesis import settings
 
 os.environ.setdefault("MPLBACKEND", "Agg")
+
+# Property tests (tests/test_properties.py). The default keeps the suite fast and repeatable;
+# DUALGPU_HYPOTHESIS_PROFILE=dualgpu-long (or --hypothesis-profile=dualgpu-long) explores far
+# more programs, with fresh random draws each run.
+settings.register_profile("dualgpu-ci", max_examples=100, derandomize=True, database=None,
+                          deadline=None, print_blob=True)
+settings.register_profile("dualgpu-long", max_examples=3000, database=None, deadline=None,
+                          print_blob=True)
+settings.load_profile(os.environ.get("DUALGPU_HYPOTHESIS_PROFILE", "dualgpu-ci"))
 
 
 class _FakeDevice:
