@@ -206,8 +206,10 @@ EXPRESSION_FUNCTIONS = (
 #: ``ZeroDivisionError``, with numba's message: primal -> (condition, message). Conditions:
 #: ``"zero divisor"`` (the second argument is 0) and ``"zero to a negative int"`` (a zero
 #: base and a negative *integer* exponent; ``0.0 ** -1.0`` gives inf). A dual raises the same
-#: there; kernels (numpy's error model) and the pure-Python dual give inf/nan, as the plain
-#: code does.
+#: there. Kernels (numpy's error model) give inf/nan for a zero divisor, as the plain code
+#: does; compiled CPU code raises for ``0.0 ** -n`` under either error model (numba compiles
+#: its integer power with Python's), and so does a dual. The pure-Python dual (cudasim, host)
+#: gives inf/nan, as numpy scalars do.
 ZERO_DIVISION_ERRORS = {
     "operator.truediv": ("zero divisor", "division by zero"),
     "operator.floordiv": ("zero divisor", "division by zero"),
