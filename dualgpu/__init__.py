@@ -6,10 +6,10 @@ kernels; ``dualgpu.jit`` / ``from dualgpu import cuda`` port numba.cuda kernels;
 """
 __version__ = "0.1.0"
 
-from . import rules
+from . import nansafe, rules
 from .dual import Dual
 from .dualarray import DualArray, dual_array
-from .errors import DualgpuError, MissingRuleError
+from .errors import DualgpuError, MissingRuleError, UnportedKernelError
 from . import dmath
 from . import numba_cpu_math, numba_types, numba_rules, numba_arrays  # noqa: F401  (registrations)
 from .backend import backend, set_backend, using_backend
@@ -21,7 +21,8 @@ from .coloring import Coloring, check_coloring, color_columns
 from .sparsity import as_pattern, banded_pattern, stencil_pattern_2d
 
 __all__ = [
-    "Dual", "DualArray", "dual_array", "DualgpuError", "MissingRuleError", "dmath", "rules",
+    "Dual", "DualArray", "dual_array", "DualgpuError", "MissingRuleError", "UnportedKernelError",
+    "dmath", "rules", "nansafe",
     "jit", "cuda", "backend", "set_backend", "using_backend",
     "jvp", "jvp_batch", "jacfwd", "jacobian", "testing", "sparse",
     "Coloring", "color_columns", "check_coloring", "as_pattern", "banded_pattern",

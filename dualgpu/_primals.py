@@ -45,7 +45,8 @@ import operator
 
 import numpy as np
 
-__all__ = ["result_dtype", "numba_result_dtype", "primal", "numba_type_of", "in_kernel"]
+__all__ = ["result_dtype", "numba_result_dtype", "primal", "numba_type_of", "in_kernel",
+           "compiled_value"]
 
 _FLOAT64 = np.dtype(np.float64)
 _FLOAT32 = np.dtype(np.float32)
@@ -254,3 +255,14 @@ def _make_primal(fn):
 
 
 _PRIMALS = {}
+
+
+def compiled_value(fn, args):
+    """``fn(*args)`` of plain numbers as numba's compiled code computes it (no exceptions).
+
+    What ``math.log(x)`` gives inside a kernel: ``-inf`` at 0 where Python's ``math``
+    raises, ``logf`` for a float32.
+    """
+    dtype = numba_result_dtype(fn, args)
+    with np.errstate(all="ignore"):
+        return primal(fn)(dtype, *args)

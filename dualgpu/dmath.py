@@ -4,9 +4,13 @@ Every function of :mod:`math` is here. Those with a rule in
 :mod:`dualgpu.rules` accept :class:`dualgpu.Dual` arguments and propagate
 partials; those that act on the value (``floor``, ``isnan``...) read the value;
 any other function given a Dual raises :class:`~dualgpu.errors.MissingRuleError`
-naming the function and how to add a rule. Plain numbers go straight to
-:mod:`math`. The CUDA simulator backend puts this module in place of ``math``
-in a kernel's globals while it runs.
+naming the function and how to add a rule. The CUDA simulator backend puts this
+module in place of ``math`` in a kernel's globals while it runs.
+
+Plain numbers go straight to :mod:`math` on the host. Inside a kernel run by
+the simulator they are computed as the compiled kernel computes them (see
+:mod:`dualgpu._primals`): ``log(0.0)`` is ``-inf`` instead of Python's
+``ValueError``, and a float32 stays float32.
 
 Examples
 --------
@@ -19,6 +23,7 @@ import math as _math
 
 import numpy as _np
 
+from . import _primals
 from . import rules as _rules
 from .dual import Dual as _Dual
 from .dual import apply_rule as _apply_rule
@@ -36,6 +41,8 @@ def _with_rule(name, rule_name):
     def fn(*args):
         if _has_dual(args):
             return _apply_rule(rule_name, *args, primal=plain)  # math.pow is not **
+        if _primals.in_kernel():
+            return _primals.compiled_value(plain, args)
         return plain(*args)
 
     fn.__name__ = name

@@ -10,8 +10,18 @@ and returns host results. The driver differentiates it without changes:
    plain: ``f``'s ``cuda.to_device`` turns them into zero-partial DualArrays,
    because ``f`` runs inside :func:`dualgpu._context.dual_allocation`.
 2. **evaluate** -- one run of ``f`` per chunk of N directions;
-3. **extract** -- the output partials of the chunk are written into the result;
+3. **extract** -- the output partials of the chunk are written straight into the
+   result's final layout (:mod:`dualgpu._results`): a dense Jacobian peaks at its own
+   size. The result is allocated after the first run, when the output's shape is known,
+   and refused with a clear error if it would not fit in the memory available;
 4. repeat until every direction is done.
+
+Every run of ``f`` gets fresh copies of every array reachable from its arguments
+(positional, keyword, inside tuples, lists and dicts; :mod:`dualgpu._protect`), so
+an ``f`` that updates an argument in place changes neither the caller's data nor
+the next chunk's. A non-finite derivative is refused with its source where it can
+be told (:mod:`dualgpu._non_finite`): non-finite inputs, a non-finite value, or an
+infinite derivative factor.
 
 Only the current chunk's lanes exist at any time, so memory does not grow with
 the number of time steps (forward mode). The last chunk reuses the same N with
@@ -32,7 +42,9 @@ import numbers
 import numpy as np
 
 from ._context import dual_allocation
+from . import _non_finite
 from ._protect import protect, protect_call
+from ._results import DirectionMajor, JacobianBlocks
 from .dual import Dual
 from .dualarray import DualArray
 from .errors import DualgpuError
@@ -132,6 +144,8 @@ def _classify(arg):
             return "scalar", arg.dtype.type(arg[()]), arg.dtype
         if arg.ndim > _MAX_NDIM:
             return None, f"an array of {arg.ndim} dimensions {arg.shape}", None
+        if arg.size == 0:
+            return None, f"an empty array (shape {arg.shape}: nothing to differentiate)", None
         return "array", np.array(arg, copy=True, order="C"), arg.dtype
     if hasattr(arg, "copy_to_host"):
         return None, f"a device array ({type(arg).__name__})", None
@@ -255,20 +269,22 @@ def _progress_bar(n_chunks, progress, desc):
     return tqdm(total=n_chunks, desc=desc, unit="chunk", leave=False)
 
 
-def _push_forward(f, args, kwargs, inputs, n_directions, lanes, fill, where, progress, fname):
+def _push_forward(f, args, kwargs, inputs, n_directions, lanes, fill, where, progress, fname,
+                  sink, tangents=()):
     """Run f once per chunk of ``lanes`` directions.
 
     ``fill(start, count)`` writes the tangents of directions ``start .. start+count-1``
-    into the inputs' lane buffers (the rest stays zero). Returns ``is_tuple``, the
-    output values and, per output, the partials of all directions ``(n_directions, *S)``
-    (None for outputs that carry none).
+    into the inputs' lane buffers (the rest stays zero). ``sink`` (see
+    :mod:`dualgpu._results`) allocates the result after the first run, once it has checked
+    that it fits, and receives each chunk's partials in their final layout. Returns
+    ``is_tuple`` and the output values. ``tangents``: the jvp tangents, for messages.
     """
     for item in inputs:
         item.allocate(lanes)
     n_chunks = -(-n_directions // lanes)
     bar = _progress_bar(n_chunks, progress, fname)
     seeded = {item.position for item in inputs}
-    is_tuple, values, partials = None, None, None
+    is_tuple, values, layouts = None, None, None
     try:
         for chunk in range(n_chunks):
             start = chunk * lanes
@@ -289,47 +305,48 @@ def _push_forward(f, args, kwargs, inputs, n_directions, lanes, fill, where, pro
             if chunk == 0:
                 is_tuple = chunk_tuple
                 values = [v for v, _ in unpacked]
-                partials = [
-                    None if p is None else np.zeros((n_directions,) + p.shape[1:], p.dtype)
-                    for _, p in unpacked
-                ]
+                layouts = [None if p is None else (p.shape[1:], p.dtype) for _, p in unpacked]
+                sink.allocate(values, layouts, fname)
             elif chunk_tuple != is_tuple or len(unpacked) != len(values):
                 raise DualgpuError(f"{fname}: f returned differently shaped outputs between runs.")
             for o, (_, p) in enumerate(unpacked):
                 if p is None:
                     continue
-                if partials[o] is None or p.shape[1:] != partials[o].shape[1:]:
+                if layouts[o] is None or p.shape[1:] != layouts[o][0]:
                     raise DualgpuError(
                         f"{fname}: output {o} of f changed between runs; f must be deterministic."
                     )
                 used = p[:count]
                 if not np.all(np.isfinite(used)):
-                    _raise_non_finite(used, o, start, values[o], where, fname)
-                partials[o][start:start + count] = used
+                    sources = _non_finite.non_finite_inputs(
+                        [a if item is None else item.value for item, a in
+                         zip(_by_position(inputs, len(args)), args)], kwargs, seeded, tangents)
+                    _raise_non_finite(used, o, start, values[o], where, fname, sources)
+                sink.store(o, start, count, used)
             if bar is not None:
                 bar.update(1)
     finally:
         if bar is not None:
             bar.close()
-    return is_tuple, values, partials
+    return is_tuple, values
 
 
-def _raise_non_finite(used, output, start, values, where, fname):
+def _by_position(inputs, nargs):
+    """The differentiated input at each argument position (None elsewhere)."""
+    at = {item.position: item for item in inputs}
+    return [at.get(p) for p in range(nargs)]
+
+
+def _raise_non_finite(used, output, start, values, where, fname, sources):
     bad = ~np.isfinite(used.reshape(used.shape[0], -1))
     lane = int(np.argmax(bad.any(axis=1)))
     flat = int(np.argmax(bad[lane]))
     shape = used.shape[1:]
-    index = np.unravel_index(flat, shape) if shape else ()
+    index = list(map(int, np.unravel_index(flat, shape))) if shape else ""
     value = used.reshape(used.shape[0], -1)[lane, flat]
     primal = np.asarray(values).reshape(-1)[flat]
-    raise DualgpuError(
-        f"{fname}: non-finite derivative {value} of output {output}"
-        f"{list(map(int, index)) if shape else ''} (value {primal}) with respect to "
-        f"{where(start + lane)}; this is the first such entry. Expected finite partials. "
-        "Fix: check that the simulation is stable for these inputs and avoids points where "
-        "a derivative is infinite (sqrt(0), x**0.5 at 0, log(0), division by zero); an "
-        "infinite factor times a zero partial gives nan in the other directions too."
-    )
+    raise DualgpuError(_non_finite.message(fname, value, output, index, primal,
+                                           where(start + lane), sources))
 
 
 def _output_values(values, is_tuple):
@@ -361,22 +378,11 @@ def _jacobian(f, args, kwargs, argnums, chunk_size, progress, fname):
                 return item.where(direction - item.offset)
         return f"direction {direction}"
 
-    is_tuple, values, partials = _push_forward(
-        f, args, kwargs, inputs, n, lanes, fill, where, progress, fname)
-    results = []
-    for v, p in zip(values, partials):
-        out_shape = v.shape
-        m = int(np.prod(out_shape))
-        dtype = p.dtype if p is not None else np.result_type(v.dtype, np.float32)
-        blocks = []
-        for item in inputs:
-            if p is None:
-                block = np.zeros(out_shape + item.shape, dtype)
-            else:
-                part = p[item.offset:item.offset + item.size].reshape(item.size, m)
-                block = np.ascontiguousarray(part.T).reshape(out_shape + item.shape)
-            blocks.append(block)
-        results.append(blocks[0] if single else tuple(blocks))
+    sink = JacobianBlocks(inputs)
+    is_tuple, values = _push_forward(
+        f, args, kwargs, inputs, n, lanes, fill, where, progress, fname, sink)
+    results = [blocks[0] if single else tuple(blocks)
+               for blocks in (sink.result(o) for o in range(len(values)))]
     return tuple(results) if is_tuple else results[0]
 
 
@@ -490,6 +496,17 @@ def _tangent_inputs(primals, tangents, batch, fname):
             continue
         kind, value, dtype = _classify(x)
         t = np.asarray(t)
+        if t.dtype.kind == "c":
+            raise DualgpuError(
+                f"{fname}: tangent {p} is complex (dtype {t.dtype}); the imaginary parts would be "
+                "dropped. Expected real tangents. Fix: pass the real part, or run the real and "
+                "imaginary parts as two directions (jvp_batch)."
+            )
+        if t.dtype.kind not in "biuf":
+            raise DualgpuError(
+                f"{fname}: tangent {p} is {type(t).__name__} of dtype {t.dtype}; expected real "
+                "numbers shaped like the primal (or None)."
+            )
         if kind is None:
             if t.dtype.kind in "biuf" and not np.any(t):
                 continue  # zero tangent of an int/bool argument: not differentiated
@@ -556,12 +573,11 @@ def jvp_batch(f, primals, tangents, *, chunk_size=None, progress=None):
     def where(direction):
         return f"tangent direction {direction}"
 
-    is_tuple, values, partials = _push_forward(
-        f, primals, {}, inputs, b, lanes, fill, where, progress, fname)
-    tangents_out = [
-        np.zeros((b,) + v.shape, np.result_type(v.dtype, np.float32)) if p is None else p
-        for v, p in zip(values, partials)
-    ]
+    sink = DirectionMajor(b)
+    is_tuple, values = _push_forward(
+        f, primals, {}, inputs, b, lanes, fill, where, progress, fname, sink,
+        tangents=[(item.position, seed) for item, seed in zip(inputs, seeds)])
+    tangents_out = [sink.result(o) for o in range(len(values))]
     outs = _output_values(values, is_tuple)
     return outs, (tuple(tangents_out) if is_tuple else tangents_out[0])
 
@@ -592,12 +608,11 @@ def jvp(f, primals, tangents):
         for item, seed in zip(inputs, seeds):
             item.lanes_buffer[:1] = seed
 
-    is_tuple, values, partials = _push_forward(
-        f, primals, {}, inputs, 1, 1, fill, lambda d: "the tangent", False, fname)
-    tangents_out = [
-        np.zeros(v.shape, np.result_type(v.dtype, np.float32)) if p is None else p[0]
-        for v, p in zip(values, partials)
-    ]
+    sink = DirectionMajor(1)
+    is_tuple, values = _push_forward(
+        f, primals, {}, inputs, 1, 1, fill, lambda d: "the tangent", False, fname, sink,
+        tangents=[(item.position, seed) for item, seed in zip(inputs, seeds)])
+    tangents_out = [sink.result(o)[0] for o in range(len(values))]
     tangents_out = [t[()] if t.ndim == 0 else t for t in tangents_out]
     outs = _output_values(values, is_tuple)
     return outs, (tuple(tangents_out) if is_tuple else tangents_out[0])

@@ -7,9 +7,11 @@ class as a numba extension type whose lanes live in registers
 ``float(d)`` or ``math.sin(d)`` would silently drop the partials.
 """
 import builtins
+import dis
 import math
 import numbers
 import operator
+import sys
 
 import numpy as np
 
@@ -245,10 +247,29 @@ class Dual:
             from .errors import MissingRuleError, missing_rule_message
 
             raise MissingRuleError(missing_rule_message(f"numpy.{ufunc.__name__}"))
+        if _called_by_operator():
+            # np.float32(2) - d: numpy's scalar runs the ufunc for the operator; the plain
+            # code is the operator (numba types int32 - float32 as float64, np.subtract as
+            # float32), so the rule's own primal applies
+            return apply_rule(rule_name, *inputs)
         return apply_rule(rule_name, *inputs, primal=ufunc)  # the value is numpy's own
 
 
 _UFUNC_COMPARISONS = {"less", "less_equal", "greater", "greater_equal", "equal", "not_equal"}
+_OPERATOR_OPCODES = {op for op in dis.opmap if op.startswith(("BINARY_", "INPLACE_"))} - {
+    "BINARY_SUBSCR", "BINARY_SLICE"}
+
+
+def _called_by_operator():
+    """True when ``__array_ufunc__`` runs for a binary operator (``x - d``), not a call.
+
+    A numpy scalar on the left of an operator hands it to the ufunc; the Python frame that
+    started it is then executing a binary-operator instruction rather than a call.
+    """
+    frame = sys._getframe(2)  # 0: this function, 1: __array_ufunc__, 2: the caller
+    code = frame.f_code.co_code
+    lasti = frame.f_lasti
+    return 0 <= lasti < len(code) and dis.opname[code[lasti]] in _OPERATOR_OPCODES
 
 
 def apply_rule(name, *args, primal=None):

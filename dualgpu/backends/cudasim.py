@@ -18,10 +18,10 @@ import types as pytypes
 
 import numpy as np
 
-from .. import dmath
+from .. import dbuiltins, dmath
 from ..dual import Dual
 from ..dualarray import DualArray
-from ._rebind import rebind
+from ._rebind import global_names, rebind
 from ._translate import device_py_func, is_cuda_module, unwrap
 
 __all__ = ["compile_kernel", "SimulatorKernel"]
@@ -103,12 +103,27 @@ def _replacer(lanes):
 
 _replace = _replacer(0)
 
+#: builtins a dual launch replaces: Python's min/max return an argument unchanged, compiled
+#: code applies numba's typing (a float32 dual with a Python float gives a float64 dual)
+_DUAL_BUILTINS = {"min": dbuiltins.min, "max": dbuiltins.max}
+
+
+def _simulated(py_func, lanes):
+    """The copy of ``py_func`` the simulator runs for ``lanes`` lanes (0: a plain launch)."""
+    copy = rebind(py_func, _replacer(lanes))
+    if lanes:
+        names = global_names(py_func.__code__)
+        for name, stand_in in _DUAL_BUILTINS.items():
+            if name in names and name not in py_func.__globals__:
+                copy.__globals__[name] = stand_in  # rebind's globals are the copy's own
+    return copy
+
 
 def _device(py_func, lanes=0):
     key = (py_func, lanes)
     if key not in _DEVICE_CACHE:
         _DEVICE_CACHE[key] = None  # recursion guard
-        _DEVICE_CACHE[key] = _simulator().jit(device=True)(rebind(py_func, _replacer(lanes)))
+        _DEVICE_CACHE[key] = _simulator().jit(device=True)(_simulated(py_func, lanes))
     return _DEVICE_CACHE[key]
 
 
@@ -128,7 +143,7 @@ class SimulatorKernel:
 
     def _kernel(self, lanes):
         if lanes not in self._kernels:
-            self._kernels[lanes] = _simulator().jit(rebind(self.py_func, _replacer(lanes)))
+            self._kernels[lanes] = _simulator().jit(_simulated(self.py_func, lanes))
         return self._kernels[lanes]
 
     def launch(self, griddim, blockdim, stream, sharedmem, args):
