@@ -31,11 +31,12 @@ def _describe(name, array):
     bad = ~np.isfinite(array)
     if not bad.any():
         return None
-    first = np.unravel_index(int(np.argmax(bad)), array.shape) if array.ndim else ()
-    where = f"{name}[{', '.join(map(str, first))}]" if array.ndim else name
     count = int(bad.sum())
-    return (f"{name} has {count} non-finite entr{'y' if count == 1 else 'ies'}, first "
-            f"{where} = {array[first] if array.ndim else array[()]}")
+    if not array.ndim:
+        return f"{name} is {array[()]}"
+    first = np.unravel_index(int(np.argmax(bad)), array.shape)
+    return (f"{name} has {count} non-finite entr{'y' if count == 1 else 'ies'}, the first at "
+            f"[{', '.join(map(str, first))}] = {array[first]}")
 
 
 def _walk(name, value, found, seen):

@@ -84,3 +84,34 @@ RECORDED = []
 def promotions_kernel(x, f):
     if cuda.grid(1) == 0:
         RECORDED.append(promotions(x[0], f))
+
+
+@cuda.jit
+def root_times(u, w, out):
+    """``out[i] = sqrt(u[i]) * w[i]``."""
+    i = cuda.grid(1)
+    if i < u.shape[0]:
+        out[i] = math.sqrt(u[i]) * w[i]
+
+
+def root_times_simulation(u, w):
+    """A simulation function around :func:`root_times` (host code as users write it)."""
+    d_u = cuda.to_device(u)
+    out = cuda.device_array_like(d_u)
+    root_times[(u.shape[0] + 31) // 32, 32](d_u, cuda.to_device(w), out)
+    return out.copy_to_host()
+
+
+@cuda.jit
+def scaled(u, s, out):
+    """``out[i] = s * u[i]`` for a scalar ``s``."""
+    i = cuda.grid(1)
+    if i < u.shape[0]:
+        out[i] = s * u[i]
+
+
+def scaled_simulation(u, s):
+    d_u = cuda.to_device(u)
+    out = cuda.device_array_like(d_u)
+    scaled[(u.shape[0] + 31) // 32, 32](d_u, s, out)
+    return out.copy_to_host()
