@@ -22,8 +22,10 @@ Checked, instruction by instruction:
    where the operation is smooth at its operands (a generic smoothness test: two step sizes
    agree), and, when JAX is installed, ``jax.jvp`` of the same operation.
 
-Runtime: four compiles per dtype (plain and dual ``@njit``, the cpu kernel), shared by all
-examples. ``DUALGPU_HYPOTHESIS_PROFILE=dualgpu-long`` runs many more examples (conftest.py).
+Runtime: two compiles per dtype (the plain reference and one compiled dual path), shared by
+all examples. ``DUALGPU_HYPOTHESIS_PROFILE=dualgpu-long`` runs many more examples
+(conftest.py), ``DUALGPU_PROPERTY_ALL_PATHS=1`` every path in both dtypes, and
+``DUALGPU_PROPERTY_JAX=0`` skips the JAX comparison even where JAX is installed.
 """
 import functools
 import importlib.util
@@ -283,6 +285,8 @@ def _fd_slopes(module, code, values, const):
 
 
 def _jax_functions():
+    if os.environ.get("DUALGPU_PROPERTY_JAX", "1").strip() in ("0", "false", "no"):
+        return None
     try:
         import jax
         import jax.numpy as jnp
