@@ -27,6 +27,17 @@ def test_math_function_without_rule_compiled():
     assert f(1.5) == pytest.approx(math.gamma(1.5))  # plain numbers still compile
 
 
+@pytest.mark.parametrize("backend", ["cpu", "cudasim"])
+def test_math_function_without_rule_in_a_kernel(backend):
+    from kernels_for_errors import gamma_of
+
+    x, out = dual_array(np.ones(2), lanes=1), dual_array(np.zeros(2), lanes=1)
+    with dualgpu.using_backend(backend), pytest.raises(MissingRuleError) as error:
+        gamma_of[1, 2](x, out)
+    assert "math.gamma has no derivative rule" in str(error.value)
+    assert len(str(error.value)) < 400
+
+
 def test_float_of_dual_says_it_drops_partials():
     with pytest.raises(TypeError, match="would drop the partials"):
         float(Dual(1.0, [1.0]))
