@@ -80,13 +80,15 @@ UNARY_RULES = {
     # --- math: hyperbolic ---
     "sinh": Rule("math.sinh", ("cosh(x)",), ((-3, 3),)),
     "cosh": Rule("math.cosh", ("sinh(x)",), ((-3, 3),)),
-    "tanh": Rule("math.tanh", ("1 - ans * ans",), ((-3, 3),)),
+    # (1 - ans) * (1 + ans): 1 - ans is exact; 1 - ans * ans also rounds ans * ans
+    "tanh": Rule("math.tanh", ("(1 - ans) * (1 + ans)",), ((-3, 3),)),
     "asinh": Rule("math.asinh", ("1 / sqrt(x * x + 1)",), ((-5, 5),)),
     "acosh": Rule("math.acosh", ("1 / sqrt((x - 1) * (x + 1))",), ((1.1, 5),)),
     "atanh": Rule("math.atanh", ("1 / ((1 - x) * (1 + x))",), ((-0.9, 0.9),)),
     # --- math: exponential and logarithmic ---
     "exp": Rule("math.exp", ("ans",), ((-3, 3),)),
-    "expm1": Rule("math.expm1", ("ans + 1",), ((-3, 3),)),
+    # exp(x), not ans + 1: for x << 0, ans rounds near -1 and ans + 1 keeps only its error
+    "expm1": Rule("math.expm1", ("exp(x)",), ((-3, 3),)),
     "log": Rule("math.log", ("1 / x",), ((0.1, 5),)),
     "log1p": Rule("math.log1p", ("1 / (1 + x)",), ((-0.9, 5),)),
     "log2": Rule("math.log2", ("1 / (x * 0.6931471805599453)",), ((0.1, 5),)),
