@@ -115,3 +115,18 @@ def scaled_simulation(u, s):
     out = cuda.device_array_like(d_u)
     scaled[(u.shape[0] + 31) // 32, 32](d_u, s, out)
     return out.copy_to_host()
+
+
+@cuda.jit
+def axpy(x, y, a):
+    i = cuda.grid(1)
+    if i < x.shape[0]:
+        y[i] = a * x[i] + y[i]
+
+
+def axpy_simulation(u, a):
+    """A float32 state and a parameter of any dtype (a float64 dual under the driver)."""
+    d_u = cuda.to_device(u)
+    out = cuda.to_device(np.ones(u.shape, u.dtype))
+    axpy[(u.shape[0] + 31) // 32, 32](d_u, out, a)
+    return out.copy_to_host()

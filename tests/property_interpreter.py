@@ -15,7 +15,6 @@ Instructions:
 
 ``out[k]`` records the top of the stack after instruction ``k``.
 """
-import math
 from collections import namedtuple
 
 import numpy as np

@@ -9,7 +9,6 @@ import os
 import subprocess
 import sys
 
-import numpy as np
 import pytest
 
 import dualgpu
@@ -18,7 +17,6 @@ _TESTS = os.path.dirname(os.path.abspath(__file__))
 
 SCRIPT = r'''
 import json, math, sys, warnings
-import numpy as np
 from numba import njit
 import dualgpu
 from dualgpu import Dual, DualArray, dmath

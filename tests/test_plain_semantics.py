@@ -130,6 +130,8 @@ def test_selections_give_plain_values_and_the_chosen_operands_partials(path, dty
 OTHERS = {
     "python float": 2.5, "python int": 2, "np.float32": np.float32(2.5),
     "np.float64": np.float64(2.5), "np.int32": np.int32(2),
+    "float32 dual": Dual(np.float32(2.5), np.array([0.5, 1.0], np.float32)),
+    "float64 dual": Dual(2.5, [0.5, 1.0]),
 }
 
 
@@ -148,6 +150,18 @@ def test_cudasim_promotes_as_compiled_code(other):
         assert s.dtype == c.dtype, f"expression {k} with {other}: cudasim {s.dtype}, compiled {c.dtype}"
         assert same_bits(s.value, c.value), f"expression {k} with {other}: {s.value} vs {c.value}"
         np.testing.assert_allclose(s.partials, c.partials, rtol=1e-6)
+
+
+@pytest.mark.parametrize("path", ["cpu", "cudasim"])
+def test_float32_state_with_a_float64_parameter(path):
+    # as a plain kernel takes float32 arrays and a float64 scalar, a dual one does
+    u = np.arange(1.0, 5.0, dtype=np.float32)
+    with dualgpu.using_backend(path):
+        J_u, J_a = jacobian(K.axpy_simulation, u, 2.0, argnums=(0, 1), chunk_size=5,
+                            progress=False)
+    assert J_u.dtype == np.float32
+    np.testing.assert_array_equal(J_u, 2.0 * np.eye(4))
+    np.testing.assert_array_equal(J_a, u)
 
 
 def test_host_code_follows_numpy_promotion():
