@@ -1,7 +1,7 @@
 """NaN-safe mode (DUALGPU_NANSAFE_MODE=1): a zero partial stays zero whatever the factor.
 
-The mode is read at import, so the NaN-safe side runs in a subprocess; this process runs
-the default mode. Both use the same script: the four paths on two poisoning cases.
+The mode is read at import, so the NaN-safe side runs in a subprocess (the four paths on
+two poisoning cases); this process, in the default mode, checks plain forward mode.
 """
 import json
 import math
@@ -17,6 +17,7 @@ _TESTS = os.path.dirname(os.path.abspath(__file__))
 
 SCRIPT = r'''
 import json, math, sys, warnings
+import numpy as np
 from numba import njit
 import dualgpu
 from dualgpu import Dual, DualArray, dmath
