@@ -49,7 +49,7 @@ def test_dual_array_refuses_complex_data():
         dual_array([1.0], [[1j]])
 
 
-@pytest.mark.filterwarnings("ignore::numba.core.errors.NumbaPerformanceWarning")  # grid size 1
+@pytest.mark.filterwarnings("ignore:.*Grid size 1 will likely")  # numba.cuda, before typing
 def test_unported_numba_kernel_says_how_to_port_it():
     from kernels_numba_original import doubled as unported  # plain numba.cuda, as written
 
