@@ -6,10 +6,10 @@ kernels; ``dualgpu.jit`` / ``from dualgpu import cuda`` port numba.cuda kernels;
 """
 __version__ = "0.1.0"
 
-from . import rules
+from . import nansafe, rules
 from .dual import Dual
 from .dualarray import DualArray, dual_array
-from .errors import DualgpuError, MissingRuleError
+from .errors import DualgpuError, MissingRuleError, UnportedKernelError
 from . import dmath
 from . import numba_cpu_math, numba_types, numba_rules, numba_arrays, numba_casts  # noqa: F401,E501  (registrations)
 from . import numba_nested  # noqa: F401  (tagged and nested duals: registrations)
@@ -28,7 +28,8 @@ from .coloring import Coloring, check_coloring, color_columns
 from .sparsity import as_pattern, banded_pattern, stencil_pattern_2d
 
 __all__ = [
-    "Dual", "DualArray", "dual_array", "DualgpuError", "MissingRuleError", "dmath", "rules",
+    "Dual", "DualArray", "dual_array", "DualgpuError", "MissingRuleError", "UnportedKernelError",
+    "dmath", "rules", "nansafe",
     "jit", "cuda", "backend", "set_backend", "using_backend",
     "jvp", "jvp_batch", "jacfwd", "jacobian", "ensemble_jacobian", "propagate", "hvp", "hessian",
     "testing", "sparse", "astype", "float32", "float64", "local_cluster",

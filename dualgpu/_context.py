@@ -3,20 +3,27 @@
 While the driver runs a simulation function, every float array the function
 creates through :mod:`dualgpu.cuda` becomes a DualArray with the driver's lane
 count (zero partials). Outside the driver, allocation follows the argument.
+
+The state is context-local (:mod:`contextvars`), like the backend choice: a
+driver running in one thread or asyncio task does not change allocation in
+another.
 """
 import contextlib
-import threading
+import contextvars
 
 import numpy as np
 
 __all__ = ["active_lanes", "active_levels", "active_tile_lanes", "lane_dtype", "dual_allocation"]
 
-_STATE = threading.local()
+#: (levels, tracer, tile) of the innermost dual_allocation block: the lane counts of the
+#: drivers running now (outermost first), whether lanes are dependency bitsets (sparsity
+#: detection), and the lanes per kernel tile asked for (0: each backend chooses)
+_STATE = contextvars.ContextVar("dualgpu_allocation", default=((), False, 0))
 
 
 def active_lanes():
     """The driver's lane count, or 0 outside the driver."""
-    levels = getattr(_STATE, "levels", ())
+    levels = _STATE.get()[0]
     return levels[-1] if levels else 0
 
 
@@ -26,17 +33,17 @@ def active_levels():
     A driver called while another one runs f (a nested derivative) adds a level;
     the duals it seeds have the tag ``len(active_levels())`` of its call.
     """
-    return getattr(_STATE, "levels", ())
+    return _STATE.get()[0]
 
 
 def active_tile_lanes():
     """Lanes per kernel tile the driver asks for (its chunk size), or 0 (the backend decides)."""
-    return getattr(_STATE, "tile", 0)
+    return _STATE.get()[2]
 
 
 def lane_dtype(value_dtype):
     """The partials dtype of arrays allocated now: uint64 while tracing sparsity, else the values'."""
-    return np.dtype(np.uint64) if getattr(_STATE, "tracer", False) else np.dtype(value_dtype)
+    return np.dtype(np.uint64) if _STATE.get()[1] else np.dtype(value_dtype)
 
 
 @contextlib.contextmanager
@@ -49,18 +56,16 @@ def dual_allocation(lanes, tracer=False, tile=0):
     ``tile`` (a divisor of ``lanes``) asks kernels to run the lanes in tiles of
     that many (0: each backend chooses).
     """
-    previous = active_levels(), getattr(_STATE, "tracer", False), active_tile_lanes()
-    if previous[0] and (tracer or previous[1]):
+    levels, tracing, _ = _STATE.get()
+    if levels and (tracer or tracing):
         from .errors import DualgpuError
 
         raise DualgpuError(
             "sparsity detection cannot run inside another derivative (or contain one); detect "
             "the pattern outside, then pass it as sparsity=pattern."
         )
-    _STATE.levels = previous[0] + (int(lanes),)
-    _STATE.tracer = bool(tracer)
-    _STATE.tile = int(tile)
+    token = _STATE.set((levels + (int(lanes),), bool(tracer), int(tile)))
     try:
         yield
     finally:
-        _STATE.levels, _STATE.tracer, _STATE.tile = previous
+        _STATE.reset(token)

@@ -9,12 +9,33 @@ import functools
 
 from . import rules
 
-__all__ = ["Expression", "expression", "UNIT_FACTORS"]
+__all__ = ["Expression", "Gate", "expression", "UNIT_FACTORS"]
 
 #: Factors the generators special-case: no multiplication is emitted.
 UNIT_FACTORS = {"1": 1, "-1": -1, "0": 0}
 
 _ARGUMENT_NAMES = {"x", "y", "ans"}
+
+
+class Gate:
+    """The test of a gated factor ``A if test else 0``: active when ``test == when``.
+
+    Attributes
+    ----------
+    test, source : str
+        The test and ``A``, with literals lifted as in :class:`Expression`.
+    when : bool
+    unit : int or None
+        1, -1 or 0 when ``A`` is exactly that literal.
+    """
+
+    __slots__ = ("test", "when", "source", "unit")
+
+    def __init__(self, test, when, source, unit):
+        self.test, self.when, self.source, self.unit = test, when, source, unit
+
+    def __repr__(self):
+        return f"Gate({self.source!r} when ({self.test}) is {self.when})"
 
 
 class Expression:
@@ -30,6 +51,11 @@ class Expression:
         ``{"_cK": float}``: bind each name to the literal in the target dtype.
     unit : int or None
         1, -1 or 0 when the expression is exactly that literal, else None.
+    gate : Gate or None
+        For ``A if test else 0`` (or ``0 if test else A``): the test, when the
+        term is active, and ``A``. An inactive term contributes nothing at all
+        -- not ``0 * partials``, which is NaN for infinite partials: ``max(0,
+        log(0))`` takes the first argument's partials exactly. None otherwise.
     """
 
     def __init__(self, text):
@@ -55,9 +81,22 @@ class Expression:
                     )
                 return node
 
+        body = tree.body
+        gated = isinstance(body, ast.IfExp) and any(
+            isinstance(branch, ast.Constant) and branch.value == 0
+            for branch in (body.body, body.orelse))
+        if gated:
+            active_when = isinstance(body.orelse, ast.Constant) and body.orelse.value == 0
+            active_node = body.body if active_when else body.orelse
+            active_unit = UNIT_FACTORS.get(ast.unparse(active_node).strip())
         tree = ast.fix_missing_locations(_Lift().visit(tree))
         self.source = ast.unparse(tree)
         self.constants = constants
+        self.gate = None
+        if gated:
+            active = tree.body.body if active_when else tree.body.orelse
+            self.gate = Gate(ast.unparse(tree.body.test), active_when, ast.unparse(active),
+                             active_unit)
 
     def __repr__(self):
         return f"Expression({self.text!r})"

@@ -8,7 +8,13 @@ copy on the active backend, for plain and dual arrays alike:
 * while the driver runs a function, every float array created here is a
   DualArray with the driver's lane count (zero partials), so host code written
   for plain arrays needs no change to be differentiated;
-* outside the driver, allocation follows the argument (plain stays plain).
+* outside the driver, allocation follows the argument (plain stays plain);
+* every DualArray allocated here (``device_array``/``device_array_like``) starts
+  as zeros, values and partials, on every backend (a device memset on the GPU):
+  a kernel that reads a buffer before writing it sees the same zeros on
+  ``cuda``, ``cpu`` and ``cudasim``, never uninitialised tangents. Plain arrays
+  keep numba's behaviour (uninitialised on ``cuda`` and ``cudasim``, zeros on
+  ``cpu``).
 
 On the ``cpu`` backend "device" arrays are host arrays that also have numba's
 device-array methods (``copy_to_host``, ``copy_to_device``).
@@ -79,7 +85,18 @@ def _plain_empty(shape, dtype):
 
 
 def _plain_zeros(shape, dtype):
-    return _plain_to_device(np.zeros(shape, dtype))
+    """A zero-filled array on the active backend (the members of an allocated DualArray)."""
+    name = backend()
+    if name == "cuda":
+        array = _cuda.device_array(shape, dtype)
+        if array.size:
+            array.gpu_data.memset(0)  # a device memset: no host buffer, no transfer
+        return array
+    if name == "cudasim":
+        from numba.cuda import simulator
+
+        return simulator.to_device(np.zeros(shape, dtype))
+    return np.zeros(shape, dtype).view(HostArray)
 
 
 def _is_float(dtype):
@@ -122,7 +139,11 @@ def to_device(obj, stream=0, copy=True, to=None):
 
 
 def device_array(shape, dtype=np.float64, strides=None, order="C", stream=0):
-    """An uninitialised array on the active backend; a DualArray for float dtypes under the driver."""
+    """An array on the active backend: uninitialised as numba's, or a zeroed DualArray.
+
+    Under the driver, float dtypes give a DualArray with the driver's lanes,
+    values and partials zero on every backend.
+    """
     shape = (shape,) if np.ndim(shape) == 0 else tuple(shape)
     if len(active_levels()) > 1 and _is_float(dtype):  # a nested derivative runs
         from .nested import zeros
@@ -130,19 +151,19 @@ def device_array(shape, dtype=np.float64, strides=None, order="C", stream=0):
         return zeros(shape, active_levels(), np.dtype(dtype), _plain_zeros)
     lanes = active_lanes()
     if lanes and _is_float(dtype):
-        return DualArray(_plain_empty(shape, dtype), _plain_empty((lanes,) + shape, lane_dtype(dtype)))
+        return DualArray(_plain_zeros(shape, dtype), _plain_zeros((lanes,) + shape, lane_dtype(dtype)))
     return _plain_empty(shape, dtype)
 
 
 def device_array_like(ary, stream=0):
-    """An array shaped and typed like ``ary``: a DualArray with its lanes when ``ary`` is one."""
+    """An array shaped and typed like ``ary``: a zeroed DualArray with its lanes when ``ary`` is one."""
     if isinstance(ary, DualArray) and ary.is_nested:
         return DualArray(device_array_like(ary.values), device_array_like(ary.partials),
                          tag=ary.tag)
     if isinstance(ary, DualArray):
         return DualArray(
-            _plain_empty(ary.shape, ary.dtype),
-            _plain_empty((ary.lanes,) + ary.shape, ary.partials.dtype),
+            _plain_zeros(ary.shape, ary.dtype),
+            _plain_zeros((ary.lanes,) + ary.shape, ary.partials.dtype),
             tag=ary.tag,
         )
     return device_array(tuple(ary.shape), ary.dtype)

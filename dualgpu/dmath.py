@@ -4,9 +4,13 @@ Every function of :mod:`math` is here. Those with a rule in
 :mod:`dualgpu.rules` accept :class:`dualgpu.Dual` arguments and propagate
 partials; those that act on the value (``floor``, ``isnan``...) read the value;
 any other function given a Dual raises :class:`~dualgpu.errors.MissingRuleError`
-naming the function and how to add a rule. Plain numbers go straight to
-:mod:`math`. The CUDA simulator backend puts this module in place of ``math``
-in a kernel's globals while it runs.
+naming the function and how to add a rule. The CUDA simulator backend puts this
+module in place of ``math`` in a kernel's globals while it runs.
+
+Plain numbers go straight to :mod:`math` on the host. Inside a kernel run by
+the simulator they are computed as the compiled kernel computes them (see
+:mod:`dualgpu._primals`): ``log(0.0)`` is ``-inf`` instead of Python's
+``ValueError``, and a float32 stays float32.
 
 Examples
 --------
@@ -17,6 +21,9 @@ Examples
 """
 import math as _math
 
+import numpy as _np
+
+from . import _primals
 from . import rules as _rules
 from .dual import Dual as _Dual
 from .dual import apply_rule as _apply_rule
@@ -34,7 +41,9 @@ def _with_rule(name, rule_name):
 
     def fn(*args):
         if _has_dual(args):
-            return _apply_rule(rule_name, *args)
+            return _apply_rule(rule_name, *args, primal=plain)  # math.pow is not **
+        if _primals.in_kernel():
+            return _primals.compiled_value(plain, args)
         return plain(*args)
 
     fn.__name__ = name
@@ -42,12 +51,18 @@ def _with_rule(name, rule_name):
     return fn
 
 
+def _plain_number(a):
+    # a Dual's innermost value (also of a nested, second-order dual), and numpy floats as
+    # Python floats: np.float32 has no __trunc__
+    value = _primal_value(a) if isinstance(a, _Dual) else a
+    return float(value) if isinstance(value, _np.floating) else value
+
+
 def _on_value(name):
     plain = getattr(_math, name)
 
     def fn(*args):
-        # the innermost value, also of a nested (second-order) dual
-        return plain(*(_primal_value(a) if isinstance(a, _Dual) else a for a in args))
+        return plain(*(_plain_number(a) for a in args))
 
     fn.__name__ = name
     fn.__doc__ = f"math.{name} of the value (zero derivative)."

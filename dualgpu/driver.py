@@ -11,8 +11,18 @@ and returns host results. The driver differentiates it without changes:
    because ``f`` runs inside :func:`dualgpu._context.dual_allocation`.
 2. **evaluate** -- one run of ``f`` per *batch* of L directions (see
    :func:`run_chunk`);
-3. **extract** -- the output partials of the batch are written into the result;
+3. **extract** -- the output partials of the batch are written straight into the
+   result's final layout (:mod:`dualgpu._results`): a dense Jacobian peaks at its own
+   size. The result is allocated after the first run, when the output's shape is known,
+   and refused with a clear error if it would not fit in the memory available;
 4. repeat until every direction is done.
+
+Every run of ``f`` gets fresh copies of every array reachable from its arguments
+(positional, keyword, inside tuples, lists and dicts; :mod:`dualgpu._protect`), so
+an ``f`` that updates an argument in place changes neither the caller's data nor
+the next run's. A non-finite derivative is refused with its source where it can
+be told (:mod:`dualgpu._non_finite`): non-finite inputs, a non-finite value, or an
+infinite derivative factor.
 
 Chunk size and batches
 ----------------------
@@ -21,7 +31,8 @@ L lanes, all directions when they fit the memory budget of
 :func:`dualgpu.lanes.batch_lanes` (else as few runs as fit), so a Jacobian of n
 directions costs about as many host steps as one run of f; the cpu backend
 runs a launch's L / N tiles inside one compiled call, the GPU backend launches
-once per tile. ``chunk_size=None``: with many directions
+once per tile. Runs for an executor's workers and derivatives nested in another
+carry one tile each. ``chunk_size=None``: with many directions
 (:data:`dualgpu.lanes.TUNE_MIN_DIRECTIONS`) L is a multiple of 16 and each
 kernel times tiles of 8 and 16 lanes and keeps the faster
 (:data:`dualgpu.lanes.TILE_CANDIDATES`); with few, N is the fewest tiles of at
@@ -38,9 +49,12 @@ import threading
 
 import numpy as np
 
+from . import _non_finite
 from . import lanes as _lanes
 from ._context import active_levels, dual_allocation
 from ._progress import progress_bar
+from ._protect import protect, protect_call
+from ._results import DirectionMajor, JacobianBlocks
 from .backend import backend
 from .dual import Dual
 from .dualarray import DualArray
@@ -172,6 +186,8 @@ def _classify(arg):
             return "scalar", arg.dtype.type(arg[()]), arg.dtype
         if arg.ndim > _MAX_NDIM:
             return None, f"an array of {arg.ndim} dimensions {arg.shape}", None
+        if arg.size == 0:
+            return None, f"an empty array (shape {arg.shape}: nothing to differentiate)", None
         return "array", np.array(arg, copy=True, order="C"), arg.dtype
     if hasattr(arg, "copy_to_host"):
         return None, f"a device array ({type(arg).__name__})", None
@@ -375,9 +391,11 @@ def _run_chunk(f, args, kwargs, inputs, lanes, start, count, fill, fname, tile=0
         item.lanes_buffer.fill(0)
     fill(inputs, start, count)
     seeded = {item.position for item in inputs}
-    # copies: f may write into its arguments; neither the caller nor the next chunk may see that
-    call_args = [np.array(a, copy=True) if isinstance(a, np.ndarray) and p not in seeded
-                 else a for p, a in enumerate(args)]
+    # copies of every array reachable from the arguments: f may write into them; neither
+    # the caller nor the next chunk may see that
+    call_args, call_kwargs = protect_call(
+        [None if p in seeded else a for p, a in enumerate(args)], kwargs)
+    call_args = list(call_args)
     for item in inputs:
         call_args[item.position] = item.argument()
     levels = active_levels()  # the enclosing drivers, if this one is nested
@@ -385,7 +403,7 @@ def _run_chunk(f, args, kwargs, inputs, lanes, start, count, fill, fname, tile=0
     _RUNS.wide = runs + (wide,)
     try:
         with dual_allocation(lanes, tile=tile):
-            result = f(*call_args, **kwargs)
+            result = f(*call_args, **call_kwargs)
     finally:
         _RUNS.wide = runs
     return _unpack(result, lanes, fname, levels)
@@ -407,13 +425,19 @@ def run_chunk(f, args, kwargs, inputs, chunk, fill, fname):
 
 
 class _Assembly:
-    """The partials of all directions, written chunk by chunk in direction order."""
+    """Checks each chunk's outputs and hands its partials to ``sink`` in direction order.
 
-    def __init__(self, n_directions, where, fname):
-        self.n_directions = n_directions
+    ``sink`` (see :mod:`dualgpu._results`) allocates the result after the first chunk,
+    once it has checked that it fits, and receives each chunk's partials in their final
+    layout. ``sources()`` names the non-finite inputs when a derivative is not finite.
+    """
+
+    def __init__(self, where, fname, sink, sources):
         self.where = where
         self.fname = fname
-        self.is_tuple = self.values = self.partials = None
+        self.sink = sink
+        self.sources = sources
+        self.is_tuple = self.values = self.layouts = None
 
     def add(self, start, count, chunk_tuple, unpacked):
         """Check one chunk's outputs against the first chunk's and store its ``count`` lanes."""
@@ -421,35 +445,43 @@ class _Assembly:
         if self.values is None:
             self.is_tuple = chunk_tuple
             self.values = [v for v, _ in unpacked]
-            self.partials = [
-                None if p is None else np.zeros((self.n_directions,) + p.shape[1:], p.dtype)
-                for _, p in unpacked
-            ]
+            self.layouts = [None if p is None else (p.shape[1:], p.dtype) for _, p in unpacked]
+            self.sink.allocate(self.values, self.layouts, fname)
         elif chunk_tuple != self.is_tuple or len(unpacked) != len(self.values):
             raise DualgpuError(f"{fname}: f returned differently shaped outputs between runs.")
         for o, (_, p) in enumerate(unpacked):
             if p is None:
                 continue
-            if self.partials[o] is None or p.shape[1:] != self.partials[o].shape[1:]:
+            if self.layouts[o] is None or p.shape[1:] != self.layouts[o][0]:
                 raise DualgpuError(
                     f"{fname}: output {o} of f changed between runs; f must be deterministic."
                 )
             used = p[:count]
             if not np.all(np.isfinite(used)):
-                _raise_non_finite(used, o, start, self.values[o], self.where, fname)
-            self.partials[o][start:start + count] = used
+                _raise_non_finite(used, o, start, self.values[o], self.where, fname,
+                                  self.sources())
+            self.sink.store(o, start, count, used)
 
 
 def _push_forward(f, args, kwargs, inputs, n_directions, tiles, fill, where, progress, fname,
-                  executor=None):
+                  sink, executor=None, tangents=()):
     """Run f once per chunk of directions (see :func:`plan_chunks` and :func:`run_chunk`).
 
     ``fill(inputs, start, count)`` writes the tangents of directions ``start .. start+count-1``
-    into the inputs' lane buffers (the rest stays zero). Returns ``is_tuple``, the
-    output values and, per output, the partials of all directions ``(n_directions, *S)``
-    (None for outputs that carry none). With an ``executor`` the chunks run as tasks on
-    its workers (:mod:`dualgpu.distributed`) and are assembled in the same order.
+    into the inputs' lane buffers (the rest stays zero). ``sink`` (see
+    :mod:`dualgpu._results`) receives the partials of all directions in their final layout.
+    Returns ``is_tuple`` and the output values. With an ``executor`` the chunks run as
+    tasks on its workers (:mod:`dualgpu.distributed`) and are assembled in the same order.
+    ``tangents``: the jvp tangents, for messages.
     """
+    seeded = {item.position for item in inputs}
+
+    def sources():
+        positional = [a if item is None else item.value
+                      for item, a in zip(_by_position(inputs, len(args)), args)]
+        return _non_finite.non_finite_inputs(positional, kwargs, seeded, tangents)
+
+    assembly = _Assembly(where, fname, sink, sources)
     levels = active_levels()
     if levels:
         if getattr(_RUNS, "wide", ())[-1:] == (True,):
@@ -459,18 +491,19 @@ def _push_forward(f, args, kwargs, inputs, n_directions, tiles, fill, where, pro
     try:
         return _push_chunks(f, args, kwargs, inputs, plan_chunks(n_directions, tiles, inputs,
                                                                   narrow),
-                            n_directions, fill, where, progress, fname, executor)
+                            assembly, fill, where, progress, fname, executor)
     except _NarrowRuns:
         if narrow:
             raise
     # a derivative nested in f needs runs of one tile: start again with those
+    assembly = _Assembly(where, fname, sink, sources)
     return _push_chunks(f, args, kwargs, inputs, plan_chunks(n_directions, tiles, inputs, True),
-                        n_directions, fill, where, progress, fname, executor)
+                        assembly, fill, where, progress, fname, executor)
 
 
-def _push_chunks(f, args, kwargs, inputs, chunks, n_directions, fill, where, progress, fname,
+def _push_chunks(f, args, kwargs, inputs, chunks, assembly, fill, where, progress, fname,
                  executor):
-    assembly = _Assembly(n_directions, where, fname)
+    """Run ``chunks`` (locally, or on ``executor``) into ``assembly``; ``(is_tuple, values)``."""
     if executor is not None:
         from .distributed import ChunkPlan, run_chunks
 
@@ -479,7 +512,7 @@ def _push_chunks(f, args, kwargs, inputs, chunks, n_directions, fill, where, pro
         for (start, count), result in zip(spans, run_chunks(executor, plan, spans, where,
                                                             progress)):
             assembly.add(start, count, *result)
-        return assembly.is_tuple, assembly.values, assembly.partials
+        return assembly.is_tuple, assembly.values
     bar = _progress_bar(len(chunks), progress, fname)
     try:
         for chunk in chunks:
@@ -490,7 +523,7 @@ def _push_chunks(f, args, kwargs, inputs, chunks, n_directions, fill, where, pro
     finally:
         if bar is not None:
             bar.close()
-    return assembly.is_tuple, assembly.values, assembly.partials
+    return assembly.is_tuple, assembly.values
 
 
 def _check_nested(levels, lanes, executor, fname):
@@ -539,23 +572,22 @@ class _GivenSeeds:
         for item, seed in zip(inputs, self.seeds):
             item.lanes_buffer[:count] = seed[start:start + count]
 
+def _by_position(inputs, nargs):
+    """The differentiated input at each argument position (None elsewhere)."""
+    at = {item.position: item for item in inputs}
+    return [at.get(p) for p in range(nargs)]
 
-def _raise_non_finite(used, output, start, values, where, fname):
+
+def _raise_non_finite(used, output, start, values, where, fname, sources):
     bad = ~np.isfinite(used.reshape(used.shape[0], -1))
     lane = int(np.argmax(bad.any(axis=1)))
     flat = int(np.argmax(bad[lane]))
     shape = used.shape[1:]
-    index = np.unravel_index(flat, shape) if shape else ()
+    index = list(map(int, np.unravel_index(flat, shape))) if shape else ""
     value = used.reshape(used.shape[0], -1)[lane, flat]
     primal = np.asarray(values).reshape(-1)[flat]
-    raise DualgpuError(
-        f"{fname}: non-finite derivative {value} of output {output}"
-        f"{list(map(int, index)) if shape else ''} (value {primal}) with respect to "
-        f"{where(start + lane)}; this is the first such entry. Expected finite partials. "
-        "Fix: check that the simulation is stable for these inputs and avoids points where "
-        "a derivative is infinite (sqrt(0), x**0.5 at 0, log(0), division by zero); an "
-        "infinite factor times a zero partial gives nan in the other directions too."
-    )
+    raise DualgpuError(_non_finite.message(fname, value, output, index, primal,
+                                           where(start + lane), sources))
 
 
 def _output_values(values, is_tuple, levels=()):
@@ -593,21 +625,12 @@ def _jacobian(f, args, kwargs, argnums, chunk_size, progress, fname, executor=No
                 return item.where(direction - item.offset)
         return f"direction {direction}"
 
-    is_tuple, values, partials = _push_forward(
-        f, args, kwargs, inputs, n, tiles, _UnitSeeds(), where, progress, fname, executor)
+    sink = JacobianBlocks(inputs)
+    is_tuple, values = _push_forward(
+        f, args, kwargs, inputs, n, tiles, _UnitSeeds(), where, progress, fname, sink, executor)
     results = []
-    for v, p in zip(values, partials):
-        out_shape = v.shape
-        m = int(np.prod(out_shape))
-        dtype = p.dtype if p is not None else np.result_type(v.dtype, np.float32)
-        blocks = []
-        for item in inputs:
-            if p is None:
-                block = np.zeros(out_shape + item.shape, dtype)
-            else:
-                part = p[item.offset:item.offset + item.size].reshape(item.size, m)
-                block = np.ascontiguousarray(part.T).reshape(out_shape + item.shape)
-            blocks.append(_structured(block, levels, axis=v.ndim - 1))
+    for o, v in enumerate(values):
+        blocks = [_structured(block, levels, axis=v.ndim - 1) for block in sink.result(o)]
         results.append(blocks[0] if single else tuple(blocks))
     return tuple(results) if is_tuple else results[0]
 
@@ -714,7 +737,8 @@ def _sparse(f, args, kwargs, argnums, chunk_size, progress, sparsity, validate, 
             f"sparse Jacobians take one array argument; got argnums={argnums!r}. Pass a single "
             "int, and use the dense driver for the others."
         )
-    call = (lambda *a: f(*a, **kwargs)) if kwargs else f
+    # each run gets its own copies of the keyword arguments (sparse_jacobian copies the rest)
+    call = (lambda *a: f(*a, **protect(kwargs))) if kwargs else f
     return sparse_jacobian(call, args, int(argnums), sparsity=sparsity, chunk_size=chunk_size,
                            validate=validate, progress=progress, executor=executor)
 
@@ -738,6 +762,17 @@ def _tangent_inputs(primals, tangents, batch, fname):
             continue
         kind, value, dtype = _classify(x)
         t = np.asarray(t)
+        if t.dtype.kind == "c":
+            raise DualgpuError(
+                f"{fname}: tangent {p} is complex (dtype {t.dtype}); the imaginary parts would be "
+                "dropped. Expected real tangents. Fix: pass the real part, or run the real and "
+                "imaginary parts as two directions (jvp_batch)."
+            )
+        if t.dtype.kind not in "biuf":
+            raise DualgpuError(
+                f"{fname}: tangent {p} is {type(t).__name__} of dtype {t.dtype}; expected real "
+                "numbers shaped like the primal (or None)."
+            )
         if kind is None:
             if t.dtype.kind in "biuf" and not np.any(t):
                 continue  # zero tangent of an int/bool argument: not differentiated
@@ -805,13 +840,11 @@ def jvp_batch(f, primals, tangents, *, chunk_size=None, progress=None, executor=
     def where(direction):
         return f"tangent direction {direction}"
 
-    is_tuple, values, partials = _push_forward(
-        f, primals, {}, inputs, b, tiles, _GivenSeeds(seeds), where, progress, fname, executor)
-    tangents_out = [
-        _structured(np.zeros((b,) + v.shape, np.result_type(v.dtype, np.float32))
-                    if p is None else p, levels)
-        for v, p in zip(values, partials)
-    ]
+    sink = DirectionMajor(b)
+    is_tuple, values = _push_forward(
+        f, primals, {}, inputs, b, tiles, _GivenSeeds(seeds), where, progress, fname, sink,
+        executor, tangents=[(item.position, seed) for item, seed in zip(inputs, seeds)])
+    tangents_out = [_structured(sink.result(o), levels) for o in range(len(values))]
     outs = _output_values(values, is_tuple, levels)
     return outs, (tuple(tangents_out) if is_tuple else tangents_out[0])
 
@@ -839,13 +872,11 @@ def jvp(f, primals, tangents):
     levels = active_levels()
     inputs, seeds, _ = _tangent_inputs(primals, tangents, False, fname)
 
-    is_tuple, values, partials = _push_forward(
+    sink = DirectionMajor(1)
+    is_tuple, values = _push_forward(
         f, primals, {}, inputs, 1, (1, 1), _GivenSeeds(seeds), lambda d: "the tangent", False,
-        fname)
-    tangents_out = [
-        np.zeros(v.shape, np.result_type(v.dtype, np.float32)) if p is None else p[0]
-        for v, p in zip(values, partials)
-    ]
+        fname, sink, tangents=[(item.position, seed) for item, seed in zip(inputs, seeds)])
+    tangents_out = [sink.result(o)[0] for o in range(len(values))]
     if levels:
         tangents_out = [_structured(t, levels) for t in tangents_out]
     else:

@@ -7,12 +7,15 @@ class as a numba extension type whose lanes live in registers
 ``float(d)`` or ``math.sin(d)`` would silently drop the partials.
 """
 import builtins
+import dis
 import math
+import numbers
 import operator
+import sys
 
 import numpy as np
 
-from . import rules
+from . import _primals, nansafe, rules
 from ._expressions import expression
 from .errors import DualgpuError
 
@@ -25,8 +28,16 @@ _NUMPY_NAMES = {
     "asin": "arcsin", "acos": "arccos", "atan": "arctan", "asinh": "arcsinh",
     "acosh": "arccosh", "atanh": "arctanh", "atan2": "arctan2", "pow": "power",
 }
+
+
+def _same(a, b):
+    """True when two numpy floats have the same bits (NaNs and signed zeros count)."""
+    return a.dtype == b.dtype and a.tobytes() == b.tobytes()
+
+
 _EXPRESSION_NAMESPACE = {
-    name: getattr(np, _NUMPY_NAMES.get(name, name)) for name in rules.EXPRESSION_FUNCTIONS
+    name: _same if name == "same" else getattr(np, _NUMPY_NAMES.get(name, name))
+    for name in rules.EXPRESSION_FUNCTIONS
 }
 
 
@@ -46,41 +57,79 @@ def _resolve(dotted):
     return getattr({"math": math, "operator": operator, "builtins": builtins}[module], name)
 
 
-def _python_primal(dotted):
-    """The primal as plain Python computes it on numpy scalars (float32 kept)."""
-    module, _, name = dotted.rpartition(".")
-    if module == "math":
-        np_name = _NUMPY_NAMES.get(name, name)
-        if hasattr(np, np_name):
-            return getattr(np, np_name)
-        fn = getattr(math, name)  # erf, erfc: no numpy version
-
-        def via_math(*args):
-            dtype = np.result_type(*args)
-            try:
-                return dtype.type(fn(*(float(a) for a in args)))
-            except (ValueError, OverflowError):
-                return dtype.type(np.nan)
-
-        return via_math
-    return _resolve(dotted)
-
-
 class _CompiledFactor:
-    """A rule expression compiled for Python, evaluated per dtype."""
+    """A rule expression compiled for Python, evaluated per dtype.
+
+    A gated factor (``A if test else 0``) is evaluated in two steps, as in
+    compiled code: :meth:`active` says whether the term contributes at all.
+    """
 
     def __init__(self, text):
         self.expression = expression(text)
-        self.code = compile(self.expression.source, f"<rule {text}>", "eval")
+        gate = self.expression.gate
+        self.code = compile(gate.source if gate else self.expression.source, f"<rule {text}>",
+                            "eval")
+        self.unit = gate.unit if gate else self.expression.unit
+        self.test = compile(gate.test, f"<rule {text} test>", "eval") if gate else None
         self._namespaces = {}
 
-    def __call__(self, dtype, x, y, ans):
+    def _namespace(self, dtype):
         ns = self._namespaces.get(dtype)
         if ns is None:
             ns = dict(_EXPRESSION_NAMESPACE)
             ns.update({k: dtype.type(v) for k, v in self.expression.constants.items()})
             self._namespaces[dtype] = ns
-        return dtype.type(eval(self.code, ns, {"x": x, "y": y, "ans": ans}))
+        return ns
+
+    def active(self, dtype, x, y, ans):
+        """False where a gated factor's term contributes nothing (always True ungated)."""
+        if self.test is None:
+            return True
+        test = eval(self.test, self._namespace(dtype), {"x": x, "y": y, "ans": ans})
+        return bool(test) == self.expression.gate.when
+
+    def __call__(self, dtype, x, y, ans):
+        return dtype.type(eval(self.code, self._namespace(dtype), {"x": x, "y": y, "ans": ans}))
+
+
+def _real_value(value):
+    """``value`` as a real number, or a DualgpuError saying what came instead."""
+    if isinstance(value, Dual):
+        raise DualgpuError("Dual(value, ...): value must be a number, not a Dual.")
+    if isinstance(value, np.ndarray) and value.ndim == 0:
+        value = value[()]
+    if isinstance(value, (numbers.Real, np.floating, np.integer, np.bool_)):
+        return value
+    if isinstance(value, (numbers.Complex, np.complexfloating)):
+        raise DualgpuError(
+            f"Dual(value, ...): value {value!r} is complex; expected a real number (dualgpu's "
+            "duals are real). Fix: pass value.real, or split real and imaginary parts into "
+            "two duals."
+        )
+    raise DualgpuError(
+        f"Dual(value, ...): expected a real number (int, float or numpy float) as value; got "
+        f"{type(value).__name__} {value!r}. Fix: convert it first, e.g. Dual(float(text), ...)."
+    )
+
+
+def _real_lanes(partials, dtype):
+    """``partials`` as a new 1-D array of ``dtype`` with at least one lane, or a DualgpuError."""
+    raw = np.asarray(partials)
+    if raw.dtype.kind == "c":
+        raise DualgpuError(
+            f"Dual: the partials {raw.tolist()!r} are complex; the imaginary parts would be "
+            "dropped. Expected real tangents. Fix: pass partials.real (or split real and "
+            "imaginary parts into two duals)."
+        )
+    if raw.dtype.kind not in "biuf":
+        raise DualgpuError(
+            f"Dual: expected the partials as real numbers (a sequence or 1-D array of floats); "
+            f"got {type(partials).__name__} of dtype {raw.dtype}. Fix: e.g. Dual(x, [1.0, 0.0])."
+        )
+    lanes = np.array(raw, dtype=dtype, copy=True).reshape(-1)
+    if lanes.size < 1:
+        raise DualgpuError("Dual: partials need at least one lane (N >= 1).")
+    return lanes
 
 
 def _lanes(item):
@@ -132,11 +181,8 @@ class Dual:
             else:
                 dtype = np.float64
         dtype = check_dtype(dtype, "Dual")
-        if isinstance(value, Dual):
-            raise DualgpuError("Dual(value, ...): value must be a number, not a Dual.")
-        partials = np.array(partials, dtype=dtype, copy=True).reshape(-1)
-        if partials.size < 1:
-            raise DualgpuError("Dual: partials need at least one lane (N >= 1).")
+        value = _real_value(value)
+        partials = _real_lanes(partials, dtype)
         self.value = dtype.type(value)
         self.partials = partials
 
@@ -235,7 +281,12 @@ class Dual:
         if ufunc.__name__ in _UFUNC_COMPARISONS:
             values = [a.value if isinstance(a, Dual) else a for a in scalars]
             return ufunc(*values)
-        return apply_rule(rule_name, *scalars)
+        if _called_by_operator():
+            # np.float32(2) - d: numpy's scalar runs the ufunc for the operator; the plain
+            # code is the operator (numba types int32 - float32 as float64, np.subtract as
+            # float32), so the rule's own primal applies
+            return apply_rule(rule_name, *scalars)
+        return apply_rule(rule_name, *scalars, primal=ufunc)  # the value is numpy's own
 
     def __array_function__(self, func, types, args, kwargs):
         # np.sum(d), np.stack([d0, d1]), np.clip(d, 0, 1): see dualgpu.array_protocol
@@ -245,19 +296,37 @@ class Dual:
 
 
 _UFUNC_COMPARISONS = {"less", "less_equal", "greater", "greater_equal", "equal", "not_equal"}
+_OPERATOR_OPCODES = {op for op in dis.opmap if op.startswith(("BINARY_", "INPLACE_"))} - {
+    "BINARY_SUBSCR", "BINARY_SLICE"}
 
 
-def _result_dtype(*args):
-    return np.result_type(*(a.value if isinstance(a, Dual) else a for a in args))
+def _called_by_operator():
+    """True when ``__array_ufunc__`` runs for a binary operator (``x - d``), not a call.
+
+    A numpy scalar on the left of an operator hands it to the ufunc; the Python frame that
+    started it is then executing a binary-operator instruction rather than a call.
+    """
+    frame = sys._getframe(2)  # 0: this function, 1: __array_ufunc__, 2: the caller
+    code = frame.f_code.co_code
+    lasti = frame.f_lasti
+    return 0 <= lasti < len(code) and dis.opname[code[lasti]] in _OPERATOR_OPCODES
 
 
-def apply_rule(name, *args):
-    """Apply the rule ``name`` of :mod:`dualgpu.rules` to Dual/number arguments."""
+def apply_rule(name, *args, primal=None):
+    """Apply the rule ``name`` of :mod:`dualgpu.rules` to Dual/number arguments.
+
+    ``primal`` is the function the user called (``math.pow`` for the ``pow``
+    rule, ``np.minimum`` for ``min``...); default: the rule's own. Its value is
+    computed as numba's compiled code computes it, in the dtype numba's typing
+    gives (see :mod:`dualgpu._primals`). Tagged and nested duals (second order)
+    apply the same table to their dual values (:func:`dualgpu.nested.apply_tagged`).
+    """
     for a in args:
         if isinstance(a, Dual) and a.tag:
             return _apply_tagged(name, *args)  # tagged or nested duals: one table, applied twice
     rule = rules.UNARY_RULES.get(name) or rules.BINARY_RULES[name]
-    primal, factors = _RUNTIME[name]
+    default_primal, factors = _RUNTIME[name]
+    primal = default_primal if primal is None else primal
     duals = [a for a in args if isinstance(a, Dual)]
     lanes = {d.lanes for d in duals}
     if len(lanes) > 1:
@@ -267,28 +336,27 @@ def apply_rule(name, *args):
         )
     values = [a.value if isinstance(a, Dual) else a for a in args]
     with np.errstate(all="ignore"):
-        ans = primal(*values)
-        dtype = _result_dtype(*args)
-        if dtype.kind != "f":
-            dtype = np.dtype(np.float64)
-        dtype = check_dtype(np.promote_types(dtype, np.float32), rule.primal)
+        dtype = check_dtype(_primals.result_dtype(primal, args), rule.primal)
+        ans = _primals.primal(primal)(dtype, *values)
         cast = [dtype.type(v) for v in values]
-        ans = dtype.type(ans)
         x = cast[0]
         y = cast[1] if len(cast) > 1 else None
         partials = None
         for arg, factor in zip(args, factors):
-            if not isinstance(arg, Dual):
+            if not isinstance(arg, Dual) or not factor.active(dtype, x, y, ans):
                 continue
-            unit = factor.expression.unit
+            unit = factor.unit
+            lanes_in = arg.partials.astype(dtype, copy=False)
             if unit == 0:
                 term = None
             elif unit == 1:
-                term = arg.partials.astype(dtype, copy=False)
+                term = lanes_in
             elif unit == -1:
-                term = -arg.partials.astype(dtype, copy=False)
+                term = -lanes_in
+            elif nansafe.NANSAFE_MODE_ENABLED:  # a zero partial stays zero, whatever the factor
+                term = np.where(lanes_in == 0, dtype.type(0), factor(dtype, x, y, ans) * lanes_in)
             else:
-                term = factor(dtype, x, y, ans) * arg.partials.astype(dtype, copy=False)
+                term = factor(dtype, x, y, ans) * lanes_in
             if term is not None:
                 partials = term if partials is None else partials + term
         if partials is None:
@@ -299,7 +367,7 @@ def apply_rule(name, *args):
 _RUNTIME = {}
 for _name, _rule in {**rules.UNARY_RULES, **rules.BINARY_RULES}.items():
     _RUNTIME[_name] = (
-        _python_primal(_rule.primal),
+        _resolve(_rule.primal),
         tuple(_CompiledFactor(t) for t in _rule.derivatives),
     )
 

@@ -79,6 +79,14 @@ class DualArray:
             self.partials = partials
             self._numba_type_cache = None
             return
+        for what, member in (("values", values), ("partials", partials)):
+            if not (isinstance(member, np.ndarray) or _is_device(member)):
+                raise DualgpuError(
+                    f"DualArray: {what} must be a numpy or device array; got "
+                    f"{type(member).__name__}. DualArray(values, partials) uses its arrays as "
+                    "given; to build one from lists or scalars (copied and converted), use "
+                    "dualgpu.dual_array(values, partials) or dual_array(values, lanes=N)."
+                )
         if _is_device(values) != _is_device(partials):
             raise DualgpuError(
                 "DualArray: values and partials must both be host (numpy) arrays or both "
@@ -86,9 +94,11 @@ class DualArray:
                 "Use dualgpu.cuda.to_device(dual_array) to move both."
             )
         if not (1 <= values.ndim <= MAX_NDIM):
+            fix = ("for a single number use dualgpu.Dual(value, partials)" if values.ndim == 0
+                   else "reshape to at most 3 dimensions")
             raise DualgpuError(
                 f"DualArray: values must have 1 to {MAX_NDIM} dimensions; got shape "
-                f"{tuple(values.shape)}."
+                f"{tuple(values.shape)}. Fix: {fix}."
             )
         check_dtype(values.dtype, "DualArray values")
         if partials.dtype != values.dtype and partials.dtype != TRACER_DTYPE:
@@ -542,26 +552,56 @@ def dual_array(values, partials=None, *, lanes=None, dtype=None):
     >>> u.shape, u.lanes, u.partials.shape
     ((4,), 2, (2, 4))
     """
-    values = np.asarray(values)
+    values = _real_array(values, "values")
     if dtype is None:
         dtype = values.dtype if values.dtype.kind == "f" else np.float64
     dtype = check_dtype(dtype, "dual_array dtype")
     values = np.array(values, dtype=dtype, copy=True, order="C")
+    if lanes is not None:
+        if isinstance(lanes, (bool, np.bool_)) or not isinstance(lanes, (int, np.integer)) \
+                or lanes < 1:
+            raise DualgpuError(
+                f"dual_array: lanes must be a positive int (the number of tangent lanes N); got "
+                f"{lanes!r}. Fix: e.g. lanes=2."
+            )
+        lanes = int(lanes)
     if partials is None:
         if lanes is None:
             raise DualgpuError(
                 "dual_array: give either partials (shape (N, *values.shape)) or lanes=N."
             )
-        if int(lanes) < 1:
-            raise DualgpuError(f"dual_array: lanes must be >= 1; got {lanes}.")
-        partials = np.zeros((int(lanes),) + values.shape, dtype=dtype)
+        partials = np.zeros((lanes,) + values.shape, dtype=dtype)
     else:
-        partials = np.array(partials, dtype=dtype, copy=True, order="C")
+        partials = np.array(_real_array(partials, "partials"), dtype=dtype, copy=True, order="C")
         if lanes is not None and partials.shape[0] != lanes:
             raise DualgpuError(
                 f"dual_array: partials have {partials.shape[0]} lanes but lanes={lanes}."
             )
     return DualArray(values, partials)
+
+
+def _real_array(data, what):
+    """``data`` as a real numpy array, or a DualgpuError (complex parts are never dropped)."""
+    if isinstance(data, DualArray):
+        raise DualgpuError(
+            f"dual_array: {what} is a DualArray; expected plain values. Fix: use "
+            "u.copy() for a copy of a DualArray, or pass u.values and u.partials."
+        )
+    if _is_device(data):
+        data = data.copy_to_host()
+    array = np.asarray(data)
+    if array.dtype.kind == "c":
+        raise DualgpuError(
+            f"dual_array: {what} are complex (dtype {array.dtype}); the imaginary parts would "
+            "be dropped. Expected real numbers. Fix: pass the real part (.real), or split real "
+            "and imaginary parts into two dual arrays."
+        )
+    if array.dtype.kind not in "biuf":
+        raise DualgpuError(
+            f"dual_array: expected {what} as real numbers; got dtype {array.dtype}. Fix: convert "
+            "first, e.g. np.asarray(values, dtype=np.float64)."
+        )
+    return array
 
 
 def zeros_like_lanes(like, lanes):

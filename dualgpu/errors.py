@@ -1,6 +1,6 @@
 """Exceptions raised by dualgpu."""
 
-__all__ = ["DualgpuError", "MissingRuleError", "missing_rule_message"]
+__all__ = ["DualgpuError", "MissingRuleError", "UnportedKernelError", "missing_rule_message"]
 
 
 class DualgpuError(ValueError):
@@ -9,6 +9,10 @@ class DualgpuError(ValueError):
 
 class MissingRuleError(TypeError):
     """A function was applied to a dual but has no derivative rule."""
+
+
+class UnportedKernelError(TypeError):
+    """A plain numba.cuda kernel (not ported to dualgpu) was launched with dual arguments."""
 
 
 def missing_rule_message(qualname):

@@ -247,12 +247,8 @@ class Kernel:
                 f"kernel {self.__name__}: the dual arguments disagree on the lane count ({listing}). "
                 "Seed every dual input of one launch with the same N (the driver does this)."
             )
-        if any(a.dtype != first.dtype for _, a in duals):
-            listing = ", ".join(f"{p} is {np.dtype(a.dtype).name}" for p, a in duals)
-            raise DualgpuError(
-                f"kernel {self.__name__}: the dual arguments disagree on the dtype ({listing}). "
-                "Make them all float32 or all float64."
-            )
+        # duals of different dtypes mix as floats do (numba's promotion; a store casts), as
+        # a plain kernel takes float32 arrays with a float64 scalar
         if name == "cpu":
             for p, a in duals:
                 if isinstance(a, DualArray) and a.is_device:

@@ -9,6 +9,7 @@ than dimensions) yields a DualArray view, and storing through it
 partials alike. The lane count N is part of the type.
 """
 import operator
+import sys
 
 import numpy as np
 from numba import types
@@ -30,7 +31,7 @@ from numba.core.extending import (
 from numba.core.typing.typeof import typeof
 
 from .dualarray import DualArray
-from .errors import DualgpuError
+from .errors import DualgpuError, UnportedKernelError
 from .numba_types import DualType, MAX_LANES, TRACER_LANE, make_dual
 
 __all__ = ["DualArrayType", "dual_array_type", "empty_dual_array", "make_dual_array"]
@@ -91,6 +92,41 @@ make_attribute_wrapper(DualArrayType, "values", "values")
 make_attribute_wrapper(DualArrayType, "partials", "partials")
 
 
+def _unported_cuda_kernel():
+    """The plain numba.cuda dispatcher typing this argument for a launch, or None.
+
+    A kernel compiled by ``from numba import cuda`` cannot take duals (and, without a GPU,
+    fails with numba's driver error): the user has to port it. dualgpu's own GPU kernels
+    carry the ``DualArguments`` extension and pass.
+    """
+    frame = sys._getframe(2)
+    for _ in range(8):
+        if frame is None:
+            return None
+        if frame.f_code.co_name == "typeof_pyval":
+            owner = frame.f_locals.get("self")
+            if not type(owner).__module__.startswith("numba.cuda"):
+                return None
+            extensions = (getattr(owner, "targetoptions", None) or {}).get("extensions") or ()
+            ported = any(type(e).__name__ == "DualArguments" for e in extensions)
+            return None if ported else owner
+        frame = frame.f_back
+    return None
+
+
+def _refuse_unported_kernel():
+    owner = _unported_cuda_kernel()
+    if owner is None:
+        return
+    name = getattr(getattr(owner, "py_func", None), "__name__", "the kernel")
+    raise UnportedKernelError(
+        f"kernel {name!r} is a plain numba.cuda kernel and was given a DualArray; numba.cuda "
+        "cannot launch it with dual arguments (and needs a GPU). Port it: in its module change "
+        "'from numba import cuda' to 'from dualgpu import cuda', or wrap it: "
+        f"dualgpu.jit({name}). Ported kernels run on the 'cuda', 'cpu' and 'cudasim' backends."
+    )
+
+
 @typeof_impl.register(DualArray)
 def _typeof_dual_array(val, c):
     if val.tag:  # tagged or nested (second order): dualgpu.numba_nested
@@ -101,6 +137,7 @@ def _typeof_dual_array(val, c):
     cache = val._numba_type_cache
     if cache is not None and cache[0] is val.values and cache[1] is val.partials:
         return cache[2]
+    _refuse_unported_kernel()  # only on first typing: launches stay cheap
     ty = DualArrayType(typeof(val.values, c), typeof(val.partials, c), val.lanes)
     val._numba_type_cache = (val.values, val.partials, ty)
     return ty

@@ -6,6 +6,17 @@ inlined and their literals bound to constants of the result dtype (so float32
 duals never compute in float64 unless numba's own promotion asks for it), and
 returned from an ``@overload`` template registered for the generic target.
 
+The primal is the function the user called (``math.pow`` is not ``**``,
+``np.minimum`` is not ``min``), computed by numba's own implementation, so a
+dual's value is bit-identical to the plain value. The implementations are
+compiled with numpy's error model: a derivative factor never raises (``sqrt(0)``
+gives an infinite factor, as in a kernel). Where plain ``@njit`` code raises
+(``x / 0.0``, see :data:`dualgpu.rules.ZERO_DIVISION_ERRORS`), the
+implementation generated for a caller with numba's default
+``error_model="python"`` raises the same ``ZeroDivisionError``. With
+:data:`dualgpu.nansafe.NANSAFE_MODE_ENABLED`, lane products go through the
+NaN-safe intrinsics (a zero partial stays zero).
+
 Hand-written cases (each says why it cannot come from the table):
 comparisons (they return a bool from the values), value-only functions
 (``floor``, ``int``... return an integer from the value), ``float(d)`` (an
@@ -15,38 +26,53 @@ that names the function and how to add a rule), and the ``Dual`` constructor.
 import builtins
 import math
 import operator
+import re
 
 import numpy as np
 from numba import types
+from numba.core import targetconfig
 from numba.core.errors import TypingError
 from numba.core.extending import overload, overload_attribute
+from numba.core.target_extension import current_target
 
-from . import rules
+from . import nansafe, rules
 from ._expressions import expression
 from .dual import Dual
-from .errors import missing_rule_message
+from .errors import MissingRuleError, missing_rule_message
 from .numba_types import (
     DualType,
+    float_floor,
+    float_trunc,
     lanes_add,
     lanes_axpby,
+    lanes_axpby_nansafe,
     lanes_cast,
     lanes_neg,
     lanes_or,
     lanes_scale,
+    lanes_scale_nansafe,
     lanes_sub,
     lanes_zero,
     make_dual,
     promote,
+    same_bits,
 )
 
 __all__ = ["resolve_primal", "result_dtype"]
 
 _MODULES = {"math": math, "operator": operator, "builtins": builtins}
-_NUMBA_NAMESPACE = {name: getattr(math, name) for name in rules.EXPRESSION_FUNCTIONS}
+#: what the expression functions of the rule table mean in compiled code
+_EXPRESSION_IMPLEMENTATIONS = {"floor": float_floor, "trunc": float_trunc, "same": same_bits}
+_NUMBA_NAMESPACE = {
+    name: _EXPRESSION_IMPLEMENTATIONS.get(name) or getattr(math, name)
+    for name in rules.EXPRESSION_FUNCTIONS
+}
+#: compiled implementations: derivative factors never raise (see the module docstring)
+_JIT_OPTIONS = {"error_model": "numpy"}
 _NUMBA_NAMESPACE.update(
     _make_dual=make_dual,
-    _lanes_scale=lanes_scale,
-    _lanes_axpby=lanes_axpby,
+    _lanes_scale=lanes_scale_nansafe if nansafe.NANSAFE_MODE_ENABLED else lanes_scale,
+    _lanes_axpby=lanes_axpby_nansafe if nansafe.NANSAFE_MODE_ENABLED else lanes_axpby,
     _lanes_add=lanes_add,
     _lanes_sub=lanes_sub,
     _lanes_neg=lanes_neg,
@@ -62,6 +88,42 @@ def resolve_primal(dotted):
     return getattr(_MODULES[module], name)
 
 
+def _dotted(fn):
+    """``"module.name"`` of a math/operator/builtins callable (None for ufuncs)."""
+    for module_name, module in _MODULES.items():
+        name = getattr(fn, "__name__", None)
+        if name and getattr(module, name, None) is fn:
+            return f"{module_name}.{name}"
+    return None
+
+
+def _caller_raises():
+    """True when the function being compiled uses numba's ``error_model="python"`` (@njit)."""
+    flags = targetconfig.ConfigStack.top_or_none()
+    return getattr(flags, "error_model", "numpy") == "python"
+
+
+def _target_primal(fn, rule):
+    """The primal compiled for ``fn`` on the current target.
+
+    ``fn`` itself, except a numpy ufunc that the target cannot lower on scalars
+    (numba.cuda lowers only some, e.g. not ``np.exp``): plain code calling it would
+    not compile there, so the rule's own primal (``math.exp``) stands in.
+    """
+    if not isinstance(fn, np.ufunc):
+        return fn
+    try:
+        target = current_target()
+    except Exception:  # pragma: no cover - no target on the stack: the CPU
+        target = "cpu"
+    if target == "cuda":
+        from numba.cuda.ufuncs import ufunc_db
+
+        if fn not in ufunc_db():
+            return resolve_primal(rule.primal)
+    return fn
+
+
 def _is_number(ty):
     return isinstance(ty, (types.Float, types.Integer, types.Boolean))
 
@@ -75,8 +137,10 @@ def result_dtype(primal, arg_types):
     from numba.core.registry import cpu_target
 
     values = tuple(_value_type(t) for t in arg_types)
+    context = cpu_target.typing_context
+    context.refresh()  # a context not yet refreshed misses templates (float32 ** int64)
     try:
-        sig = cpu_target.typing_context.resolve_function_type(primal, values, {})
+        sig = context.resolve_function_type(primal, values, {})
     except Exception:  # pragma: no cover - typing errors fall back to promotion
         sig = None
     if sig is not None and sig.return_type in (types.float32, types.float64):
@@ -102,7 +166,7 @@ def _check_lanes(name, arg_types):
 _IMPL_CACHE = {}
 
 
-def _generate_tracer(rule_name, rule, kinds, dtype):
+def _generate_tracer(rule_name, rule, kinds, dtype, primal):
     """Structural tracer: the answer depends on every dual argument whose factor is not 0."""
     params = ["a", "b"][: len(kinds)]
     values = [f"{p}.value" if kind == "d" else p for p, kind in zip(params, kinds)]
@@ -122,31 +186,44 @@ def _generate_tracer(rule_name, rule, kinds, dtype):
     )
     ns = dict(_NUMBA_NAMESPACE)
     ns["_T"] = np.float32 if dtype == types.float32 else np.float64
-    ns["_primal"] = resolve_primal(rule.primal)
+    ns["_primal"] = primal
     exec(compile(source, f"<dualgpu tracer rule {rule_name} {kinds} {dtype}>", "exec"), ns)
     return ns["impl"]
 
 
-def _generate(rule_name, rule, kinds, dtype, tracer=False):
-    """Generate the implementation for a rule and a tuple of 'd'/'n' argument kinds."""
-    key = (rule_name, kinds, dtype, tracer)
+def _generate(rule_name, rule, kinds, dtype, tracer=False, primal=None, zero_division=None):
+    """Generate the implementation for a rule and a tuple of 'd'/'n' argument kinds.
+
+    ``primal`` is the callable computing the value (default: the rule's);
+    ``zero_division`` a ``(condition, message)`` of
+    :data:`dualgpu.rules.ZERO_DIVISION_ERRORS` to raise ZeroDivisionError where
+    plain @njit code does, or None.
+    """
+    primal = resolve_primal(rule.primal) if primal is None else primal
+    key = (rule_name, kinds, dtype, tracer, primal, zero_division, nansafe.NANSAFE_MODE_ENABLED)
     if key in _IMPL_CACHE:
         return _IMPL_CACHE[key]
     if tracer:
-        _IMPL_CACHE[key] = _generate_tracer(rule_name, rule, kinds, dtype)
+        _IMPL_CACHE[key] = _generate_tracer(rule_name, rule, kinds, dtype, primal)
         return _IMPL_CACHE[key]
     nargs = len(kinds)
     params = ["a", "b"][:nargs]
     values = [f"{p}.value" if kind == "d" else p for p, kind in zip(params, kinds)]
     ns = dict(_NUMBA_NAMESPACE)
     ns["_T"] = np.float32 if dtype == types.float32 else np.float64
-    ns["_primal"] = resolve_primal(rule.primal)
+    ns["_primal"] = primal
     lines = [f"def impl({', '.join(params)}):"]
     names = ["x", "y"][:nargs]
     for name, value in zip(names, values):
         lines.append(f"    {name} = _T({value})")
+    if zero_division is not None and nargs == 2:
+        condition, message = zero_division
+        test = {"zero divisor": f"{values[1]} == 0",
+                "zero to a negative int": f"{values[1]} < 0 and {values[0]} == 0"}[condition]
+        lines.append(f"    if {test}:")
+        lines.append(f"        raise ZeroDivisionError({message!r})")
     lines.append(f"    ans = _T(_primal({', '.join(values)}))")
-    terms = []  # (unit or None, factor name, partials source)
+    terms = []  # _Term per dual argument whose factor is not identically 0
     for k, kind in enumerate(kinds):
         if kind != "d":
             continue
@@ -155,29 +232,23 @@ def _generate(rule_name, rule, kinds, dtype, tracer=False):
             ns[f"{cname}_{k}"] = ns["_T"](cvalue)
         if expr.unit == 0:
             continue
-        src = expr.source
-        for cname in expr.constants:
-            src = src.replace(cname, f"{cname}_{k}")
+
+        def rename(src, k=k):
+            return re.sub(r"\b(_c\d+)\b", rf"\1_{k}", src)
+
+        partials = f"{params[k]}.partials"
+        if expr.gate is not None:
+            # "A if test else 0": inactive, the term contributes nothing (not 0 * partials)
+            gate = expr.gate
+            lines.append(f"    g{k} = {'' if gate.when else 'not '}({rename(gate.test)})")
+            if gate.unit != 0:
+                terms.append(_Term(k, gate.unit, rename(gate.source), partials, f"g{k}"))
+            continue
         if expr.unit is None:
-            lines.append(f"    f{k} = _T({src})")
-        terms.append((expr.unit, f"f{k}", f"{params[k]}.partials"))
-    if not terms:
-        first = kinds.index("d")
-        lanes = f"_lanes_cast(ans, _lanes_zero({params[first]}))"
-    elif len(terms) == 1:
-        unit, f, p = terms[0]
-        lanes = {1: f"_lanes_cast(ans, {p})", -1: f"_lanes_neg(ans, {p})"}.get(unit, f"_lanes_scale({f}, {p})")
-    else:
-        (u0, f0, p0), (u1, f1, p1) = terms
-        if (u0, u1) == (1, 1):
-            lanes = f"_lanes_add(ans, {p0}, {p1})"
-        elif (u0, u1) == (1, -1):
-            lanes = f"_lanes_sub(ans, {p0}, {p1})"
-        else:
-            f0 = "_T(1)" if u0 == 1 else ("_T(-1)" if u0 == -1 else f0)
-            f1 = "_T(1)" if u1 == 1 else ("_T(-1)" if u1 == -1 else f1)
-            lanes = f"_lanes_axpby({f0}, {p0}, {f1}, {p1})"
-    lines.append(f"    return _make_dual(ans, {lanes})")
+            lines.append(f"    f{k} = _T({rename(expr.source)})")
+        terms.append(_Term(k, expr.unit, None, partials, None))
+    _emit_lanes(lines, terms, [t for t in terms if t.gate], "    ", params, kinds)
+    lines.append("    return _make_dual(ans, lanes)")
     source = "\n".join(lines)
     exec(compile(source, f"<dualgpu rule {rule_name} {kinds} {dtype}>", "exec"), ns)
     impl = ns["impl"]
@@ -186,8 +257,54 @@ def _generate(rule_name, rule, kinds, dtype, tracer=False):
     return impl
 
 
+class _Term:
+    """One argument's contribution: ``factor * partials``, possibly behind a gate."""
+
+    __slots__ = ("k", "unit", "source", "partials", "gate")
+
+    def __init__(self, k, unit, source, partials, gate):
+        self.k, self.unit, self.source, self.partials, self.gate = k, unit, source, partials, gate
+
+
+def _emit_lanes(lines, terms, gated, indent, params, kinds):
+    """Append code computing ``lanes`` from the active terms, one branch per gate."""
+    if gated:
+        gate = gated[0]
+        lines.append(f"{indent}if {gate.gate}:")
+        _emit_lanes(lines, terms, gated[1:], indent + "    ", params, kinds)
+        lines.append(f"{indent}else:")
+        _emit_lanes(lines, [t for t in terms if t is not gate], gated[1:], indent + "    ",
+                    params, kinds)
+        return
+    for t in terms:
+        if t.gate and t.unit is None:  # a gated factor is computed only where it is active
+            lines.append(f"{indent}f{t.k} = _T({t.source})")
+    lines.append(f"{indent}lanes = {_combine(terms, params, kinds)}")
+
+
+def _combine(terms, params, kinds):
+    """The lane expression for up to two active terms (units cost no multiplication)."""
+    if not terms:
+        first = kinds.index("d")
+        return f"_lanes_cast(ans, _lanes_zero({params[first]}))"
+    if len(terms) == 1:
+        t = terms[0]
+        return {1: f"_lanes_cast(ans, {t.partials})", -1: f"_lanes_neg(ans, {t.partials})"}.get(
+            t.unit, f"_lanes_scale(f{t.k}, {t.partials})")
+    a, b = terms
+    if (a.unit, b.unit) == (1, 1):
+        return f"_lanes_add(ans, {a.partials}, {b.partials})"
+    if (a.unit, b.unit) == (1, -1):
+        return f"_lanes_sub(ans, {a.partials}, {b.partials})"
+    fa = {1: "_T(1)", -1: "_T(-1)"}.get(a.unit, f"f{a.k}")
+    fb = {1: "_T(1)", -1: "_T(-1)"}.get(b.unit, f"f{b.k}")
+    return f"_lanes_axpby({fa}, {a.partials}, {fb}, {b.partials})"
+
+
 def _register_rule(fn, rule_name, rule):
+    """Overload ``fn`` (the rule's primal, an alias, an in-place operator or a ufunc)."""
     nargs = len(rule.derivatives)
+    zero_division = rules.ZERO_DIVISION_ERRORS.get(_dotted(fn))
 
     def typer(*args):
         if len(args) != nargs or not any(isinstance(a, DualType) for a in args):
@@ -196,14 +313,19 @@ def _register_rule(fn, rule_name, rule):
             return None
         _check_lanes(rule.primal, args)
         kinds = tuple("d" if isinstance(a, DualType) else "n" for a in args)
-        dtype = result_dtype(resolve_primal(rule.primal), args)
+        primal = _target_primal(fn, rule)
+        dtype = result_dtype(primal, args)
         tracer = any(isinstance(a, DualType) and a.tracer for a in args)
-        return _generate(rule_name, rule, kinds, dtype, tracer)
+        raises = zero_division if _caller_raises() else None
+        if raises and raises[0] == "zero to a negative int" and not isinstance(
+                args[1], types.Integer):
+            raises = None  # 0.0 ** -1.0 is inf in plain code too
+        return _generate(rule_name, rule, kinds, dtype, tracer, primal, raises)
 
     if nargs == 1:
-        overload(fn)(lambda a: typer(a))
+        overload(fn, jit_options=_JIT_OPTIONS)(lambda a: typer(a))
     else:
-        overload(fn)(lambda a, b: typer(a, b))
+        overload(fn, jit_options=_JIT_OPTIONS)(lambda a, b: typer(a, b))
 
 
 def _register_value_only(fn, dotted):
@@ -235,7 +357,9 @@ def _register_comparison(fn):
 def _register_missing(fn, dotted):
     def typer(*args):
         if any(isinstance(a, DualType) for a in args):
-            raise TypingError(missing_rule_message(dotted))
+            # not a numba TypingError: numba lets other exceptions through as they are, so
+            # the user reads this short message instead of a page of candidate signatures
+            raise MissingRuleError(missing_rule_message(dotted))
         return None
 
     overload(fn)(typer)

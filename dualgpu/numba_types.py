@@ -7,6 +7,7 @@ namespace, which both ``@njit`` and numba-cuda load (see the numba notes).
 The lane arithmetic is done by a few intrinsics that emit straight-line LLVM.
 """
 import numpy as np
+from llvmlite import ir
 from numba import types
 from numba.core import cgutils
 from numba.core.errors import TypingError
@@ -37,6 +38,11 @@ __all__ = [
     "lanes_cast",
     "lanes_zero",
     "lanes_or",
+    "lanes_scale_nansafe",
+    "lanes_axpby_nansafe",
+    "same_bits",
+    "float_floor",
+    "float_trunc",
     "MAX_LANES",
     "TRACER_LANE",
 ]
@@ -205,6 +211,82 @@ def lanes_axpby(typingctx, a, p, b, q):
         return _pack(context, builder, ret, out)
 
     return ret(a, p, b, q), codegen
+
+
+def _nansafe_product(context, builder, factor, lane, dtype):
+    """``factor * lane``, or exactly 0 where ``lane`` is 0 (an inf/nan factor cannot leak)."""
+    zero = context.get_constant(dtype, 0.0)
+    is_zero = builder.fcmp_ordered("==", lane, zero)
+    return builder.select(is_zero, zero, builder.fmul(factor, lane))
+
+
+@intrinsic
+def lanes_scale_nansafe(typingctx, factor, partials):
+    """``factor * partials`` lane by lane, a zero lane staying zero (NaN-safe mode)."""
+    ret = types.UniTuple(factor, partials.count)
+
+    def codegen(context, builder, sig, args):
+        f, tup = args
+        lanes = _cast_lanes(context, builder, tup, partials, factor)
+        out = [_nansafe_product(context, builder, f, v, factor) for v in lanes]
+        return _pack(context, builder, ret, out)
+
+    return ret(factor, partials), codegen
+
+
+@intrinsic
+def lanes_axpby_nansafe(typingctx, a, p, b, q):
+    """``a * p + b * q`` lane by lane, zero lanes contributing zero (NaN-safe mode)."""
+    ret = types.UniTuple(a, p.count)
+
+    def codegen(context, builder, sig, args):
+        fa, tp, fb, tq = args
+        fb = context.cast(builder, fb, b, a)
+        lp = _cast_lanes(context, builder, tp, p, a)
+        lq = _cast_lanes(context, builder, tq, q, a)
+        out = [
+            builder.fadd(_nansafe_product(context, builder, fa, x, a),
+                         _nansafe_product(context, builder, fb, y, a))
+            for x, y in zip(lp, lq)
+        ]
+        return _pack(context, builder, ret, out)
+
+    return ret(a, p, b, q), codegen
+
+
+@intrinsic
+def same_bits(typingctx, a, b):
+    """True when the floats ``a`` and ``b`` have the same bits (NaNs and signed zeros count)."""
+    if a not in _FLOATS or b != a:
+        raise TypingError(f"same_bits(a, b) takes two floats of one dtype; got {a}, {b}")
+
+    def codegen(context, builder, sig, args):
+        as_int = ir.IntType(a.bitwidth)
+        left, right = (builder.bitcast(v, as_int) for v in args)
+        return builder.icmp_unsigned("==", left, right)
+
+    return types.boolean(a, b), codegen
+
+
+def _float_rounding(name, llvm_name):
+    def typer(typingctx, x):
+        if x not in _FLOATS:
+            raise TypingError(f"{name}(x) takes a float32 or float64; got {x}")
+
+        def codegen(context, builder, sig, args):
+            fn = builder.module.declare_intrinsic(llvm_name, [args[0].type])
+            return builder.call(fn, args)
+
+        return x(x), codegen
+
+    typer.__name__ = name
+    return intrinsic(typer)
+
+
+#: ``floor``/``trunc`` returning a float of the argument's dtype (numba's ``math.floor``
+#: returns an int64, which saturates for |x| >= 2**63). CPU and CUDA alike.
+float_floor = _float_rounding("float_floor", "llvm.floor")
+float_trunc = _float_rounding("float_trunc", "llvm.trunc")
 
 
 def _lanes_binary(name, build):

@@ -23,9 +23,20 @@ this table.
 
 Conventions at points where a function is not differentiable (documented in
 the README): ``abs``/``fabs`` take the derivative from the right at 0 (+1);
-``min``/``max`` ties take the first argument's partials; ``sqrt`` at 0 gives
-an infinite factor (as JAX does); ``hypot(0, 0)`` gives zero partials; ``x**y``
-with ``x == 0`` contributes nothing through ``y``.
+``min``/``max`` (and ``np.minimum``/``np.maximum``) take the partials of the
+operand whose value they return -- ``same(ans, x)`` compares bits, so NaN
+operands and signed zeros follow the value -- and ties take the first
+argument's partials; ``sqrt`` at 0 gives an infinite factor (as JAX does);
+``hypot(0, 0)`` gives zero partials; ``x**y`` with ``x == 0`` contributes
+nothing through ``y``.
+
+The primal is always the function the user called, computed exactly as the
+plain code computes it (numba's own implementation in compiled code; for the
+pure-Python dual, what numba's compiled code computes -- see
+:mod:`dualgpu._primals`), so a dual's value is bit-identical to the plain
+value. Derivative factors are computed without raising (numpy's error
+model); where plain ``@njit`` code raises (see :data:`ZERO_DIVISION_ERRORS`)
+the dual raises the same error.
 """
 from collections import namedtuple
 
@@ -40,6 +51,7 @@ __all__ = [
     "NUMPY_ONLY_RULES",
     "NUMPY_VALUE_ONLY",
     "EXPRESSION_FUNCTIONS",
+    "ZERO_DIVISION_ERRORS",
 ]
 
 Rule = namedtuple("Rule", "primal derivatives domain")
@@ -63,19 +75,22 @@ UNARY_RULES = {
     "sin": Rule("math.sin", ("cos(x)",), ((-3, 3),)),
     "cos": Rule("math.cos", ("-sin(x)",), ((-3, 3),)),
     "tan": Rule("math.tan", ("1 + ans * ans",), ((-1.2, 1.2),)),
-    "asin": Rule("math.asin", ("1 / sqrt(1 - x * x)",), ((-0.9, 0.9),)),
-    "acos": Rule("math.acos", ("-1 / sqrt(1 - x * x)",), ((-0.9, 0.9),)),
+    # (1 - x) * (1 + x), not 1 - x * x: exact factors near |x| = 1, where x * x loses the digits
+    "asin": Rule("math.asin", ("1 / sqrt((1 - x) * (1 + x))",), ((-0.9, 0.9),)),
+    "acos": Rule("math.acos", ("-1 / sqrt((1 - x) * (1 + x))",), ((-0.9, 0.9),)),
     "atan": Rule("math.atan", ("1 / (1 + x * x)",), ((-5, 5),)),
     # --- math: hyperbolic ---
     "sinh": Rule("math.sinh", ("cosh(x)",), ((-3, 3),)),
     "cosh": Rule("math.cosh", ("sinh(x)",), ((-3, 3),)),
-    "tanh": Rule("math.tanh", ("1 - ans * ans",), ((-3, 3),)),
+    # (1 - ans) * (1 + ans): 1 - ans is exact; 1 - ans * ans also rounds ans * ans
+    "tanh": Rule("math.tanh", ("(1 - ans) * (1 + ans)",), ((-3, 3),)),
     "asinh": Rule("math.asinh", ("1 / sqrt(x * x + 1)",), ((-5, 5),)),
-    "acosh": Rule("math.acosh", ("1 / sqrt(x * x - 1)",), ((1.1, 5),)),
-    "atanh": Rule("math.atanh", ("1 / (1 - x * x)",), ((-0.9, 0.9),)),
+    "acosh": Rule("math.acosh", ("1 / sqrt((x - 1) * (x + 1))",), ((1.1, 5),)),
+    "atanh": Rule("math.atanh", ("1 / ((1 - x) * (1 + x))",), ((-0.9, 0.9),)),
     # --- math: exponential and logarithmic ---
     "exp": Rule("math.exp", ("ans",), ((-3, 3),)),
-    "expm1": Rule("math.expm1", ("ans + 1",), ((-3, 3),)),
+    # exp(x), not ans + 1: for x << 0, ans rounds near -1 and ans + 1 keeps only its error
+    "expm1": Rule("math.expm1", ("exp(x)",), ((-3, 3),)),
     "log": Rule("math.log", ("1 / x",), ((0.1, 5),)),
     "log1p": Rule("math.log1p", ("1 / (1 + x)",), ((-0.9, 5),)),
     "log2": Rule("math.log2", ("1 / (x * 0.6931471805599453)",), ((0.1, 5),)),
@@ -96,6 +111,7 @@ BINARY_RULES = {
     "mul": Rule("operator.mul", ("y", "x"), ((-5, 5), (-5, 5))),
     "truediv": Rule("operator.truediv", ("1 / y", "-ans / y"), ((-5, 5), (0.5, 5))),
     "floordiv": Rule("operator.floordiv", ("0", "0"), ((0.5, 5), (0.7, 3))),
+    # floor and trunc return floats here (never a saturated int64 when |x / y| >= 2**63)
     "mod": Rule("operator.mod", ("1", "-floor(x / y)"), ((0.5, 5), (0.7, 3))),
     "pow": Rule(
         "operator.pow",
@@ -103,8 +119,11 @@ BINARY_RULES = {
         ((0.5, 3), (-2, 2)),
     ),
     # --- builtins ---
-    "min": Rule("builtins.min", ("1 if x <= y else 0", "0 if x <= y else 1"), ((-5, 5), (-5, 5))),
-    "max": Rule("builtins.max", ("1 if x >= y else 0", "0 if x >= y else 1"), ((-5, 5), (-5, 5))),
+    # the partials follow the value: whichever operand the primal returned (bit for bit)
+    "min": Rule("builtins.min", ("1 if same(ans, x) else 0", "0 if same(ans, x) else 1"),
+                ((-5, 5), (-5, 5))),
+    "max": Rule("builtins.max", ("1 if same(ans, x) else 0", "0 if same(ans, x) else 1"),
+                ((-5, 5), (-5, 5))),
     # --- math ---
     "atan2": Rule(
         "math.atan2", ("y / (x * x + y * y)", "-x / (x * x + y * y)"), ((-3, 3), (0.5, 3))
@@ -201,8 +220,31 @@ INPLACE = {
 
 #: Names a derivative expression may call, with the ``math`` function each
 #: stands for. Compiled code calls these; the pure-Python dual calls the numpy
-#: function of the same name so that float32 stays float32.
+#: function of the same name so that float32 stays float32. ``floor`` and
+#: ``trunc`` return floats (not ints, as ``math.floor`` does in numba), and
+#: ``same(a, b)`` is True when two floats have the same bits (NaN and the sign of
+#: zero included).
 EXPRESSION_FUNCTIONS = (
     "sin", "cos", "sinh", "cosh", "sqrt", "exp", "log", "pow",
-    "floor", "trunc", "copysign",
+    "floor", "trunc", "copysign", "same",
 )
+
+#: Where plain ``@njit`` code (numba's default ``error_model="python"``) raises
+#: ``ZeroDivisionError``, with numba's message: primal -> (condition, message). Conditions:
+#: ``"zero divisor"`` (the second argument is 0) and ``"zero to a negative int"`` (a zero
+#: base and a negative *integer* exponent; ``0.0 ** -1.0`` gives inf). A dual raises the same
+#: there. Kernels (numpy's error model) give inf/nan for a zero divisor, as the plain code
+#: does; compiled CPU code raises for ``0.0 ** -n`` under either error model (numba compiles
+#: its integer power with Python's), and so does a dual. The pure-Python dual (cudasim, host)
+#: gives inf/nan, as numpy scalars do.
+ZERO_DIVISION_ERRORS = {
+    "operator.truediv": ("zero divisor", "division by zero"),
+    "operator.floordiv": ("zero divisor", "division by zero"),
+    "operator.mod": ("zero divisor", "modulo by zero"),
+    "operator.itruediv": ("zero divisor", "division by zero"),
+    "operator.ifloordiv": ("zero divisor", "division by zero"),
+    "operator.imod": ("zero divisor", "modulo by zero"),
+    "operator.pow": ("zero to a negative int", "division by zero"),
+    "operator.ipow": ("zero to a negative int", "division by zero"),
+    "builtins.pow": ("zero to a negative int", "division by zero"),
+}

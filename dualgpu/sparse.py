@@ -29,7 +29,9 @@ import scipy.sparse as sp
 
 from ._context import dual_allocation
 from ._progress import progress_bar, wants_progress
+from ._protect import protect
 from .backend import backend, using_backend
+from ._results import DirectionMajor
 from .driver import _Input, _push_forward, _unpack, jacobian
 from .coloring import Coloring, color_columns
 from .dual import check_dtype
@@ -62,6 +64,14 @@ def _input_array(args, argnum, what):
     array = np.asarray(arg)
     check_dtype(array.dtype, f"{what}: argument {argnum}")
     return array
+
+
+def _fresh_arguments(args, argnum, seeded):
+    """f's arguments for one run: copies of every array in them (f may write into its
+    arguments), with ``seeded`` at ``argnum``."""
+    call = list(protect(tuple(None if p == argnum else a for p, a in enumerate(args))))
+    call[argnum] = seeded
+    return call
 
 
 def _single_output(result, lanes, what):
@@ -115,8 +125,7 @@ def detect_sparsity(f, args, argnum=0, *, lanes=None, progress=None):
             j = np.arange(start, stop)
             seeds[(j - start) // BITS_PER_LANE, j] = bits[(j - start) % BITS_PER_LANE]
             traced = DualArray(np.array(x, copy=True), seeds.reshape((per_run,) + x.shape).copy())
-            call = list(args)
-            call[argnum] = traced
+            call = _fresh_arguments(args, argnum, traced)
             with dual_allocation(per_run, tracer=True):
                 _, partials = _single_output(f(*call), per_run, "detect_sparsity")
             if partials.dtype != np.uint64:
@@ -238,16 +247,17 @@ def sparse_jacobian(f, args, argnum=0, *, sparsity="detect", chunk_size=None, va
         _report(sys.stderr, sparsity, pattern, n_colors, timings, n_chunks, lanes)
     clock = time.perf_counter()
     item = _Input(argnum, "array", np.array(x, copy=True, order="C"), x.dtype, 0)
-    _, values, partials = _push_forward(
+    sink = DirectionMajor(n_colors)
+    _, values = _push_forward(
         f, args, {}, [item], n_colors, (unit, tile), _ColorSeeds(coloring),
-        lambda c: f"color {c}", progress, "sparse_jacobian", executor)
-    if len(values) != 1 or partials[0] is None or values[0].ndim == 0:
+        lambda c: f"color {c}", progress, "sparse_jacobian", sink, executor)
+    if len(values) != 1 or sink.layouts[0] is None or values[0].ndim == 0:
         raise DualgpuError(
             f"sparse_jacobian: the function must return one array computed from the seeded "
             f"input through dualgpu kernels; it returned {len(values)} output(s). Sparse "
             "Jacobians support a single array output: wrap f to return the one you need."
         )
-    compressed = partials[0].reshape(n_colors, -1)
+    compressed = sink.result(0).reshape(n_colors, -1)
     m = compressed.shape[1]
     if pattern.shape[0] != m:
         raise DualgpuError(

@@ -22,6 +22,7 @@ import warnings
 import numpy as np
 
 from . import driver
+from ._protect import protect
 from .errors import DualgpuError
 
 __all__ = ["check_jvp", "check_jacobian", "RTOL", "EPS"]
@@ -77,10 +78,6 @@ def _shift(x, t, h):
     return shifted if isinstance(x, np.ndarray) and x.ndim else dtype.type(shifted)
 
 
-def _copy(x):
-    """A copy of an array argument, so that f cannot change the caller's data."""
-    return np.array(x, copy=True) if isinstance(x, np.ndarray) else x
-
 
 def _outputs(result):
     items = list(result) if isinstance(result, (tuple, list)) else [result]
@@ -93,8 +90,10 @@ def _central_difference(f, primals, tangents, eps):
         _rms(t) / (_rms(x) or 1.0) for x, t in zip(primals, tangents) if t is not None
     ) or 1.0
     h = eps / relative
-    plus = tuple(_copy(x) if t is None else _shift(x, t, h) for x, t in zip(primals, tangents))
-    minus = tuple(_copy(x) if t is None else _shift(x, t, -h) for x, t in zip(primals, tangents))
+    # fresh copies of every array reachable from the fixed arguments for each run: f may
+    # write into them, and neither the caller nor the other run may see that
+    plus = tuple(protect(x) if t is None else _shift(x, t, h) for x, t in zip(primals, tangents))
+    minus = tuple(protect(x) if t is None else _shift(x, t, -h) for x, t in zip(primals, tangents))
     up, down = _outputs(f(*plus)), _outputs(f(*minus))
     return [(a - b) / (2.0 * h) for a, b in zip(up, down)]
 

@@ -4,11 +4,21 @@ import tempfile
 
 import numpy as np
 import pytest
+from hypothesis import settings
 
 os.environ.setdefault("MPLBACKEND", "Agg")
 # the cpu backend's compile cache: a fresh one per test session (tests/test_cpu_cache.py
 # checks the cache itself in subprocesses with their own directories)
 os.environ.setdefault("DUALGPU_CACHE_DIR", tempfile.mkdtemp(prefix="dualgpu-test-cache-"))
+
+# Property tests (tests/test_properties.py). The default keeps the suite fast and repeatable;
+# DUALGPU_HYPOTHESIS_PROFILE=dualgpu-long (or --hypothesis-profile=dualgpu-long) explores far
+# more programs, with fresh random draws each run.
+settings.register_profile("dualgpu-ci", max_examples=100, derandomize=True, database=None,
+                          deadline=None, print_blob=True)
+settings.register_profile("dualgpu-long", max_examples=3000, database=None, deadline=None,
+                          print_blob=True)
+settings.load_profile(os.environ.get("DUALGPU_HYPOTHESIS_PROFILE", "dualgpu-ci"))
 
 
 class _FakeDevice:

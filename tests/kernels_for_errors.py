@@ -1,4 +1,6 @@
 """Small kernels used by test_errors.py."""
+import math
+
 from dualgpu import cuda
 
 
@@ -7,3 +9,10 @@ def axpy(x, y, a):
     i = cuda.grid(1)
     if i < x.size:
         y[i] = a * x[i] + y[i]
+
+
+@cuda.jit
+def gamma_of(x, out):
+    i = cuda.grid(1)
+    if i < x.size:
+        out[i] = math.gamma(x[i])

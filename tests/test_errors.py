@@ -18,8 +18,24 @@ def test_math_function_without_rule_python():
 
 def test_math_function_without_rule_compiled():
     f = njit(lambda d: math.gamma(d))
-    with pytest.raises(TypingError, match=r"math\.gamma has no derivative rule.*UNARY_RULES"):
+    # dualgpu's hint, short and first: not numba's page of candidate signatures
+    with pytest.raises(MissingRuleError) as error:
         f(Dual(1.5, [1.0]))
+    text = str(error.value)
+    assert text.startswith("math.gamma has no derivative rule") and "UNARY_RULES" in text
+    assert len(text) < 400, text
+    assert f(1.5) == pytest.approx(math.gamma(1.5))  # plain numbers still compile
+
+
+@pytest.mark.parametrize("backend", ["cpu", "cudasim"])
+def test_math_function_without_rule_in_a_kernel(backend):
+    from kernels_for_errors import gamma_of
+
+    x, out = dual_array(np.ones(2), lanes=1), dual_array(np.zeros(2), lanes=1)
+    with dualgpu.using_backend(backend), pytest.raises(MissingRuleError) as error:
+        gamma_of[1, 2](x, out)
+    assert "math.gamma has no derivative rule" in str(error.value)
+    assert len(str(error.value)) < 400
 
 
 def test_float_of_dual_says_it_drops_partials():
@@ -84,8 +100,8 @@ def test_kernel_argument_mismatches():
         with pytest.raises(DualgpuError, match=r"disagree on the lane count \(x has 2, y has 3\)"):
             axpy[1, 8](x, y, 2.0)
         y32 = dual_array(np.ones(8), lanes=2, dtype=np.float32)
-        with pytest.raises(DualgpuError, match=r"disagree on the dtype \(x is float64, y is float32\)"):
-            axpy[1, 8](x, y32, 2.0)
+        axpy[1, 8](x, y32, 2.0)  # dtypes mix as plain floats do: the store casts
+        assert y32.dtype == np.float32 and y32.values[0] == 3.0
         with pytest.raises(DualgpuError, match="takes 3 arguments"):
             axpy[1, 8](x, x)
         with pytest.raises(DualgpuError, match="needs a launch configuration"):

@@ -19,11 +19,12 @@ number types (``float32``, ``np.float64``, ``numba.float32``...) cast duals
 instead of dropping their partials.
 """
 import math
+import threading
 import types as pytypes
 
 import numpy as np
 
-from .. import dmath
+from .. import dbuiltins, dmath
 from ..dual import Dual
 from ..dualarray import DualArray
 from ..errors import DualgpuError
@@ -37,6 +38,9 @@ __all__ = ["compile_kernel", "SimulatorKernel", "MAX_GRID_THREADS"]
 MAX_GRID_THREADS = 8192
 
 _DEVICE_CACHE = {}
+#: numba's simulator runs one kernel at a time per process (it asserts so, and swaps
+#: module globals during a launch): launches from several threads take turns.
+_LAUNCH_LOCK = threading.RLock()
 
 
 def _simulator():
@@ -128,12 +132,27 @@ def _replacer(lanes):
 
 _replace = _replacer(0)
 
+#: builtins a dual launch replaces: Python's min/max return an argument unchanged, compiled
+#: code applies numba's typing (a float32 dual with a Python float gives a float64 dual)
+_DUAL_BUILTINS = {"min": dbuiltins.min, "max": dbuiltins.max}
+
+
+def _simulated(py_func, lanes):
+    """The copy of ``py_func`` the simulator runs for ``lanes`` lanes (0: a plain launch)."""
+    copy = rebind(py_func, _replacer(lanes))
+    if lanes:
+        names = global_names(py_func.__code__)
+        for name, stand_in in _DUAL_BUILTINS.items():
+            if name in names and name not in py_func.__globals__:
+                copy.__globals__[name] = stand_in  # rebind's globals are the copy's own
+    return copy
+
 
 def _device(py_func, lanes=0):
     key = (py_func, lanes)
     if key not in _DEVICE_CACHE:
         _DEVICE_CACHE[key] = None  # recursion guard
-        _DEVICE_CACHE[key] = _simulator().jit(device=True)(rebind(py_func, _replacer(lanes)))
+        _DEVICE_CACHE[key] = _simulator().jit(device=True)(_simulated(py_func, lanes))
     return _DEVICE_CACHE[key]
 
 
@@ -234,7 +253,7 @@ class SimulatorKernel:
     def copy(self, lanes):
         """The kernel function as the simulator runs it with ``lanes`` lanes (0: plain)."""
         if lanes not in self._copies:
-            self._copies[lanes] = rebind(self.py_func, _replacer(lanes))
+            self._copies[lanes] = _simulated(self.py_func, lanes)
         return self._copies[lanes]
 
     @property
@@ -246,8 +265,9 @@ class SimulatorKernel:
 
     def launch(self, griddim, blockdim, stream, sharedmem, args):
         lanes = _launch_lanes(args, self.py_func)
-        run_launch(self.copy(lanes), griddim, blockdim, sharedmem, args, lanes,
-                   self.grid_group, self.py_func.__name__)
+        with _LAUNCH_LOCK:
+            run_launch(self.copy(lanes), griddim, blockdim, sharedmem, args, lanes,
+                       self.grid_group, self.py_func.__name__)
 
 
 def _launch_lanes(args, py_func):

@@ -1,0 +1,116 @@
+"""The backend choice is context-local: threads and asyncio tasks do not change each other's."""
+import asyncio
+import threading
+
+import numpy as np
+import pytest
+
+import dualgpu
+from dualgpu import DualgpuError, cuda
+from dualgpu.driver import jacobian
+
+
+@cuda.jit
+def double(u, out):
+    i = cuda.grid(1)
+    if i < u.shape[0]:
+        out[i] = 2.0 * u[i]
+
+
+def doubled(u):
+    d_u = cuda.to_device(u)
+    out = cuda.device_array_like(d_u)
+    double[1, 8](d_u, out)
+    return out.copy_to_host()
+
+
+def test_another_threads_using_backend_leaves_this_thread_alone():
+    entered, leave = threading.Event(), threading.Event()
+    seen = {}
+
+    def other():
+        with dualgpu.using_backend("cudasim"):
+            seen["other"] = dualgpu.backend()
+            entered.set()
+            leave.wait(30)
+
+    with dualgpu.using_backend("cpu"):
+        worker = threading.Thread(target=other)
+        worker.start()
+        try:
+            assert entered.wait(30)
+            assert dualgpu.backend() == "cpu"
+            J = jacobian(doubled, np.arange(3.0), chunk_size=3, progress=False)
+            assert "cpu" in double._compiled and "cudasim" not in double._compiled
+        finally:
+            leave.set()
+            worker.join()
+    assert seen["other"] == "cudasim"
+    np.testing.assert_array_equal(J, 2.0 * np.eye(3))
+
+
+def test_set_backend_is_process_wide_and_using_backend_restores():
+    seen = []
+    try:
+        dualgpu.set_backend("cudasim")
+        thread = threading.Thread(target=lambda: seen.append(dualgpu.backend()))
+        thread.start()
+        thread.join()
+        with dualgpu.using_backend("cpu"):
+            assert dualgpu.backend() == "cpu"
+        assert dualgpu.backend() == "cudasim"
+    finally:
+        dualgpu.set_backend(None)
+    assert seen == ["cudasim"]
+
+
+def test_asyncio_tasks_keep_their_own_backend():
+    async def task(name, log):
+        with dualgpu.using_backend(name):
+            for _ in range(3):
+                await asyncio.sleep(0)  # let the other task run inside its own block
+                log.append((name, dualgpu.backend()))
+
+    async def main():
+        log = []
+        await asyncio.gather(task("cpu", log), task("cudasim", log))
+        return log
+
+    log = asyncio.run(main())
+    assert len(log) == 6 and all(name == seen for name, seen in log)
+
+
+def _report_backend(out):
+    out[0] = 1.0 if dualgpu.backend() == "cudasim" else 0.0
+
+
+@cuda.jit
+def report(out):
+    if cuda.grid(1) == 0:
+        _report_backend(out)
+
+
+def test_code_inside_a_simulated_kernel_sees_cudasim():
+    out = np.zeros(1)
+    with dualgpu.using_backend("cudasim"):
+        report[1, 2](out)  # the simulator runs each CUDA thread in a fresh Python thread
+    assert out[0] == 1.0
+
+
+def test_environment_asking_for_cuda_without_a_gpu(monkeypatch):
+    import importlib
+
+    module = importlib.import_module("dualgpu.backend")  # dualgpu.backend is the function
+    if module._gpu_available():
+        pytest.skip("this machine has a GPU: DUALGPU_BACKEND=cuda is valid here")
+    monkeypatch.setenv("DUALGPU_BACKEND", "cuda")
+    with pytest.raises(DualgpuError) as from_env:
+        dualgpu.backend()
+    with pytest.raises(DualgpuError) as from_call:
+        dualgpu.set_backend("cuda")
+    for error in (from_env, from_call):
+        assert module._NO_GPU in str(error.value)
+    assert "DUALGPU_BACKEND" in str(from_env.value)
+    monkeypatch.setenv("DUALGPU_BACKEND", "tpu")
+    with pytest.raises(DualgpuError, match="unknown backend in DUALGPU_BACKEND 'tpu'"):
+        dualgpu.backend()
