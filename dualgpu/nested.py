@@ -188,8 +188,8 @@ def _expression_namespace():
     namespace = {}
     for name in rules.EXPRESSION_FUNCTIONS:
         plain = _EXPRESSION_NAMESPACE[name]
-        if name in rules.VALUE_ONLY:  # floor, trunc: of the value, zero derivative
-            namespace[name] = (lambda plain: lambda v: plain(primal_value(v)))(plain)
+        if name in rules.VALUE_ONLY or name == "same":  # floor, trunc, same: of the values
+            namespace[name] = (lambda plain: lambda *v: plain(*map(primal_value, v)))(plain)
         else:
             def call(*a, _name=name, _plain=plain):
                 if any(isinstance(v, Dual) for v in a):

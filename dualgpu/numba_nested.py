@@ -39,6 +39,7 @@ from numba.core.extending import (
     models,
     overload,
     overload_attribute,
+    register_jitable,
     register_model,
     unbox,
 )
@@ -49,7 +50,9 @@ from ._expressions import expression
 from .errors import DualgpuError, missing_rule_message
 from .nested import MAX_TAG
 from .numba_arrays import DualArrayType
-from .numba_types import MAX_LANES, DualType, dual_type, promote
+from .numba_types import (
+    MAX_LANES, DualType, dual_type, float_floor, float_trunc, promote, same_bits,
+)
 
 __all__ = [
     "TaggedDualType", "TaggedDualArrayType", "tagged_type", "tagged_array_type", "combine",
@@ -263,7 +266,40 @@ def _tagged_to_tagged(context, builder, fromty, toty, val):
 # --- overloads generated from the rule table -------------------------------------------------
 
 _MODULES = {"math": math, "operator": operator, "builtins": builtins}
-_NAMESPACE = {name: getattr(math, name) for name in rules.EXPRESSION_FUNCTIONS}
+def _innermost_value(x):
+    """The innermost value of a (nested) dual, or the number itself (compiled code only)."""
+    raise NotImplementedError("_innermost_value runs in compiled code only")
+
+
+@overload(_innermost_value)
+def _ov_innermost_value(x):
+    if _is_number(x):
+        return lambda x: x
+    if isinstance(x, (DualType, TaggedDualType)):
+        return lambda x: _innermost_value(x.value)
+    return None
+
+
+@register_jitable
+def _floor_of_value(x):
+    return float_floor(_innermost_value(x))
+
+
+@register_jitable
+def _trunc_of_value(x):
+    return float_trunc(_innermost_value(x))
+
+
+@register_jitable
+def _same_values(a, b):
+    return same_bits(_innermost_value(a), _innermost_value(b))
+
+
+#: the rule expressions' functions on nested duals: the value-only ones (floor, trunc,
+#: same) read the innermost values; the others are math's, whose dual overloads apply
+_VALUE_FUNCTIONS = {"floor": _floor_of_value, "trunc": _trunc_of_value, "same": _same_values}
+_NAMESPACE = {name: _VALUE_FUNCTIONS.get(name) or getattr(math, name)
+              for name in rules.EXPRESSION_FUNCTIONS}
 _IMPLS = {}
 
 
