@@ -79,6 +79,23 @@ class _Vectorize(ast.NodeTransformer):
         return ast.Call(ast.Name("_and", ast.Load()), pairs, [])
 
 
+_UNSIGNED = {2: np.uint16, 4: np.uint32, 8: np.uint64}
+
+
+def _same(a, b):
+    """Elementwise: True where two float arrays have the same bits (NaNs and signed zeros count).
+
+    The array form of the rule table's ``same`` (the scalar one is ``dualgpu.dual._same``).
+    """
+    a = np.asarray(a)
+    if a.dtype.kind != "f":
+        return np.zeros(np.broadcast_shapes(a.shape, np.shape(b)), bool)
+    # an operand is compared in the answer's dtype, as the rule sees it (x cast to it)
+    a, b = np.broadcast_arrays(a, np.asarray(b).astype(a.dtype))
+    bits = _UNSIGNED[a.dtype.itemsize]
+    return np.ascontiguousarray(a).view(bits) == np.ascontiguousarray(b).view(bits)
+
+
 class ArrayFactor:
     """A rule's derivative expression compiled for numpy arrays, evaluated per dtype.
 
@@ -100,7 +117,7 @@ class ArrayFactor:
         ns = self._namespaces.get(dtype)
         if ns is None:
             ns = dict(_EXPRESSION_NAMESPACE)
-            ns.update(_where=np.where, _and=_and, _or=_or, _not=np.logical_not)
+            ns.update(_where=np.where, _and=_and, _or=_or, _not=np.logical_not, same=_same)
             ns.update({k: dtype.type(v) for k, v in self.expression.constants.items()})
             self._namespaces[dtype] = ns
         with np.errstate(all="ignore"):
