@@ -122,7 +122,7 @@ def test_checkers_and_detection_see_the_same_data_every_run(how):
     kept = w.copy()
     extra, _ = arguments(w)
     assert check_jvp(f, (u,) + extra, argnums=0) < 1e-8
-    assert check_jacobian(f, (u,) + extra, argnums=0, chunk_size=CHUNK) < 1e-8
+    assert check_jacobian(f, u, *extra, argnums=0, chunk_size=CHUNK) < 1e-8
     pattern = detect_sparsity(f, (u,) + extra)
     assert (pattern.toarray() == np.eye(N, dtype=bool)).all()
     J = sparse_jacobian(f, (u,) + extra, sparsity=pattern, chunk_size=1)
