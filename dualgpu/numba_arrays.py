@@ -22,7 +22,6 @@ from numba.core.extending import (
     make_attribute_wrapper,
     models,
     overload,
-    overload_attribute,
     register_jitable,
     register_model,
     typeof_impl,
@@ -32,6 +31,7 @@ from numba.core.typing.typeof import typeof
 
 from .dualarray import DualArray
 from .errors import DualgpuError, UnportedKernelError
+from .numba_attributes import array_attributes
 from .numba_types import DualType, MAX_LANES, TRACER_LANE, make_dual
 
 __all__ = ["DualArrayType", "dual_array_type", "empty_dual_array", "make_dual_array"]
@@ -376,25 +376,7 @@ def _dual_array_len(a):
         return lambda a: len(a.values)
 
 
-@overload_attribute(DualArrayType, "shape")
-def _dual_array_shape(a):
-    return lambda a: a.values.shape
-
-
-@overload_attribute(DualArrayType, "size")
-def _dual_array_size(a):
-    return lambda a: a.values.size
-
-
-@overload_attribute(DualArrayType, "ndim")
-def _dual_array_ndim(a):
-    return lambda a: a.values.ndim
-
-
-@overload_attribute(DualArrayType, "lanes")
-def _dual_array_lanes(a):
-    n = a.n
-    return lambda a: n
+array_attributes(DualArrayType)
 
 
 # --- boxing (CPU: DualArray arguments and results of @njit functions) -----------

@@ -38,7 +38,6 @@ from numba.core.extending import (
     make_attribute_wrapper,
     models,
     overload,
-    overload_attribute,
     register_jitable,
     register_model,
     unbox,
@@ -50,6 +49,7 @@ from ._expressions import expression
 from .errors import DualgpuError, missing_rule_message
 from .nested import MAX_TAG
 from .numba_arrays import DualArrayType
+from .numba_attributes import array_attributes, lanes_attribute
 from .numba_types import (
     MAX_LANES, DualType, dual_type, float_floor, float_trunc, promote, same_bits,
 )
@@ -184,10 +184,7 @@ make_attribute_wrapper(TaggedDualType, "value", "value")
 make_attribute_wrapper(TaggedDualType, "partials", "partials")
 
 
-@overload_attribute(TaggedDualType, "lanes")
-def _tagged_lanes(d):
-    n = d.n
-    return lambda d: n
+lanes_attribute(TaggedDualType)
 
 
 def _build(context, builder, ty, value, lanes):
@@ -735,25 +732,7 @@ def _tagged_len(a):
         return lambda a: len(a.values)
 
 
-@overload_attribute(TaggedDualArrayType, "shape")
-def _tagged_shape(a):
-    return lambda a: a.values.shape
-
-
-@overload_attribute(TaggedDualArrayType, "size")
-def _tagged_size(a):
-    return lambda a: a.values.size
-
-
-@overload_attribute(TaggedDualArrayType, "ndim")
-def _tagged_ndim(a):
-    return lambda a: a.values.ndim
-
-
-@overload_attribute(TaggedDualArrayType, "lanes")
-def _tagged_array_lanes(a):
-    n = a.n
-    return lambda a: n
+array_attributes(TaggedDualArrayType)
 
 
 def _box_tagged_array(values, partials, tag):

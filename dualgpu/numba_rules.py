@@ -32,13 +32,14 @@ import numpy as np
 from numba import types
 from numba.core import targetconfig
 from numba.core.errors import TypingError
-from numba.core.extending import overload, overload_attribute
+from numba.core.extending import overload
 from numba.core.target_extension import current_target
 
 from . import nansafe, rules
 from ._expressions import expression
 from .dual import Dual
 from .errors import MissingRuleError, missing_rule_message
+from .numba_attributes import lanes_attribute
 from .numba_types import (
     DualType,
     float_floor,
@@ -456,7 +457,4 @@ def _construct_dual(value, partials):
     return impl
 
 
-@overload_attribute(DualType, "lanes")
-def _dual_lanes(d):
-    n = d.n
-    return lambda d: n
+lanes_attribute(DualType)
