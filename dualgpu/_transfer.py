@@ -14,6 +14,7 @@ import numpy as np
 
 from .dualarray import DualArray
 from .errors import DualgpuError
+from .object_arrays import from_object_array, is_object_array
 
 __all__ = ["copy_into"]
 
@@ -54,6 +55,8 @@ def _zero(dest):
 
 def copy_into(dest, src, stream=0):
     """Copy ``src`` into ``dest`` in place (see the module docstring); return ``dest``."""
+    if is_object_array(src):  # np.array([dual, 0.0]) in host code
+        src = from_object_array(src, "the array copied into a buffer")
     if isinstance(dest, DualArray):
         if isinstance(src, DualArray):
             if src.lanes != dest.lanes:

@@ -26,6 +26,7 @@ from ._context import active_lanes, active_levels, lane_dtype
 from .backend import backend
 from .dualarray import DualArray
 from .kernel import jit
+from .object_arrays import from_object_array
 
 __dualgpu_cuda__ = True
 
@@ -127,6 +128,10 @@ def to_device(obj, stream=0, copy=True, to=None):
         return DualArray(_plain_to_device(_host(obj.values)), _plain_to_device(_host(obj.partials)),
                          tag=obj.tag)
     array = np.asarray(obj)
+    if array.dtype == object:  # np.array([dual, 0.0]) in host code: duals in an object array
+        array = from_object_array(array, "the array given to cuda.to_device")
+        if isinstance(array, DualArray):
+            return to_device(array)
     if len(active_levels()) > 1 and _is_float(array.dtype):  # a nested derivative runs
         from .nested import lift_array
 

@@ -60,6 +60,7 @@ from .dual import Dual
 from .dualarray import DualArray
 from .errors import DualgpuError
 from .numba_types import MAX_LANES
+from .object_arrays import from_object_array, is_object_array
 
 __all__ = [
     "jvp", "jvp_batch", "jacfwd", "jacobian", "default_chunk_size", "run_chunk", "Chunk",
@@ -284,6 +285,8 @@ def _unpack(result, lanes, fname, levels=()):
             from .nested import pack_output
 
             packed = pack_output(item, levels, lanes)
+        if packed is None and is_object_array(item):  # np.array([dual, dual]) as f's result
+            item = from_object_array(item, f"{fname}: output {i} of f")
         if packed is not None:
             values, partials = packed
         elif isinstance(item, DualArray):

@@ -23,6 +23,7 @@ from .backend import backend
 from .dual import Dual
 from .dualarray import DualArray
 from .errors import DualgpuError
+from .object_arrays import from_object_array, is_object_array, write_back
 
 __all__ = ["jit", "Kernel", "DeviceFunction", "LaunchCoverageWarning"]
 
@@ -211,6 +212,19 @@ class Kernel:
                 f"({', '.join(self._params)}); got {len(args)}."
             )
         name = backend()
+        objects = {i: a for i, a in enumerate(args) if is_object_array(a)}
+        if objects:  # np.array([dual, 0.0]) built by host code: launched as a DualArray
+            args = list(args)
+            for i, array in objects.items():
+                args[i] = from_object_array(array, f"argument {self._params[i]} of kernel "
+                                                   f"{self.__name__}")
+            self._launch(name, griddim, blockdim, stream, sharedmem, args)
+            for i, array in objects.items():  # as numba copies a host array back
+                write_back(array, args[i])
+            return
+        self._launch(name, griddim, blockdim, stream, sharedmem, args)
+
+    def _launch(self, name, griddim, blockdim, stream, sharedmem, args):
         self._check_duals(args, name)
         self._check_coverage(griddim, blockdim, args)
         kernel = self.compiled(name)

@@ -39,6 +39,7 @@ from ._gpu_shared import (
     _dg_dynamic_shared, _dg_region_length, _dg_shared_array, check_static_shared,
     dynamic_request, shared_sites, site_shape_and_dtype,
 )
+from ._gpu_dual_ops import ATOMIC_FUNCTIONS, DUAL_OP_NAMES, dual_fma, dual_selp
 from ._rebind import SHUFFLES, global_names, rebind, uses_dual_scratch
 from ._translate import (
     Namespace, compile_function, device_py_func, function_source, is_cuda_module, unwrap,
@@ -138,9 +139,24 @@ class _DualSourceRewriter(ast.NodeTransformer):
             )
         return arguments
 
+    def visit_Expr(self, node):
+        # an atomic whose result is discarded: its dual version needs no old value
+        if isinstance(node.value, ast.Call):
+            node.value._dg_discarded = True
+        return self.generic_visit(node)
+
     def visit_Call(self, node):
+        discarded = getattr(node, "_dg_discarded", False)
         self.generic_visit(node)
         path = self.namespace.cuda_path(node.func)
+        if path in (("fma",), ("selp",)):
+            self.count += 1
+            return ast.Call(ast.Name(f"_dg_{path[0]}", ast.Load()), node.args, node.keywords)
+        if path is not None and len(path) == 2 and path[0] == "atomic" and not node.keywords:
+            if path[1] in ATOMIC_FUNCTIONS:
+                self.count += 1
+                return ast.Call(ast.Name(f"_dg_atomic_{path[1]}", ast.Load()),
+                                node.args + [ast.Constant(discarded)], [])
         if path == ("local", "array"):
             arguments = self._arguments(node, "local")
             shape, dtype = site_shape_and_dtype(arguments["shape"], arguments["dtype"],
@@ -190,6 +206,11 @@ def _shape_node(shape, node):
 _needs_rewrite = uses_dual_scratch
 
 
+def _needs_dual_rewrite(py_func):
+    """True when a dual specialisation may need rewriting: scratch, shuffles, fma, selp, atomics."""
+    return uses_dual_scratch(py_func) or bool(DUAL_OP_NAMES & global_names(py_func.__code__))
+
+
 def _dual_source_copy(py_func, lanes, replace):
     """A copy of ``py_func`` whose local and shared arrays and shuffles are dual with ``lanes``."""
     source = function_source(py_func, "kernel or device function", "cuda")
@@ -207,6 +228,8 @@ def _dual_source_copy(py_func, lanes, replace):
     new_globals["_dg_dynamic_shared"] = _dg_dynamic_shared
     new_globals["_dg_region_length"] = _dg_region_length
     new_globals.update({f"_dg_{name}": fn for name, fn in SHUFFLE_FUNCTIONS.items()})
+    new_globals.update({f"_dg_atomic_{op}": fn for op, fn in ATOMIC_FUNCTIONS.items()})
+    new_globals.update(_dg_fma=dual_fma, _dg_selp=dual_selp)
     copy = compile_function(tree, new_globals, source.filename)
     copy.__wrapped__ = py_func
     copy.__dualgpu_shared__ = rewriter.sites
@@ -239,7 +262,7 @@ def _prepare(py_func, lanes):
 
         raise nested_local_array_error(f"{py_func.__qualname__!r}", "cuda")
     replace = _replacer(lanes)
-    if lanes and _needs_rewrite(py_func):
+    if lanes and not isinstance(lanes, tuple) and _needs_dual_rewrite(py_func):
         return _dual_source_copy(py_func, lanes, replace)
     return rebind(py_func, replace)
 
