@@ -8,7 +8,7 @@ function and its module are never touched.
 """
 import types as pytypes
 
-__all__ = ["SHUFFLES", "global_names", "rebind", "uses_dual_scratch"]
+__all__ = ["SHUFFLES", "global_names", "rebind", "uses_atomics", "uses_dual_scratch"]
 
 #: numba.cuda's warp shuffles: in a dual launch each must move a dual's partials too.
 SHUFFLES = ("shfl_sync", "shfl_up_sync", "shfl_down_sync", "shfl_xor_sync")
@@ -29,6 +29,11 @@ def global_names(code):
 def uses_dual_scratch(py_func):
     """True if ``py_func`` may use local or shared arrays or shuffles (names it reads, no typing)."""
     return bool(_DUAL_SCRATCH_NAMES & global_names(py_func.__code__))
+
+
+def uses_atomics(py_func):
+    """True if ``py_func`` may call ``cuda.atomic.*`` (names it reads, no typing)."""
+    return "atomic" in global_names(py_func.__code__)
 
 
 def rebind(py_func, replace):

@@ -12,9 +12,10 @@ A launch with dual arguments of N lanes uses a second dispatcher (one per N);
 duals with more lanes than a tile (:func:`dualgpu.lanes.launch_tile`) run as
 several launches of one tile each (:mod:`dualgpu.backends.gpu_tiles`).
 If the kernel or a device function it calls uses ``cuda.local.array``,
-``cuda.shared.array`` or a warp shuffle, that copy is compiled from rewritten
+``cuda.shared.array``, a warp shuffle or an atomic, that copy is compiled from rewritten
 source in which each call becomes ``_dg_local_array(shape, dtype, N)``,
-``_dg_shared_array(shape, dtype, N, site)`` or a dual-aware shuffle: float
+``_dg_shared_array(shape, dtype, N, site)``, a dual-aware shuffle or a dual-aware
+atomic (add and sub lane by lane; :mod:`dualgpu.backends._gpu_atomics`): float
 scratch and tiles are then dual arrays (values and ``(N,) + shape`` partials, in
 local or shared memory; see :mod:`dualgpu.backends._gpu_shared`); the shape must
 be a compile-time constant, as numba.cuda requires anyway. A dual launch asks for
@@ -39,7 +40,8 @@ from ._gpu_shared import (
     _dg_dynamic_shared, _dg_region_length, _dg_shared_array, check_static_shared,
     dynamic_request, shared_sites, site_shape_and_dtype,
 )
-from ._rebind import SHUFFLES, global_names, rebind, uses_dual_scratch
+from ._gpu_atomics import ATOMIC_FUNCTIONS
+from ._rebind import SHUFFLES, global_names, rebind, uses_atomics, uses_dual_scratch
 from ._translate import (
     Namespace, compile_function, device_py_func, function_source, is_cuda_module, unwrap,
 )
@@ -116,7 +118,8 @@ class _DualSourceRewriter(ast.NodeTransformer):
 
     ``cuda.local.array(shape, dtype)`` -> ``_dg_local_array(shape, dtype, N)``,
     ``cuda.shared.array(shape, dtype)`` -> ``_dg_shared_array(shape, dtype, N, site)``
-    and ``cuda.shfl_*_sync(...)`` -> the dual-aware shuffles, however ``cuda`` is
+    ``cuda.shfl_*_sync(...)`` -> the dual-aware shuffles and ``cuda.atomic.OP(...)`` ->
+    ``_dg_atomic_OP(...)`` (see :mod:`dualgpu.backends._gpu_atomics`), however ``cuda`` is
     spelled (``cuda.``, ``numba.cuda.``, ``from numba.cuda import shared``).
     """
 
@@ -173,6 +176,11 @@ class _DualSourceRewriter(ast.NodeTransformer):
             return ast.Call(ast.Name("_dg_shared_array", ast.Load()),
                             [_shape_node(shape, arguments["shape"]), arguments["dtype"],
                              ast.Constant(self.lanes), ast.Constant(site)], [])
+        if path is not None and len(path) == 2 and path[0] == "atomic" \
+                and path[1] in ATOMIC_FUNCTIONS:
+            self.count += 1
+            return ast.Call(ast.Name(f"_dg_atomic_{path[1]}", ast.Load()), node.args,
+                            node.keywords)
         if path is not None and len(path) == 1 and path[0] in SHUFFLES:
             self.count += 1
             return ast.Call(ast.Name(f"_dg_{path[0]}", ast.Load()), node.args, node.keywords)
@@ -207,6 +215,7 @@ def _dual_source_copy(py_func, lanes, replace):
     new_globals["_dg_dynamic_shared"] = _dg_dynamic_shared
     new_globals["_dg_region_length"] = _dg_region_length
     new_globals.update({f"_dg_{name}": fn for name, fn in SHUFFLE_FUNCTIONS.items()})
+    new_globals.update({f"_dg_atomic_{name}": fn for name, fn in ATOMIC_FUNCTIONS.items()})
     copy = compile_function(tree, new_globals, source.filename)
     copy.__wrapped__ = py_func
     copy.__dualgpu_shared__ = rewriter.sites
@@ -239,7 +248,7 @@ def _prepare(py_func, lanes):
 
         raise nested_local_array_error(f"{py_func.__qualname__!r}", "cuda")
     replace = _replacer(lanes)
-    if lanes and _needs_rewrite(py_func):
+    if lanes and (_needs_rewrite(py_func) or uses_atomics(py_func)):
         return _dual_source_copy(py_func, lanes, replace)
     return rebind(py_func, replace)
 
