@@ -9,7 +9,7 @@ __version__ = "0.1.0"
 from . import nansafe, rules
 from .dual import Dual
 from .dualarray import DualArray, dual_array
-from .errors import DualgpuError, MissingRuleError, UnportedKernelError
+from .errors import DualgpuError, MissingRuleError, UnportedKernelError, UnsupportedFeatureError
 from . import dmath
 from . import numba_cpu_math, numba_types, numba_rules, numba_arrays, numba_casts  # noqa: F401,E501  (registrations)
 from . import numba_nested  # noqa: F401  (tagged and nested duals: registrations)
@@ -29,6 +29,7 @@ from .sparsity import as_pattern, banded_pattern, stencil_pattern_2d
 
 __all__ = [
     "Dual", "DualArray", "dual_array", "DualgpuError", "MissingRuleError", "UnportedKernelError",
+    "UnsupportedFeatureError",
     "dmath", "rules", "nansafe",
     "jit", "cuda", "backend", "set_backend", "using_backend",
     "jvp", "jvp_batch", "jacfwd", "jacobian", "ensemble_jacobian", "propagate", "hvp", "hessian",

@@ -294,7 +294,9 @@ class DualArray:
             "numpy functions and operators work on it directly (np.sum(u), u * x, u @ x, "
             "np.linalg.norm(u - data)) and keep the partials; allocate arrays like it with "
             "np.zeros_like(u) or dualgpu.cuda.device_array_like(u); read the values alone "
-            "with u.values."
+            "with u.values. Storing it into a plain numpy array (a trajectory buffer "
+            "traj[t] = u) lands here too: collect the steps in a list and np.stack(frames) "
+            "them, or allocate the buffer with np.zeros_like(u, shape=(steps,) + u.shape)."
         )
 
     def sum(self, axis=None, dtype=None, out=None, keepdims=False):

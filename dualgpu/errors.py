@@ -15,6 +15,13 @@ class UnportedKernelError(TypeError):
     """A plain numba.cuda kernel (not ported to dualgpu) was launched with dual arguments."""
 
 
+class UnsupportedFeatureError(TypeError):
+    """A kernel feature the active backend cannot run on duals; the message names the feature,
+    the backends that run it and the workaround. Raised while compiling, it is not a numba
+    ``TypingError``, so it reaches the user on its own instead of inside numba's candidate
+    list."""
+
+
 def missing_rule_message(qualname):
     """Return the error text for a function with no derivative rule."""
     short = qualname.rsplit(".", 1)[-1]

@@ -142,6 +142,8 @@ class Kernel:
     """A kernel launched as ``kernel[griddim, blockdim](*args)`` on the active backend."""
 
     __dualgpu_kernel__ = True
+    #: the argument types of the kernel's eager signatures (``@cuda.jit("void(...)")``), or None
+    signatures = None
 
     def __init__(self, func, options):
         from .backends._translate import unwrap
@@ -211,6 +213,10 @@ class Kernel:
                 f"kernel {self.__name__} takes {len(self._params)} arguments "
                 f"({', '.join(self._params)}); got {len(args)}."
             )
+        if self.signatures:
+            from .signatures import apply_signature
+
+            args = apply_signature(self.__name__, self._params, self.signatures, args)
         name = backend()
         objects = {i: a for i, a in enumerate(args) if is_object_array(a)}
         if objects:  # np.array([dual, 0.0]) built by host code: launched as a DualArray
@@ -404,15 +410,18 @@ def jit(func_or_sig=None, device=False, **options):
 
     Accepts the same options as ``numba.cuda.jit`` and works as ``@dualgpu.jit``,
     ``@dualgpu.jit(...)``, ``@dualgpu.jit(device=True)``, or applied to an
-    already-decorated numba.cuda kernel. An explicit signature is accepted and
-    ignored: specialisations are compiled per argument types at launch.
+    already-decorated numba.cuda kernel. A kernel's explicit signature converts its
+    scalar arguments at every launch and checks its arrays, as numba.cuda's launch does
+    (:mod:`dualgpu.signatures`); specialisations are still compiled per argument types
+    (duals included). A device function's signature is ignored.
 
     Returns
     -------
     Kernel or DeviceFunction
     """
+    signatures = None
     if isinstance(func_or_sig, (str, list, tuple)) or _is_signature(func_or_sig):
-        func_or_sig = None
+        signatures, func_or_sig = func_or_sig, None
 
     def decorate(func):
         target_options = dict(getattr(func, "targetoptions", {}) or {})
@@ -420,7 +429,12 @@ def jit(func_or_sig=None, device=False, **options):
         target_options.update(options)
         if is_device:
             return DeviceFunction(func, target_options)
-        return Kernel(func, target_options)
+        kernel = Kernel(func, target_options)
+        if signatures is not None:
+            from .signatures import parse_signatures
+
+            kernel.signatures = parse_signatures(signatures)
+        return kernel
 
     if func_or_sig is None:
         return decorate

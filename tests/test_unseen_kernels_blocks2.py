@@ -256,15 +256,17 @@ def test_dual_kernel_compiles_to_ptx(_offline, name):
 def test_dual_atomic_max_is_refused_with_the_workaround(_offline):
     n = 2
     A, D = dual_array_type(F64, 1, n), dual_type(F64, n)
-    with pytest.raises(Exception, match=r"cuda\.atomic\.max on a dual array is not supported "
-                                        r"on the cuda backend.*second kernel"):
+    with pytest.raises(dualgpu.UnsupportedFeatureError,
+                       match=r"^cuda\.atomic\.max on a dual array is not supported "
+                             r"on the cuda backend.*second kernel"):
         _ptx(K.speed_extrema, (A, D, A, A), n)
 
 
 def test_old_value_of_dual_atomic_add_is_refused(_offline):
     n = 2
     A = dual_array_type(F64, 1, n)
-    with pytest.raises(Exception, match=r"uses the old value it returns.*statement of its own"):
+    with pytest.raises(dualgpu.UnsupportedFeatureError,
+                       match=r"uses the old value it returns.*statement of its own"):
         _ptx(K.running_offsets, (A, A, A), n)
     plain = types.Array(F64, 1, "C")
     assert ".entry" in _ptx(K.running_offsets, (plain, plain, plain), 0)  # plain: unchanged

@@ -24,7 +24,7 @@ import numba.cuda.extending
 from numba import types
 from numba.core.errors import TypingError
 
-from ..errors import DualgpuError
+from ..errors import DualgpuError, UnsupportedFeatureError
 from ..numba_arrays import DualArrayType
 from ..numba_types import DualType, make_dual
 
@@ -97,7 +97,7 @@ def _ov_selp(cond, a, b):
 
 def _dual_sum_atomic(op, ary, idx, val, discarded):
     if not isinstance(discarded, types.BooleanLiteral) or not discarded.literal_value:
-        raise TypingError(
+        raise UnsupportedFeatureError(
             f"cuda.atomic.{op} on a dual array: the kernel uses the old value it returns, which "
             "the cuda backend cannot give for duals (the value and each lane are updated by "
             "separate atomics, so the old lanes may come from another order of the threads "
@@ -140,7 +140,7 @@ def _make_atomic(op):
             return plain
         if op in _SUMS:
             return _dual_sum_atomic(op, ary, args[0], args[1], discarded)
-        raise TypingError(
+        raise UnsupportedFeatureError(
             f"cuda.atomic.{op} on a dual array is not supported on the cuda backend: it would "
             "have to update a value and its partials in one atomic step, which a GPU cannot do "
             "(the cpu and cudasim backends run it). For a maximum or minimum, reduce in the "
