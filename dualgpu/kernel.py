@@ -353,6 +353,19 @@ class Kernel:
                 "pass the array as a DualArray argument."
             )
         which = f"the plain array argument(s) {', '.join(names)}" if names else "a plain array"
+        given = dict(zip(self._params, args))
+        integers = [n for n in names if np.issubdtype(getattr(given.get(n), "dtype", np.float64),
+                                                      np.integer)
+                    or getattr(given.get(n), "dtype", None) == np.bool_]
+        if integers:
+            return (
+                f"kernel {self.__name__} stores a dual into the integer array(s) "
+                f"{', '.join(f'{n} ({given[n].dtype})' for n in integers)}{at}: it would be "
+                "truncated and its partials dropped, and an integer array cannot hold them. If "
+                "the array holds a state, give it a float dtype where it is made (for example "
+                "u0 = np.asarray(u0, dtype=np.float64) before cuda.to_device or "
+                "device_array_like); if the truncation is meant, store int(x)."
+            )
         if active_lanes():
             fix = ("Allocate it through dualgpu.cuda (to_device, device_array, "
                    "device_array_like), not with numpy (np.zeros_like...): under the driver "

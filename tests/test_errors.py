@@ -113,3 +113,24 @@ def test_kernel_argument_mismatches():
 def test_unknown_backend():
     with pytest.raises(DualgpuError, match="unknown backend 'tpu'; expected one of"):
         dualgpu.set_backend("tpu")
+
+
+def test_dual_stored_into_an_integer_array_names_the_dtype_and_the_fix():
+    """An int state (u0 of ints) gives int buffers: the message says so instead of pointing at
+    the allocation, which went through dualgpu.cuda."""
+    from dualgpu import cuda
+
+    @cuda.jit
+    def double(u, out):
+        i = cuda.grid(1)
+        if i < u.shape[0]:
+            out[i] = 2.0 * u[i]
+
+    def f(u):
+        out = cuda.to_device(np.zeros(u.shape[0], dtype=np.int64))
+        double[1, 8](cuda.to_device(u), out)
+        return out.copy_to_host()
+
+    with dualgpu.using_backend("cpu"), pytest.raises(
+            DualgpuError, match=r"integer array\(s\) out \(int64\).*float dtype.*int\(x\)"):
+        dualgpu.jacobian(f, np.ones(4))
