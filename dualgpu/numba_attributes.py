@@ -25,12 +25,12 @@ VALUES_ATTRIBUTES = {
 
 def lanes_attribute(type_class):
     """Give ``type_class`` (a numba type with a lane count ``n``) the attribute ``.lanes``,
-    a compile-time constant."""
-    _typed(type_class, {"lanes": lambda typ: types.intp})
+    typed as a literal (code that sizes scratch by it needs a compile-time constant)."""
+    _typed(type_class, {"lanes": lambda typ: types.literal(typ.n)})
 
     @lower_getattr(type_class, "lanes")
     def lanes(context, builder, typ, value):
-        return context.get_constant(types.intp, typ.n)
+        return context.get_constant(types.literal(typ.n).literal_type, typ.n)
 
 
 def array_attributes(type_class):
