@@ -26,6 +26,10 @@ from .uncertainty import propagate
 from .distributed import local_cluster
 from .coloring import Coloring, check_coloring, color_columns
 from .sparsity import as_pattern, banded_pattern, stencil_pattern_2d
+from .backends._cpu_first import cpu_registries_first
+
+# numba's CPU typing and lowering installed now, before any CUDA compile can misplace them
+cpu_registries_first()
 
 __all__ = [
     "Dual", "DualArray", "dual_array", "DualgpuError", "MissingRuleError", "UnportedKernelError",

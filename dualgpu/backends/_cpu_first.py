@@ -21,5 +21,7 @@ def cpu_registries_first():
     from numba.core.target_extension import target_override
 
     with target_override("cpu"):
-        cpu_target.typing_context.refresh()
+        # the target context first: its refresh imports numba's lowering modules
+        # (numba.np.arrayobj...), which register typing templates the typing refresh installs
         cpu_target.target_context.refresh()
+        cpu_target.typing_context.refresh()
