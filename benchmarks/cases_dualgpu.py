@@ -665,15 +665,15 @@ def case_tiled_nbody(profile):
 
 @contextlib.contextmanager
 def _parallel_launches():
-    """Within the block the cpu backend runs blocks on every numba thread."""
-    from dualgpu.backends import cpu
+    """Within the block the cpu backend runs every launch in parallel (no measurement)."""
+    from dualgpu.backends import cpu_parallel
 
-    previous = cpu.PARALLEL_MIN_THREADS, cpu.PARALLEL_MIN_CORES
-    cpu.PARALLEL_MIN_THREADS, cpu.PARALLEL_MIN_CORES = 1, 2
+    previous = cpu_parallel.FORCE
+    cpu_parallel.FORCE = True
     try:
         yield
     finally:
-        cpu.PARALLEL_MIN_THREADS, cpu.PARALLEL_MIN_CORES = previous
+        cpu_parallel.FORCE = previous
 
 
 CASES = {
