@@ -7,7 +7,8 @@ registry of the target active at that moment. When the CPU typing context first 
 during a CUDA compile, their CPU lowering lands in the CUDA registry, and for the rest of the
 process ``np.empty`` (and so every dual ``cuda.local.array`` on the cpu backend) fails with
 ``Unknown attribute '_allocate'``. Refreshing the CPU contexts under the CPU target first,
-once, before the GPU backend compiles anything, keeps them where they belong.
+once, when dualgpu is imported (before anything can be compiled for CUDA), keeps them
+where they belong.
 """
 import functools
 

@@ -34,7 +34,6 @@ from ..dualarray import DualArray
 from ..errors import DualgpuError
 from ..lanes import TILE_LANES, launch_tile
 from ._local_array_types import literal_shape, scalar_dtype
-from ._cpu_first import cpu_registries_first
 from ._gpu_shared import (
     DUAL_DTYPES, SHUFFLE_FUNCTIONS, STATIC_SHARED_LIMIT, SharedSite,
     _dg_dynamic_shared, _dg_region_length, _dg_shared_array, check_static_shared,
@@ -258,7 +257,6 @@ _replace = _replacer(0)
 
 
 def _prepare(py_func, lanes):
-    cpu_registries_first()
     if isinstance(lanes, tuple) and _needs_rewrite(py_func):
         from ..nested import nested_local_array_error
 
