@@ -9,9 +9,11 @@ For every simulation in ``simulations/`` it runs, on the ``cuda`` backend, the
 plain simulation and a batch of 8 tangent directions through the driver
 (``dualgpu.driver.jvp_batch``), compares both with the ``cpu`` backend and
 reports the dual/plain time ratio. It then runs 24 directions in tiles of 8
-lanes (three launches per kernel launch on the GPU, arrays read and written
-restored between them: ``dualgpu.backends.gpu_tiles``) and compares those
-tangents with the cpu backend too. It then times the 1-D heat stencil
+lanes and compares those tangents with the cpu backend too: on the GPU all three
+tiles run in one launch over a third grid dimension where no array is both read
+and written (``dualgpu.backends.gpu_tile_grid``), else as three launches with
+those arrays restored between them (``dualgpu.backends.gpu_tiles``); the two
+paths are also compared with each other, and the launches per path are counted. It then times the 1-D heat stencil
 (``benchmarks.cases_dualgpu.heat_step``) at N = 0 (plain), 1, 8, 16 lanes and
 reports the achieved memory bandwidth: bytes moved per step are
 ``(1 + N) * n * itemsize * 2`` (read u, write u_new; neighbours hit in cache).
@@ -92,6 +94,8 @@ def check_tiles(name, backend, size, directions=3 * LANES, tile=LANES):
     tangents = [None] * len(args)
     tangents[argnum] = rng.standard_normal((directions,) + np.shape(args[argnum]))
 
+    from dualgpu.backends import gpu_tile_grid
+
     def run():
         return driver.jvp_batch(lambda *a: module.simulate(*a, **kwargs), args, tangents,
                                 chunk_size=tile, progress=False)[1]
@@ -100,8 +104,18 @@ def check_tiles(name, backend, size, directions=3 * LANES, tile=LANES):
     for which in ("cpu", backend):
         with dualgpu.using_backend(which):
             results[which] = _flat(run())
+    before = dict(gpu_tile_grid.LAUNCHES)
+    with dualgpu.using_backend(backend):
+        run()
+        launches = {k: gpu_tile_grid.LAUNCHES[k] - before[k] for k in before}
+        gpu_tile_grid.ENABLED = False  # every tile its own launch
+        try:
+            per_tile = _flat(run())
+        finally:
+            gpu_tile_grid.ENABLED = True
     return {"simulation": name, "directions": directions, "tile": tile,
-            "tangent_rel_diff": _rel(results[backend], results["cpu"])}
+            "tangent_rel_diff": _rel(results[backend], results["cpu"]),
+            "paths_rel_diff": _rel(results[backend], per_tile), "launches": launches}
 
 
 def check_simulation(name, backend, size, lanes=LANES):
@@ -249,8 +263,8 @@ def main(argv=None):
               f"{r['tangent_rel_diff']:12.1e} {r['plain_s']:9.4f} {r['dual_s']:9.4f} "
               f"{r['dual_over_plain']:10.2f}{'  MISMATCH' if bad else ''}")
 
-    print(f"\n{3 * LANES} directions in tiles of {LANES} lanes (one launch per tile, restores "
-          "between tiles), tangents vs the cpu backend")
+    print(f"\n{3 * LANES} directions in tiles of {LANES} lanes: tangents vs the cpu backend, "
+          "all tiles in one launch vs one launch per tile, and tiled launches per path")
     for name in args.only or SIMULATIONS:
         try:
             r = check_tiles(name, backend, size)
@@ -258,9 +272,11 @@ def main(argv=None):
             failures += 1
             print(f"{name:12s} FAILED: {type(exc).__name__}: {exc}")
             continue
-        bad = r["tangent_rel_diff"] > 1e-6
+        bad = r["tangent_rel_diff"] > 1e-6 or r["paths_rel_diff"] > 1e-12
         failures += bad
-        print(f"{name:12s} tangent diff {r['tangent_rel_diff']:10.1e}{'  MISMATCH' if bad else ''}")
+        print(f"{name:12s} tangent diff {r['tangent_rel_diff']:10.1e}   one launch vs per tile "
+              f"{r['paths_rel_diff']:8.1e}   launches: {r['launches']['one']} one, "
+              f"{r['launches']['per_tile']} per tile{'  MISMATCH' if bad else ''}")
 
     print(f"\nheat stencil bandwidth, n = {heat_n:,}, float64, {heat_steps} steps, {backend} backend")
     print(f"{'lanes':>5s} {'ms/step':>9s} {'GB/s':>8s} {'x plain':>8s} {'limit 1+N':>9s}")

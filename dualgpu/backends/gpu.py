@@ -9,8 +9,10 @@ order of the data model (see ``_numba_internals``). Plain arguments pass
 through untouched, so a plain launch costs what numba.cuda's does.
 
 A launch with dual arguments of N lanes uses a second dispatcher (one per N);
-duals with more lanes than a tile (:func:`dualgpu.lanes.launch_tile`) run as
-several launches of one tile each (:mod:`dualgpu.backends.gpu_tiles`).
+duals with more lanes than a tile (:func:`dualgpu.lanes.launch_tile`) run all
+their tiles in one launch with a third grid dimension over the tiles when the
+tiles cannot disturb one another (:mod:`dualgpu.backends.gpu_tile_grid`), else
+as several launches of one tile each (:mod:`dualgpu.backends.gpu_tiles`).
 If the kernel or a device function it calls uses ``cuda.local.array``,
 ``cuda.shared.array`` or a warp shuffle, that copy is compiled from rewritten
 source in which each call becomes ``_dg_local_array(shape, dtype, N)``,
@@ -44,6 +46,7 @@ from ._rebind import SHUFFLES, global_names, rebind, uses_dual_scratch
 from ._translate import (
     Namespace, compile_function, device_py_func, function_source, is_cuda_module, unwrap,
 )
+from . import gpu_tile_grid as tile_grid
 from .gpu_tiles import launch_tiles, tile_views
 
 __all__ = ["DualArguments", "GpuKernel", "compile_kernel", "marshal", "prepare_function"]
@@ -392,6 +395,7 @@ class GpuKernel:
         self.py_func = unwrap(func) or func
         self.options = options
         self._dispatchers = {}
+        self._tile_dispatchers = {}
         self._grid_group = None
         self.dispatcher = self.dispatcher_for(0)
 
@@ -425,13 +429,34 @@ class GpuKernel:
         if tile and self.grid_group:
             _check_cooperative_grid(dispatcher, probe, griddim, blockdim, sharedmem,
                                     self.py_func.__name__, tile)
-        launcher = dispatcher[griddim, blockdim, stream, sharedmem]
         if tile == lanes:
-            launcher(*args)
+            dispatcher[griddim, blockdim, stream, sharedmem](*args)
             return
-        # more lanes than one kernel holds: tiles of ``tile`` lanes (see gpu_tiles)
-        launch_tiles(lambda views: launcher(*views), self.py_func, args, lanes // tile, tile,
-                     stream)
+        # more lanes than one kernel holds: tiles of ``tile`` lanes, all in one launch when
+        # they cannot disturb one another (gpu_tile_grid), else one launch each (gpu_tiles)
+        tiles = lanes // tile
+        grid = tile_grid.plan(self, args, griddim, tiles, sharedmem, STATIC_SHARED_LIMIT)
+        if grid is not None:
+            wrapper = self.tiles_dispatcher(tile_grid.dual_mask(args), tile)
+            wrapper[grid, blockdim, stream, sharedmem](*tile_grid.flat_arguments(args))
+            tile_grid.LAUNCHES["one"] += 1
+            return
+        tile_grid.LAUNCHES["per_tile"] += 1
+        launcher = dispatcher[griddim, blockdim, stream, sharedmem]
+        launch_tiles(lambda views: launcher(*views), self.py_func, args, tiles, tile, stream)
+
+    def tiles_dispatcher(self, mask, tile):
+        """The numba.cuda kernel running every lane tile of a launch at once (gpu_tile_grid)."""
+        import numba.cuda
+
+        key = (mask, tile)
+        if key not in self._tile_dispatchers:
+            self.dispatcher_for(tile)  # checks the dual tiles' static shared memory
+            body = _device(self.py_func, _device_options(self.options), tile)
+            wrapper = tile_grid.tiles_kernel(body, mask, tile, numba.cuda,
+                                             name=f"_dg_tiles_{self.py_func.__name__}")
+            self._tile_dispatchers[key] = numba.cuda.jit(**self.options)(wrapper)
+        return self._tile_dispatchers[key]
 
     @property
     def grid_group(self):
@@ -441,6 +466,14 @@ class GpuKernel:
 
             self._grid_group = uses_grid_group(self.py_func)
         return self._grid_group
+
+
+_DEVICE_OPTIONS = ("fastmath", "debug", "opt", "lineinfo")
+
+
+def _device_options(options):
+    """The options of a kernel that its body keeps when compiled as a device function."""
+    return {k: v for k, v in options.items() if k in _DEVICE_OPTIONS}
 
 
 def compile_kernel(func, **options):

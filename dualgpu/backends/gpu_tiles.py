@@ -12,8 +12,9 @@ the first tile, device to device, before each later tile. That keeps in-place
 kernels (``x[i] += dt * v[i]``), atomics and kernels reading what other threads
 write exact, for any kernel, shared memory included.
 
-Running the tiles at once (an extra grid dimension) would save launches when no
-array needs restoring; it is not done yet: every tile is a launch (about 5 us).
+When no array needs restoring, the GPU backend runs all tiles in one launch
+instead, over a third grid dimension (:mod:`dualgpu.backends.gpu_tile_grid`);
+this module is the path for everything else.
 """
 import numpy as np
 
