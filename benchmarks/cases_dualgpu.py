@@ -52,6 +52,7 @@ from dualgpu.dualarray import DualArray
 
 __all__ = [
     "PROFILES", "CASES", "TARGETS", "heat_step", "heat_njit_serial", "heat_njit_parallel",
+    "heat_jvp_njit_serial",
     "tiny_kernel", "measure", "load_driver", "run_case", "case_sparse",
 ]
 
@@ -129,6 +130,24 @@ def heat_njit_serial(u, u_new, r, steps):
             u_new[i] = u[i] + r * (left - 2.0 * u[i] + right)
         u, u_new = u_new, u
     return u
+
+
+@njit
+def heat_jvp_njit_serial(u, du, u_new, du_new, r, steps):
+    """The JVP of :func:`heat_njit_serial` written by hand: value and one tangent per cell,
+    two arrays each (the least memory traffic a JVP can have). Returns the final buffers."""
+    n = u.shape[0]
+    for _ in range(steps):
+        for i in range(n):
+            left = u[i - 1] if i > 0 else 0.0
+            right = u[i + 1] if i < n - 1 else 0.0
+            dleft = du[i - 1] if i > 0 else 0.0
+            dright = du[i + 1] if i < n - 1 else 0.0
+            u_new[i] = u[i] + r * (left - 2.0 * u[i] + right)
+            du_new[i] = du[i] + r * (dleft - 2.0 * du[i] + dright)
+        u, u_new = u_new, u
+        du, du_new = du_new, du
+    return u, du
 
 
 @njit(parallel=True)

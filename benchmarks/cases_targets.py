@@ -7,7 +7,10 @@ Comparisons are measured side by side in one process, interleaved
 (:func:`benchmarks.cases_dualgpu.measure_side_by_side`), and reported as ratios.
 
 jvp_primal
-    1-D heat, 10^6 cells: ``dualgpu.jvp`` of the whole simulation vs the plain run.
+    1-D heat, 10^6 cells: ``dualgpu.jvp`` of the whole simulation vs the plain run, and both
+    vs hand-written ``@njit`` loops: the plain stencil and its JVP by hand (value and tangent
+    arrays, the least memory traffic a JVP can have), so the report shows how far the bound
+    is from what the memory allows on this machine.
 cold_start
     Two fresh processes with one new compile-cache directory: the second loads every
     launcher from the cache. The first simulation run in each (N-body, plain and a dual
@@ -38,7 +41,8 @@ import numpy as np
 
 import dualgpu
 from benchmarks.cases_dualgpu import (
-    PROFILES, _heat_initial, heat_run, heat_simulate, load_driver, measure_side_by_side, target,
+    PROFILES, _heat_initial, heat_jvp_njit_serial, heat_njit_serial, heat_run, heat_simulate,
+    load_driver, measure_side_by_side, target,
 )
 
 __all__ = ["EXTRA", "CASES", "busy_process"]
@@ -76,15 +80,33 @@ def case_jvp_primal(profile):
     u0 = _heat_initial(n)
     v = np.cos(np.arange(n) * 0.1)
     driver = load_driver()
+    bufs = [np.empty(n) for _ in range(4)]
+
+    def by_hand_primal():
+        bufs[0][:] = u0
+        return heat_njit_serial(bufs[0], bufs[1], r, steps)
+
+    def by_hand_jvp():
+        bufs[0][:], bufs[2][:] = u0, v
+        return heat_jvp_njit_serial(bufs[0], bufs[2], bufs[1], bufs[3], r, steps)
+
     with dualgpu.using_backend("cpu"):
         timed = measure_side_by_side({
             "primal": lambda: heat_simulate(u0, r, steps),
             "jvp": lambda: driver.jvp(lambda u: heat_simulate(u, r, steps), (u0,), (v,)),
+            "njit_primal": by_hand_primal,
+            "njit_jvp": by_hand_jvp,
         }, p["repeats"])
-    (primal_out, primal), ((jvp_out, _), jvp) = timed["primal"], timed["jvp"]
+    (primal_out, primal), ((jvp_out, jvp_tangent), jvp) = timed["primal"], timed["jvp"]
+    (_, njit_primal), ((_, njit_tangent), njit_jvp) = timed["njit_primal"], timed["njit_jvp"]
     ratio = jvp["median_s"] / primal["median_s"]
+    floor = njit_jvp["median_s"] / njit_primal["median_s"]
     return {"n": n, "steps": steps, "primal": primal, "jvp": jvp, "ratio": ratio,
             "values_match": bool(np.array_equal(primal_out, jvp_out)),
+            "tangent_rel_diff_vs_by_hand": float(
+                np.max(np.abs(jvp_tangent - njit_tangent)) / np.max(np.abs(njit_tangent))),
+            "njit_primal": njit_primal, "njit_jvp": njit_jvp, "by_hand_ratio": floor,
+            "jvp_over_by_hand_jvp": jvp["median_s"] / njit_jvp["median_s"],
             "targets": {"jvp_vs_primal": target(ratio, JVP_OVER_PRIMAL)}}
 
 

@@ -49,6 +49,8 @@ def test_run_tiny_target_cases(tmp_path):
     assert proc.returncode == 0, proc.stdout + proc.stderr
     results = json.loads(out.read_text())["results"]
     assert results["jvp_primal"]["values_match"] is True
+    # dualgpu's tangent equals the hand-written JVP loop's (same arithmetic, same order)
+    assert results["jvp_primal"]["tangent_rel_diff_vs_by_hand"] < 1e-12
     coloring = {row["pattern"]: row for row in results["coloring"]["rows"]}
     assert coloring["periodic heat, 1000 cells, 100 steps"]["best"] == 250
     assert "Targets (this run, this machine):" in proc.stdout
