@@ -144,3 +144,49 @@ def test_values_without_a_stable_key_are_not_cached():
         cpu_cache.fingerprint(_Opaque())
     assert cpu_cache.fingerprint(np.arange(3.0)) != cpu_cache.fingerprint(np.arange(3.0) + 1)
     assert cpu_cache.fingerprint((1, 2.0)) != cpu_cache.fingerprint((1, 2))
+
+
+_BOUNDS_SCRIPT = textwrap.dedent("""
+    import sys
+    sys.path[:0] = [{root!r}]
+    import numpy as np
+    import dualgpu
+    from dualgpu import cuda
+
+    @cuda.jit
+    def shifted(u, out):
+        i = cuda.grid(1)
+        if i < u.shape[0]:
+            out[i] = u[i + 1]   # reads one element past the end (a bug bounds checks find)
+
+    dualgpu.set_backend("cpu")
+    u = np.arange(8.0)
+    d = dualgpu.dual_array(u, np.ones((2, 8)))
+    for args in ((u, np.zeros(8)), (d, dualgpu.dual_array(np.zeros(8), np.zeros((2, 8))))):
+        try:
+            shifted[1, 8](*args)
+            print("no error")
+        except IndexError as exc:
+            print("IndexError")
+""")
+
+
+def test_bounds_checks_are_not_served_from_a_cache_without_them(tmp_path):
+    # NUMBA_BOUNDSCHECK=1 makes the cpu backend raise IndexError on an out-of-bounds index,
+    # also when the cache holds the same launcher compiled without checks
+    script = tmp_path / "shifted.py"   # kernels need a source file
+    script.write_text(_BOUNDS_SCRIPT.format(root=ROOT))
+    cache = tmp_path / "cache"
+
+    def run(check):
+        env = dict(os.environ, DUALGPU_CACHE_DIR=str(cache), DUALGPU_CACHE="1")
+        env.pop("NUMBA_BOUNDSCHECK", None)
+        if check:
+            env["NUMBA_BOUNDSCHECK"] = "1"
+        proc = subprocess.run([sys.executable, str(script)], env=env, capture_output=True,
+                              text=True, timeout=600)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        return proc.stdout.splitlines()
+
+    assert run(False) == ["no error", "no error"]
+    assert run(True) == ["IndexError", "IndexError"]
