@@ -230,3 +230,66 @@ def test_wrapper_compiles_to_ptx_like_the_one_tile_kernel(kernel, ndim, mask, dt
     # and the same shared memory
     for what in ("call", ".local", ".shared .align"):
         assert (sum(what in line for line in tiled) == sum(what in line for line in single)), what
+
+
+# --- the simulations: which kernels run their tiles in one launch, and that they compile -------
+
+def _dual_launches(f, args, lanes=16):
+    """{py_func: (griddim, arguments, shared bytes)} of the first launch of each kernel in a
+    ``lanes``-lane jvp_batch of ``f`` on the cpu backend (tiles of 8)."""
+    import warnings
+
+    import dualgpu
+    from dualgpu.backends.cpu import CpuKernel
+
+    seen, launch = {}, CpuKernel.launch
+
+    def record(self, griddim, blockdim, launch_args, sharedmem=0):
+        seen.setdefault(self.py_func, (griddim, list(launch_args), sharedmem))
+        return launch(self, griddim, blockdim, launch_args, sharedmem)
+
+    tangents = tuple(np.stack([np.ones_like(a)] * lanes) for a in args)
+    monkey = pytest.MonkeyPatch()
+    monkey.setattr(CpuKernel, "launch", record)
+    try:
+        with dualgpu.using_backend("cpu"), warnings.catch_warnings():
+            warnings.simplefilter("ignore", dualgpu.lanes.ChunkSizeWarning)
+            dualgpu.jvp_batch(f, args, tangents, chunk_size=TILE, progress=False)
+    finally:
+        monkey.undo()
+    return seen
+
+
+@pytest.mark.parametrize("module_name, size, one_launch, per_tile", [
+    ("heat2d", 9, {"step"}, set()),
+    ("gray_scott", 8, {"step"}, set()),
+    ("nbody", 16, {"accelerations"}, {"kick_drift", "kick"}),
+])
+def test_simulation_kernels_on_the_one_launch_path_compile_to_ptx(module_name, size, one_launch,
+                                                                  per_tile, offline_ptx):
+    import importlib
+
+    from dualgpu.backends.cudasim import uses_grid_group
+
+    module = importlib.import_module(f"simulations.{module_name}")
+    state = module.default_initial_state(size)
+    state = state if isinstance(state, tuple) else (state,)
+    floats = [k for k, a in enumerate(state) if isinstance(a, np.ndarray)]
+
+    def f(*arrays):
+        full = list(state)
+        for k, a in zip(floats, arrays):
+            full[k] = a
+        return module.simulate(*full, n_steps=1)
+
+    taken = {"one": set(), "per_tile": set()}
+    for py_func, (griddim, args, shared) in _dual_launches(f, [state[k] for k in floats]).items():
+        owner = types.SimpleNamespace(py_func=py_func, grid_group=uses_grid_group(py_func))
+        grid = tg.plan(owner, args, griddim, 16 // TILE, shared, 48 * 1024)
+        taken["per_tile" if grid is None else "one"].add(py_func.__name__)
+        if grid is not None:
+            wrapper = gpu.compile_kernel(py_func).tiles_dispatcher(tg.dual_mask(args), TILE)
+            flat = tuple(numba.typeof(a) for a in tg.flat_arguments(args))
+            ptx, _ = numba.cuda.compile_ptx(wrapper.py_func, flat, cc=offline_ptx)
+            assert "%ctaid.z" in ptx
+    assert taken == {"one": one_launch, "per_tile": per_tile}
