@@ -1,10 +1,11 @@
 """Kernels for the GPU backend's lane tiles in one launch (``dualgpu.backends.gpu_tile_grid``).
 
-Written as numba.cuda users write them: out-of-place stencils (1-D and 2-D grids), a block
-reduction in shared memory, scratch in local memory through a device function (all safe to
-run every lane tile at once), and kernels that read the grid's third dimension (not safe).
+Written as numba.cuda users write them: out-of-place stencils on 1-D and 2-D grids, with a
+device function (safe to run every lane tile at once), and kernels that read the grid's third
+dimension (not safe). Shared and local memory kernels come from ``block_kernels`` and
+``kernels_tiles``.
 """
-from numba import cuda, float64
+from numba import cuda
 
 
 @cuda.jit(device=True)
@@ -28,36 +29,6 @@ def wave_2d(u, out, c):
         out[i, j] = c * (u[i - 1, j] + u[i + 1, j] + u[i, j - 1] + u[i, j + 1]) - u[i, j] ** 2
     elif i < ny and j < nx:
         out[i, j] = u[i, j]
-
-
-@cuda.jit
-def block_energy(x, out):
-    # per-block sum of x^2 by a tree reduction in shared memory
-    tile = cuda.shared.array(32, float64)
-    t = cuda.threadIdx.x
-    i = cuda.grid(1)
-    tile[t] = x[i] * x[i] if i < x.shape[0] else 0.0
-    cuda.syncthreads()
-    s = 16
-    while s > 0:
-        if t < s:
-            tile[t] += tile[t + s]
-        cuda.syncthreads()
-        s //= 2
-    if t == 0:
-        out[cuda.blockIdx.x] = tile[0]
-
-
-@cuda.jit
-def smooth_local(x, out):
-    i = cuda.grid(1)
-    n = x.shape[0]
-    if i < n:
-        w = cuda.local.array(3, dtype=float64)
-        w[0] = x[(i - 1) % n]
-        w[1] = x[i]
-        w[2] = x[(i + 1) % n]
-        out[i] = 0.25 * w[0] + 0.5 * w[1] + 0.25 * w[2]
 
 
 @cuda.jit

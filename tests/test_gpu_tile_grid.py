@@ -17,8 +17,10 @@ import numpy as np
 import pytest
 from numba import types as nbtypes
 
+import block_kernels as bk
 import kernels_tile_grid as kg
 import kernels_tiles as kt
+from tile_checks import assert_slice_equal, lane_slice
 from dualgpu import Dual, _context
 from dualgpu import cuda as dcuda
 from dualgpu.backends import cpu, gpu
@@ -82,20 +84,6 @@ def _stand_in_kernel(kernel, monkeypatch, calls, grids, grid_group=False):
     return gpu_kernel
 
 
-def _tile_of(arg, t, memo):
-    if id(arg) not in memo:
-        if isinstance(arg, DualArray):
-            memo[id(arg)] = DualArray(arg.values.copy(), arg.partials[t * TILE:(t + 1) * TILE].copy())
-        elif isinstance(arg, Dual):
-            memo[id(arg)] = Dual(arg.value, np.asarray(arg.partials)[t * TILE:(t + 1) * TILE],
-                                 dtype=arg.dtype)
-        elif isinstance(arg, np.ndarray):
-            memo[id(arg)] = arg.copy()
-        else:
-            memo[id(arg)] = arg
-    return memo[id(arg)]
-
-
 def _launch_and_compare(kernel, griddim, blockdim, args, monkeypatch):
     """Launch through the GPU backend's launch path; compare with per-slice cpu launches."""
     calls, grids = [], []
@@ -105,14 +93,9 @@ def _launch_and_compare(kernel, griddim, blockdim, args, monkeypatch):
         gpu_kernel.launch(griddim, blockdim, 0, 0, args)
     for t in range(LANES // TILE):
         memo = {}  # an array passed twice stays one array
-        sliced = [_tile_of(a, t, memo) for a in copy.deepcopy(reference)]
+        sliced = [lane_slice(a, t * TILE, (t + 1) * TILE, memo) for a in copy.deepcopy(reference)]
         cpu.compile_kernel(kernel).launch(griddim, blockdim, tuple(sliced))
-        for got, want in zip(args, sliced):
-            if isinstance(got, DualArray):
-                np.testing.assert_array_equal(got.values, want.values)
-                np.testing.assert_array_equal(got.partials[t * TILE:(t + 1) * TILE], want.partials)
-            elif isinstance(got, np.ndarray):
-                np.testing.assert_array_equal(got, want)
+        assert_slice_equal(args, sliced, t * TILE, (t + 1) * TILE)
     return calls, grids
 
 
@@ -176,10 +159,8 @@ def test_plan_refusals(rng):
 
 def test_third_dimension_analysis():
     assert not tg.uses_third_dimension(kg.heat_step.py_func)
-    assert not tg.uses_third_dimension(kg.block_energy.py_func)   # blockIdx.x, threadIdx.x
-    assert tg.plan(types.SimpleNamespace(py_func=kg.block_energy.py_func, grid_group=False),
-                   (DualArray(np.ones(4), np.ones((16, 4))), DualArray(np.ones(1), np.ones((16, 1)))),
-                   1, 2, 0, 48_000) == (1, 1, 2)
+    assert not tg.uses_third_dimension(bk.kinetic_energy_partial.py_func)  # blockIdx.x
+    assert not tg.uses_third_dimension(kt.smooth_with_scratch.py_func)  # local.array(3, ...)
     assert tg.uses_third_dimension(kg.reads_block_z.py_func)
     assert tg.uses_third_dimension(kg.grid_3d.py_func)
     assert tg.uses_third_dimension(kg.z_through_device.py_func)
@@ -199,19 +180,20 @@ def _lines(ptx):
 
 
 @pytest.mark.parametrize("dtype", [nbtypes.float32, nbtypes.float64], ids=str)
-@pytest.mark.parametrize("kernel, ndim, mask", [
-    (kg.heat_step, 1, (True, True, False)),
-    (kg.wave_2d, 2, (True, True, False)),
-    (kg.block_energy, 1, (True, True)),
-    (kg.smooth_local, 1, (True, True)),
+@pytest.mark.parametrize("kernel, ndims", [
+    (kg.heat_step, (1, 1, 0)),
+    (kg.wave_2d, (2, 2, 0)),
+    (bk.kinetic_energy_partial, (2, 1, 1)),
+    (kt.smooth_with_scratch, (1, 1)),
 ], ids=["stencil", "2d", "shared", "local"])
-def test_wrapper_compiles_to_ptx_like_the_one_tile_kernel(kernel, ndim, mask, dtype, offline_ptx):
+def test_wrapper_compiles_to_ptx_like_the_one_tile_kernel(kernel, ndims, dtype, offline_ptx):
     gpu_kernel = gpu.compile_kernel(kernel)
+    mask = tuple(ndim > 0 for ndim in ndims)  # every array dual, scalars plain
     wrapper = gpu_kernel.tiles_dispatcher(mask, TILE)
     assert gpu_kernel.tiles_dispatcher(mask, TILE) is wrapper  # made once per argument shape
     flat, one_tile = [], []
-    for dual in mask:
-        if dual:
+    for ndim in ndims:
+        if ndim:
             flat += [nbtypes.Array(dtype, ndim, "C"), nbtypes.Array(dtype, ndim + 1, "C")]
             one_tile.append(dual_array_type(dtype, ndim, TILE))
         else:

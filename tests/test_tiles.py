@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 import kernels_tiles as kt
+from tile_checks import assert_slice_equal, lane_slice
 from dualgpu import _context
 from dualgpu.backends import _access, cpu, cpu_parallel, cpu_tiles
 from dualgpu.dualarray import DualArray
@@ -19,21 +20,6 @@ from dualgpu.dualarray import DualArray
 def _dual(rng, shape, lanes, dtype=np.float64):
     shape = (shape,) if np.ndim(shape) == 0 else tuple(shape)
     return DualArray(rng.random(shape).astype(dtype), rng.random((lanes,) + shape).astype(dtype))
-
-
-def _slice(arg, start, stop, memo):
-    if id(arg) in memo:  # the same array passed twice stays one array
-        return memo[id(arg)]
-    memo[id(arg)] = _sliced(arg, start, stop)
-    return memo[id(arg)]
-
-
-def _sliced(arg, start, stop):
-    if isinstance(arg, DualArray):
-        return DualArray(arg.values.copy(), arg.partials[start:stop].copy())
-    if isinstance(arg, np.ndarray):
-        return arg.copy()
-    return arg
 
 
 def _launch(kernel, griddim, blockdim, args, tile):
@@ -50,15 +36,10 @@ def _check_against_slices(kernel, griddim, blockdim, args, tile, launches=2):
         _launch(kernel, griddim, blockdim, args, tile)
     for t, ref in enumerate(reference):
         memo = {}
-        sliced = [_slice(a, t * tile, (t + 1) * tile, memo) for a in ref]
+        sliced = [lane_slice(a, t * tile, (t + 1) * tile, memo) for a in ref]
         for _ in range(launches):
             cpu.compile_kernel(kernel).launch(griddim, blockdim, tuple(sliced))
-        for got, want in zip(args, sliced):
-            if isinstance(got, DualArray):
-                np.testing.assert_array_equal(got.values, want.values)
-                np.testing.assert_array_equal(got.partials[t * tile:(t + 1) * tile], want.partials)
-            elif isinstance(got, np.ndarray):
-                np.testing.assert_array_equal(got, want)
+        assert_slice_equal(args, sliced, t * tile, (t + 1) * tile)
 
 
 @pytest.fixture(params=["serial", "pieces"])
@@ -292,14 +273,9 @@ def test_gpu_tiles_run_one_launch_per_tile_with_restores(kernel, make, restored,
     assert calls == [8, 8, 8]
     for t in range(3):
         memo = {}
-        sliced = [_slice(a, 8 * t, 8 * (t + 1), memo) for a in reference]
+        sliced = [lane_slice(a, 8 * t, 8 * (t + 1), memo) for a in reference]
         cpu.compile_kernel(kernel).launch(1, 64, tuple(sliced))
-        for got, want in zip(args, sliced):
-            if isinstance(got, DualArray):
-                np.testing.assert_array_equal(got.values, want.values)
-                np.testing.assert_array_equal(got.partials[8 * t:8 * (t + 1)], want.partials)
-            elif isinstance(got, np.ndarray):
-                np.testing.assert_array_equal(got, want)
+        assert_slice_equal(args, sliced, 8 * t, 8 * (t + 1))
 
 
 def test_gpu_source_analysis_matches_the_cpu_translation():
