@@ -22,7 +22,6 @@ tag are differentiated and everything else (numbers, duals of lower tags) is
 a constant of them, carried in the value (see :mod:`dualgpu.nested`). The
 first-order generators in :mod:`dualgpu.numba_rules` never see these types.
 """
-import builtins
 import math
 import operator
 
@@ -50,6 +49,7 @@ from .errors import DualgpuError, missing_rule_message
 from .nested import MAX_TAG
 from .numba_arrays import DualArrayType
 from .numba_attributes import array_attributes, lanes_attribute
+from .numba_rules import resolve_primal, rule_targets
 from .numba_types import (
     MAX_LANES, DualType, dual_type, float_floor, float_trunc, promote, same_bits,
 )
@@ -262,7 +262,6 @@ def _tagged_to_tagged(context, builder, fromty, toty, val):
 
 # --- overloads generated from the rule table -------------------------------------------------
 
-_MODULES = {"math": math, "operator": operator, "builtins": builtins}
 def _innermost_value(x):
     """The innermost value of a (nested) dual, or the number itself (compiled code only)."""
     raise NotImplementedError("_innermost_value runs in compiled code only")
@@ -298,11 +297,6 @@ _VALUE_FUNCTIONS = {"floor": _floor_of_value, "trunc": _trunc_of_value, "same": 
 _NAMESPACE = {name: _VALUE_FUNCTIONS.get(name) or getattr(math, name)
               for name in rules.EXPRESSION_FUNCTIONS}
 _IMPLS = {}
-
-
-def _resolve(dotted):
-    module, _, name = dotted.rpartition(".")
-    return getattr(_MODULES[module], name)
 
 
 def _accepts(args):
@@ -378,7 +372,7 @@ def _register_rule(fn, rule_name, rule):
                 f"{rule.primal}: duals of tag {top} with different lane counts {sorted(lanes)}; "
                 "seed every dual of one derivative with the same N."
             )
-        dtype = result_dtype(_resolve(rule.primal), [innermost(a) for a in args])
+        dtype = result_dtype(resolve_primal(rule.primal), [innermost(a) for a in args])
         return _generate(rule_name, rule, kinds, dtype, top, lanes.pop())
 
     if nargs == 1:
@@ -438,30 +432,15 @@ def _register_many(fn):
 
 
 def _register_all():
-    covered = set()
-    for rule_name, rule in {**rules.UNARY_RULES, **rules.BINARY_RULES}.items():
-        _register_rule(_resolve(rule.primal), rule_name, rule)
-        covered.add(rule.primal)
-    for dotted, rule_name in rules.ALIASES.items():
-        rule = rules.BINARY_RULES.get(rule_name) or rules.UNARY_RULES[rule_name]
-        _register_rule(_resolve(dotted), rule_name, rule)
-        covered.add(dotted)
-    for dotted, rule_name in rules.INPLACE.items():
-        _register_rule(_resolve(dotted), rule_name, rules.BINARY_RULES[rule_name])
-    for ufunc, rule_name in rules.NUMPY_UFUNCS.items():
-        rule = rules.BINARY_RULES.get(rule_name) or rules.UNARY_RULES[rule_name]
-        _register_rule(getattr(np, ufunc), rule_name, rule)
-    for dotted in rules.VALUE_ONLY.values():
-        _register_value_only(_resolve(dotted))
-        covered.add(dotted)
-    for dotted in rules.COMPARISONS.values():
-        _register_comparison(_resolve(dotted))
-    for name in dir(math):
-        dotted = f"math.{name}"
-        fn = getattr(math, name)
-        if name.startswith("_") or not callable(fn) or dotted in covered:
-            continue
-        _register_missing(fn, dotted)
+    for kind, fn, name, rule in rule_targets():
+        if kind == "rule":
+            _register_rule(fn, name, rule)
+        elif kind == "value_only":
+            _register_value_only(fn)
+        elif kind == "comparison":
+            _register_comparison(fn)
+        else:
+            _register_missing(fn, name)
     _register_many(min)
     _register_many(max)
 

@@ -366,31 +366,51 @@ def _register_missing(fn, dotted):
     overload(fn)(typer)
 
 
-def _register_all():
+def rule_targets():
+    """Every function the rule table covers, with how to register it.
+
+    Yields ``(kind, function, name, rule)``: ``"rule"`` (a derivative rule: unary and binary
+    rules, their aliases, in-place operators and numpy ufuncs; ``name`` is the rule's),
+    ``"value_only"`` and ``"comparison"`` (``name`` is the dotted name; no rule) and, for
+    every other callable of ``math``, ``"missing"`` (registered to refuse duals by name).
+    The plain duals here and the tagged (nested) duals of :mod:`dualgpu.numba_nested` are
+    registered from this one list.
+    """
     covered = set()
     for rule_name, rule in {**rules.UNARY_RULES, **rules.BINARY_RULES}.items():
-        _register_rule(resolve_primal(rule.primal), rule_name, rule)
+        yield "rule", resolve_primal(rule.primal), rule_name, rule
         covered.add(rule.primal)
     for dotted, rule_name in rules.ALIASES.items():
         rule = rules.BINARY_RULES.get(rule_name) or rules.UNARY_RULES[rule_name]
-        _register_rule(resolve_primal(dotted), rule_name, rule)
+        yield "rule", resolve_primal(dotted), rule_name, rule
         covered.add(dotted)
     for dotted, rule_name in rules.INPLACE.items():
-        _register_rule(resolve_primal(dotted), rule_name, rules.BINARY_RULES[rule_name])
+        yield "rule", resolve_primal(dotted), rule_name, rules.BINARY_RULES[rule_name]
     for ufunc, rule_name in rules.NUMPY_UFUNCS.items():
         rule = rules.BINARY_RULES.get(rule_name) or rules.UNARY_RULES[rule_name]
-        _register_rule(getattr(np, ufunc), rule_name, rule)
+        yield "rule", getattr(np, ufunc), rule_name, rule
     for dotted in rules.VALUE_ONLY.values():
-        _register_value_only(resolve_primal(dotted), dotted)
+        yield "value_only", resolve_primal(dotted), dotted, None
         covered.add(dotted)
     for dotted in rules.COMPARISONS.values():
-        _register_comparison(resolve_primal(dotted))
+        yield "comparison", resolve_primal(dotted), dotted, None
     for name in dir(math):
         dotted = f"math.{name}"
         fn = getattr(math, name)
-        if name.startswith("_") or not callable(fn) or dotted in covered:
-            continue
-        _register_missing(fn, dotted)
+        if not name.startswith("_") and callable(fn) and dotted not in covered:
+            yield "missing", fn, dotted, None
+
+
+def _register_all():
+    for kind, fn, name, rule in rule_targets():
+        if kind == "rule":
+            _register_rule(fn, name, rule)
+        elif kind == "value_only":
+            _register_value_only(fn, name)
+        elif kind == "comparison":
+            _register_comparison(fn)
+        else:
+            _register_missing(fn, name)
 
 
 _register_all()
