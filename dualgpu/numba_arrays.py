@@ -34,7 +34,8 @@ from .errors import DualgpuError, UnportedKernelError
 from .numba_attributes import array_attributes
 from .numba_types import DualType, MAX_LANES, TRACER_LANE, make_dual
 
-__all__ = ["DualArrayType", "dual_array_type", "empty_dual_array", "make_dual_array"]
+__all__ = ["DualArrayType", "dual_array_type", "empty_dual_array", "make_dual_array",
+           "unbox_struct"]
 
 
 class DualArrayType(types.Type):
@@ -381,19 +382,25 @@ array_attributes(DualArrayType)
 
 # --- boxing (CPU: DualArray arguments and results of @njit functions) -----------
 
+def unbox_struct(typ, obj, c, fields):
+    """Unbox a Python object into the struct of ``typ``: ``fields`` are ``(attribute of obj,
+    struct member, numba type)`` (a DualArray's values and partials, a tagged dual's value and
+    partials tuple)."""
+    s = cgutils.create_struct_proxy(typ)(c.context, c.builder)
+    is_error = cgutils.false_bit
+    for attribute, member, member_type in fields:
+        member_obj = c.pyapi.object_getattr_string(obj, attribute)
+        native = c.unbox(member_type, member_obj)
+        c.pyapi.decref(member_obj)
+        setattr(s, member, native.value)
+        is_error = c.builder.or_(is_error, native.is_error)
+    return NativeValue(s._getvalue(), is_error=is_error)
+
+
 @unbox(DualArrayType)
 def _unbox_dual_array(typ, obj, c):
-    values_obj = c.pyapi.object_getattr_string(obj, "values")
-    partials_obj = c.pyapi.object_getattr_string(obj, "partials")
-    values = c.unbox(typ.values_type, values_obj)
-    partials = c.unbox(typ.partials_type, partials_obj)
-    c.pyapi.decref(values_obj)
-    c.pyapi.decref(partials_obj)
-    s = cgutils.create_struct_proxy(typ)(c.context, c.builder)
-    s.values = values.value
-    s.partials = partials.value
-    is_error = c.builder.or_(values.is_error, partials.is_error)
-    return NativeValue(s._getvalue(), is_error=is_error)
+    return unbox_struct(typ, obj, c, (("values", "values", typ.values_type),
+                                      ("partials", "partials", typ.partials_type)))
 
 
 @box(DualArrayType)

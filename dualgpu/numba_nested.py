@@ -30,7 +30,6 @@ from numba import types
 from numba.core import cgutils
 from numba.core.errors import TypingError
 from numba.core.extending import (
-    NativeValue,
     box,
     intrinsic,
     lower_cast,
@@ -47,7 +46,7 @@ from . import rules
 from ._expressions import expression
 from .errors import DualgpuError, missing_rule_message
 from .nested import MAX_TAG
-from .numba_arrays import DualArrayType
+from .numba_arrays import DualArrayType, unbox_struct
 from .numba_attributes import array_attributes, lanes_attribute
 from .numba_rules import resolve_primal, rule_targets
 from .numba_types import (
@@ -482,16 +481,8 @@ def _box_tagged(value, partials, tag, dtype):
 
 @unbox(TaggedDualType)
 def _unbox_tagged(typ, obj, c):
-    value_obj = c.pyapi.object_getattr_string(obj, "value")
-    tuple_obj = c.pyapi.object_getattr_string(obj, "_partials_tuple")
-    value = c.unbox(typ.value_type, value_obj)
-    partials = c.unbox(typ.partials_type, tuple_obj)
-    c.pyapi.decref(value_obj)
-    c.pyapi.decref(tuple_obj)
-    d = cgutils.create_struct_proxy(typ)(c.context, c.builder)
-    d.value = value.value
-    d.partials = partials.value
-    return NativeValue(d._getvalue(), is_error=c.builder.or_(value.is_error, partials.is_error))
+    return unbox_struct(typ, obj, c, (("value", "value", typ.value_type),
+                                      ("_partials_tuple", "partials", typ.partials_type)))
 
 
 @box(TaggedDualType)
@@ -722,16 +713,8 @@ def _box_tagged_array(values, partials, tag):
 
 @unbox(TaggedDualArrayType)
 def _unbox_tagged_array(typ, obj, c):
-    values_obj = c.pyapi.object_getattr_string(obj, "values")
-    partials_obj = c.pyapi.object_getattr_string(obj, "partials")
-    values = c.unbox(typ.values_type, values_obj)
-    partials = c.unbox(typ.partials_type, partials_obj)
-    c.pyapi.decref(values_obj)
-    c.pyapi.decref(partials_obj)
-    s = cgutils.create_struct_proxy(typ)(c.context, c.builder)
-    s.values = values.value
-    s.partials = partials.value
-    return NativeValue(s._getvalue(), is_error=c.builder.or_(values.is_error, partials.is_error))
+    return unbox_struct(typ, obj, c, (("values", "values", typ.values_type),
+                                      ("partials", "partials", typ.partials_type)))
 
 
 @box(TaggedDualArrayType)
