@@ -81,6 +81,7 @@ from ..errors import DualgpuError
 from .._context import active_tile_lanes
 from ..lanes import TILE_LANES, launch_tile
 from . import _llvm, _translate, cpu_cache, cpu_parallel
+from ._cpu_fused import cpu_fma
 from ._local_array_types import literal_shape, scalar_dtype
 from ._translate import CudaRewriter, Namespace, dotted
 from .blocks import markers as _block_markers
@@ -333,7 +334,8 @@ def _dg_atomic_compare_and_swap(ary, old, val):
     return current
 
 
-_RUNTIME = {"_dg_local_array": _dg_local_array, "_dg_lanemask_lt": _blocks_runtime.lanemask_lt}
+_RUNTIME = {"_dg_local_array": _dg_local_array, "_dg_lanemask_lt": _blocks_runtime.lanemask_lt,
+            "_dg_fma": cpu_fma}
 _RUNTIME.update({f"_dg_atomic_{op}": globals()[f"_dg_atomic_{op}"] for op in ATOMIC_OPS})
 
 
@@ -475,8 +477,7 @@ class _CpuRewriter(CudaRewriter):
         if len(path) == 1 and path[0] in _FENCES:
             return ast.Constant(None)  # threads run one after another: fences are no-ops
         if path == ("fma",) and len(node.args) == 3 and not node.keywords:
-            a, b, c = node.args
-            return ast.BinOp(left=ast.BinOp(left=a, op=ast.Mult(), right=b), op=ast.Add(), right=c)
+            return ast.Call(func=_name("_dg_fma"), args=node.args, keywords=[])
         if path == ("selp",) and len(node.args) == 3 and not node.keywords:
             cond, a, b = node.args
             return ast.IfExp(test=cond, body=a, orelse=b)
