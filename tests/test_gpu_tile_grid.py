@@ -275,3 +275,15 @@ def test_simulation_kernels_on_the_one_launch_path_compile_to_ptx(module_name, s
             ptx, _ = numba.cuda.compile_ptx(wrapper.py_func, flat, cc=offline_ptx)
             assert "%ctaid.z" in ptx
     assert taken == {"one": one_launch, "per_tile": per_tile}
+
+
+def test_wrapper_of_a_cached_kernel_compiles_in_memory(offline_ptx):
+    # numba's cache=True needs the function's source file; the generated wrapper has none
+    gpu_kernel = gpu.compile_kernel(kg.heat_step, cache=True, fastmath=True)
+    wrapper = gpu_kernel.tiles_dispatcher((True, True, False), TILE)
+    assert type(wrapper._cache).__name__ == "NullCache" and wrapper.targetoptions["fastmath"]
+    array = nbtypes.Array(nbtypes.float64, 1, "C")
+    lanes = nbtypes.Array(nbtypes.float64, 2, "C")
+    ptx, _ = numba.cuda.compile_ptx(wrapper.py_func, (array, lanes, array, lanes, nbtypes.float64),
+                                    cc=offline_ptx, fastmath=True)
+    assert "%ctaid.z" in ptx

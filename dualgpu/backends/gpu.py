@@ -455,7 +455,9 @@ class GpuKernel:
             body = _device(self.py_func, _device_options(self.options), tile)
             wrapper = tile_grid.tiles_kernel(body, mask, tile, numba.cuda,
                                              name=f"_dg_tiles_{self.py_func.__name__}")
-            self._tile_dispatchers[key] = numba.cuda.jit(**self.options)(wrapper)
+            # compiled in memory: numba's cache=True needs a source file, the wrapper has none
+            options = {k: v for k, v in self.options.items() if k != "cache"}
+            self._tile_dispatchers[key] = numba.cuda.jit(**options)(wrapper)
         return self._tile_dispatchers[key]
 
     @property
