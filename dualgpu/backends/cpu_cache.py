@@ -18,9 +18,7 @@ The hash (:func:`launcher_key`) covers:
   strings, tuples, numpy arrays by content, numba types, modules by name and
   source file contents for user modules, njit functions by source);
 - dualgpu's own source files, and the versions of Python, numba, llvmlite and
-  numpy, and the LLVM options set (:mod:`dualgpu.backends._llvm`);
-- numba's settings that change its code (``NUMBA_BOUNDSCHECK``, ``NUMBA_OPT``,
-  debug info, the CPU name and features).
+  numpy, and the LLVM options set (:mod:`dualgpu.backends._llvm`).
 
 Any change gives another file, never a stale one. A kernel reading a global it
 cannot fingerprint (an arbitrary object) is compiled in memory as before.
@@ -214,22 +212,9 @@ def _assigned(tree):
     return names
 
 
-def _numba_settings():
-    """numba settings (environment variables) that change the machine code it generates."""
-    from numba.core import config
-
-    return repr(tuple(getattr(config, name, None) for name in _CODEGEN_SETTINGS))
-
-
-#: ``NUMBA_BOUNDSCHECK=1`` must not load a launcher compiled without the checks.
-_CODEGEN_SETTINGS = ("BOUNDSCHECK", "OPT", "DEBUGINFO_DEFAULT", "FULL_TRACEBACKS", "CPU_NAME",
-                     "CPU_FEATURES")
-
-
 def launcher_key(source, thread_key, options):
     """The hash naming a launcher's cache file."""
-    text = "\n".join((_package_key(), _numba_settings(), source, thread_key,
-                      repr(sorted(options.items()))))
+    text = "\n".join((_package_key(), source, thread_key, repr(sorted(options.items()))))
     return hashlib.sha256(text.encode()).hexdigest()[:40]
 
 
