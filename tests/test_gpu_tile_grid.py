@@ -184,8 +184,9 @@ def _lines(ptx):
     (kg.heat_step, (1, 1, 0)),
     (kg.wave_2d, (2, 2, 0)),
     (bk.kinetic_energy_partial, (2, 1, 1)),
+    (bk.kinetic_energy_dynamic_shared, (2, 1, 1)),
     (kt.smooth_with_scratch, (1, 1)),
-], ids=["stencil", "2d", "shared", "local"])
+], ids=["stencil", "2d", "shared", "dynamic-shared", "local"])
 def test_wrapper_compiles_to_ptx_like_the_one_tile_kernel(kernel, ndims, dtype, offline_ptx):
     gpu_kernel = gpu.compile_kernel(kernel)
     mask = tuple(ndim > 0 for ndim in ndims)  # every array dual, scalars plain
