@@ -13,7 +13,9 @@ lanes and compares those tangents with the cpu backend too: on the GPU all three
 tiles run in one launch over a third grid dimension where no array is both read
 and written (``dualgpu.backends.gpu_tile_grid``), else as three launches with
 those arrays restored between them (``dualgpu.backends.gpu_tiles``); the two
-paths are also compared with each other, and the launches per path are counted. It then times the 1-D heat stencil
+paths are also compared with each other, and the launches per path are counted. Then
+the time per direction of 64 directions at tiles of 4, 8, 16 and 32 lanes, both paths
+(what the GPU's default tile should be chosen from). It then times the 1-D heat stencil
 (``benchmarks.cases_dualgpu.heat_step``) at N = 0 (plain), 1, 8, 16 lanes and
 reports the achieved memory bandwidth: bytes moved per step are
 ``(1 + N) * n * itemsize * 2`` (read u, write u_new; neighbours hit in cache).
@@ -116,6 +118,41 @@ def check_tiles(name, backend, size, directions=3 * LANES, tile=LANES):
     return {"simulation": name, "directions": directions, "tile": tile,
             "tangent_rel_diff": _rel(results[backend], results["cpu"]),
             "paths_rel_diff": _rel(results[backend], per_tile), "launches": launches}
+
+
+def time_tiles(name, backend, size, directions=64, tiles=(4, 8, 16, 32)):
+    """Seconds per direction of ``directions`` tangents at each lane tile, with the tiles in
+    one launch and one launch per tile: the measurement ``dualgpu.lanes.TILE_LANES["cuda"]``
+    and ``TILE_CANDIDATES["cuda"]`` should rest on (registers alone do not say it)."""
+    import importlib
+    import warnings
+
+    import dualgpu
+    from dualgpu import driver
+    from dualgpu.backends import gpu_tile_grid
+
+    module_name, build, kwargs = SIMULATIONS[name]
+    module = importlib.import_module(module_name)
+    args, argnum = build(module, size)
+    tangents = [None] * len(args)
+    tangents[argnum] = np.random.default_rng(2).standard_normal(
+        (directions,) + np.shape(args[argnum]))
+    rows = []
+    with dualgpu.using_backend(backend), warnings.catch_warnings():
+        warnings.simplefilter("ignore", dualgpu.lanes.ChunkSizeWarning)
+        for tile in tiles:
+            row = {"tile": tile}
+            for path, enabled in (("one_launch", True), ("per_tile", False)):
+                gpu_tile_grid.ENABLED = enabled
+                try:
+                    _, seconds = _timed(lambda: driver.jvp_batch(
+                        lambda *a: module.simulate(*a, **kwargs), args, tangents,
+                        chunk_size=tile, progress=False))
+                finally:
+                    gpu_tile_grid.ENABLED = True
+                row[path] = seconds / directions
+            rows.append(row)
+    return rows
 
 
 def check_simulation(name, backend, size, lanes=LANES):
@@ -277,6 +314,18 @@ def main(argv=None):
         print(f"{name:12s} tangent diff {r['tangent_rel_diff']:10.1e}   one launch vs per tile "
               f"{r['paths_rel_diff']:8.1e}   launches: {r['launches']['one']} one, "
               f"{r['launches']['per_tile']} per tile{'  MISMATCH' if bad else ''}")
+
+    print(f"\nlanes per tile: ms per direction (64 directions), all tiles in one launch / one "
+          "launch per tile")
+    for name in args.only or SIMULATIONS:
+        try:
+            rows = time_tiles(name, backend, size)
+        except Exception as exc:
+            failures += 1
+            print(f"{name:12s} FAILED: {type(exc).__name__}: {exc}")
+            continue
+        print(f"{name:12s} " + "  ".join(
+            f"{r['tile']:2d}: {1e3 * r['one_launch']:.3f}/{1e3 * r['per_tile']:.3f}" for r in rows))
 
     print(f"\nheat stencil bandwidth, n = {heat_n:,}, float64, {heat_steps} steps, {backend} backend")
     print(f"{'lanes':>5s} {'ms/step':>9s} {'GB/s':>8s} {'x plain':>8s} {'limit 1+N':>9s}")
