@@ -315,7 +315,7 @@ def main(argv=None):
               f"{r['paths_rel_diff']:8.1e}   launches: {r['launches']['one']} one, "
               f"{r['launches']['per_tile']} per tile{'  MISMATCH' if bad else ''}")
 
-    print(f"\nlanes per tile: ms per direction (64 directions), all tiles in one launch / one "
+    print("\nlanes per tile: ms per direction (64 directions), all tiles in one launch / one "
           "launch per tile")
     for name in args.only or SIMULATIONS:
         try:
