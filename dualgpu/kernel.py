@@ -23,6 +23,7 @@ from .backend import backend
 from .dual import Dual
 from .dualarray import DualArray
 from .errors import DualgpuError
+from . import tuple_arguments
 from .object_arrays import from_object_array, is_object_array, write_back
 
 __all__ = ["jit", "Kernel", "DeviceFunction", "LaunchCoverageWarning"]
@@ -152,6 +153,7 @@ class Kernel:
         self.options = dict(options)
         self._compiled = {}
         self._launchers = {}
+        self._flat_kernels = {}
         functools.update_wrapper(self, self.py_func)
         self._params = list(inspect.signature(self.py_func).parameters)
 
@@ -231,6 +233,15 @@ class Kernel:
         self._launch(name, griddim, blockdim, stream, sharedmem, args)
 
     def _launch(self, name, griddim, blockdim, stream, sharedmem, args):
+        if name != "cudasim" and any(tuple_arguments.holds_duals(a) for a in args):
+            # tuples of duals: a kernel taking their members one by one (lane tiles need them)
+            shape = tuple_arguments.structure(args)
+            flat = self._flat_kernels.get(shape)
+            if flat is None:
+                flat = self._flat_kernels[shape] = tuple_arguments.flat_kernel(self, shape)
+            flat._launch(name, griddim, blockdim, stream, sharedmem,
+                         tuple_arguments.flatten(args, shape))
+            return
         self._check_duals(args, name)
         self._check_coverage(griddim, blockdim, args)
         kernel = self.compiled(name)
