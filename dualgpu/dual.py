@@ -376,9 +376,20 @@ def _is_operand(other):
     return isinstance(other, (Dual, int, float, np.integer, np.floating))
 
 
+_SYMBOLS = {"add": "+", "sub": "-", "mul": "*", "truediv": "/", "floordiv": "//", "mod": "%",
+            "pow": "**"}
+
+
 def _binary_method(name, reflected=False):
     def method(self, other):
         if not _is_operand(other):
+            if isinstance(other, (complex, np.complexfloating)):
+                from .errors import complex_dual_message
+
+                symbol = _SYMBOLS.get(name, name)
+                operands = (type(other).__name__, "Dual")
+                raise TypeError(complex_dual_message(
+                    f" {symbol} ".join(operands if reflected else operands[::-1])))
             return NotImplemented
         return apply_rule(name, other, self) if reflected else apply_rule(name, self, other)
 

@@ -22,6 +22,20 @@ class UnsupportedFeatureError(TypeError):
     list."""
 
 
+#: Start of the message for complex arithmetic with a dual (tested for by dualgpu.kernel).
+COMPLEX_DUAL = "complex arithmetic with a dual"
+
+
+def complex_dual_message(operation):
+    """The error text for ``operation`` (e.g. ``"complex128 * Dual(float64, 8)"``)."""
+    return (
+        f"{COMPLEX_DUAL} ({operation}) is not supported: dualgpu's duals carry real values "
+        "and real partials. Write the complex quantity as two real arrays or numbers (real "
+        "and imaginary parts; e.g. exp(-i v dt) as cos(v dt) - i sin(v dt)), so the duals only "
+        "meet real numbers."
+    )
+
+
 def missing_rule_message(qualname):
     """Return the error text for a function with no derivative rule."""
     short = qualname.rsplit(".", 1)[-1]

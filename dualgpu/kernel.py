@@ -22,7 +22,7 @@ import numpy as np
 from .backend import backend
 from .dual import Dual
 from .dualarray import DualArray
-from .errors import DualgpuError
+from .errors import COMPLEX_DUAL, DualgpuError, complex_dual_message
 from . import tuple_arguments
 from .object_arrays import from_object_array, is_object_array, write_back
 
@@ -256,6 +256,10 @@ class Kernel:
             stored = _dual_store_target(exc)
             if stored is not None:
                 raise DualgpuError(self._drop_message(args, *stored)) from exc
+            if COMPLEX_DUAL in str(exc):
+                found = re.search(re.escape(COMPLEX_DUAL) + r" \((.*?)\) is not", str(exc))
+                raise DualgpuError(f"kernel {self.__name__}: " + complex_dual_message(
+                    found.group(1) if found else "a complex number and a dual")) from exc
             if _PYTHON_FLOAT in str(exc):
                 raise DualgpuError(
                     f"kernel {self.__name__}: float(Dual) would drop the partials; keep the dual "

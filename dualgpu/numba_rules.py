@@ -38,7 +38,7 @@ from numba.core.target_extension import current_target
 from . import nansafe, rules
 from ._expressions import expression
 from .dual import Dual
-from .errors import MissingRuleError, missing_rule_message
+from .errors import MissingRuleError, complex_dual_message, missing_rule_message
 from .numba_attributes import lanes_attribute
 from .numba_types import (
     DualType,
@@ -414,6 +414,26 @@ def _register_all():
 
 
 _register_all()
+
+
+# --- hand-written: complex operands are refused by name ---------------------------------------
+# (the table's duals are real; numba would only list the candidates it tried)
+
+_OPERATOR_SYMBOLS = {operator.add: "+", operator.sub: "-", operator.mul: "*",
+                     operator.truediv: "/", operator.pow: "**", operator.iadd: "+=",
+                     operator.isub: "-=", operator.imul: "*=", operator.itruediv: "/="}
+
+
+def _refuse_complex(op, symbol):
+    def refuse(a, b):
+        if (isinstance(a, DualType) and isinstance(b, types.Complex)) or (
+                isinstance(a, types.Complex) and isinstance(b, DualType)):
+            raise TypingError(complex_dual_message(f"{a} {symbol} {b}"))
+    overload(op)(refuse)
+
+
+for _op, _symbol in _OPERATOR_SYMBOLS.items():
+    _refuse_complex(_op, _symbol)
 
 
 # --- hand-written: min/max of more than two arguments ----------------------------

@@ -134,3 +134,41 @@ def test_dual_stored_into_an_integer_array_names_the_dtype_and_the_fix():
     with dualgpu.using_backend("cpu"), pytest.raises(
             DualgpuError, match=r"integer array\(s\) out \(int64\).*float dtype.*int\(x\)"):
         dualgpu.jacobian(f, np.ones(4))
+
+
+# --- complex arithmetic with duals: refused by name on every path -----------------------------
+
+@pytest.mark.parametrize("backend", ["cpu", "cudasim"])
+def test_complex_arithmetic_with_a_dual_in_a_kernel(backend):
+    from kernels_for_errors import phase_shift
+
+    psi = np.exp(1j * np.linspace(0, 1, 8))
+    with dualgpu.using_backend(backend):
+        phase_shift[1, 32](psi, np.zeros(8, complex), 0.5, 0.1)  # plain: runs
+        with pytest.raises(DualgpuError, match=r"kernel phase_shift: complex arithmetic with a "
+                                               r"dual \(complex(128)? \* Dual.*real and imaginary"):
+            phase_shift[1, 32](psi, np.zeros(8, complex), Dual(0.5, [1.0]), 0.1)
+
+
+def test_complex_arithmetic_with_a_dual_on_the_host_and_in_njit():
+    with pytest.raises(TypeError, match=r"complex arithmetic with a dual \(complex \+ Dual\)"):
+        1j + Dual(0.5, [1.0])
+    with pytest.raises(TypeError, match=r"\(Dual / complex\)"):
+        Dual(0.5, [1.0]) / 2j
+    with pytest.raises(TypingError, match="complex arithmetic with a dual"):
+        njit(lambda x: x * 1j)(Dual(0.5, [1.0]))
+
+
+def test_complex_arithmetic_with_a_dual_in_cuda_compilation(offline_ptx):
+    import numba.cuda
+    from numba import types
+
+    from dualgpu.backends import gpu
+    from dualgpu.numba_types import dual_type
+    from kernels_for_errors import phase_shift
+
+    array = types.Array(types.complex128, 1, "C")
+    with pytest.raises(TypingError, match="complex arithmetic with a dual"):
+        numba.cuda.compile_ptx(gpu.prepare_function(phase_shift.py_func, 1),
+                               (array, array, dual_type(types.float64, 1), types.float64),
+                               cc=offline_ptx)
