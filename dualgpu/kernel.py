@@ -213,6 +213,7 @@ class Kernel:
                 f"kernel {self.__name__} takes {len(self._params)} arguments "
                 f"({', '.join(self._params)}); got {len(args)}."
             )
+        self._check_no_lists(args)
         if self.signatures:
             from .signatures import apply_signature
 
@@ -251,6 +252,18 @@ class Kernel:
                     "(arithmetic with floats promotes) or use .value if no derivative is wanted."
                 ) from exc
             raise
+
+    def _check_no_lists(self, args):
+        # numba.cuda cannot pass a Python list to a kernel (its launch knows arrays, scalars,
+        # records and tuples); the simulators would run it, the cpu backend fail to type it
+        for p, a in zip(self._params, args):
+            if isinstance(a, list):
+                raise DualgpuError(
+                    f"kernel {self.__name__}: argument {p} is a Python list "
+                    f"(length {len(a)}); numba.cuda kernels take arrays, scalars and tuples, "
+                    f"not lists. Fix: pass np.asarray({p}) (or cuda.to_device(np.asarray({p}))) "
+                    "instead."
+                )
 
     def _check_duals(self, args, name):
         duals = [(p, a) for p, a in zip(self._params, args) if isinstance(a, (Dual, DualArray))]

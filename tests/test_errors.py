@@ -134,3 +134,19 @@ def test_dual_stored_into_an_integer_array_names_the_dtype_and_the_fix():
     with dualgpu.using_backend("cpu"), pytest.raises(
             DualgpuError, match=r"integer array\(s\) out \(int64\).*float dtype.*int\(x\)"):
         dualgpu.jacobian(f, np.ones(4))
+
+
+
+
+
+@pytest.mark.parametrize("backend", ["cpu", "cudasim"])
+def test_python_list_as_a_kernel_argument_names_it_and_the_fix(backend):
+    """numba.cuda's launch refuses lists; the simulators would index them, the cpu backend
+    failed with a page of numba typing errors."""
+    from kernels_for_errors import axpy
+
+    x = [1.0, 2.0, 3.0]
+    with dualgpu.using_backend(backend), pytest.raises(DualgpuError) as error:
+        axpy[1, 8](x, np.zeros(3), 2.0)
+    assert "kernel axpy: argument x is a Python list (length 3)" in str(error.value)
+    assert "np.asarray(x)" in str(error.value)
