@@ -150,3 +150,19 @@ def test_python_list_as_a_kernel_argument_names_it_and_the_fix(backend):
         axpy[1, 8](x, np.zeros(3), 2.0)
     assert "kernel axpy: argument x is a Python list (length 3)" in str(error.value)
     assert "np.asarray(x)" in str(error.value)
+
+
+
+@pytest.mark.parametrize("backend", ["cpu", "cudasim"])
+def test_to_device_of_a_differentiated_scalar_says_what_to_do(backend):
+    """A float passed where an array was expected reaches to_device as a Dual (it raised
+    AttributeError: 'Dual' object has no attribute 'shape')."""
+    from dualgpu import cuda
+
+    with dualgpu.using_backend(backend):
+        assert cuda.to_device(0.5).copy_to_host().shape == ()  # plain: numba's 0-d array
+        with pytest.raises(DualgpuError, match=r"cuda\.to_device got a Dual \(0\.5\).*0-d.*"
+                                               r"pass the scalar to the kernel"):
+            dualgpu.jvp(lambda a: cuda.to_device(a).copy_to_host(), (0.5,), (1.0,))
+        with pytest.raises(DualgpuError, match=r"cuda\.to_device got a scalar \(2\.0\)"):
+            dualgpu.jvp(lambda a: cuda.to_device(2.0).copy_to_host() * a, (0.5,), (1.0,))
