@@ -136,9 +136,6 @@ def test_dual_stored_into_an_integer_array_names_the_dtype_and_the_fix():
         dualgpu.jacobian(f, np.ones(4))
 
 
-
-
-
 @pytest.mark.parametrize("backend", ["cpu", "cudasim"])
 def test_python_list_as_a_kernel_argument_names_it_and_the_fix(backend):
     """numba.cuda's launch refuses lists; the simulators would index them, the cpu backend
@@ -150,7 +147,6 @@ def test_python_list_as_a_kernel_argument_names_it_and_the_fix(backend):
         axpy[1, 8](x, np.zeros(3), 2.0)
     assert "kernel axpy: argument x is a Python list (length 3)" in str(error.value)
     assert "np.asarray(x)" in str(error.value)
-
 
 
 @pytest.mark.parametrize("backend", ["cpu", "cudasim"])
@@ -166,3 +162,15 @@ def test_to_device_of_a_differentiated_scalar_says_what_to_do(backend):
             dualgpu.jvp(lambda a: cuda.to_device(a).copy_to_host(), (0.5,), (1.0,))
         with pytest.raises(DualgpuError, match=r"cuda\.to_device got a scalar \(2\.0\)"):
             dualgpu.jvp(lambda a: cuda.to_device(2.0).copy_to_host() * a, (0.5,), (1.0,))
+
+
+def test_sparsity_tracer_element_read_on_the_host_says_what_to_do():
+    """It said 'use the cpu backend', where detection always runs on the cpu backend."""
+    from dualgpu.dualarray import TRACER_DTYPE
+
+    tracer = DualArray(np.zeros(3), np.zeros((1, 3), TRACER_DTYPE))
+    with pytest.raises(DualgpuError) as error:
+        tracer[1]
+    message = str(error.value)
+    assert "host code read the element [1]" in message and "sparsity='detect'" in message
+    assert "u[0:1]" in message and "use the cpu backend" not in message
