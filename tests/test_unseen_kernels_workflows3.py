@@ -84,6 +84,7 @@ SIMS = {
     "cahn_hilliard": (K.simulate_cahn_hilliard, (C_CH, 1.0, 0.5), False),
     "adaptive_burgers": (K.simulate_adaptive_burgers, (U_B, 1.2), False),
     "fisher_kpp_f32": (K.simulate_fisher_f32, (U_F, np.float32(0.2), np.float32(1.5)), False),
+    "imex_host_solve": (K.simulate_imex, (U_F.astype(np.float64), 1.5, 0.4), True),
 }
 #: float32 simulations calling transcendental math: equal to the unported code to a few ulp
 F32_LIBM = {"morris_lecar_f32"}
