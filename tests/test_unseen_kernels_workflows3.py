@@ -442,3 +442,23 @@ def test_shape_and_dtype_mistakes_in_the_driver():
         with pytest.raises(DualgpuError, match=r"argnums=3 points at argument 3"):
             dualgpu.jacobian(K.simulate_kuramoto, TH0, OM, 1.5, argnums=3)
 
+
+
+# --- the dual kernels compile for the GPU ----------------------------------------------------
+
+@pytest.mark.parametrize("name", ["shallow_water", "sir_graph_csr", "morris_lecar_f32"])
+def test_dual_kernels_compile_to_ptx(offline_ptx, name):
+    """A device function returning a tuple of duals, CSR reads through int32 index arrays,
+    and float32 duals that stay float32 (no .f64 instruction in the PTX)."""
+    import numba.cuda
+
+    from dualgpu.backends import gpu
+    from test_unseen_kernels_sims2 import _dual_launch_types
+
+    f, args, _ = SIMS[name]
+    for py_func, argtypes in _dual_launch_types(f, args).items():
+        ptx, _ = numba.cuda.compile_ptx(gpu.prepare_function(py_func, 2), argtypes,
+                                        cc=offline_ptx)
+        assert ".entry" in ptx
+        if name.endswith("_f32"):
+            assert ".f64" not in ptx
