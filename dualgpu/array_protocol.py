@@ -34,7 +34,7 @@ Examples
 """
 import numpy as np
 
-from . import host_linalg, host_reductions, host_shapes, host_solve, host_ufuncs
+from . import host_linalg, host_reductions, host_shapes, host_solve, host_tracer, host_ufuncs
 from .dual import Dual
 from .dualarray import DualArray
 from .errors import DualgpuError, MissingRuleError
@@ -156,6 +156,8 @@ def array_function(function, types, args, kwargs):
     if not all(_ours(kind) for kind in types):
         return NotImplemented
     _refuse_nested(getattr(function, "__name__", str(function)), args)
+    if function in host_tracer.MOVES_DATA and host_tracer.has_tracer(args, kwargs):
+        return host_tracer.call(function, args, kwargs)  # sparsity detection: np.stack...
     impl = HANDLED_FUNCTIONS.get(function)
     if impl is None:
         raise _unsupported(function)

@@ -295,6 +295,20 @@ def test_ensemble_jacobian_of_fitzhugh_nagumo_members():
         np.testing.assert_allclose(E[m], expected, rtol=1e-12, atol=1e-15)
 
 
+def test_structure_checks_through_np_stack_of_the_outputs():
+    """validate='detect' and sparsity='detect' trace f's np.stack of two result arrays."""
+    f = lambda v, w: np.stack(K.simulate_fhn(v, w, DRIVE, 0.7, 0.8))  # noqa: E731
+    with dualgpu.using_backend("cudasim"):
+        E = dualgpu.ensemble_jacobian(f, V0, W0, argnums=(0, 1), batch_axes=0, out_axis=1,
+                                      validate="detect")
+        J = dualgpu.jacobian(lambda v: f(v, W0), V0, sparsity="detect", validate=True)
+        dense = dualgpu.jacobian(lambda v: f(v, W0), V0)
+    np.testing.assert_array_equal(E[:, :, 0], np.stack([np.diagonal(dense[0]),
+                                                       np.diagonal(dense[1])], 1))
+    np.testing.assert_array_equal(dualgpu.sparse.to_dense(J), dense)
+    assert J.coloring.n_colors == 1  # members are independent: one color for all six
+
+
 @pytest.mark.parametrize("backend", ["cpu", "cudasim"])
 def test_gauss_newton_calibration_of_the_robin_boundary(backend):
     """Recover (h, T_inf) from synthetic data; the Jacobian post-processed with numpy."""
