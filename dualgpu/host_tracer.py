@@ -53,9 +53,10 @@ def _lane(lane):
     def leaf(x):
         if isinstance(x, DualArray):
             return host(x.partials)[lane]
-        if isinstance(x, np.ndarray) or isinstance(x, float):
-            return np.zeros(np.shape(x), TRACER_DTYPE)  # a plain operand: empty sets
-        return x  # axes, shapes, modes
+        if isinstance(x, (float, np.floating)) or (isinstance(x, np.ndarray)
+                                                    and x.dtype.kind == "f"):
+            return np.zeros(np.shape(x), TRACER_DTYPE)  # plain float data: empty sets
+        return x  # axes, shapes, modes, index arrays and counts
 
     return leaf
 
@@ -65,7 +66,12 @@ def _wrap(values, lanes):
         return type(values)(_wrap(v, [lane[k] for lane in lanes]) for k, v in enumerate(values))
     partials = np.stack(lanes)
     if partials.dtype != TRACER_DTYPE or np.ndim(values) == 0:
-        raise DualgpuError("internal: a data-moving function changed the tracer's dtype.")
+        raise DualgpuError(
+            "sparsity detection: a host function mixed the traced array with integer data "
+            "(or made a 0-d result); the tracer can follow only float data through np.stack, "
+            "np.concatenate and the like. Fix: give the sparsity pattern yourself, or make "
+            "that data float."
+        )
     return DualArray(np.asarray(values), partials)
 
 

@@ -308,6 +308,13 @@ def test_sparsity_tracer_moves_through_functions_that_only_move_data():
     assert joined.partials.dtype == TRACER_DTYPE
     np.testing.assert_array_equal(joined.partials[0], [[1, 4], [2, 0]])
     np.testing.assert_array_equal(np.flip(v).partials[0], [32, 16, 8])
+    picked = np.take(v, np.array([2, 0, 2]))  # an index array is not data: it selects
+    np.testing.assert_array_equal(picked.partials[0], [32, 8, 32])
+    np.testing.assert_array_equal(np.repeat(u, [0, 2, 1]).partials[0], [2, 2, 4])
+    np.testing.assert_array_equal(np.stack([u, np.float32(2.0) * np.ones(3, np.float32)])
+                                  .partials[0], [[1, 2, 4], [0, 0, 0]])
+    with pytest.raises(DualgpuError, match="integer data"):
+        np.concatenate([u, np.arange(2)])
     with pytest.raises(DualgpuError, match="only move data"):
         np.stack([u, v]) * 2.0  # arithmetic on dependency sets stays refused
 
