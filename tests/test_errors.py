@@ -174,3 +174,25 @@ def test_sparsity_tracer_element_read_on_the_host_says_what_to_do():
     message = str(error.value)
     assert "host code read the element [1]" in message and "sparsity='detect'" in message
     assert "u[0:1]" in message and "use the cpu backend" not in message
+
+
+@pytest.mark.parametrize("backend", ["cpu", "cudasim"])
+def test_launch_configuration_mistakes_numba_cuda_refuses(backend):
+    """Floats as dimensions (n / 32), more than 1024 threads, keyword arguments: numba.cuda
+    refuses each. A float equal to an int used to find that int's cached launcher and run."""
+    from kernels_for_errors import axpy
+
+    x, y = np.ones(8), np.zeros(8)
+    with dualgpu.using_backend(backend):
+        axpy[1, 8](x, y, 2.0)  # caches the launcher of (1, 8)
+        for config in ((1.0, 8), (np.float64(1.0), 8), (1, 8.0), ((1.0, 1), 8)):
+            with pytest.raises(DualgpuError, match=r"must be an int or a tuple of 1-3 ints; "
+                                                   r"got .*a float\. Fix: integer division"):
+                axpy[config](x, y, 2.0)
+        with pytest.raises(DualgpuError, match=r"blockdim \(32, 64\) has 2048 threads; CUDA "
+                                               r"allows at most 1024 per block"):
+            axpy[1, (32, 64)](x, y, 2.0)
+        with pytest.raises(DualgpuError, match=r"keyword argument\(s\) a; .*positionally.*"
+                                               r"axpy\[griddim, blockdim\]\(x, y, a\)"):
+            axpy[1, 8](x, y, a=2.0)
+    np.testing.assert_array_equal(y, 2.0 * x)  # only the first launch ran
