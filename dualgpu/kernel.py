@@ -179,7 +179,9 @@ class Kernel:
         try:
             launcher = self._launchers[config]  # simulations launch the same configuration often
             # (1.0, 32) == (1, 32): a float configuration must not find the int one's launcher
-            if not (_is_float_dim(config[0]) or _is_float_dim(config[1])):
+            g, b = config[0], config[1]
+            if ((type(g) is int or not _is_float_dim(g))
+                    and (type(b) is int or not _is_float_dim(b))):
                 return launcher
         except (KeyError, TypeError):
             pass
@@ -243,7 +245,8 @@ class Kernel:
                 f"kernel {self.__name__} takes {len(self._params)} arguments "
                 f"({', '.join(self._params)}); got {len(args)}."
             )
-        self._check_no_lists(args)
+        if list in map(type, args):
+            self._refuse_lists(args)
         if self.signatures:
             from .signatures import apply_signature
 
@@ -283,7 +286,7 @@ class Kernel:
                 ) from exc
             raise
 
-    def _check_no_lists(self, args):
+    def _refuse_lists(self, args):
         # numba.cuda cannot pass a Python list to a kernel (its launch knows arrays, scalars,
         # records and tuples); the simulators would run it, the cpu backend fail to type it
         for p, a in zip(self._params, args):
