@@ -34,7 +34,7 @@ Examples
 """
 import numpy as np
 
-from . import host_linalg, host_reductions, host_shapes, host_ufuncs
+from . import host_linalg, host_reductions, host_shapes, host_solve, host_tracer, host_ufuncs
 from .dual import Dual
 from .dualarray import DualArray
 from .errors import DualgpuError, MissingRuleError
@@ -46,6 +46,7 @@ __all__ = ["array_ufunc", "array_function", "HANDLED_FUNCTIONS", "supported_func
 HANDLED_FUNCTIONS = {
     **host_reductions.FUNCTIONS,
     **host_linalg.FUNCTIONS,
+    **host_solve.FUNCTIONS,
     **host_shapes.FUNCTIONS,
 }
 
@@ -80,7 +81,7 @@ def _unsupported(function):
         "and numpy's own version would drop the partials. Fix: call it on the values "
         f"({short}(u.values)) if no derivative is wanted; write it with supported "
         "operations; or add an implementation to FUNCTIONS in dualgpu/host_reductions.py, "
-        "host_linalg.py or host_shapes.py. Supported numpy functions: "
+        "host_linalg.py, host_solve.py or host_shapes.py. Supported numpy functions: "
         f"{', '.join(supported_functions())}; and the ufuncs "
         f"{', '.join(host_ufuncs.supported_ufuncs())}."
     )
@@ -155,6 +156,8 @@ def array_function(function, types, args, kwargs):
     if not all(_ours(kind) for kind in types):
         return NotImplemented
     _refuse_nested(getattr(function, "__name__", str(function)), args)
+    if function in host_tracer.MOVES_DATA and host_tracer.has_tracer(args, kwargs):
+        return host_tracer.call(function, args, kwargs)  # sparsity detection: np.stack...
     impl = HANDLED_FUNCTIONS.get(function)
     if impl is None:
         raise _unsupported(function)

@@ -24,6 +24,8 @@ from numba import cuda as _cuda
 
 from ._context import active_lanes, active_levels, lane_dtype
 from .backend import backend
+from .dual import Dual
+from .errors import DualgpuError
 from .dualarray import DualArray
 from .kernel import jit
 from .object_arrays import from_object_array
@@ -110,6 +112,22 @@ def _host(array):
     return np.asarray(array)
 
 
+def _dtype_of(x):
+    return x.dtype if isinstance(x, (Dual, np.ndarray, np.generic)) else np.asarray(x).dtype
+
+
+def _refuse_scalar(obj):
+    """Raise for a 0-d float under the driver: dual arrays have 1 to 3 dimensions."""
+    what = f"a Dual ({obj.value})" if isinstance(obj, Dual) else f"a scalar ({obj})"
+    raise DualgpuError(
+        f"cuda.to_device got {what} while a derivative runs; numba.cuda would make a 0-d "
+        "device array of it, but a 0-d array cannot carry partials (dual arrays have 1 to 3 "
+        "dimensions). Fix: pass the scalar to the kernel as an argument (kernels take "
+        "scalars directly), or, if the kernel indexes an array there, give it an array "
+        "(np.full(n, x), or np.array([x]) read as a[0])."
+    )
+
+
 def to_device(obj, stream=0, copy=True, to=None):
     """Copy a host array (or DualArray) to the active backend's memory.
 
@@ -132,6 +150,9 @@ def to_device(obj, stream=0, copy=True, to=None):
         array = from_object_array(array, "the array given to cuda.to_device")
         if isinstance(array, DualArray):
             return to_device(array)
+    if np.ndim(array) == 0 and (isinstance(array, Dual) or active_lanes()
+                                or len(active_levels()) > 1) and _is_float(_dtype_of(array)):
+        _refuse_scalar(obj)
     if len(active_levels()) > 1 and _is_float(array.dtype):  # a nested derivative runs
         from .nested import lift_array
 

@@ -186,8 +186,13 @@ class DualArray:
         if np.ndim(value) == 0:
             if self.is_tracer:
                 raise DualgpuError(
-                    "a structural tracer (sparsity detection) runs in compiled code only: "
-                    "use the cpu backend."
+                    "host code read the element "
+                    f"[{', '.join(str(int(k)) for k in index)}] of an array that sparsity detection "
+                    "(sparsity='detect') traces; the detector follows kernels only and cannot "
+                    "trace host code on single elements (nor host numpy operations). Fix: "
+                    "compute that value in a kernel, keep it an array (u[0:1] instead of u[0]), "
+                    "give the sparsity pattern yourself (sparsity=pattern, "
+                    "dualgpu.banded_pattern), or post-process the result outside f."
                 )
             return Dual(value, np.asarray(partials))
         return DualArray(value, partials)

@@ -49,8 +49,9 @@ def split(x, what="operand"):
         if x.is_tracer:
             raise DualgpuError(
                 "host numpy operations on a structural tracer (sparsity='detect') are not "
-                "supported: the detector follows kernels only. Give the sparsity pattern "
-                "yourself, or return the simulation's array and post-process outside f."
+                "supported, except functions that only move data (np.stack, np.concatenate, "
+                "reshape, transpose...): the detector follows kernels only. Give the sparsity "
+                "pattern yourself, or return the simulation's array and post-process outside f."
             )
         return host(x.values), host(x.partials)
     if isinstance(x, Dual):

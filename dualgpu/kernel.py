@@ -41,6 +41,9 @@ _SUBSCRIPT_STORE = re.compile(r"^\s*([A-Za-z_]\w*)\s*\[.*\]\s*(?:[-+*/%]|//|\*\*
 #: threads per block of ``kernel.forall(n)`` when none is given
 _FORALL_THREADS = 128
 
+#: CUDA's limit on the number of threads in one block (checked on every backend).
+MAX_THREADS_PER_BLOCK = 1024
+
 
 class LaunchCoverageWarning(UserWarning):
     """A launch has fewer threads than the arrays it is given have rows."""
@@ -88,7 +91,18 @@ def _lookup(module, qualname):
     return found
 
 
+def _is_float_dim(dims):
+    if isinstance(dims, (tuple, list)):
+        return any(isinstance(d, (float, np.floating)) for d in dims)
+    return isinstance(dims, (float, np.floating))
+
+
 def _normalise_dims(dims, what, kernel_name):
+    if _is_float_dim(dims):  # numba.cuda refuses them too ("must be a sequence of integers")
+        raise DualgpuError(
+            f"kernel {kernel_name}: {what} must be an int or a tuple of 1-3 ints; got {dims!r}, "
+            "a float. Fix: integer division, (n + threads - 1) // threads, or int(...)."
+        )
     if isinstance(dims, (int, np.integer)):
         dims = (int(dims),)
     try:
@@ -165,7 +179,12 @@ class Kernel:
 
     def __getitem__(self, config):
         try:
-            return self._launchers[config]  # simulations launch the same configuration often
+            launcher = self._launchers[config]  # simulations launch the same configuration often
+            # (1.0, 32) == (1, 32): a float configuration must not find the int one's launcher
+            g, b = config[0], config[1]
+            if ((type(g) is int or not _is_float_dim(g))
+                    and (type(b) is int or not _is_float_dim(b))):
+                return launcher
         except (KeyError, TypeError):
             pass
         if not isinstance(config, tuple) or not 2 <= len(config) <= 4:
@@ -175,6 +194,12 @@ class Kernel:
             )
         griddim = _normalise_dims(config[0], "griddim", self.__name__)
         blockdim = _normalise_dims(config[1], "blockdim", self.__name__)
+        if math.prod(blockdim) > MAX_THREADS_PER_BLOCK:  # a GPU refuses the launch
+            raise DualgpuError(
+                f"kernel {self.__name__}: blockdim {blockdim!r} has {math.prod(blockdim)} "
+                f"threads; CUDA allows at most {MAX_THREADS_PER_BLOCK} per block, on every "
+                "backend so that the kernel also runs on a GPU. Use more blocks."
+            )
         stream = config[2] if len(config) > 2 else 0
         sharedmem = config[3] if len(config) > 3 else 0
         launcher = functools.partial(self.launch, griddim, blockdim, stream, sharedmem)
@@ -209,12 +234,21 @@ class Kernel:
             )
         return self._compiled[name]
 
-    def launch(self, griddim, blockdim, stream, sharedmem, *args):
+    def launch(self, griddim, blockdim, stream, sharedmem, *args, **kwargs):
+        if kwargs:  # numba.cuda's launch takes positional arguments only
+            order = ", ".join(self._params)
+            raise DualgpuError(
+                f"kernel {self.__name__} got keyword argument(s) {', '.join(sorted(kwargs))}; "
+                f"kernels take their arguments positionally, as numba.cuda's do. Fix: "
+                f"{self.__name__}[griddim, blockdim]({order})."
+            )
         if len(args) != len(self._params):
             raise DualgpuError(
                 f"kernel {self.__name__} takes {len(self._params)} arguments "
                 f"({', '.join(self._params)}); got {len(args)}."
             )
+        if list in map(type, args):
+            self._refuse_lists(args)
         if self.signatures:
             from .signatures import apply_signature
 
@@ -266,6 +300,18 @@ class Kernel:
                     "(arithmetic with floats promotes) or use .value if no derivative is wanted."
                 ) from exc
             raise
+
+    def _refuse_lists(self, args):
+        # numba.cuda cannot pass a Python list to a kernel (its launch knows arrays, scalars,
+        # records and tuples); the simulators would run it, the cpu backend fail to type it
+        for p, a in zip(self._params, args):
+            if isinstance(a, list):
+                raise DualgpuError(
+                    f"kernel {self.__name__}: argument {p} is a Python list "
+                    f"(length {len(a)}); numba.cuda kernels take arrays, scalars and tuples, "
+                    f"not lists. Fix: pass np.asarray({p}) (or cuda.to_device(np.asarray({p}))) "
+                    "instead."
+                )
 
     def _check_duals(self, args, name):
         duals = [(p, a) for p, a in zip(self._params, args) if isinstance(a, (Dual, DualArray))]

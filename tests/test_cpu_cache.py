@@ -144,3 +144,52 @@ def test_values_without_a_stable_key_are_not_cached():
         cpu_cache.fingerprint(_Opaque())
     assert cpu_cache.fingerprint(np.arange(3.0)) != cpu_cache.fingerprint(np.arange(3.0) + 1)
     assert cpu_cache.fingerprint((1, 2.0)) != cpu_cache.fingerprint((1, 2))
+
+
+NANSAFE_SCRIPT = textwrap.dedent("""
+    import json, sys, warnings
+    sys.path[:0] = [{root!r}, {tests!r}]
+    warnings.simplefilter("ignore")
+    import numpy as np
+    import dualgpu
+    from dualgpu import Dual, DualArray
+    import kernels_edge_cases as K
+    f32 = np.float32
+    x = Dual(f32(1e38), np.array([1.0, 0.0], f32))  # d(x/y)/dy overflows in float32
+    y = Dual(f32(0.5), np.array([0.0, 1.0], f32))
+    out = dualgpu.dual_array(np.zeros(1, f32), lanes=2)
+    with dualgpu.using_backend("cpu"):
+        K.ratio[1, 1](DualArray(np.array([x.value]), x.partials.reshape(2, 1).copy()),
+                      DualArray(np.array([y.value]), y.partials.reshape(2, 1).copy()), out)
+    print(json.dumps(out.partials[:, 0].tolist()))
+""")
+
+
+def test_nansafe_mode_is_part_of_the_key(tmp_path):
+    """A launcher cached without NaN-safe mode was loaded by a NaN-safe process: NaN partials
+    where the mode promises the zero lane's own derivative."""
+    def run(nansafe):
+        env = dict(os.environ, DUALGPU_CACHE_DIR=str(tmp_path), DUALGPU_CACHE="1",
+                   DUALGPU_NANSAFE_MODE="1" if nansafe else "0")
+        script = NANSAFE_SCRIPT.format(root=ROOT, tests=os.path.join(ROOT, "tests"))
+        proc = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
+                              text=True, timeout=600)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        return json.loads(proc.stdout.strip().splitlines()[-1])
+
+    plain = run(nansafe=False)
+    assert np.isnan(plain[0])  # inf * 0 = nan without the mode
+    assert run(nansafe=True) == [2.0, -np.inf]  # from the same cache directory
+
+
+def test_switches_cover_nansafe_and_bounds_checking(monkeypatch):
+    from numba.core import config
+
+    from dualgpu import nansafe
+
+    before = cpu_cache.switches()
+    monkeypatch.setattr(config, "BOUNDSCHECK", True)
+    assert cpu_cache.switches() != before
+    monkeypatch.setattr(config, "BOUNDSCHECK", before[1][1])
+    monkeypatch.setattr(nansafe, "NANSAFE_MODE_ENABLED", not nansafe.NANSAFE_MODE_ENABLED)
+    assert cpu_cache.switches() != before

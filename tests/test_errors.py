@@ -172,3 +172,64 @@ def test_complex_arithmetic_with_a_dual_in_cuda_compilation(offline_ptx):
         numba.cuda.compile_ptx(gpu.prepare_function(phase_shift.py_func, 1),
                                (array, array, dual_type(types.float64, 1), types.float64),
                                cc=offline_ptx)
+
+@pytest.mark.parametrize("backend", ["cpu", "cudasim"])
+def test_python_list_as_a_kernel_argument_names_it_and_the_fix(backend):
+    """numba.cuda's launch refuses lists; the simulators would index them, the cpu backend
+    failed with a page of numba typing errors."""
+    from kernels_for_errors import axpy
+
+    x = [1.0, 2.0, 3.0]
+    with dualgpu.using_backend(backend), pytest.raises(DualgpuError) as error:
+        axpy[1, 8](x, np.zeros(3), 2.0)
+    assert "kernel axpy: argument x is a Python list (length 3)" in str(error.value)
+    assert "np.asarray(x)" in str(error.value)
+
+
+@pytest.mark.parametrize("backend", ["cpu", "cudasim"])
+def test_to_device_of_a_differentiated_scalar_says_what_to_do(backend):
+    """A float passed where an array was expected reaches to_device as a Dual (it raised
+    AttributeError: 'Dual' object has no attribute 'shape')."""
+    from dualgpu import cuda
+
+    with dualgpu.using_backend(backend):
+        assert cuda.to_device(0.5).copy_to_host().shape == ()  # plain: numba's 0-d array
+        with pytest.raises(DualgpuError, match=r"cuda\.to_device got a Dual \(0\.5\).*0-d.*"
+                                               r"pass the scalar to the kernel"):
+            dualgpu.jvp(lambda a: cuda.to_device(a).copy_to_host(), (0.5,), (1.0,))
+        with pytest.raises(DualgpuError, match=r"cuda\.to_device got a scalar \(2\.0\)"):
+            dualgpu.jvp(lambda a: cuda.to_device(2.0).copy_to_host() * a, (0.5,), (1.0,))
+
+
+def test_sparsity_tracer_element_read_on_the_host_says_what_to_do():
+    """It said 'use the cpu backend', where detection always runs on the cpu backend."""
+    from dualgpu.dualarray import TRACER_DTYPE
+
+    tracer = DualArray(np.zeros(3), np.zeros((1, 3), TRACER_DTYPE))
+    with pytest.raises(DualgpuError) as error:
+        tracer[1]
+    message = str(error.value)
+    assert "host code read the element [1]" in message and "sparsity='detect'" in message
+    assert "u[0:1]" in message and "use the cpu backend" not in message
+
+
+@pytest.mark.parametrize("backend", ["cpu", "cudasim"])
+def test_launch_configuration_mistakes_numba_cuda_refuses(backend):
+    """Floats as dimensions (n / 32), more than 1024 threads, keyword arguments: numba.cuda
+    refuses each. A float equal to an int used to find that int's cached launcher and run."""
+    from kernels_for_errors import axpy
+
+    x, y = np.ones(8), np.zeros(8)
+    with dualgpu.using_backend(backend):
+        axpy[1, 8](x, y, 2.0)  # caches the launcher of (1, 8)
+        for config in ((1.0, 8), (np.float64(1.0), 8), (1, 8.0), ((1.0, 1), 8)):
+            with pytest.raises(DualgpuError, match=r"must be an int or a tuple of 1-3 ints; "
+                                                   r"got .*a float\. Fix: integer division"):
+                axpy[config](x, y, 2.0)
+        with pytest.raises(DualgpuError, match=r"blockdim \(32, 64\) has 2048 threads; CUDA "
+                                               r"allows at most 1024 per block"):
+            axpy[1, (32, 64)](x, y, 2.0)
+        with pytest.raises(DualgpuError, match=r"keyword argument\(s\) a; .*positionally.*"
+                                               r"axpy\[griddim, blockdim\]\(x, y, a\)"):
+            axpy[1, 8](x, y, a=2.0)
+    np.testing.assert_array_equal(y, 2.0 * x)  # only the first launch ran

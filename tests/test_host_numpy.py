@@ -14,7 +14,7 @@ Pure numpy, no kernels compiled: the whole grid runs in seconds.
 import numpy as np
 import pytest
 
-from dualgpu import Dual, DualArray
+from dualgpu import Dual, DualArray, DualgpuError
 from dualgpu.host_ufuncs import UFUNC_RULES
 
 TOL = {np.float64: dict(rtol=1e-6, atol=1e-9), np.float32: dict(rtol=2e-3, atol=2e-4)}
@@ -303,6 +303,16 @@ CASES = {
     "trace": (lambda a: np.trace(a), [D(3, 3)]),
     "diagonal": (lambda a: np.diagonal(a, 1), [D(3, 4)]),
     "vecdot": (lambda a, b: np.vecdot(a, b), [D(3, 4), D(4)]),
+    # linear solves (shifted to be well conditioned)
+    "solve dual matrix, dual vector": (lambda a, b: np.linalg.solve(a + 4 * np.eye(4), b),
+                                       [D(4, 4), D(4)]),
+    "solve plain matrix, dual columns": (lambda a, b: np.linalg.solve(a + 4 * np.eye(4), b),
+                                         [P(4, 4), D(4, 3)]),
+    "solve dual matrix, plain columns": (lambda a, b: np.linalg.solve(a + 4 * np.eye(4), b),
+                                         [D(4, 4), P(4, 2)]),
+    "inv": (lambda a: np.linalg.inv(a + 3 * np.eye(3)), [D(3, 3)]),
+    "implicit step": (lambda u, r: np.linalg.solve((1 + 2 * r) * np.eye(5) - r * (
+        np.eye(5, k=1) + np.eye(5, k=-1)), u), [D(5), D(lo=0.1, hi=0.5)]),
     # norms
     "norm": (lambda a: np.linalg.norm(a), [D(7)]),
     "norm of a difference": (lambda a, d: np.linalg.norm(a - d), [D(3, 4), P(3, 4)]),
@@ -426,3 +436,12 @@ def test_the_checker_catches_wrong_partials_values_and_drops():
     for f in (wrong_partials, wrong_value, dropped):
         with pytest.raises(AssertionError):
             check(f, [D(5)], np.float64, 2)
+
+
+def test_solve_of_a_stack_of_matrices_says_how():
+    a = DualArray(np.tile(np.eye(3), (2, 1, 1)), np.zeros((1, 2, 3, 3)))
+    with pytest.raises(DualgpuError, match=r"one square matrix \(n, n\); got shape \(2, 3, 3\)"
+                                           r".*loop over a stack"):
+        np.linalg.solve(a, np.ones((2, 3)))
+    with pytest.raises(DualgpuError, match=r"right-hand side of shape \(3,\) or \(3, k\)"):
+        np.linalg.solve(a[0], np.ones(4))

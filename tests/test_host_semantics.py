@@ -262,8 +262,8 @@ def test_unsupported_functions_and_ufuncs_name_themselves():
         np.maximum.accumulate(u)
     with pytest.raises(MissingRuleError, match=r"numpy\.divmod has no derivative rule"):
         np.divmod(u, 2.0)
-    with pytest.raises(MissingRuleError, match=r"numpy\.linalg\.inv is not supported"):
-        np.linalg.inv(u.reshape(1, 3)[:, :1])
+    with pytest.raises(MissingRuleError, match=r"numpy\.linalg\.det is not supported"):
+        np.linalg.det(u.reshape(1, 3)[:, :1])  # (np.linalg.inv has an implementation now)
     with pytest.raises(TypeError, match="cannot become a plain numpy array"):
         np.asarray(u)
 
@@ -290,6 +290,33 @@ def test_sparsity_tracer_refuses_host_operations():
     tracer = DualArray(np.zeros(3), np.zeros((1, 3), TRACER_DTYPE))
     with pytest.raises(DualgpuError, match="structural tracer"):
         np.sum(tracer)
+
+
+def test_sparsity_tracer_moves_through_functions_that_only_move_data():
+    """np.stack / np.concatenate / reshape around a simulation's outputs under
+    sparsity='detect' (they were refused with every other host operation)."""
+    from dualgpu.dualarray import TRACER_DTYPE
+
+    bits = (np.uint64(1) << np.arange(3, dtype=np.uint64)).reshape(1, 3)
+    u = DualArray(np.arange(3.0), bits.copy())                       # u[j] depends on input j
+    v = DualArray(10 + np.arange(3.0), (bits << np.uint64(3)).copy())  # v[j] on input 3 + j
+    stacked = np.stack([u, np.ones(3), v], axis=1)
+    assert stacked.is_tracer and stacked.shape == (3, 3)
+    np.testing.assert_array_equal(stacked.values, np.stack([u.values, np.ones(3), v.values], 1))
+    np.testing.assert_array_equal(stacked.partials[0], [[1, 0, 8], [2, 0, 16], [4, 0, 32]])
+    joined = np.concatenate([u, [7.0]]).reshape(2, 2).T
+    assert joined.partials.dtype == TRACER_DTYPE
+    np.testing.assert_array_equal(joined.partials[0], [[1, 4], [2, 0]])
+    np.testing.assert_array_equal(np.flip(v).partials[0], [32, 16, 8])
+    picked = np.take(v, np.array([2, 0, 2]))  # an index array is not data: it selects
+    np.testing.assert_array_equal(picked.partials[0], [32, 8, 32])
+    np.testing.assert_array_equal(np.repeat(u, [0, 2, 1]).partials[0], [2, 2, 4])
+    np.testing.assert_array_equal(np.stack([u, np.float32(2.0) * np.ones(3, np.float32)])
+                                  .partials[0], [[1, 2, 4], [0, 0, 0]])
+    with pytest.raises(DualgpuError, match="integer data"):
+        np.concatenate([u, np.arange(2)])
+    with pytest.raises(DualgpuError, match="only move data"):
+        np.stack([u, v]) * 2.0  # arithmetic on dependency sets stays refused
 
 
 # ---------------------------------------------------------------------------

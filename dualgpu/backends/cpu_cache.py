@@ -18,7 +18,9 @@ The hash (:func:`launcher_key`) covers:
   strings, tuples, numpy arrays by content, numba types, modules by name and
   source file contents for user modules, njit functions by source);
 - dualgpu's own source files, and the versions of Python, numba, llvmlite and
-  numpy, and the LLVM options set (:mod:`dualgpu.backends._llvm`).
+  numpy, and the LLVM options set (:mod:`dualgpu.backends._llvm`);
+- the switches read at import that change the generated code (:func:`switches`:
+  NaN-safe mode, numba's bounds checking, optimisation level and debug info).
 
 Any change gives another file, never a stale one. A kernel reading a global it
 cannot fingerprint (an arbitrary object) is compiled in memory as before.
@@ -91,8 +93,25 @@ def _package_key():
         versions = (sys.version, numba.__version__, llvmlite.__version__, np.__version__,
                     _llvm.tune(), FORMAT)
         digest.update(repr(versions).encode())
+        digest.update(repr(switches()).encode())
         _PACKAGE_KEY.append(digest.hexdigest())
     return _PACKAGE_KEY[0]
+
+
+def switches():
+    """The process-wide switches that change generated machine code, read at import.
+
+    NaN-safe mode selects other lane products (:mod:`dualgpu.nansafe`); numba's
+    ``NUMBA_BOUNDSCHECK``, ``NUMBA_OPT`` and ``NUMBA_DEBUGINFO`` change what numba emits.
+    A launcher cached under other switches is another file: a process with
+    ``DUALGPU_NANSAFE_MODE=1`` never loads NaN-producing code cached without it.
+    """
+    from numba.core import config
+
+    from .. import nansafe
+
+    return (("nansafe", nansafe.NANSAFE_MODE_ENABLED), ("boundscheck", config.BOUNDSCHECK),
+            ("opt", str(config.OPT)), ("debuginfo", config.DEBUGINFO_DEFAULT))
 
 
 def _file_key(path):
