@@ -349,7 +349,7 @@ class Kernel:
         rows = [
             (p, a.shape[0]) for p, a in zip(self._params, args) if getattr(a, "ndim", 0) >= 1
         ]
-        if rows and "grid" in self._source_names:
+        if rows and "grid" in self._source_names and self._bounds_by_extent:
             listing = ", ".join(f"{p}: {n}" for p, n in rows)
             warnings.warn(
                 f"kernel {self.__name__} is launched with {threads} threads "
@@ -367,6 +367,34 @@ class Kernel:
             return ast.parse(textwrap.dedent(inspect.getsource(self.py_func)))
         except (OSError, TypeError, SyntaxError):
             return None
+
+    @functools.cached_property
+    def _bounds_by_extent(self):
+        """True if the kernel orders an index against an array's extent (``i < u.shape[0]``,
+        ``if i >= n`` with ``n = len(u)``): it means to cover the array, one thread per
+        element. A kernel that only picks fixed elements (``if i == 0``, boundary updates
+        launched with a few threads) does not, and gets no coverage warning."""
+        tree = self._source_tree
+        if tree is None:
+            return False
+
+        def extent(node):
+            return any((isinstance(n, ast.Attribute) and n.attr in ("shape", "size"))
+                       or (isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
+                           and n.func.id == "len")
+                       or (isinstance(n, ast.Name) and n.id in names)
+                       for n in ast.walk(node))
+
+        names = set()
+        for node in ast.walk(tree):  # n = u.shape[0]; ny, nx = u.shape
+            if isinstance(node, ast.Assign) and extent(node.value):
+                for target in node.targets:
+                    names.update(n.id for n in ast.walk(target) if isinstance(n, ast.Name))
+        ordering = (ast.Lt, ast.LtE, ast.Gt, ast.GtE)
+        return any(isinstance(node, ast.Compare)
+                   and any(isinstance(op, ordering) for op in node.ops)
+                   and any(extent(side) for side in [node.left, *node.comparators])
+                   for node in ast.walk(tree))
 
     @functools.cached_property
     def _source_names(self):

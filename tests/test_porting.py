@@ -242,3 +242,4 @@ def test_too_few_threads_warn(backend, rng):
             warnings.simplefilter("error", LaunchCoverageWarning)
             K.stencil_1d[3, 8](u, np.zeros(20), 0.1, 0.0, 0.0)
             K.grid_stride_scale[1, 4](u, np.zeros(20), 0.5)  # a grid-stride loop covers all
+            K.fixed_ends[1, 2](u, 0.0, 1.0)  # sets two elements on purpose: no extent guard

@@ -93,8 +93,8 @@ ATOMIC_TOTALS = {"heat_neumann_robin"}
 CASES = [pytest.param(name, "cudasim", id=f"{name}-cudasim") for name in SIMS] + [
     pytest.param(name, "cpu", id=f"{name}-cpu") for name, s in SIMS.items() if s[2]]
 
-# the Mur boundary kernel runs 2 threads on purpose: dualgpu's launch-coverage hint is noise here
-pytestmark = pytest.mark.filterwarnings("ignore::dualgpu.kernel.LaunchCoverageWarning",
+# the Mur boundary kernel runs 2 threads on purpose: it must not warn about launch coverage
+pytestmark = pytest.mark.filterwarnings("error::dualgpu.kernel.LaunchCoverageWarning",
                                         "ignore::dualgpu.lanes.ChunkSizeWarning")
 
 
