@@ -19,6 +19,8 @@ copy on the active backend, for plain and dual arrays alike:
 On the ``cpu`` backend "device" arrays are host arrays that also have numba's
 device-array methods (``copy_to_host``, ``copy_to_device``).
 """
+import sys
+
 import numpy as np
 from numba import cuda as _cuda
 
@@ -230,6 +232,12 @@ def synchronize():
 def is_available():
     """True: dualgpu can always launch kernels (on the GPU, the simulator or the CPU)."""
     return True
+
+
+# numba.cuda.random with host-side states off the GPU: cuda.random and dualgpu.cuda.random
+from . import cuda_random as random  # noqa: E402
+
+sys.modules.setdefault(__name__ + ".random", random)
 
 
 def __getattr__(name):

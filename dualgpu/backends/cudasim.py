@@ -106,6 +106,7 @@ def _replacer(lanes):
     def replace(value):
         import numba
         import numba.cuda
+        from numba.core.registry import CPUDispatcher
 
         if is_cuda_module(value):
             return numba.cuda
@@ -125,6 +126,10 @@ def _replacer(lanes):
         py_func = device_py_func(value)
         if py_func is not None:
             return _device(py_func, lanes)
+        if isinstance(value, CPUDispatcher):
+            # an @njit function called from a kernel (numba.cuda compiles it for the GPU, as
+            # numba.cuda.random's generators): its Python runs, as device functions do
+            return _njit_device(value.py_func, lanes)
         return value
 
     return replace
@@ -153,6 +158,22 @@ def _device(py_func, lanes=0):
     if key not in _DEVICE_CACHE:
         _DEVICE_CACHE[key] = None  # recursion guard
         _DEVICE_CACHE[key] = _simulator().jit(device=True)(_simulated(py_func, lanes))
+    return _DEVICE_CACHE[key]
+
+
+def _njit_device(py_func, lanes):
+    """An @njit function run as Python inside kernels, its integers wrapping silently as in
+    compiled code (numba.cuda.random's uint64 arithmetic)."""
+    key = ("njit", py_func, lanes)
+    if key not in _DEVICE_CACHE:
+        device = _device(py_func, lanes)
+
+        def call(*args, **kwargs):
+            with np.errstate(over="ignore"):
+                return device(*args, **kwargs)
+
+        call.__name__ = py_func.__name__
+        _DEVICE_CACHE[key] = call
     return _DEVICE_CACHE[key]
 
 
