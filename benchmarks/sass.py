@@ -210,8 +210,36 @@ def kernel_sass(py_func, types_, lanes):
     return entry
 
 
+def tiles_sass(py_func, types_, lanes):
+    """ptxas numbers of the GPU backend's one-launch lane-tile wrapper of ``py_func`` at
+    ``lanes`` lanes per tile (:mod:`dualgpu.backends.gpu_tile_grid`); None where a launch
+    with these types never takes that path (a Dual scalar argument)."""
+    import numba.cuda
+    from numba import types as nt
+
+    from dualgpu.backends import gpu
+    from dualgpu.numba_arrays import DualArrayType
+    from dualgpu.numba_types import DualType
+
+    mask, flat = [], []
+    for t in retype(types_, lanes):
+        if isinstance(t, DualType):
+            return None
+        mask.append(isinstance(t, DualArrayType))
+        if isinstance(t, DualArrayType):
+            flat += [t.values_type, nt.Array(t.dtype, t.ndim + 1, "C")]
+        else:
+            flat.append(t)
+    with offline_device():
+        wrapper = gpu.compile_kernel(py_func).tiles_dispatcher(tuple(mask), lanes)
+        ptx, _ = numba.cuda.compile_ptx(wrapper.py_func, tuple(flat), cc=CC)
+    (entry,) = assemble(ptx).values()
+    return entry
+
+
 def sass_report(names=None, lanes=LANES):
-    """Return rows ``{"simulation", "kernel", "lanes", "registers", "spill_stores", ...}``."""
+    """Return rows ``{"simulation", "kernel", "lanes", "registers", "spill_stores", ...}``;
+    a dual row also has ``"one_launch"``: the same for the one-launch tile wrapper (or None)."""
     from benchmarks.gpu_check import SIMULATIONS
 
     rows = []
@@ -222,6 +250,8 @@ def sass_report(names=None, lanes=LANES):
                 row = {"simulation": name, "kernel": kernel, "lanes": n}
                 try:
                     row.update(kernel_sass(py_func, types_, n))
+                    if n and dual is not None:
+                        row["one_launch"] = tiles_sass(py_func, types_, n)
                 except Exception as exc:  # reported, the others still run
                     row["error"] = f"{type(exc).__name__}: {str(exc)[:300]}"
                 rows.append(row)
@@ -248,6 +278,22 @@ def format_rows(rows):
             else:
                 spill = r["spill_stores"] + r["spill_loads"]
                 cells.append(f" {r['registers']:>7d} ({spill:>4d})")
+        lines.append(f"{sim:12s} {kernel:22s}" + "".join(cells))
+    dual_lanes = [n for n in lanes if n]
+    lines += ["", "the same kernels inside the one-launch lane-tile wrapper (all tiles of a "
+                  "launch over a third grid dimension, where the kernel allows it; '-': a launch "
+                  "with a Dual scalar, never on that path)",
+              f"{'simulation':12s} {'kernel':22s}" + "".join(f" {f'N={n}':>14s}"
+                                                          for n in dual_lanes)]
+    for (sim, kernel), per in by_kernel.items():
+        cells = []
+        for n in dual_lanes:
+            entry = per.get(n, {}).get("one_launch")
+            if entry is None:
+                cells.append(f" {'-':>14s}")
+            else:
+                spill = entry["spill_stores"] + entry["spill_loads"]
+                cells.append(f" {entry['registers']:>7d} ({spill:>4d})")
         lines.append(f"{sim:12s} {kernel:22s}" + "".join(cells))
     return "\n".join(lines)
 

@@ -51,6 +51,9 @@ def test_run_tiny_target_cases(tmp_path):
     assert results["jvp_primal"]["values_match"] is True
     # dualgpu's tangent equals the hand-written JVP loop's (same arithmetic, same order)
     assert results["jvp_primal"]["tangent_rel_diff_vs_by_hand"] < 1e-12
+    if "rows" in results["sass"]:  # ptxas found (the test extra)
+        dual = [r for r in results["sass"]["rows"] if r["lanes"] and "error" not in r]
+        assert dual and all(r["one_launch"]["registers"] > 0 for r in dual)
     coloring = {row["pattern"]: row for row in results["coloring"]["rows"]}
     assert coloring["periodic heat, 1000 cells, 100 steps"]["best"] == 250
     assert "Targets (this run, this machine):" in proc.stdout
