@@ -34,7 +34,9 @@ Examples
 """
 import numpy as np
 
-from . import host_linalg, host_reductions, host_shapes, host_solve, host_tracer, host_ufuncs
+from . import (
+    host_linalg, host_quantiles, host_reductions, host_shapes, host_solve, host_tracer, host_ufuncs,
+)
 from .dual import Dual
 from .dualarray import DualArray
 from .errors import DualgpuError, MissingRuleError
@@ -45,6 +47,7 @@ __all__ = ["array_ufunc", "array_function", "HANDLED_FUNCTIONS", "supported_func
 #: numpy function -> implementation for duals (hand-written; see the modules above).
 HANDLED_FUNCTIONS = {
     **host_reductions.FUNCTIONS,
+    **host_quantiles.FUNCTIONS,
     **host_linalg.FUNCTIONS,
     **host_solve.FUNCTIONS,
     **host_shapes.FUNCTIONS,

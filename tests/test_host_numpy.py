@@ -14,6 +14,7 @@ Pure numpy, no kernels compiled: the whole grid runs in seconds.
 import numpy as np
 import pytest
 
+import dualgpu
 from dualgpu import Dual, DualArray, DualgpuError
 from dualgpu.host_ufuncs import UFUNC_RULES
 
@@ -269,6 +270,12 @@ CASES = {
     "average axis 1 weights 1-D": (lambda a, w: np.average(a, axis=1, weights=w),
                                    [D(3, 4), P(4, lo=0.5, hi=2)]),
     "average returned": (lambda a: np.average(a, axis=0, returned=True)[0], [D(3, 4)]),
+    "median": (lambda a: np.median(a), [D(7)]),
+    "median even, axis 1": (lambda a: np.median(a, axis=1), [D(3, 4)]),
+    "quantile axis 0 keepdims": (lambda a: np.quantile(a, 0.3, axis=0, keepdims=True), [D(5, 3)]),
+    "quantile of several q": (lambda a: np.quantile(a, [0.1, 0.5, 0.9]), [D(9)]),
+    "quantile of several q, axis 1": (lambda a: np.quantile(a, [0.25, 0.75], axis=1), [D(3, 5)]),
+    "percentile axes (0, 2)": (lambda a: np.percentile(a, 75, axis=(0, 2)), [D(2, 3, 4)]),
     "trapezoid": (lambda y: np.trapezoid(y, dx=0.1), [D(9)]),
     "trapezoid x dual": (lambda y, x: np.trapezoid(y, x), [D(9), D(9, sorted_=True)]),
     "trapezoid 2-D axis 0": (lambda y, x: np.trapezoid(y, x, axis=0), [D(5, 3), P(5, sorted_=True)]),
@@ -445,3 +452,11 @@ def test_solve_of_a_stack_of_matrices_says_how():
         np.linalg.solve(a, np.ones((2, 3)))
     with pytest.raises(DualgpuError, match=r"right-hand side of shape \(3,\) or \(3, k\)"):
         np.linalg.solve(a[0], np.ones(4))
+
+
+def test_quantile_refuses_a_dual_level_and_other_methods():
+    u = dualgpu.dual_array(np.arange(1.0, 6.0), lanes=2)
+    with pytest.raises(NotImplementedError, match="derivatives with respect to the quantile"):
+        np.quantile(u, dualgpu.Dual(0.5, [1.0, 0.0]))
+    with pytest.raises(NotImplementedError, match="method='nearest' is not supported"):
+        np.percentile(u, 50, method="nearest")
