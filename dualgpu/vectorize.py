@@ -62,6 +62,7 @@ class Vectorized:
                 f"cuda.vectorize of {py_func.__name__}: numba.cuda needs its signatures, e.g. "
                 "@cuda.vectorize(['float64(float64, float64)']).")
         self.options = options
+        self._numba_signatures = list(signatures)  # as given: numba.cuda parses them itself
         self._numba_ufunc = None
         self._device = None
         self._kernels = {}
@@ -118,8 +119,8 @@ class Vectorized:
         duals = any(isinstance(a, (Dual, DualArray)) for a in args) or isinstance(out, DualArray)
         if backend() == "cuda" and not duals:
             if self._numba_ufunc is None:
-                self._numba_ufunc = _cuda.vectorize(
-                    [sig for sig in self._signature_strings()], **self.options)(self.py_func)
+                self._numba_ufunc = _cuda.vectorize(self._numba_signatures,
+                                                    **self.options)(self.py_func)
             return self._numba_ufunc(*args, out=out, stream=stream)
         arg_types, ret = self._choose(args)
         on_device = any(_is_device(a) for a in args)
@@ -152,9 +153,6 @@ class Vectorized:
             out[...] = result
             return out
         return cuda.to_device(result) if on_device and shape else result
-
-    def _signature_strings(self):
-        return [f"{ret}({', '.join(map(str, args))})" for args, ret in self.signatures]
 
 
 def vectorize(ftylist_or_function=(), **kws):
