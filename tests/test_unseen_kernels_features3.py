@@ -52,15 +52,15 @@ F32 = np.float32
 
 # name: (simulation, arguments, run on cpu too)
 SIMS = {
-    "polar_atan2_hypot_fmod": (K.simulate_swirl, (X5, Y5, 1.3), True),
+    "polar_atan2_hypot_fmod": (K.simulate_swirl, (X5, Y5, 1.3), False),
     "special_erf_log1p": (K.simulate_soft, (U8 - 0.5, 1.7), False),
-    "powers_int_var_dual_exp": (K.simulate_powers, (U8, 1.3), True),
+    "powers_int_var_dual_exp": (K.simulate_powers, (U8, 1.3), False),
     "polynomial_len_loop_power": (K.simulate_polynomial, (U8, np.array([0.5, -1.0, 2.0, 0.3])),
                                   False),
     "superbee_min_max_abs": (K.simulate_limited, (STEP, 0.4), False),
     "isinf_isnan_guards": (K.simulate_guarded, (GROW, 1.1, 7.0), False),
     "const_table_floor_ceil_round": (K.simulate_lookup, (U8, 5.3), True),
-    "newton_while_dual_condition": (K.simulate_cubic, (U8 * 3, 0.7), True),
+    "newton_while_dual_condition": (K.simulate_cubic, (U8 * 3, 0.7), False),
     "while_dual_bound": (K.simulate_decay, (U8, 0.8, 0.5), False),
     "break_continue": (K.simulate_neighbours, (np.array([0.0, 0.45, 1.0, 1.7, 2.05, 3.6]), 0.6),
                        False),
@@ -215,10 +215,10 @@ def _dual_launch_types(f, args):
     return seen
 
 
-#: constructs whose dual lowering is new to the PTX tests
+#: constructs whose dual lowering is new to the PTX tests (all 27 kernels and the vectorized
+#: one were compiled once; these 4 are kept to hold the file near a minute on 2 cores)
 PTX_CASES = ("device_kwargs_nested_tuples", "device_array_row_slice_args",
-             "const_table_floor_ceil_round", "newton_while_dual_condition",
-             "laneid_warpsize_threadfence", "vectorize")
+             "const_table_floor_ceil_round", "vectorize")
 
 
 @pytest.mark.parametrize("name", PTX_CASES)
