@@ -704,7 +704,7 @@ def simulate_flags(u, c):
     return out.copy_to_host(), flags.astype(np.float64)
 
 
-# --- 29. math.remainder and math.modf of plain numbers (an int array in degrees) ---------
+# --- 29. math.remainder and math.modf of plain numbers (int degrees), remainder of a dual
 
 @cuda.jit
 def wrapped_phase(degrees, out, amp):
@@ -712,7 +712,8 @@ def wrapped_phase(degrees, out, amp):
     if i < degrees.shape[0]:
         centred = math.remainder(degrees[i] * math.pi / 180.0, TWO_PI)   # in [-pi, pi]
         frac, turns = math.modf(degrees[i] / 360.0)
-        out[i] = amp * math.sin(centred) + turns + 0.5 * frac * amp * amp
+        out[i] = (amp * math.sin(centred) + turns + 0.5 * frac * amp * amp
+                  + 0.1 * math.remainder(amp * 7.0 + i, 2.0))            # of a dual too
 
 
 def simulate_wrapped_phase(degrees, amp):
