@@ -11,7 +11,7 @@ from .dual import Dual
 from .dualarray import DualArray, dual_array
 from .errors import DualgpuError, MissingRuleError, UnportedKernelError, UnsupportedFeatureError
 from . import dmath
-from . import numba_cpu_math, numba_types, numba_rules, numba_arrays, numba_casts  # noqa: F401,E501  (registrations)
+from . import numba_cpu_math, numba_types, numba_rules, numba_arrays, numba_casts, numba_libdevice  # noqa: F401,E501  (registrations)
 from . import numba_nested  # noqa: F401  (tagged and nested duals: registrations)
 from .backend import backend, set_backend, using_backend
 from .kernel import jit

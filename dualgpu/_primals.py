@@ -56,7 +56,7 @@ _LIBM_FUNCTIONS = {
     1: ("sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "tanh", "asinh",
         "acosh", "atanh", "exp", "expm1", "log", "log1p", "log2", "log10", "sqrt", "fabs",
         "erf", "erfc"),
-    2: ("atan2", "hypot", "pow", "copysign", "fmod"),
+    2: ("atan2", "hypot", "pow", "copysign", "fmod", "remainder"),
 }
 
 

@@ -29,7 +29,12 @@ from .backend import backend
 from .dual import Dual
 from .errors import DualgpuError
 from .dualarray import DualArray
+from .host_api import (  # noqa: F401  (numba.cuda's names, working on every backend)
+    defer_cleanup, event, event_elapsed_time, managed_array, mapped, mapped_array, pinned,
+    pinned_array, pinned_array_like,
+)
 from .kernel import jit
+from .vectorize import guvectorize, vectorize  # noqa: F401
 from .object_arrays import from_object_array
 
 __dualgpu_cuda__ = True
@@ -38,7 +43,9 @@ __all__ = [
     "jit", "grid", "gridsize", "threadIdx", "blockIdx", "blockDim", "gridDim", "local",
     "shared", "const", "atomic", "syncthreads", "laneid", "warpsize", "to_device",
     "device_array", "device_array_like", "synchronize", "is_available", "HostArray",
-    "HostStream", "stream", "default_stream",
+    "HostStream", "stream", "default_stream", "event", "event_elapsed_time", "pinned",
+    "pinned_array", "pinned_array_like", "mapped", "mapped_array", "managed_array",
+    "defer_cleanup", "vectorize", "guvectorize",
 ]
 
 # kernel-side names: numba.cuda's own objects (backends give them meaning). With
@@ -130,6 +137,18 @@ def _refuse_scalar(obj):
     )
 
 
+def _single_buffer(array):
+    """``array`` if it is C- or Fortran-contiguous, else a C-contiguous copy.
+
+    numba.cuda copies only single-buffer arrays to a device. A DualArray whose values
+    are one (``a.T`` of a C array is Fortran-contiguous) has lane-major partials that
+    are not (lanes first, then Fortran order): copying them is ours to do, not the user's.
+    """
+    if array.flags.c_contiguous or array.flags.f_contiguous:
+        return array
+    return np.ascontiguousarray(array)
+
+
 def to_device(obj, stream=0, copy=True, to=None):
     """Copy a host array (or DualArray) to the active backend's memory.
 
@@ -145,8 +164,8 @@ def to_device(obj, stream=0, copy=True, to=None):
     if isinstance(obj, DualArray):
         if obj.is_nested:
             return DualArray(to_device(obj.values), to_device(obj.partials), tag=obj.tag)
-        return DualArray(_plain_to_device(_host(obj.values)), _plain_to_device(_host(obj.partials)),
-                         tag=obj.tag)
+        return DualArray(_plain_to_device(_single_buffer(_host(obj.values))),
+                         _plain_to_device(_single_buffer(_host(obj.partials))), tag=obj.tag)
     array = np.asarray(obj)
     if array.dtype == object:  # np.array([dual, 0.0]) in host code: duals in an object array
         array = from_object_array(array, "the array given to cuda.to_device")

@@ -38,7 +38,7 @@ __all__ = ["DualArrayType", "dual_array_type", "empty_dual_array", "make_dual_ar
            "unbox_struct"]
 
 
-class DualArrayType(types.Type):
+class DualArrayType(types.IterableType):
     """numba type of a DualArray: two array types and the lane count ``n``."""
 
     def __init__(self, values_type, partials_type, n):
@@ -75,6 +75,13 @@ class DualArrayType(types.Type):
         from .numba_types import dual_type
 
         return dual_type(self.dtype, self.n, self.tracer)
+
+    @property
+    def iterator_type(self):
+        """``for v in a``: duals of a 1-D DualArray, row views of an N-D one."""
+        from .numba_array_iter import DualArrayIterType
+
+        return DualArrayIterType(self)
 
 
 def dual_array_type(dtype, ndim, n, layout="C"):
@@ -378,6 +385,8 @@ def _dual_array_len(a):
 
 
 array_attributes(DualArrayType)
+
+from . import numba_array_iter  # noqa: E402,F401  (for v in a: lowering; needs DualArrayType)
 
 
 # --- boxing (CPU: DualArray arguments and results of @njit functions) -----------

@@ -405,6 +405,10 @@ def _register_value_only(fn):
         return lambda x: fn(x.value)
 
     overload(fn)(typer)
+    if fn is round:  # round(x, ndigits) of a tagged dual: of its value, as for a float
+        from .numba_rules import _round_ndigits_typer
+
+        overload(fn)(_round_ndigits_typer(TaggedDualType))
 
 
 def _register_missing(fn, dotted):

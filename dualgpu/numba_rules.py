@@ -338,6 +338,18 @@ def _register_value_only(fn, dotted):
         return None
 
     overload(fn)(lambda x: typer(x))
+    if fn is round:  # round(x, ndigits): a float of the value (zero derivative), as on floats
+        overload(fn)(_round_ndigits_typer(DualType))
+
+
+def _round_ndigits_typer(dual_type):
+    """The overload of ``round(dual, ndigits)``: ``round(x.value, ndigits)``, as for a float."""
+    def typer(x, ndigits):
+        if isinstance(x, dual_type) and isinstance(ndigits, types.Integer):
+            return lambda x, ndigits: round(x.value, ndigits)
+        return None
+
+    return typer
 
 
 def _register_comparison(fn):

@@ -137,6 +137,8 @@ BINARY_RULES = {
         "math.copysign", ("copysign(1, x) * copysign(1, y)", "0"), ((0.5, 3), (-3, 3))
     ),
     "fmod": Rule("math.fmod", ("1", "-trunc(x / y)"), ((0.5, 5), (0.7, 3))),
+    # IEEE remainder x - n y, n = x / y rounded half to even: d/dy = -n = (ans - x) / y
+    "remainder": Rule("math.remainder", ("1", "(ans - x) / y"), ((0.5, 5), (0.7, 3))),
 }
 
 #: Aliases that share a rule: ``pow(a, b)`` and ``math.pow`` behave like ``a ** b``.

@@ -239,6 +239,9 @@ def _kink(rule, x, y, h):
     if rule in ("floordiv", "mod", "fmod"):
         q = x / y if y else INF
         return not math.isfinite(q) or abs(q - round(q)) <= 1e-3 * max(1.0, abs(q))
+    if rule == "remainder":  # jumps where x / y is half an odd integer
+        q = x / y if y else INF
+        return not math.isfinite(q) or abs(abs(q - math.floor(q)) - 0.5) <= 1e-3 * max(1.0, abs(q))
     if rule == "copysign":
         return abs(x) <= 4 * h or abs(y) <= 4 * h
     if rule == "pow":
@@ -252,7 +255,7 @@ def _fd_slopes(module, code, values, const):
     duals = [k for k in range(len(values)) if values[k] is not None]
     slopes, noise = [], []
     period = None
-    if op.rule in ("floordiv", "mod", "fmod"):
+    if op.rule in ("floordiv", "mod", "fmod", "remainder"):
         period = {"dd": abs(values[-1] or 0.0), "dn": abs(const), "nd": abs(values[0])}[op.kinds]
     for k in duals:
         scale = abs(values[k]) or 1.0  # the step follows the operand's own size (1e-300 too)
@@ -304,6 +307,7 @@ def _jax_functions():
         "add": jnp.add, "sub": jnp.subtract, "mul": jnp.multiply, "truediv": jnp.true_divide,
         "floordiv": jnp.floor_divide, "mod": jnp.remainder, "pow": jnp.power,
         "min": jnp.minimum, "max": jnp.maximum, "atan2": jnp.arctan2,
+        "remainder": lambda x, y: x - jnp.round(x / y) * y,  # IEEE (jnp.remainder is Python's %)
     }
     table = {name: names.get(name) or getattr(jnp, name)
              for name in list(rules.UNARY_RULES) + list(rules.BINARY_RULES)}

@@ -157,7 +157,7 @@ def _device(py_func, lanes=0):
     key = (py_func, lanes)
     if key not in _DEVICE_CACHE:
         _DEVICE_CACHE[key] = None  # recursion guard
-        _DEVICE_CACHE[key] = _simulator().jit(device=True)(_simulated(py_func, lanes))
+        _DEVICE_CACHE[key] = _keyword_device_class()(_simulated(py_func, lanes), device=True)
     return _DEVICE_CACHE[key]
 
 
@@ -175,6 +175,30 @@ def _njit_device(py_func, lanes):
         call.__name__ = py_func.__name__
         _DEVICE_CACHE[key] = call
     return _DEVICE_CACHE[key]
+
+
+_KEYWORD_DEVICE = []
+
+
+def _keyword_device_class():
+    """numba's simulated device function, also called with keyword arguments.
+
+    numba.cuda compiles ``pressure(rho, e, gamma=g)`` for a device function; the
+    simulator's ``FakeCUDAKernel.__call__`` takes positional arguments only.
+    """
+    if not _KEYWORD_DEVICE:
+        from numba.cuda.simulator import kernel
+
+        class KeywordDevice(kernel.FakeCUDAKernel):
+            def __call__(self, *args, **kwargs):
+                if not kwargs:
+                    return super().__call__(*args)
+                # the device branch of FakeCUDAKernel.__call__, with the keywords passed on
+                with kernel.swapped_cuda_module(self.fn, kernel._get_kernel_context()):
+                    return self.fn(*args, **kwargs)
+
+        _KEYWORD_DEVICE.append(KeywordDevice)
+    return _KEYWORD_DEVICE[0]
 
 
 def uses_grid_group(py_func, _seen=None):
