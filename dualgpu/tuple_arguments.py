@@ -26,15 +26,16 @@ __all__ = ["holds_duals", "structure", "flatten", "flat_source", "flat_kernel"]
 
 
 def holds_duals(arg):
-    """True for a tuple holding a Dual or DualArray at any depth."""
-    return isinstance(arg, tuple) and any(
+    """True for a tuple holding a Dual or DualArray at any depth (a namedtuple is passed as it
+    is: the kernel may read its fields by name)."""
+    return type(arg) is tuple and any(
         isinstance(x, (Dual, DualArray)) or holds_duals(x) for x in arg)
 
 
 def structure(args):
     """Per argument: None (passed as it is) or the tuple of its members' structures."""
     def of(arg, top):
-        if isinstance(arg, tuple) and (not top or holds_duals(arg)):
+        if type(arg) is tuple and (not top or holds_duals(arg)):
             return tuple(of(x, False) for x in arg)
         return None
     return tuple(of(a, True) for a in args)

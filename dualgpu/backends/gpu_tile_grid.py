@@ -46,8 +46,8 @@ from ._rebind import global_names
 from ._translate import device_py_func, function_source
 from .gpu_tiles import restore_positions
 
-__all__ = ["ENABLED", "LAUNCHES", "MAX_GRID_Z", "plan", "grid_with_tiles", "uses_third_dimension", "tiles_source",
-           "tiles_kernel", "flat_arguments", "dual_mask"]
+__all__ = ["ENABLED", "LAUNCHES", "MAX_GRID_Z", "plan", "grid_with_tiles", "uses_third_dimension",
+           "tiles_source", "tiles_kernel", "flat_arguments", "dual_mask"]
 
 #: CUDA's limit on gridDim.z.
 MAX_GRID_Z = 65535
@@ -59,9 +59,10 @@ ENABLED = True
 #: ``"per_tile"`` (benchmarks/gpu_check.py reports them).
 LAUNCHES = {"one": 0, "per_tile": 0}
 
+
 def grid_with_tiles(griddim, tiles):
     """``griddim`` with a third dimension of ``tiles`` blocks; None if it has one already."""
-    grid = (griddim,) if isinstance(griddim, int) else tuple(int(g) for g in griddim)
+    grid = tuple(int(g) for g in griddim) if hasattr(griddim, "__len__") else (int(griddim),)
     if len(grid) == 3:
         if grid[2] != 1:
             return None
