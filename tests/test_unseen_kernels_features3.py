@@ -26,6 +26,7 @@ from dualgpu import Dual, cuda, dual_array
 from dualgpu.backends import gpu
 from dualgpu.testing import check_jacobian
 from dualgpu.backends._rebind import rebind
+from unported import run_unported
 
 _RNG = np.random.default_rng(23)
 U8 = np.linspace(0.15, 0.95, 8) + 0.01 * _RNG.random(8)
@@ -133,39 +134,8 @@ def _original(kernel):
 
 @pytest.fixture(scope="module")
 def unported_results():
-    """Each simulation run by the unported code: numba's simulator, numba.cuda's host API.
-
-    numba's simulator lacks a few host functions that numba.cuda has on a GPU
-    (``event_elapsed_time``, ``pinned`` of several arrays, ``vectorize``): they are given
-    here as numba.cuda defines them (the vectorized case is compared with NumPy).
-    """
-    import contextlib
-
-    import numba.cuda.simulator as sim
-
-    class NumbaCuda:  # the host side of `from numba import cuda` under the simulator
-        to_device = staticmethod(lambda a, stream=0: sim.to_device(np.array(a, copy=True)))
-        device_array = staticmethod(lambda shape, dtype=np.float64, stream=0:
-                                    sim.device_array(shape, dtype))
-        device_array_like = staticmethod(lambda a, stream=0: sim.device_array(a.shape, a.dtype))
-        stream = staticmethod(sim.stream)
-        synchronize = staticmethod(sim.synchronize)
-        event = staticmethod(sim.event)
-        event_elapsed_time = staticmethod(lambda a, b: a.elapsed_time(b))
-        pinned_array = staticmethod(sim.pinned_array)
-        pinned_array_like = staticmethod(sim.pinned_array_like)
-        pinned = staticmethod(lambda *arrays: contextlib.nullcontext())
-        defer_cleanup = staticmethod(sim.defer_cleanup)
-
-    kernels = {n: getattr(K, n) for n in dir(K) if getattr(getattr(K, n), "__dualgpu_kernel__", 0)}
-    saved = dict(vars(K))
-    unported = {name: _original(kernel) for name, kernel in kernels.items()}
-    try:
-        vars(K).update(unported, cuda=NumbaCuda, logistic=_logistic_reference)
-        return {name: _tuple(f(*args)) for name, (f, args, _) in SIMS.items()}
-    finally:
-        for name, value in saved.items():
-            setattr(K, name, value)
+    """Each simulation run by the unported code: numba's simulator, numba.cuda allocation."""
+    return run_unported(K, SIMS, unport=_original, logistic=_logistic_reference)
 
 
 @pytest.mark.parametrize("name, backend", CASES)

@@ -21,7 +21,7 @@ import unseen_kernels_sims2 as K
 from dualgpu import DualgpuError, dual_array
 from dualgpu.backends import gpu
 from dualgpu.testing import check_jacobian
-from unported import original
+from unported import run_unported
 
 _RNG = np.random.default_rng(11)
 U0 = np.sin(np.linspace(0, 3, 12)) + 0.2
@@ -71,25 +71,7 @@ def _float_argnums(args):
 @pytest.fixture(scope="module")
 def unported_results():
     """Each simulation run by the unported code: numba's simulator, numba.cuda allocation."""
-    import numba.cuda.simulator as sim
-
-    class NumbaCuda:  # the host side of `from numba import cuda` under the simulator
-        to_device = staticmethod(lambda a, stream=0: sim.to_device(np.array(a, copy=True)))
-        device_array = staticmethod(lambda shape, dtype=np.float64, stream=0:
-                                    sim.device_array(shape, dtype))
-        device_array_like = staticmethod(lambda a, stream=0: sim.device_array(a.shape, a.dtype))
-        stream = staticmethod(lambda: sim.stream())
-        synchronize = staticmethod(lambda: None)
-
-    kernels = {n: getattr(K, n) for n in dir(K) if getattr(getattr(K, n), "__dualgpu_kernel__", 0)}
-    saved = dict(vars(K))
-    unported = {name: original(kernel) for name, kernel in kernels.items()}
-    try:
-        vars(K).update(unported, cuda=NumbaCuda)
-        return {name: _tuple(f(*args)) for name, (f, args, _) in SIMS.items()}
-    finally:
-        for name, value in saved.items():
-            setattr(K, name, value)
+    return run_unported(K, SIMS)
 
 
 @pytest.mark.parametrize("name, backend", CASES)
