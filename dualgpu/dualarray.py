@@ -259,8 +259,9 @@ class DualArray:
         --------
         >>> import numpy as np, dualgpu
         >>> u = dualgpu.DualArray(np.array([1.0, 2.0]), np.array([[1.0, 0.0], [0.0, 1.0]]))
-        >>> u.tolist()
-        [Dual(1.0, [1.0, 0.0], dtype=float64), Dual(2.0, [0.0, 1.0], dtype=float64)]
+        >>> items = u.tolist()
+        >>> [(float(d.value), d.partials.tolist()) for d in items]
+        [(1.0, [1.0, 0.0]), (2.0, [0.0, 1.0])]
         """
         host = self.copy_to_host() if self.is_device else self
         return _nested_list(host)
