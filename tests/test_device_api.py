@@ -130,3 +130,13 @@ def test_launch_sized_from_the_device_differentiates(name, dtype):
     rtol = 1e-7 if dtype == np.float64 else 2e-3
     np.testing.assert_allclose(np.asarray(jac, np.float64).reshape(-1), fd,
                                rtol=rtol, atol=rtol * np.max(np.abs(fd)))
+
+
+def test_default_backend_without_a_gpu_answers():
+    """No backend chosen and no GPU: the default backend answers (numba's driver is not asked)."""
+    from numba import cuda as numba_cuda
+
+    if numba_cuda.is_available():
+        pytest.skip("a GPU is present: the cuda backend answers with numba's own device")
+    device = cuda.get_current_device()
+    assert device.WARP_SIZE == 32 and device.id == 0

@@ -13,7 +13,8 @@ import threading
 import numpy as np
 import pytest
 
-from dualgpu import Dual, _primals
+import dualgpu
+from dualgpu import Dual, _primals, cuda
 
 _FNS = (operator.mul, operator.add, operator.truediv, operator.pow, operator.sub,
         math.atan2, math.hypot, math.copysign, math.fmod, operator.mod, operator.floordiv)
@@ -65,3 +66,37 @@ def test_cold_typing_cache_under_many_threads(tiny_switch_interval):
     assert results[(operator.mul, 1, repr(np.float32(1)))] == {np.dtype(np.float32)}
     assert results[(operator.mul, 1, repr(1.0))] == {np.dtype(np.float64)}
     assert results[(operator.mul, 0, repr(np.float32(1)))] == {np.dtype(np.float64)}
+
+
+@cuda.jit
+def _mixed_operands(u, a, out):
+    i = cuda.grid(1)
+    if i < u.shape[0]:
+        x = u[i]
+        y = x * a + a / x - x ** 2 + math.atan2(x, a) + math.hypot(x, a) + x % a + x // a
+        out[i] = y * np.float32(2) + 1.0
+
+
+def _launch(u, a):
+    out = cuda.device_array(u.shape[0], np.float32)
+    _mixed_operands[1, u.shape[0]](cuda.to_device(u), a, out)
+    return out.copy_to_host()
+
+
+def test_cudasim_block_on_a_cold_cache(tiny_switch_interval):
+    """The path users hit: 64 simulated threads meet new operand types together.
+
+    (Before the lock this failed in about 1 launch of 5; the thread test above is the
+    one that fails reliably.) The derivative is checked against a central difference.
+    """
+    u = np.linspace(0.5, 1.5, 64).astype(np.float32)
+    a = np.float32(0.7)
+    with dualgpu.using_backend("cudasim"):
+        for _ in range(4):
+            _primals.clear_typing_cache()
+            _, tangent = dualgpu.jvp(_launch, (u, a), (None, np.float32(1.0)))
+        h = np.float32(1e-2)
+        fd = (_launch(u, a + h).astype(np.float64) - _launch(u, a - h)) / float((a + h) - (a - h))
+    # away from the jumps of % and // (x/a near an integer), FD and forward mode agree
+    smooth = np.abs(np.asarray(u / a) - np.round(u / a)) > 0.05
+    np.testing.assert_allclose(np.asarray(tangent)[smooth], fd[smooth], rtol=2e-2, atol=2e-2)
