@@ -275,6 +275,10 @@ def select_device(device_id=0):
 def get_current_device():
     """The current device: numba.cuda's on the GPU, a :class:`HostDevice` elsewhere.
 
+    Returns
+    -------
+    numba Device or HostDevice
+
     Examples
     --------
     >>> import dualgpu
@@ -287,7 +291,23 @@ def get_current_device():
 
 
 def current_context(devnum=None):
-    """The current context: numba.cuda's on the GPU, a :class:`HostContext` elsewhere."""
+    """The current context: numba.cuda's on the GPU, a :class:`HostContext` elsewhere.
+
+    Parameters
+    ----------
+    devnum : int, optional
+        The device; off the GPU only 0 exists.
+
+    Returns
+    -------
+    numba Context or HostContext
+        ``get_memory_info()`` of either gives ``(free, total)`` bytes.
+
+    Raises
+    ------
+    DualgpuError
+        Off the GPU, for a device other than 0.
+    """
     if _on_gpu():
         return _cuda.current_context() if devnum is None else _cuda.current_context(devnum)
     if devnum is not None:
@@ -326,12 +346,31 @@ gpus = _DeviceList()
 
 
 def list_devices():
-    """All devices: numba.cuda's list on the GPU, ``cuda.gpus`` (one device) elsewhere."""
+    """All devices: numba.cuda's list on the GPU, ``cuda.gpus`` (one device) elsewhere.
+
+    Returns
+    -------
+    sequence
+        Indexable, with ``len``; its entries are context managers (``with gpus[0]:``).
+
+    Examples
+    --------
+    >>> import dualgpu
+    >>> from dualgpu import cuda
+    >>> with dualgpu.using_backend("cpu"):
+    ...     len(cuda.list_devices())
+    1
+    """
     return _cuda.list_devices() if _on_gpu() else gpus
 
 
 def close():
-    """numba.cuda's ``close`` on the GPU; a no-op elsewhere (no context to destroy)."""
+    """numba.cuda's ``close`` on the GPU; a no-op elsewhere (no context to destroy).
+
+    Returns
+    -------
+    None
+    """
     if _on_gpu():
         return _cuda.close()
     return None
@@ -342,6 +381,21 @@ def detect():
 
     Off the GPU it prints the backend's one device, as numba's simulator does, and
     returns True (kernels run on it).
+
+    Returns
+    -------
+    bool
+
+    Examples
+    --------
+    >>> import dualgpu
+    >>> from dualgpu import cuda
+    >>> with dualgpu.using_backend("cudasim"):
+    ...     found = cuda.detect()  # doctest: +ELLIPSIS
+    Found 1 CUDA devices
+    ...
+    >>> found
+    True
     """
     if _on_gpu():
         return _cuda.detect()
