@@ -131,8 +131,39 @@ def numba_type_of(value):
     return typeof(value)
 
 
-@functools.lru_cache(maxsize=4096)
+#: (fn, argument types) -> result dtype; filled under numba's compiler lock (below)
+_TYPED_RESULTS = {}
+
+
+def clear_typing_cache():
+    """Forget every resolved result dtype (tests use it to start from a cold cache)."""
+    _TYPED_RESULTS.clear()
+
+
 def _typed_result(fn, arg_types):
+    """numba's result dtype of ``fn(*arg_types)``: resolved once per key, by one thread at a time.
+
+    The CUDA simulator runs one Python thread per CUDA thread, so a block's threads all
+    miss a cold key together. numba's ``typing_context.refresh()`` advances generators
+    shared by the process, and two threads inside it at once raise ``ValueError:
+    generator already executing``; numba's own compiler refreshes under its global
+    compiler lock, so the first resolution of a key takes that same lock (checked again
+    inside: the threads that waited find the answer there).
+    """
+    key = (fn, arg_types)
+    found = _TYPED_RESULTS.get(key)
+    if found is not None:
+        return found
+    from numba.core.compiler_lock import global_compiler_lock
+
+    with global_compiler_lock:
+        found = _TYPED_RESULTS.get(key)
+        if found is None:
+            found = _TYPED_RESULTS[key] = _resolve_result(fn, arg_types)
+    return found
+
+
+def _resolve_result(fn, arg_types):
     from numba import types
     from numba.core.registry import cpu_target
 

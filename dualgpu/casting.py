@@ -23,6 +23,8 @@ def astype(x, dtype):
     Parameters
     ----------
     x : number, numpy scalar, array_like, Dual or DualArray
+        A list or tuple (nested too) that holds Duals gives a DualArray, as
+        ``np.stack`` of its elements.
     dtype : numpy dtype
         A float dtype keeps the partials of a dual (float32 or float64); an integer or
         bool dtype gives the plain values (zero derivative).
@@ -41,6 +43,9 @@ def astype(x, dtype):
     (dtype('float32'), [1.0, 0.0])
     >>> dualgpu.astype(0.7, np.float32)
     np.float32(0.7)
+    >>> u = dualgpu.astype([p, 2.0], np.float32)  # a list of duals: a DualArray
+    >>> u.dtype, u.partials.tolist()
+    (dtype('float32'), [[1.0, 0.0], [0.0, 0.0]])
     """
     if isinstance(x, (Dual, DualArray)):
         return x.astype(dtype)
@@ -49,7 +54,20 @@ def astype(x, dtype):
         return x.astype(dtype)
     if isinstance(x, (numbers.Number, np.generic)):
         return dtype.type(x)
+    if isinstance(x, (list, tuple)):
+        return _cast_sequence(x, dtype)
     return np.asarray(x).astype(dtype)
+
+
+def _cast_sequence(items, dtype):
+    """A list or tuple (nested too): a DualArray when it holds duals, else numpy's array."""
+    from .object_arrays import from_object_array
+
+    array = np.array(items, dtype=object)
+    if not any(isinstance(item, Dual) for item in array.reshape(-1)):
+        return np.asarray(items).astype(dtype)
+    stacked = from_object_array(array, f"the {type(items).__name__} given to dualgpu.astype")
+    return stacked.astype(dtype)
 
 
 def float32(x):

@@ -16,6 +16,10 @@ copy on the active backend, for plain and dual arrays alike:
   keep numba's behaviour (uninitialised on ``cuda`` and ``cudasim``, zeros on
   ``cpu``).
 
+Device queries (``get_current_device()``, ``select_device``, ``gpus``,
+``current_context()``, ``detect``, ``close``) answer on every backend: see
+:mod:`dualgpu.host_devices`.
+
 On the ``cpu`` backend "device" arrays are host arrays that also have numba's
 device-array methods (``copy_to_host``, ``copy_to_device``).
 """
@@ -33,6 +37,9 @@ from .host_api import (  # noqa: F401  (numba.cuda's names, working on every bac
     defer_cleanup, event, event_elapsed_time, managed_array, mapped, mapped_array, pinned,
     pinned_array, pinned_array_like,
 )
+from .host_devices import (  # noqa: F401  (numba.cuda's device API, on every backend)
+    close, current_context, detect, get_current_device, gpus, list_devices, select_device,
+)
 from .kernel import jit
 from .vectorize import guvectorize, vectorize  # noqa: F401
 from .object_arrays import from_object_array
@@ -45,7 +52,8 @@ __all__ = [
     "device_array", "device_array_like", "synchronize", "is_available", "HostArray",
     "HostStream", "stream", "default_stream", "event", "event_elapsed_time", "pinned",
     "pinned_array", "pinned_array_like", "mapped", "mapped_array", "managed_array",
-    "defer_cleanup", "vectorize", "guvectorize",
+    "defer_cleanup", "vectorize", "guvectorize", "select_device", "get_current_device",
+    "current_context", "list_devices", "gpus", "detect", "close",
 ]
 
 # kernel-side names: numba.cuda's own objects (backends give them meaning). With

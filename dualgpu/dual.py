@@ -218,12 +218,11 @@ class Dual:
 
     # -- conversions ------------------------------------------------------------
     def __float__(self):
-        raise TypeError(
-            "float(Dual) would drop the partials. Use d.value for the value alone, or a "
-            "dual-aware function (dualgpu.dmath / math inside a dualgpu kernel). To cast to "
-            "float32 (np.float32(d) calls float()), use dualgpu.float32(d) or "
-            "d.astype(np.float32): both keep the partials."
-        )
+        # the message names the host line, what it does (math.*, float(), a store into a
+        # numpy array) and the fix that keeps the partials (dualgpu._host_lines)
+        from ._host_lines import float_message_here
+
+        raise TypeError(float_message_here(2))
 
     def __complex__(self):
         raise TypeError("complex(Dual) would drop the partials; use d.value.")

@@ -243,6 +243,29 @@ class DualArray:
             partials = partials.reshape((partials.shape[0],) + partials.shape[1 - extra:])
         self.partials[lanes_index] = partials
 
+    def tolist(self):
+        """Return the elements as nested lists of :class:`~dualgpu.Dual` scalars.
+
+        As numpy's ``ndarray.tolist`` gives Python floats, each element keeps its
+        value and partials (a copy: later stores into the array do not change it).
+        A device array is copied to the host first.
+
+        Returns
+        -------
+        list or Dual
+            Nested lists ``ndim`` deep (a Dual for a 0-d array).
+
+        Examples
+        --------
+        >>> import numpy as np, dualgpu
+        >>> u = dualgpu.DualArray(np.array([1.0, 2.0]), np.array([[1.0, 0.0], [0.0, 1.0]]))
+        >>> items = u.tolist()
+        >>> [(float(d.value), d.partials.tolist()) for d in items]
+        [(1.0, [1.0, 0.0]), (2.0, [0.0, 1.0])]
+        """
+        host = self.copy_to_host() if self.is_device else self
+        return _nested_list(host)
+
     # -- host/device transfer ---------------------------------------------------
     def copy_to_host(self, ary=None, stream=0):
         """Return a host DualArray (numpy members): a copy, or ``ary`` (a DualArray) filled in.
@@ -537,6 +560,15 @@ def _sum_tagged(array):
     total = host.values.sum()
     lanes = [host.partials[k].sum() for k in range(host.lanes)]
     return Dual(total, lanes, tag=host.tag)
+
+
+def _nested_list(array):
+    """Nested lists of the elements of a host DualArray (a Dual for 0-d)."""
+    if array.ndim == 0:
+        return array[()]
+    if array.ndim == 1:
+        return [array[i] for i in range(array.shape[0])]
+    return [_nested_list(array[i]) for i in range(array.shape[0])]
 
 
 def dual_array(values, partials=None, *, lanes=None, dtype=None):

@@ -455,8 +455,10 @@ _register_all()
 def _float_of_tagged(x):
     if isinstance(x, TaggedDualType):
         raise TypingError(
-            "float(Dual) would drop the partials. Use d.value for the value alone; if you "
-            "meant to cast, keep the dual (arithmetic with floats promotes)."
+            "float(Dual) would drop the partials. Fix: keep the dual (arithmetic with plain "
+            "floats promotes to a dual, and math functions take duals). d.value reads the "
+            "value alone and silently drops the derivative: use it only where no derivative "
+            "must flow."
         )
 
 

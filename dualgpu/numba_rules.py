@@ -475,8 +475,11 @@ _register_many(max)
 
 def _dropped_partials(what):
     return (
-        f"{what}(Dual) would drop the partials. Use d.value for the value alone; "
-        "if you meant to cast, keep the dual (arithmetic with floats promotes)."
+        f"{what}(Dual) would drop the partials. Fix: keep the dual (arithmetic with plain "
+        "floats promotes to a dual, and math functions take duals); to cast, "
+        "np.float32(d) keeps the partials in compiled code. d.value reads the value "
+        "alone and silently drops the derivative: use it only where no derivative must "
+        "flow."
     )
 
 

@@ -16,6 +16,16 @@ lowest precision among the differentiated inputs and the outputs decides);
 ``atol`` defaults to 0. The step is ``eps`` times the size of the inputs along
 the direction, with ``eps`` about the cube root of the machine epsilon
 (:data:`EPS`), which balances truncation (eps**2) against rounding (ulp/eps).
+
+Before an alarm, a second opinion on the finite difference itself
+(:mod:`dualgpu.fd_error`): the dtype of the arrays is not always the precision of
+the values. Where f computes in float32 behind float64 arrays (its outputs are
+float32 numbers), the float32 step and tolerance apply; and the difference is taken
+again over a ladder of steps, each with its own error estimated (truncation from
+two steps, rounding from the outputs' size: large where an output is large beside
+its derivative). An entry then fails only where it differs by more than the
+tolerance plus that estimate, and the estimate never covers more than
+``MAX_FD_ERROR`` (10 %) of the derivative, so a dropped partial is always caught.
 """
 import warnings
 
@@ -24,6 +34,7 @@ import numpy as np
 from . import driver
 from ._protect import protect
 from .errors import DualgpuError
+from .fd_error import MAX_FD_ERROR, UNIT_ROUNDOFF, computes_in_float32, fd_estimate
 
 __all__ = ["check_jvp", "check_jacobian", "RTOL", "EPS"]
 
@@ -84,26 +95,78 @@ def _outputs(result):
     return [np.asarray(driver._to_numpy(item), dtype=np.float64) for item in items]
 
 
-def _central_difference(f, primals, tangents, eps):
-    """Central difference of f along ``tangents`` and the dtypes involved."""
+def _step(primals, tangents, eps):
+    """The step h: ``eps`` times the inputs' size along the direction."""
     relative = max(
         _rms(t) / (_rms(x) or 1.0) for x, t in zip(primals, tangents) if t is not None
     ) or 1.0
-    h = eps / relative
+    return eps / relative
+
+
+def _evaluate(f, primals, tangents, h):
+    """f's outputs (float64 arrays) at ``x + h t`` and ``x - h t``."""
     # fresh copies of every array reachable from the fixed arguments for each run: f may
     # write into them, and neither the caller nor the other run may see that
     plus = tuple(protect(x) if t is None else _shift(x, t, h) for x, t in zip(primals, tangents))
     minus = tuple(protect(x) if t is None else _shift(x, t, -h) for x, t in zip(primals, tangents))
-    up, down = _outputs(f(*plus)), _outputs(f(*minus))
+    return _outputs(f(*plus)), _outputs(f(*minus))
+
+
+def _central_difference(f, primals, tangents, eps):
+    """Central difference of f along ``tangents`` at the step ``eps`` gives."""
+    h = _step(primals, tangents, eps)
+    up, down = _evaluate(f, primals, tangents, h)
     return [(a - b) / (2.0 * h) for a, b in zip(up, down)]
+
+
+def _check(f, primals, tangents, ad, precision, rtol, atol, eps, what):
+    """Compare ``ad`` with central differences; a second opinion before an alarm.
+
+    First at the step and tolerance of ``precision`` (the lowest among the inputs and
+    outputs). Where they differ, the finite difference itself may be the one that is
+    off: f may compute in float32 behind float64 arrays (its outputs are float32
+    numbers), or an output may be large beside its derivative. Then the difference is
+    taken again over a ladder of steps, with its own error estimated
+    (:mod:`dualgpu.fd_error`), and the derivative fails only where it differs by more
+    than the tolerance plus that estimate (never more than ``MAX_FD_ERROR`` of it).
+    """
+    rtol_, atol_, eps_ = _tolerances(precision, rtol, atol, eps)
+    h = _step(primals, tangents, eps_)
+    up, down = _evaluate(f, primals, tangents, h)
+    fd = [(a - b) / (2.0 * h) for a, b in zip(up, down)]
+    try:
+        return _compare(ad, fd, rtol_, atol_, what)
+    except AssertionError:
+        pass
+    note = ""
+    if precision == np.dtype(np.float64) and computes_in_float32(up + down):
+        precision = np.dtype(np.float32)
+        rtol_, atol_, eps_ = _tolerances(precision, rtol, atol, eps)
+        h = _step(primals, tangents, eps_)
+        note = "f computes in float32 (its float64 outputs hold float32 numbers); "
+    runs = {}
+
+    def evaluate(step):
+        if step not in runs:
+            runs[step] = _evaluate(f, primals, tangents, step)
+        return runs[step]
+
+    fd, fd_error, step = fd_estimate(evaluate, h, UNIT_ROUNDOFF[precision])
+    note += f"finite differences taken again at the step {step:.3g} of least estimated error"
+    return _compare(ad, fd, rtol_, atol_, what, fd_error=fd_error, note=note)
 
 
 def _lowest_precision(dtypes):
     return np.dtype(np.float32) if np.dtype(np.float32) in dtypes else np.dtype(np.float64)
 
 
-def _compare(ad, fd, rtol, atol, what):
-    """Return the largest norm-wise relative error; raise AssertionError past tolerance."""
+def _compare(ad, fd, rtol, atol, what, fd_error=None, note=""):
+    """Return the largest norm-wise relative error; raise AssertionError past tolerance.
+
+    ``fd_error`` (per output, per entry) is the finite difference's own estimated error:
+    an entry passes when ``|ad - fd| <= atol + rtol * scale + fd_error`` with
+    ``fd_error`` at most ``MAX_FD_ERROR * scale``.
+    """
     worst = 0.0
     failures = []
     for o, (a, b) in enumerate(zip(ad, fd)):
@@ -119,18 +182,27 @@ def _compare(ad, fd, rtol, atol, what):
         biggest = float(np.max(diff, initial=0.0))
         err = biggest / scale if scale > 0 else 0.0
         worst = max(worst, err)
-        if biggest > atol + rtol * scale:
-            flat = int(np.argmax(diff)) if diff.size else 0
+        allowed = np.zeros_like(diff)
+        if fd_error is not None:
+            estimate = np.broadcast_to(np.asarray(fd_error[o], np.float64), diff.shape)
+            allowed = np.minimum(np.nan_to_num(estimate, nan=np.inf), MAX_FD_ERROR * scale)
+        excess = diff - allowed
+        if float(np.max(excess, initial=0.0)) > atol + rtol * scale:
+            flat = int(np.argmax(excess)) if diff.size else 0
             index = list(map(int, np.unravel_index(flat, a.shape))) if a.ndim else []
+            fd_part = (f" + estimated finite-difference error {float(allowed.reshape(-1)[flat]):.3g}"
+                       if fd_error is not None else "")
             failures.append(
                 f"output {o}{index if index else ''}: forward mode "
                 f"{float(a.reshape(-1)[flat]):.10g} vs finite difference "
-                f"{float(b.reshape(-1)[flat]):.10g} (|diff| {biggest:.3g}, relative {err:.3g} of "
-                f"max |derivative| {scale:.3g}; allowed {atol} + {rtol} * {scale:.3g})"
+                f"{float(b.reshape(-1)[flat]):.10g} (|diff| {float(diff.reshape(-1)[flat]):.3g}, "
+                f"relative {err:.3g} of max |derivative| {scale:.3g}; allowed {atol} + {rtol} * "
+                f"{scale:.3g}{fd_part})"
             )
     if failures:
         raise AssertionError(
-            f"{what}: forward-mode derivative differs from central finite differences.\n  "
+            f"{what}: forward-mode derivative differs from central finite differences"
+            + (f" ({note})" if note else "") + ".\n  "
             + "\n  ".join(failures)
             + "\nForward mode and finite differences should agree to rtol for a correct "
             "derivative; a dropped partial (.value, float(), np.asarray on a dual) or a wrong "
@@ -190,9 +262,8 @@ def check_jvp(f, primals, tangents=None, *, rtol=None, atol=None, eps=None, seed
     ad = list(ad) if isinstance(outputs, tuple) else [ad]
     dtypes = {_float_kind(x)[1] for x, t in zip(primals, tangents) if t is not None}
     dtypes |= {np.asarray(a).dtype for a in ad}
-    rtol, atol, eps = _tolerances(_lowest_precision(dtypes), rtol, atol, eps)
-    fd = _central_difference(f, primals, tangents, eps)
-    return _compare(ad, fd, rtol, atol, f"check_jvp of {getattr(f, '__name__', 'f')}")
+    return _check(f, primals, tangents, ad, _lowest_precision(dtypes), rtol, atol, eps,
+                  f"check_jvp of {getattr(f, '__name__', 'f')}")
 
 
 def check_jacobian(f, *args, argnums=0, chunk_size=None, n_directions=3, rtol=None,
@@ -265,7 +336,7 @@ def check_jacobian(f, *args, argnums=0, chunk_size=None, n_directions=3, rtol=No
     per_output = [[j] if single else list(j) for j in per_output]
     dtypes = {_float_kind(args[p])[1] for p in positions}
     dtypes |= {blocks[0].dtype for blocks in per_output}
-    rtol, atol, eps = _tolerances(_lowest_precision(dtypes), rtol, atol, eps)
+    precision = _lowest_precision(dtypes)
     rng = np.random.default_rng(seed)
     worst = 0.0
     for d in range(int(n_directions)):
@@ -277,7 +348,6 @@ def check_jacobian(f, *args, argnums=0, chunk_size=None, n_directions=3, rtol=No
                 v = np.asarray(tangents[p], np.float64)
                 total = total + np.tensordot(block.astype(np.float64), v, axes=v.ndim)
             ad.append(total)
-        fd = _central_difference(f, args, tangents, eps)
         what = f"check_jacobian of {getattr(f, '__name__', 'f')} (direction {d})"
-        worst = max(worst, _compare(ad, fd, rtol, atol, what))
+        worst = max(worst, _check(f, args, tangents, ad, precision, rtol, atol, eps, what))
     return worst

@@ -216,7 +216,7 @@ def test_astype_and_module_level_casts(dtype):
     assert dualgpu.float32(np.float64(0.7)) == np.float32(0.7)
     assert dualgpu.float32([1.0, 2.0]).dtype == np.float32
     assert dualgpu.float64(u.astype(np.float32)).dtype == np.float64
-    with pytest.raises(TypeError, match=r"dualgpu\.float32\(d\)"):
+    with pytest.raises(TypeError, match=r"dualgpu\.float32\(p\)"):  # names the argument
         np.float32(p)
 
 

@@ -271,7 +271,7 @@ def test_host_float32_cast_of_parameter(backend):
     documented way, dualgpu.float32(param), which works with and without the driver."""
     u32, a32 = _U.astype(np.float32), np.float32(0.7)
     with dualgpu.using_backend(backend):
-        with pytest.raises(TypeError, match=r"dualgpu\.float32\(d\)"):
+        with pytest.raises(TypeError, match=r"dualgpu\.float32\(a\)"):
             dualgpu.jvp(L.f_host_float32_cast, (u32, a32), (None, np.float32(1.0)))
         check_jvp(L.f_host_float32_cast_documented, (u32, a32))
         plain = L.f_host_float32_cast_documented(u32, a32)
