@@ -58,13 +58,14 @@ import functools
 import math
 
 import numpy as np
-from scipy import linalg
+from scipy import sparse
+from scipy.sparse import linalg as sparse_linalg
 
 from ..errors import DualgpuError
 
 __all__ = ["poincare_constant", "weighted_derivative"]
 
-_MESH = 400  # elements of the coarse mesh of the triangular eigenproblem (the fine has 2x)
+_MESH = 2000  # elements of the coarse mesh of the triangular eigenproblem (the fine has 2x)
 
 
 def _neumann_lambda1(density_nodes, x):
@@ -74,22 +75,18 @@ def _neumann_lambda1(density_nodes, x):
     """
     h = np.diff(x)
     r0, r1 = density_nodes[:-1], density_nodes[1:]
-    n = x.size
-    K = np.zeros((n, n))
-    M = np.zeros((n, n))
     k = (r0 + r1) / (2.0 * h)
     m00, m01, m11 = h * (3 * r0 + r1) / 12, h * (r0 + r1) / 12, h * (r0 + 3 * r1) / 12
-    i = np.arange(n - 1)
-    K[i, i] += k
-    K[i + 1, i + 1] += k
-    K[i, i + 1] -= k
-    K[i + 1, i] -= k
-    M[i, i] += m00
-    M[i + 1, i + 1] += m11
-    M[i, i + 1] += m01
-    M[i + 1, i] += m01
-    values = linalg.eigh(K, M, eigvals_only=True, subset_by_index=[0, 1])
-    return float(values[1])
+    zero = np.zeros(1)
+    K = sparse.diags([-k, np.concatenate([k, zero]) + np.concatenate([zero, k]), -k],
+                     [-1, 0, 1], format="csc")
+    M = sparse.diags([m01, np.concatenate([m00, zero]) + np.concatenate([zero, m11]), m01],
+                     [-1, 0, 1], format="csc")
+    # shift-invert about a negative shift: K + M is positive definite, the two smallest
+    # eigenvalues are 0 (constants) and lambda_1
+    values = sparse_linalg.eigsh(K, k=2, M=M, sigma=-1.0, which="LM",
+                                 return_eigenvectors=False)
+    return float(np.max(values))
 
 
 def _triangle_lambda1(peak, elements):
