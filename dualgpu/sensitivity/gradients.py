@@ -221,7 +221,10 @@ def model_gradients(f, X, *, batched=False, chunk_size=None, executor=None, prog
     ([[2.0, 1.0], [4.0, 3.0]], [], 1)
     """
     X = np.asarray(X)
-    if batched:
-        return _batched(f, X, chunk_size, executor, progress)
-    Y, G, bad = _point(f, X, chunk_size, executor)
+    # numpy's warnings about inf/nan on the host would repeat for every split of the batch;
+    # the samples with non-finite values are reported by index instead
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        if batched:
+            return _batched(f, X, chunk_size, executor, progress)
+        Y, G, bad = _point(f, X, chunk_size, executor)
     return Y, G, bad, X.shape[0]
