@@ -15,6 +15,16 @@ import numpy as np
 __all__ = ["bootstrap_intervals"]
 
 _BLOCK_BYTES = 64 * 2 ** 20  # working memory per block of output columns
+_BLAS_MIN = 2 * 10 ** 7  # products smaller than this many multiply-adds skip BLAS
+
+
+def _resampled_means(counts, values):
+    """``counts @ values / n``. Small products avoid BLAS, whose threads cost more than they
+    save there (and much more on a loaded machine)."""
+    n = counts.shape[1]
+    if counts.shape[0] * values.size < _BLAS_MIN:
+        return np.einsum("bn,nk->bk", counts, values) / n
+    return counts @ values / n
 
 
 def bootstrap_intervals(G, W, Y, C, resamples, conf_level, seed):
@@ -44,7 +54,9 @@ def bootstrap_intervals(G, W, Y, C, resamples, conf_level, seed):
     """
     n, p, m = G.shape
     rng = np.random.default_rng(seed)
-    counts = rng.multinomial(n, np.full(n, 1.0 / n), size=resamples).astype(np.float64)
+    draws = rng.integers(0, n, size=(resamples, n)) + n * np.arange(resamples)[:, None]
+    counts = np.bincount(draws.ravel(), minlength=resamples * n).reshape(resamples, n)
+    counts = counts.astype(np.float64)
     q = [(1 - conf_level) / 2 * 100, (1 + conf_level) / 2 * 100]
     out = {k: np.empty((2, p, m)) for k in ("nu", "mu", "mu_star", "total_upper")}
     agg_w2 = np.zeros((resamples, p))
@@ -57,12 +69,12 @@ def bootstrap_intervals(G, W, Y, C, resamples, conf_level, seed):
             g = G[:, :, a:b].reshape(n, -1)
             w = W[:, :, a:b].reshape(n, -1)
             y = Y[:, a:b]
-            nu = counts @ (g * g) / n
-            mu = counts @ g / n
-            mu_star = counts @ np.abs(g) / n
-            w2 = (counts @ (w * w) / n).reshape(resamples, p, b - a)
-            mean = counts @ y / n
-            var = (counts @ (y * y) / n - mean * mean) * (n / (n - 1))
+            nu = _resampled_means(counts, g * g)
+            mu = _resampled_means(counts, g)
+            mu_star = _resampled_means(counts, np.abs(g))
+            w2 = _resampled_means(counts, w * w).reshape(resamples, p, b - a)
+            mean = _resampled_means(counts, y)
+            var = (_resampled_means(counts, y * y) - mean * mean) * (n / (n - 1))
             var = np.maximum(var, 0.0)
             bound = C[None, :, None] * w2 / var[:, None, :]
             bound[np.broadcast_to(var[:, None, :] <= 0, bound.shape)] = np.nan

@@ -86,15 +86,16 @@ class Problem:
         return {"num_vars": self.p, "names": list(self.names),
                 "bounds": [list(b) for b in self.bounds], "dists": list(self.dists)}
 
-    def _frozen(self, i):
+    def _law(self, i):
+        """``(scipy distribution, its parameters)`` of parameter ``i``."""
         dist, b = self.dists[i], self.bounds[i]
         if dist == "unif":
-            return stats.uniform(loc=b[0], scale=b[1] - b[0])
+            return stats.uniform, {"loc": b[0], "scale": b[1] - b[0]}
         if dist == "norm":
-            return stats.norm(loc=b[0], scale=b[1])
+            return stats.norm, {"loc": b[0], "scale": b[1]}
         if dist == "lognorm":
-            return stats.lognorm(s=b[1], scale=math.exp(b[0]))
-        return stats.triang(c=b[2], loc=b[0], scale=b[1] - b[0])
+            return stats.lognorm, {"s": b[1], "scale": math.exp(b[0])}
+        return stats.triang, {"c": b[2], "loc": b[0], "scale": b[1] - b[0]}
 
     def ppf(self, u):
         """Map points of the unit cube, shape ``(n, p)``, to the parameters' distributions."""
@@ -102,11 +103,16 @@ class Problem:
         if u.ndim != 2 or u.shape[1] != self.p:
             raise DualgpuError(
                 f"Problem.ppf: expected points of shape (n, {self.p}); got {u.shape}.")
-        return np.column_stack([self._frozen(i).ppf(u[:, i]) for i in range(self.p)])
+        columns = []
+        for i in range(self.p):
+            law, params = self._law(i)
+            columns.append(law.ppf(u[:, i], **params))
+        return np.column_stack(columns)
 
     def variances(self):
         """Return the variance of each parameter, shape ``(p,)``."""
-        return np.array([float(self._frozen(i).var()) for i in range(self.p)])
+        return np.array([float(law.var(**params)) for law, params in map(self._law,
+                                                                          range(self.p))])
 
     def __repr__(self):
         rows = ", ".join(f"{n}: {d}{list(b)}" for n, d, b in zip(self.names, self.dists,

@@ -209,7 +209,7 @@ class DGSMResult:
             what += (f" (field {self.output_shape}: bound weighted by each cell's variance; "
                      "pick a cell with output=)")
         elif output is not None:
-            what += f"[{output}]"
+            what += f", entry {output}"
         title = (f"DGSM of {what}: {self.n_used} samples, {self.dual_runs} dual run(s)"
                  + (f", {len(self.dropped)} dropped (non-finite)" if self.dropped else ""))
         return "\n".join([title] + lines)

@@ -1,0 +1,87 @@
+"""Time to a stable parameter ranking: dualgpu DGSM vs SALib's Sobol indices (issue 24).
+
+The model is the one of ``scripts/global_sensitivity_pendulum.py``: six uncertain parameters
+of a driven pendulum, the final angle after 6 s (600 RK4 steps), one pendulum per parameter
+sample. A ranking is *stable* when the confidence intervals of the top ``--top`` parameters
+(and of the next one) do not overlap. Each method doubles its sample size until that holds:
+
+* dualgpu DGSM: the dualgpu kernel on the cpu backend, all samples' exact gradients in one
+  dual run (6 lanes), bound on the total Sobol index with bootstrap intervals (1000
+  resamples); sizes 32, 64, ...;
+* SALib Sobol: Saltelli's design (``N (p + 2)`` runs), the same model written in plain numba
+  (``@njit(parallel=True)``), SALib's analysis with its default bootstrap (100 resamples);
+  sizes N = 128, 256, ....
+
+Both are timed warm (compiled before the first round; the compile times are printed
+apart), rounds alternate between the two methods, and the medians are compared: the time of
+the whole doubling search (what a user pays who does not know the size in advance) and of
+the final size alone. Target: at least 10x fewer seconds for DGSM (printed MET/MISSED).
+
+    python3 benchmarks/dgsm_vs_sobol.py              # 5 rounds
+    python3 benchmarks/dgsm_vs_sobol.py --rounds 2
+"""
+import argparse
+import os
+import statistics
+import sys
+import time
+
+_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path[:0] = [_ROOT, os.path.join(_ROOT, "scripts")]
+
+import numpy as np  # noqa: E402
+
+import dualgpu  # noqa: E402
+from scripts import global_sensitivity_pendulum as gsp  # noqa: E402
+
+TARGET = 10.0
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--top", type=int, default=3)
+    opts = parser.parse_args(argv)
+    args = gsp.build_parser().parse_args(["--top", str(opts.top), "--no-progress"])
+    dualgpu.set_backend("cpu")
+    print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())} "
+          f"({os.cpu_count()} cores)")
+    t0 = time.perf_counter()
+    dualgpu.sensitivity.dgsm(gsp.final_angle_dual(args), gsp.PROBLEM, 32, seed=0,
+                             batched=True, resamples=50)
+    compile_dual = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    gsp.final_angle_numba(args)(np.tile([0.4, 0.4, 0.7, 1.0, 0.6, 0.0], (4, 1)))
+    compile_numba = time.perf_counter() - t0
+    print(f"compile (not in the timings): dualgpu dual kernel {compile_dual:.1f} s, "
+          f"numba {compile_numba:.1f} s")
+    dgsm_total, dgsm_last, sobol_total, sobol_last = [], [], [], []
+    for _ in range(opts.rounds):
+        n, r, last, total = gsp.dgsm_until_stable(args, limit=8192)
+        dgsm_total.append(total)
+        dgsm_last.append(last)
+        N, Si, last, total = gsp.sobol_until_stable(args)
+        sobol_total.append(total)
+        sobol_last.append(last)
+    p = len(gsp.PARAMETERS)
+    print(f"stable ranking (top {opts.top} separated): DGSM at n = {n} samples ({n} model "
+          f"runs, 1 dual run of {p} lanes); SALib Sobol at N = {N} ({N * (p + 2)} model runs)")
+    print(f"  DGSM bound ranking: {gsp._ranking(gsp.PARAMETERS, r.total_upper)}")
+    print(f"  Sobol ST ranking:   {gsp._ranking(gsp.PARAMETERS, Si['ST'])}")
+    rows = [("whole doubling search", dgsm_total, sobol_total),
+            ("final size alone", dgsm_last, sobol_last)]
+    print(f"{'median of ' + str(opts.rounds) + ' rounds':<24}{'DGSM [s]':>10}{'Sobol [s]':>11}"
+          f"{'ratio':>8}")
+    for name, d, s in rows:
+        ratio = statistics.median(s) / statistics.median(d)
+        print(f"{name:<24}{statistics.median(d):>10.3f}{statistics.median(s):>11.3f}"
+              f"{ratio:>7.1f}x")
+    ratio = statistics.median(sobol_total) / statistics.median(dgsm_total)
+    verdict = "MET" if ratio >= TARGET else "MISSED"
+    print(f"target >= {TARGET:g}x fewer seconds to a stable ranking: {ratio:.1f}x {verdict}")
+    print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    return ratio
+
+
+if __name__ == "__main__":
+    main()
