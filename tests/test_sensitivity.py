@@ -377,3 +377,21 @@ def test_output_shape_changes():
         gsa.dgsm(lambda X: X.sum(), problem, 8, batched=True)
     with pytest.raises(DualgpuError, match="tuple of 2 outputs"):
         gsa.dgsm(lambda x: (x[0], x[1]), problem, 8)
+
+
+def test_lognormal_bound_is_taken_in_log_space():
+    # f = ln x with ln x ~ N(0.3, 0.4^2): in z = ln x the model is linear and normal, so the
+    # bound sd^2 E[(x df/dx)^2] / Var(f) = 0.16 / Var(f) meets the total index 1
+    problem = {"names": ["x", "y"], "bounds": [[0.3, 0.4], [0, 1]], "dists": ["lognorm", "unif"]}
+    r = gsa.dgsm(lambda X: np.log(X[:, 0]) + 0 * X[:, 1], problem, 1024, seed=2, batched=True)
+    np.testing.assert_allclose(r.total_upper[0], 0.16 / r.variance, rtol=1e-12)
+    assert r.total_upper_ci[0, 0] <= 1.0 <= r.total_upper_ci[1, 0]
+    np.testing.assert_allclose(r.nu[0], np.mean(1 / r.samples[:, 0] ** 2), rtol=1e-12)
+    assert r.total_upper[1] == 0
+
+
+def test_non_finite_everywhere():
+    problem = {"names": ["a", "b"], "bounds": [[0, 1], [0, 1]]}
+    X = np.zeros((4, 2))
+    with pytest.raises(DualgpuError, match="non-finite at all 4 samples"):
+        gsa.dgsm(sqrt_model, problem, None, samples=X, batched=True)

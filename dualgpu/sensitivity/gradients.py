@@ -86,6 +86,7 @@ class _Batched:
         self.chunk_size, self.executor, self.progress = chunk_size, executor, progress
         self.shape = None
         self.runs = 0
+        self.Y = self.G = None
 
     def run(self, idx):
         """Return ``(Y, G)`` for the samples ``idx``, or raise a non-finite DualgpuError."""
@@ -114,63 +115,40 @@ class _Batched:
         G = np.moveaxis(np.asarray(tan, dtype=np.float64), 0, 1)
         return out, G
 
-    def search(self, idx, Y, G, bad):
-        """Fill ``Y[idx]``, ``G[idx]``; samples whose derivatives are non-finite go to ``bad``."""
+    def search(self, idx, bad):
+        """Fill ``self.Y[idx]``, ``self.G[idx]``; samples whose derivatives are non-finite go
+        to ``bad`` (found by splitting ``idx`` in halves until they stand alone)."""
         try:
             y, g = self.run(idx)
         except DualgpuError as error:
             if not _is_non_finite(error):
                 raise
+            self.progress = False
             if len(idx) == 1:
                 bad.append(int(idx[0]))
                 return
             half = len(idx) // 2
-            self.search(idx[:half], Y, G, bad)
-            self.search(idx[half:], Y, G, bad)
+            self.search(idx[:half], bad)
+            self.search(idx[half:], bad)
             return
-        Y[idx] = y
-        G[idx] = g
+        if self.Y is None:
+            n, p = self.X.shape
+            self.Y = np.full((n,) + self.shape, np.nan)
+            self.G = np.full((n, p) + self.shape, np.nan)
+        self.Y[idx] = y
+        self.G[idx] = g
 
 
 def _batched(f, X, chunk_size, executor, progress):
-    n, p = X.shape
     runner = _Batched(f, X, chunk_size, executor, progress)
-    idx = np.arange(n)
-    try:
-        y, g = runner.run(idx)
-        return y.astype(np.float64), g, [], runner.runs
-    except DualgpuError as error:
-        if not _is_non_finite(error):
-            raise
-    # find the failing samples: halves until they stand alone; the rest keep exact derivatives
-    runner.progress = False
-    half = n // 2
-    parts = [idx[:half], idx[half:]]
-    Y = G = None
     bad = []
-    for part in parts:
-        if Y is None:
-            try:
-                y, g = runner.run(part)
-            except DualgpuError as error:
-                if not _is_non_finite(error):
-                    raise
-                if len(part) == 1:
-                    bad.append(int(part[0]))
-                    continue
-                parts.extend([part[:len(part) // 2], part[len(part) // 2:]])
-                continue
-            Y = np.full((n,) + runner.shape, np.nan)
-            G = np.full((n, p) + runner.shape, np.nan)
-            Y[part], G[part] = y, g
-        else:
-            runner.search(part, Y, G, bad)
-    if Y is None:
+    runner.search(np.arange(X.shape[0]), bad)
+    if runner.Y is None:
         raise DualgpuError(
-            f"dgsm: the derivatives are non-finite at all {n} samples; nothing to analyse. "
-            "Fix: check the model at one sample with dualgpu.jacobian, whose error says where "
-            "the non-finite value comes from.")
-    return Y, G, sorted(bad), runner.runs
+            f"dgsm: the derivatives are non-finite at all {X.shape[0]} samples; nothing to "
+            "analyse. Fix: check the model at one sample with dualgpu.jacobian, whose error "
+            "says where the non-finite value comes from.")
+    return runner.Y, runner.G, sorted(bad), runner.runs
 
 
 def model_gradients(f, X, *, batched=False, chunk_size=None, executor=None, progress=None):
