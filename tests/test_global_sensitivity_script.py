@@ -41,3 +41,18 @@ def test_kernel_gradients_match_central_differences():
               - pendulum_samples.simulate_numba(down, 60, 0.02, 20)) / (2 * h)
         np.testing.assert_allclose(G[:, i], fd, rtol=1e-6, atol=1e-8)
     np.testing.assert_allclose(Y, pendulum_samples.simulate_numba(X, 60, 0.02, 20), rtol=1e-13)
+
+
+def test_sample_kernel_compiles_to_ptx_with_six_lanes(offline_ptx):
+    """The GPU path of the script's kernel: dual inputs (6 lanes) and outputs, sm_90 PTX."""
+    import numba
+    from numba import types
+
+    from dualgpu.backends import gpu
+    from dualgpu.numba_arrays import dual_array_type
+
+    X = dual_array_type(types.float64, 2, 6)
+    ptx, _ = numba.cuda.compile_ptx(
+        gpu.prepare_function(pendulum_samples.integrate.py_func, 6),
+        (X, types.int64, types.float64, types.int64, X), cc=offline_ptx)
+    assert ".entry" in ptx
