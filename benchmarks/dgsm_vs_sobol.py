@@ -1,8 +1,8 @@
 """Time to a stable parameter ranking: dualgpu DGSM vs SALib's Sobol indices (issue 24).
 
 The model is the one of ``scripts/global_sensitivity_pendulum.py``: six uncertain parameters
-of a driven pendulum, the final angle after 6 s (600 RK4 steps), one pendulum per parameter
-sample. A ranking is *stable* when the confidence intervals of the top ``--top`` parameters
+of a driven pendulum, the final angle after 6 s (600 RK4 steps; ``--time``), one pendulum per
+parameter sample. A ranking is *stable* when the confidence intervals of the top ``--top`` parameters
 (and of the next one) do not overlap. Each method doubles its sample size until that holds:
 
 * dualgpu DGSM: the dualgpu kernel on the cpu backend, all samples' exact gradients in one
@@ -19,6 +19,7 @@ the final size alone. Target: at least 10x fewer seconds for DGSM (printed MET/M
 
     python3 benchmarks/dgsm_vs_sobol.py              # 5 rounds
     python3 benchmarks/dgsm_vs_sobol.py --rounds 2
+    python3 benchmarks/dgsm_vs_sobol.py --time 3    # nearly tied leaders: a harder case
 """
 import argparse
 import os
@@ -41,8 +42,12 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--top", type=int, default=3)
+    parser.add_argument("--time", type=float, default=6.0,
+                        help="simulated time [s]; at 3 s the two leaders are nearly tied")
+    parser.add_argument("--sobol-max", type=int, default=16384)
     opts = parser.parse_args(argv)
-    args = gsp.build_parser().parse_args(["--top", str(opts.top), "--no-progress"])
+    args = gsp.build_parser().parse_args(["--top", str(opts.top), "--no-progress", "--time",
+                                          str(opts.time), "--sobol-max", str(opts.sobol_max)])
     dualgpu.set_backend("cpu")
     print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())} "
           f"({os.cpu_count()} cores)")
@@ -57,13 +62,16 @@ def main(argv=None):
           f"numba {compile_numba:.1f} s")
     dgsm_total, dgsm_last, sobol_total, sobol_last = [], [], [], []
     for _ in range(opts.rounds):
-        n, r, last, total = gsp.dgsm_until_stable(args, limit=8192)
+        n, r, last, total = gsp.dgsm_until_stable(args, limit=16384)
         dgsm_total.append(total)
         dgsm_last.append(last)
         N, Si, last, total = gsp.sobol_until_stable(args)
         sobol_total.append(total)
         sobol_last.append(last)
     p = len(gsp.PARAMETERS)
+    if n is None or N is None:
+        print(f"no stable ranking within the limits (DGSM n = {n}, Sobol N = {N}): MISSED")
+        return None
     print(f"stable ranking (top {opts.top} separated): DGSM at n = {n} samples ({n} model "
           f"runs, 1 dual run of {p} lanes); SALib Sobol at N = {N} ({N * (p + 2)} model runs)")
     print(f"  DGSM bound ranking: {gsp._ranking(gsp.PARAMETERS, r.total_upper)}")
