@@ -395,3 +395,25 @@ def test_non_finite_everywhere():
     X = np.zeros((4, 2))
     with pytest.raises(DualgpuError, match="non-finite at all 4 samples"):
         gsa.dgsm(sqrt_model, problem, None, samples=X, batched=True)
+
+
+def test_large_offset_output_keeps_its_intervals():
+    # temperatures near 300 K varying by millikelvin: the bootstrap variance must not cancel
+    problem = {"names": ["a", "b"], "bounds": [[0, 1], [0, 1]]}
+    r = gsa.dgsm(lambda X: 300.0 + 1e-3 * X[:, 0] + 5e-4 * X[:, 1], problem, 256, seed=0,
+                 batched=True)
+    shifted = gsa.dgsm(lambda X: 1e-3 * X[:, 0] + 5e-4 * X[:, 1], problem, 256, seed=0,
+                       batched=True)
+    np.testing.assert_allclose(r.total_upper_ci, shifted.total_upper_ci, rtol=1e-6)
+    total = np.array([4.0, 1.0]) / 5.0
+    assert np.all(r.total_upper_ci[0] >= total)
+
+
+def test_constant_cells_of_a_field_are_nan_not_numbers():
+    problem = {"names": ["a", "b"], "bounds": [[0, 1], [0, 1]]}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        r = gsa.dgsm(lambda X: np.stack([X[:, 0] * X[:, 1], 0 * X[:, 0] + 1.0], axis=1),
+                     problem, 64, seed=0, batched=True)
+    assert np.all(np.isnan(r.total_upper[:, 1])) and np.all(np.isnan(r.total_upper_ci[:, :, 1]))
+    assert np.all(np.isfinite(r.total_upper[:, 0]))

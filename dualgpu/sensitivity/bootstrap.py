@@ -10,6 +10,8 @@ The samples come from a scrambled low-discrepancy design, whose estimates are
 usually more accurate than independent draws; the bootstrap treats them as
 independent, so its intervals are on the safe (wide) side.
 """
+import warnings
+
 import numpy as np
 
 __all__ = ["bootstrap_intervals"]
@@ -68,20 +70,25 @@ def bootstrap_intervals(G, W, Y, C, resamples, conf_level, seed):
             b = min(m, a + block)
             g = G[:, :, a:b].reshape(n, -1)
             w = W[:, :, a:b].reshape(n, -1)
-            y = Y[:, a:b]
-            nu = _resampled_means(counts, g * g)
-            mu = _resampled_means(counts, g)
-            mu_star = _resampled_means(counts, np.abs(g))
-            w2 = _resampled_means(counts, w * w).reshape(resamples, p, b - a)
-            mean = _resampled_means(counts, y)
-            var = (_resampled_means(counts, y * y) - mean * mean) * (n / (n - 1))
+            y = Y[:, a:b] - Y[:, a:b].mean(axis=0)  # centred: no cancellation in E[y²] - E[y]²
+            k = g.shape[1]
+            means = _resampled_means(  # one product for all six per-sample quantities
+                counts, np.concatenate([g * g, g, np.abs(g), w * w, y, y * y], axis=1))
+            nu, mu, mu_star, w2 = (means[:, j * k:(j + 1) * k] for j in range(4))
+            w2 = w2.reshape(resamples, p, b - a)
+            mean, mean_sq = means[:, 4 * k:4 * k + (b - a)], means[:, 4 * k + (b - a):]
+            var = (mean_sq - mean * mean) * (n / (n - 1))
             var = np.maximum(var, 0.0)
             bound = C[None, :, None] * w2 / var[:, None, :]
             bound[np.broadcast_to(var[:, None, :] <= 0, bound.shape)] = np.nan
             for key, values in (("nu", nu), ("mu", mu), ("mu_star", mu_star)):
                 out[key][:, :, a:b] = np.percentile(values, q, axis=0).reshape(2, p, b - a)
-            out["total_upper"][:, :, a:b] = np.nanpercentile(bound, q, axis=0) \
-                if np.isnan(bound).any() else np.percentile(bound, q, axis=0)
+            if np.isnan(bound).any():  # cells where the output does not vary: NaN stays NaN
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore", RuntimeWarning)
+                    out["total_upper"][:, :, a:b] = np.nanpercentile(bound, q, axis=0)
+            else:
+                out["total_upper"][:, :, a:b] = np.percentile(bound, q, axis=0)
             agg_w2 += w2.sum(axis=2)
             agg_var += var.sum(axis=1)
         aggregate = C[None, :] * agg_w2 / agg_var[:, None]
