@@ -192,7 +192,8 @@ def dgsm_maps(result, *, measure="total_upper", names=None, extent=None, axis=No
         ax.invert_yaxis()
         ax.set_xlabel(xlabel)
         fig.colorbar(image, ax=ax, label=label.split("  (")[0].split("\n")[0])
-        ax.set_title(title or f"Sensitivity map of {what}: {label}", fontsize="medium")
+        ax.set_title(title or f"Sensitivity map of {what}: {label}\n{result.n_used} samples",
+                     fontsize="medium")
         return fig, np.array([ax])
     cols = min(3, len(order))
     rows = -(-len(order) // cols)
