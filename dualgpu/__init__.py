@@ -44,9 +44,10 @@ __all__ = [
 
 
 def __getattr__(name):
-    # matplotlib is imported only when plotting is asked for
-    if name == "plot":
+    # matplotlib is imported only when plotting is asked for; scipy.stats (global
+    # sensitivity) only when that is
+    if name in ("plot", "sensitivity"):
         import importlib
 
-        return importlib.import_module(".plot", __name__)
+        return importlib.import_module("." + name, __name__)
     raise AttributeError(f"module 'dualgpu' has no attribute {name!r}")

@@ -45,6 +45,8 @@ __all__ = [
     "sensitivity_over_time",
     "elasticities",
     "save",
+    "dgsm_bars",
+    "dgsm_maps",
 ]
 
 MAX_PIXELS = 800  # a matrix side longer than this is pooled into at most this many blocks
@@ -966,3 +968,12 @@ def save(fig, path, dpi=150):
         FigureCanvasAgg(fig)
     fig.savefig(path, dpi=dpi)
     return path
+
+
+def __getattr__(name):
+    # global sensitivity figures live with their analysis (dualgpu.sensitivity.plots)
+    if name in ("dgsm_bars", "dgsm_maps"):
+        from .sensitivity import plots
+
+        return getattr(plots, name)
+    raise AttributeError(f"module 'dualgpu.plot' has no attribute {name!r}")
