@@ -39,6 +39,7 @@ from .dualarray import DualArray
 from .errors import DualgpuError
 from .lanes import LIVE_ARRAYS, batch_lanes, check_chunk_size, driver_tiles
 from .numba_types import MAX_LANES
+from .sparse_probe import check_probe, probe_vector
 from .sparsity import as_pattern
 
 __all__ = ["detect_sparsity", "sparse_jacobian", "to_dense", "BITS_PER_LANE"]
@@ -206,6 +207,7 @@ def sparse_jacobian(f, args, argnum=0, *, sparsity="detect", chunk_size=None, va
     x = _input_array(args, argnum, "sparse_jacobian")
     n = x.size
     timings = {"detect": 0.0, "color": 0.0, "evaluate": 0.0}
+    detected = False
     if isinstance(sparsity, Coloring):
         coloring = sparsity
         pattern = coloring.pattern
@@ -218,10 +220,12 @@ def sparse_jacobian(f, args, argnum=0, *, sparsity="detect", chunk_size=None, va
             clock = time.perf_counter()
             pattern = detect_sparsity(f, args, argnum, progress=progress)
             timings["detect"] = time.perf_counter() - clock
+            detected = True
         else:
             pattern = as_pattern(sparsity)
         clock = time.perf_counter()
         coloring = color_columns(pattern, grid=x.shape if x.ndim > 1 else None)
+        coloring.local = detected  # detected at this input: it holds the branches taken here
         timings["color"] = time.perf_counter() - clock
     if pattern.shape[1] != n:
         raise DualgpuError(
@@ -232,7 +236,10 @@ def sparse_jacobian(f, args, argnum=0, *, sparsity="detect", chunk_size=None, va
         detected = detect_sparsity(f, args, argnum, progress=progress)
         _check_contains(pattern, detected, "the detected pattern")
     n_colors = coloring.n_colors
-    unit, tile = (chunk_size, chunk_size) if chunk_size else driver_tiles(max(n_colors, 1),
+    # a local pattern reused at another input: one more lane, a probe direction (sparse_probe)
+    probe = probe_vector(n, x.dtype) if coloring.local and not detected else None
+    n_directions = n_colors + (probe is not None)
+    unit, tile = (chunk_size, chunk_size) if chunk_size else driver_tiles(max(n_directions, 1),
                                                                           backend())
     if not 1 <= unit <= MAX_LANES or unit > max(n_colors, 1) and chunk_size:
         raise DualgpuError(
@@ -240,16 +247,16 @@ def sparse_jacobian(f, args, argnum=0, *, sparsity="detect", chunk_size=None, va
         )
     if chunk_size:
         check_chunk_size(int(chunk_size), backend(), "sparse_jacobian")
-    lanes = unit if executor is not None else batch_lanes(max(n_colors, 1), unit,
+    lanes = unit if executor is not None else batch_lanes(max(n_directions, 1), unit,
                                                           LIVE_ARRAYS * x.nbytes)
-    n_chunks = -(-n_colors // lanes)
+    n_chunks = -(-n_directions // lanes)
     if wants_progress(progress):
         _report(sys.stderr, sparsity, pattern, n_colors, timings, n_chunks, lanes)
     clock = time.perf_counter()
     item = _Input(argnum, "array", np.array(x, copy=True, order="C"), x.dtype, 0)
-    sink = DirectionMajor(n_colors)
+    sink = DirectionMajor(n_directions)
     _, values = _push_forward(
-        f, args, {}, [item], n_colors, (unit, tile), _ColorSeeds(coloring),
+        f, args, {}, [item], n_directions, (unit, tile), _ColorSeeds(coloring, probe),
         lambda c: f"color {c}", progress, "sparse_jacobian", sink, executor)
     if len(values) != 1 or sink.layouts[0] is None or values[0].ndim == 0:
         raise DualgpuError(
@@ -257,7 +264,7 @@ def sparse_jacobian(f, args, argnum=0, *, sparsity="detect", chunk_size=None, va
             f"input through dualgpu kernels; it returned {len(values)} output(s). Sparse "
             "Jacobians support a single array output: wrap f to return the one you need."
         )
-    compressed = sink.result(0).reshape(n_colors, -1)
+    compressed = sink.result(0).reshape(n_directions, -1)
     m = compressed.shape[1]
     if pattern.shape[0] != m:
         raise DualgpuError(
@@ -265,7 +272,9 @@ def sparse_jacobian(f, args, argnum=0, *, sparsity="detect", chunk_size=None, va
             f"outputs (shape {values[0].shape}); the pattern must be ({m}, {n})."
         )
     output_shape = values[0].shape
-    J = coloring.recover(compressed, lanes_first=True)
+    J = coloring.recover(compressed[:n_colors], lanes_first=True)
+    if probe is not None:
+        check_probe(J, probe, compressed[n_colors], "sparse_jacobian")
     timings["evaluate"] = time.perf_counter() - clock
     if validate is True:
         dense = np.asarray(jacobian(f, *args, argnums=argnum, progress=False)).reshape(-1, n)
@@ -349,14 +358,18 @@ def to_dense(J, output_shape=None, input_shape=None):
 class _ColorSeeds:
     """Seeds of compressed forward mode: lane c is the indicator of the columns of color c."""
 
-    def __init__(self, coloring):
+    def __init__(self, coloring, probe=None):
         self.coloring = coloring
+        self.probe = probe  # direction n_colors, when given (sparse_probe)
 
     def __call__(self, inputs, start, count):
         item = inputs[0]
         lanes = item.lanes_buffer.shape[0]
         seeds = self.coloring.seed_chunk(start, start + lanes, item.dtype)
-        item.lanes_buffer[...] = seeds
+        k = self.coloring.n_colors - start
+        if self.probe is not None and 0 <= k < count:
+            seeds[k] = self.probe
+        item.lanes_buffer[...] = seeds.reshape(item.lanes_buffer.shape)
 
 
 def _check_contains(pattern, detected, what):

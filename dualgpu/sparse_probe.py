@@ -1,0 +1,50 @@
+"""A probe lane that checks a reused *local* sparsity pattern at a new input.
+
+``sparsity="detect"`` traces the branches one input takes: a state-dependent branch
+(``if u[i] > 0: flux from the left else from the right``) that goes the other way at
+another input adds Jacobian entries the pattern lacks, and compressed recovery then adds
+them into entries that share their color -- wrong numbers *inside* the pattern, with no
+error. So a coloring made from a detected pattern remembers that it is local
+(:attr:`dualgpu.coloring.Coloring.local`), and :func:`dualgpu.sparse.sparse_jacobian`
+seeds one more lane when it reuses one: a random direction ``v``. The run gives the
+true ``J @ v``; the recovered Jacobian gives ``J_rec @ v``. They agree to rounding iff
+the pattern holds at this input (up to entries below the tolerance, ``sqrt(eps)`` of
+the row's scale): an entry ``J[i, j]`` outside the pattern changes row ``i`` of
+``J_rec @ v`` by ``J[i, j] * (v[k] - v[j])`` (or ``-J[i, j] * v[j]``), nonzero for
+almost every ``v``.
+"""
+import numpy as np
+
+from .errors import DualgpuError
+
+__all__ = ["probe_vector", "check_probe"]
+
+_SEED = 0x5EED
+
+
+def probe_vector(n, dtype):
+    """The probe direction: distinct values in [1, 2), the same on every call."""
+    return np.random.default_rng(_SEED).uniform(1.0, 2.0, n).astype(dtype)
+
+
+def check_probe(J, probe, Jv, where):
+    """Raise when the recovered ``J`` (CSR) disagrees with the run's ``Jv`` along ``probe``."""
+    Jv = np.asarray(Jv, dtype=np.float64).ravel()
+    v = probe.astype(np.float64)
+    recovered = np.asarray(J.astype(np.float64) @ v).ravel()
+    scale = np.asarray(abs(J.astype(np.float64)) @ np.abs(v)).ravel() + np.abs(Jv)
+    finite = np.isfinite(recovered) & np.isfinite(Jv) & np.isfinite(scale)
+    tolerance = np.sqrt(np.finfo(J.dtype if J.dtype.kind == "f" else np.float64).eps)
+    bad = finite & (np.abs(recovered - Jv) > tolerance * scale)
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise DualgpuError(
+            f"{where}: the coloring was made from a sparsity pattern detected at another input, "
+            f"and at this input the Jacobian has entries outside that pattern (a branch that "
+            f"depends on the state goes the other way here), so compressed recovery would "
+            f"return wrong entries: {int(bad.sum())} output(s) disagree with a probe J @ v, "
+            f"first output {i} ({recovered[i]!r} recovered, {Jv[i]!r} true). Fix: detect the "
+            f"pattern at this input (sparsity='detect'), or pass a pattern that holds at every "
+            f"input, e.g. the union (`p1 + p2`) of patterns detected at inputs that take each "
+            f"side of the branch, or a banded_pattern / stencil_pattern_2d."
+        )

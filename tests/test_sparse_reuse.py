@@ -1,0 +1,51 @@
+"""Reusing a sparse coloring at another input: a pattern detected at one input (local: the
+branches taken there) must not silently corrupt the Jacobian where a branch flips."""
+import numpy as np
+import pytest
+
+import dualgpu
+from dualgpu import DualgpuError, cuda, sparse
+
+
+@cuda.jit
+def _upwind(u, out, c):
+    i = cuda.grid(1)
+    n = u.shape[0]
+    if i < n:
+        if u[i] > 0:  # flux from the left
+            out[i] = u[i] - c * u[i] * (u[i] - u[(i - 1) % n])
+        else:  # flux from the right
+            out[i] = u[i] - c * u[i] * (u[(i + 1) % n] - u[i])
+
+
+def upwind(u):
+    d_u = cuda.to_device(u)
+    out = cuda.device_array_like(d_u)
+    _upwind[1, 32](d_u, out, 0.4)
+    return out.copy_to_host()
+
+
+N = 12
+U_POSITIVE = np.linspace(0.5, 1.5, N)  # every branch: from the left
+U_MIXED = np.where(np.arange(N) % 3 == 0, -1.0, 1.0) * U_POSITIVE  # some from the right
+
+
+def _dense(u):
+    return np.asarray(dualgpu.jacobian(upwind, u, progress=False)).reshape(N, N)
+
+
+@pytest.mark.parametrize("backend", ["cpu", "cudasim"])
+def test_local_coloring_reused_where_a_branch_flips_is_refused(backend):
+    with dualgpu.using_backend(backend):
+        J1 = sparse.sparse_jacobian(upwind, (U_POSITIVE,), progress=False)
+        np.testing.assert_allclose(J1.toarray(), _dense(U_POSITIVE), rtol=1e-14, atol=1e-14)
+        with pytest.raises(DualgpuError, match="detected at another input"):
+            sparse.sparse_jacobian(upwind, (U_MIXED,), sparsity=J1.coloring, progress=False)
+
+
+def test_local_coloring_reused_where_no_branch_flips_is_exact():
+    with dualgpu.using_backend("cpu"):
+        J1 = sparse.sparse_jacobian(upwind, (U_POSITIVE,), progress=False)
+        J2 = sparse.sparse_jacobian(upwind, (U_POSITIVE * 2,), sparsity=J1.coloring,
+                                    progress=False)
+        np.testing.assert_allclose(J2.toarray(), _dense(U_POSITIVE * 2), rtol=1e-14, atol=1e-14)
