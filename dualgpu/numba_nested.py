@@ -50,7 +50,7 @@ from .numba_arrays import DualArrayType, unbox_struct
 from .numba_attributes import array_attributes, lanes_attribute
 from .numba_rules import resolve_primal, rule_targets
 from .numba_types import (
-    MAX_LANES, DualType, dual_type, float_floor, float_trunc, promote, same_bits,
+    MAX_LANES, DualType, dual_type, float_floor, float_rint, float_trunc, promote, same_bits,
 )
 
 __all__ = [
@@ -286,13 +286,19 @@ def _trunc_of_value(x):
 
 
 @register_jitable
+def _rint_of_value(x):
+    return float_rint(_innermost_value(x))
+
+
+@register_jitable
 def _same_values(a, b):
     return same_bits(_innermost_value(a), _innermost_value(b))
 
 
 #: the rule expressions' functions on nested duals: the value-only ones (floor, trunc,
 #: same) read the innermost values; the others are math's, whose dual overloads apply
-_VALUE_FUNCTIONS = {"floor": _floor_of_value, "trunc": _trunc_of_value, "same": _same_values}
+_VALUE_FUNCTIONS = {"floor": _floor_of_value, "trunc": _trunc_of_value, "rint": _rint_of_value,
+                    "same": _same_values}
 _NAMESPACE = {name: _VALUE_FUNCTIONS.get(name) or getattr(math, name)
               for name in rules.EXPRESSION_FUNCTIONS}
 _IMPLS = {}

@@ -44,6 +44,7 @@ from .numba_types import (
     DualType,
     float_floor,
     float_trunc,
+    float_rint,
     lanes_add,
     lanes_axpby,
     lanes_axpby_nansafe,
@@ -63,7 +64,8 @@ __all__ = ["resolve_primal", "result_dtype"]
 
 _MODULES = {"math": math, "operator": operator, "builtins": builtins}
 #: what the expression functions of the rule table mean in compiled code
-_EXPRESSION_IMPLEMENTATIONS = {"floor": float_floor, "trunc": float_trunc, "same": same_bits}
+_EXPRESSION_IMPLEMENTATIONS = {"floor": float_floor, "trunc": float_trunc, "rint": float_rint,
+                               "same": same_bits}
 _NUMBA_NAMESPACE = {
     name: _EXPRESSION_IMPLEMENTATIONS.get(name) or getattr(math, name)
     for name in rules.EXPRESSION_FUNCTIONS

@@ -6,6 +6,8 @@ numba core's generic registries from a module outside the ``numba.``
 namespace, which both ``@njit`` and numba-cuda load (see the numba notes).
 The lane arithmetic is done by a few intrinsics that emit straight-line LLVM.
 """
+import math
+
 import numpy as np
 from llvmlite import ir
 from numba import types
@@ -15,6 +17,7 @@ from numba.core.extending import (
     box,
     intrinsic,
     lower_cast,
+    register_jitable,
     make_attribute_wrapper,
     models,
     register_model,
@@ -43,6 +46,7 @@ __all__ = [
     "same_bits",
     "float_floor",
     "float_trunc",
+    "float_rint",
     "MAX_LANES",
     "TRACER_LANE",
 ]
@@ -287,6 +291,18 @@ def _float_rounding(name, llvm_name):
 #: returns an int64, which saturates for |x| >= 2**63). CPU and CUDA alike.
 float_floor = _float_rounding("float_floor", "llvm.floor")
 float_trunc = _float_rounding("float_trunc", "llvm.trunc")
+
+
+@register_jitable
+def float_rint(x):
+    """Round half to even, as ``np.rint``, in the argument's dtype (the quotient of the
+    ``%``/``fmod``/``remainder`` rules). Built on floor: NVVM takes neither ``llvm.rint``
+    nor ``llvm.round``, and ``llvm.roundeven`` leaves an unresolved call in PTX."""
+    r = float_floor(x)
+    d = x - r  # exact; NaN for NaN and +-inf, which then come back unchanged
+    if d > 0.5 or (d == 0.5 and float_floor(r * 0.5) * 2 != r):
+        r += d / d  # 1 in x's dtype (a literal 1 would promote float32 to float64)
+    return math.copysign(r, x)  # rint keeps x's sign: -0.5 -> -0.0
 
 
 def _lanes_binary(name, build):
