@@ -27,6 +27,7 @@ from numba.core.extending import (
 )
 from numba.core.typeconv import Conversion
 
+from . import nansafe
 from .dual import Dual
 from .errors import DualgpuError
 
@@ -78,11 +79,13 @@ class DualType(types.Type):
         self.tracer = tracer
         self.lane_dtype = TRACER_LANE if tracer else dtype
         self.partials_type = types.UniTuple(self.lane_dtype, n)
-        super().__init__(name=f"{'Tracer' if tracer else 'Dual'}({dtype}, {n})")
+        self.mode = nansafe.TYPE_KEY  # restored as it was by unpickling (numba's cache index)
+        suffix = "".join(f", {m}" for m in self.mode)
+        super().__init__(name=f"{'Tracer' if tracer else 'Dual'}({dtype}, {n}{suffix})")
 
     @property
     def key(self):
-        return self.dtype, self.n, self.tracer
+        return (self.dtype, self.n, self.tracer) + self.mode
 
     def unify(self, typingctx, other):
         """A branch that yields a float on one side and a dual on the other is a dual."""
