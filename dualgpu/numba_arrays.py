@@ -33,7 +33,7 @@ from .dualarray import DualArray
 from .errors import DualgpuError, UnportedKernelError
 from .numba_attributes import array_attributes
 from . import nansafe
-from .numba_types import DualType, MAX_LANES, TRACER_LANE, make_dual
+from .numba_types import DualType, MAX_LANES, make_dual, tracer_of_lane
 
 __all__ = ["DualArrayType", "dual_array_type", "empty_dual_array", "make_dual_array",
            "unbox_struct"]
@@ -81,8 +81,9 @@ class DualArrayType(types.IterableType):
 
     @property
     def tracer(self):
-        """True for a structural tracer array (uint64 dependency-bitset lanes)."""
-        return self.partials_type.dtype == TRACER_LANE
+        """True for a structural tracer array (uint64 dependency-bitset lanes), "global" for
+        a global one (int64 lanes), False for tangents."""
+        return tracer_of_lane(self.partials_type.dtype)
 
     @property
     def dual(self):

@@ -50,6 +50,8 @@ __all__ = [
     "float_rint",
     "MAX_LANES",
     "TRACER_LANE",
+    "GLOBAL_TRACER_LANE",
+    "tracer_of_lane",
 ]
 
 #: Largest lane count a compiled dual accepts (a soft limit for register use).
@@ -60,6 +62,15 @@ _FLOATS = (types.float32, types.float64)
 
 #: Lane dtype of the structural tracer: each lane is a 64-bit dependency set.
 TRACER_LANE = types.uint64
+#: Lane dtype of the global structural tracer (``tracer="global"``): the same bitsets, int64.
+GLOBAL_TRACER_LANE = types.int64
+
+
+def tracer_of_lane(lane_dtype):
+    """The ``tracer`` mode of lanes of ``lane_dtype``: False, True (local) or "global"."""
+    if lane_dtype == TRACER_LANE:
+        return True
+    return "global" if lane_dtype == GLOBAL_TRACER_LANE else False
 
 
 class DualType(types.Type):
@@ -77,7 +88,8 @@ class DualType(types.Type):
         self.dtype = dtype
         self.n = n
         self.tracer = tracer
-        self.lane_dtype = TRACER_LANE if tracer else dtype
+        self.lane_dtype = (GLOBAL_TRACER_LANE if tracer == "global" else TRACER_LANE) if tracer \
+            else dtype
         self.partials_type = types.UniTuple(self.lane_dtype, n)
         self.mode = nansafe.TYPE_KEY  # restored as it was by unpickling (numba's cache index)
         suffix = "".join(f", {m}" for m in self.mode)
@@ -176,10 +188,10 @@ def make_dual(typingctx, value, partials):
     Partials of dtype uint64 make a structural tracer.
     """
     if not isinstance(partials, types.UniTuple) or value not in _FLOATS or partials.dtype not in (
-        value, TRACER_LANE
+        value, TRACER_LANE, GLOBAL_TRACER_LANE
     ):
         raise TypingError(f"make_dual(value, partials): got {value}, {partials}")
-    ret = dual_type(value, partials.count, tracer=partials.dtype == TRACER_LANE)
+    ret = dual_type(value, partials.count, tracer=tracer_of_lane(partials.dtype))
 
     def codegen(context, builder, sig, args):
         return _build_dual(context, builder, ret, args[0], args[1])

@@ -9,9 +9,13 @@ Detection (``sparsity="detect"``) runs the simulation on the cpu backend with a
 *structural tracer*: a dual whose lanes are 64-bit dependency sets combined by
 OR in every operation (each rule whose derivative is not identically zero
 propagates the dependencies of its dual arguments). It sees only the branches
-the run takes: a dependency behind a branch not taken at this input is not
-detected — pass ``validate=True`` on a small problem, or give the pattern
-yourself, when branches depend on the state.
+the run takes (a *local* pattern): a dependency behind a branch not taken at
+this input is not detected. A coloring made from a local pattern remembers
+that, and reused at another input it is checked by one probe lane
+(:mod:`dualgpu.sparse_probe`): refused, never silently wrong, where the pattern
+no longer holds. ``sparsity="detect-global"`` gives a pattern that holds at
+every input (int64 tracer lanes; a branch on a traced value is refused), whose
+coloring is reused without a check. See ``docs/user/sparse-reuse.md``.
 
 Shapes
 ------
@@ -39,6 +43,7 @@ from .dualarray import DualArray
 from .errors import DualgpuError
 from .lanes import LIVE_ARRAYS, batch_lanes, check_chunk_size, driver_tiles
 from .numba_types import MAX_LANES
+from .numba_rules import GLOBAL_BRANCH_MESSAGE
 from .sparse_probe import check_probe, probe_vector
 from .sparsity import as_pattern
 
@@ -87,15 +92,24 @@ def _single_output(result, lanes, what):
     return outputs[0]
 
 
-def detect_sparsity(f, args, argnum=0, *, lanes=None, progress=None):
+def detect_sparsity(f, args, argnum=0, *, lanes=None, progress=None, mode="local"):
     """Return the boolean CSR sparsity pattern of ``f``'s output w.r.t. ``args[argnum]``.
 
     ``f`` runs on the cpu backend with the structural tracer, ``64 * lanes``
     inputs per run (``lanes`` defaults to at most 16). Rows are the output's
     C-order elements, columns the input's. The pattern holds every entry the
     run's operations can make nonzero, including some that happen to be 0.0
-    at this input; it misses dependencies behind branches this input does not
-    take. ``progress`` is as in :func:`dualgpu.jacobian`.
+    at this input. ``progress`` is as in :func:`dualgpu.jacobian`.
+
+    ``mode="local"`` (default) follows the branches this input takes: a
+    dependency behind a branch another input takes is missed (a coloring made
+    from it is checked when reused, see :func:`sparse_jacobian`).
+    ``mode="global"`` gives a pattern that holds at *every* input, as
+    SparseConnectivityTracer.jl's global detector does: ``min``, ``max``,
+    ``abs``... already count both operands, and a kernel that branches on a
+    value that depends on the input (``if u[i] > 0``, ``int(u[i])``) is refused
+    with a :class:`DualgpuError` (write the branch with ``min``/``max``, or use
+    the local pattern).
 
     Examples
     --------
@@ -107,6 +121,8 @@ def detect_sparsity(f, args, argnum=0, *, lanes=None, progress=None):
     >>> pattern.shape, int(pattern[10].sum())
     ((50, 50), 3)
     """
+    if mode not in ("local", "global"):
+        raise DualgpuError(f"detect_sparsity: mode must be 'local' or 'global'; got {mode!r}.")
     args = tuple(args)
     x = _input_array(args, argnum, "detect_sparsity")
     n = x.size
@@ -125,13 +141,16 @@ def detect_sparsity(f, args, argnum=0, *, lanes=None, progress=None):
             stop = min(n, start + BITS_PER_LANE * per_run)
             j = np.arange(start, stop)
             seeds[(j - start) // BITS_PER_LANE, j] = bits[(j - start) % BITS_PER_LANE]
-            traced = DualArray(np.array(x, copy=True), seeds.reshape((per_run,) + x.shape).copy())
+            lanes_seeds = seeds.reshape((per_run,) + x.shape).copy()
+            if mode == "global":  # the same bits in int64 lanes: the global tracer's type
+                lanes_seeds = lanes_seeds.view(np.int64)
+            traced = DualArray(np.array(x, copy=True), lanes_seeds)
             call = _fresh_arguments(args, argnum, traced)
-            with dual_allocation(per_run, tracer=True):
-                _, partials = _single_output(f(*call), per_run, "detect_sparsity")
-            if partials.dtype != np.uint64:
+            with dual_allocation(per_run, tracer=True if mode == "local" else "global"):
+                partials = _traced_output(f, call, per_run, mode)
+            if partials.dtype != lanes_seeds.dtype:
                 raise DualgpuError("detect_sparsity: the output does not carry tracer lanes.")
-            lanes_bits = np.ascontiguousarray(partials.reshape(per_run, -1))
+            lanes_bits = np.ascontiguousarray(partials.reshape(per_run, -1)).view(np.uint64)
             m = lanes_bits.shape[1]
             # unpack only the nonzero 64-bit words: column = start + 64 * lane + bit
             lane, row = np.nonzero(lanes_bits)
@@ -150,6 +169,24 @@ def detect_sparsity(f, args, argnum=0, *, lanes=None, progress=None):
     return sp.csr_matrix((data, (rows, cols)), shape=(m, n), dtype=bool)
 
 
+def _traced_output(f, call, per_run, mode):
+    """The tracer lanes of f's output; a global tracer's refusal of a branch, named."""
+    try:
+        return _single_output(f(*call), per_run, "detect_sparsity")[1]
+    except ValueError as error:
+        if mode != "global" or GLOBAL_BRANCH_MESSAGE not in str(error):
+            raise
+        raise DualgpuError(
+            "detect_sparsity(mode='global'): a kernel branches on a value that depends on the "
+            "input (a comparison such as `if u[i] > 0`, or int/floor/round of it), so no "
+            "pattern from one run holds at every input. Fix: write the branch without a "
+            "comparison where you can (min/max/abs count both sides: e.g. "
+            "`max(c, 0) * (u[i] - u[i-1]) + min(c, 0) * (u[i+1] - u[i])`), or use the local "
+            "pattern (sparsity='detect'), which sparse_jacobian checks when it is reused at "
+            "another input, or pass a pattern that holds everywhere (banded_pattern...)."
+        ) from None
+
+
 def sparse_jacobian(f, args, argnum=0, *, sparsity="detect", chunk_size=None, validate=False,
                     progress=None, executor=None):
     """Return the Jacobian of ``f`` w.r.t. ``args[argnum]`` as a ``scipy.sparse.csr_matrix``.
@@ -160,10 +197,17 @@ def sparse_jacobian(f, args, argnum=0, *, sparsity="detect", chunk_size=None, va
         The simulation function; it must return one array.
     args : tuple
         Arguments of ``f``; ``args[argnum]`` is a float array (1-D to 3-D).
-    sparsity : "detect", array-like, scipy.sparse matrix or Coloring
+    sparsity : "detect", "detect-global", array-like, scipy.sparse matrix or Coloring
         The pattern (rows: output elements in C order, columns: input
-        elements), ``"detect"`` to find it with the structural tracer, or a
-        :class:`~dualgpu.coloring.Coloring` from an earlier call (reused as is).
+        elements), ``"detect"`` to find it with the structural tracer at this
+        input (local), ``"detect-global"`` for a pattern that holds at every
+        input (see :func:`detect_sparsity`), or a
+        :class:`~dualgpu.coloring.Coloring` from an earlier call. A coloring
+        of a local pattern reused at another input costs one more lane, a
+        probe direction ``v``: where ``J @ v`` from the run and from the
+        recovered Jacobian disagree (a state-dependent branch went the other
+        way), it raises a :class:`DualgpuError` instead of returning wrong
+        entries. A given pattern or a global one is trusted as is.
     chunk_size : int, optional
         Lanes per kernel tile; default :func:`dualgpu.lanes.driver_tiles` of the
         number of colors (each kernel picks its fastest tile when there are many). One run of f seeds all colors (many tiles) when they
@@ -213,14 +257,16 @@ def sparse_jacobian(f, args, argnum=0, *, sparsity="detect", chunk_size=None, va
         pattern = coloring.pattern
     else:
         if isinstance(sparsity, str):
-            if sparsity != "detect":
+            if sparsity not in ("detect", "detect-global"):
                 raise DualgpuError(
-                    f"sparsity must be 'detect', a pattern or a Coloring; got {sparsity!r}."
+                    f"sparsity must be 'detect', 'detect-global', a pattern or a Coloring; got "
+                    f"{sparsity!r}."
                 )
             clock = time.perf_counter()
-            pattern = detect_sparsity(f, args, argnum, progress=progress)
+            pattern = detect_sparsity(f, args, argnum, progress=progress,
+                                      mode="global" if sparsity == "detect-global" else "local")
             timings["detect"] = time.perf_counter() - clock
-            detected = True
+            detected = sparsity == "detect"  # a global pattern holds at every input
         else:
             pattern = as_pattern(sparsity)
         clock = time.perf_counter()

@@ -44,7 +44,8 @@ def check_probe(J, probe, Jv, where):
             f"depends on the state goes the other way here), so compressed recovery would "
             f"return wrong entries: {int(bad.sum())} output(s) disagree with a probe J @ v, "
             f"first output {i} ({recovered[i]!r} recovered, {Jv[i]!r} true). Fix: detect the "
-            f"pattern at this input (sparsity='detect'), or pass a pattern that holds at every "
-            f"input, e.g. the union (`p1 + p2`) of patterns detected at inputs that take each "
-            f"side of the branch, or a banded_pattern / stencil_pattern_2d."
+            f"pattern at this input (sparsity='detect'), or use one that holds at every input: "
+            f"sparsity='detect-global' (for kernels that choose with min/max rather than an "
+            f"`if` on the state), the union (`p1 + p2`) of patterns detected at inputs that "
+            f"take each side of the branch, or a banded_pattern / stencil_pattern_2d."
         )

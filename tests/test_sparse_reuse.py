@@ -49,3 +49,46 @@ def test_local_coloring_reused_where_no_branch_flips_is_exact():
         J2 = sparse.sparse_jacobian(upwind, (U_POSITIVE * 2,), sparsity=J1.coloring,
                                     progress=False)
         np.testing.assert_allclose(J2.toarray(), _dense(U_POSITIVE * 2), rtol=1e-14, atol=1e-14)
+
+
+@cuda.jit
+def _upwind_minmax(u, out, c):
+    i = cuda.grid(1)
+    n = u.shape[0]
+    if i < n:  # the same scheme without a branch on u: max/min count both sides
+        out[i] = u[i] - c * (max(u[i], 0.0) * (u[i] - u[(i - 1) % n])
+                             + min(u[i], 0.0) * (u[(i + 1) % n] - u[i]))
+
+
+def upwind_minmax(u):
+    d_u = cuda.to_device(u)
+    out = cuda.device_array_like(d_u)
+    _upwind_minmax[1, 32](d_u, out, 0.4)
+    return out.copy_to_host()
+
+
+def test_global_pattern_refuses_a_branch_on_the_state():
+    with dualgpu.using_backend("cpu"):
+        local = sparse.detect_sparsity(upwind, (U_POSITIVE,))
+        assert local.nnz == 2 * N  # the left neighbour only: the branch taken here
+        with pytest.raises(DualgpuError, match="branches on a value that depends on the input"):
+            sparse.detect_sparsity(upwind, (U_POSITIVE,), mode="global")
+        with pytest.raises(DualgpuError, match="branches on a value"):
+            sparse.sparse_jacobian(upwind, (U_POSITIVE,), sparsity="detect-global",
+                                   progress=False)
+
+
+def test_global_pattern_holds_at_every_input_and_is_reused_without_a_probe():
+    with dualgpu.using_backend("cpu"):
+        pattern = sparse.detect_sparsity(upwind_minmax, (U_POSITIVE,), mode="global")
+        assert pattern.nnz == 3 * N  # both neighbours, whichever way the flow goes here
+        J1 = sparse.sparse_jacobian(upwind_minmax, (U_POSITIVE,), sparsity="detect-global",
+                                    progress=False)
+        assert not J1.coloring.local
+        J2 = sparse.sparse_jacobian(upwind_minmax, (U_MIXED,), sparsity=J1.coloring,
+                                    progress=False)
+        dense = np.asarray(dualgpu.jacobian(upwind_minmax, U_MIXED, progress=False))
+        np.testing.assert_allclose(J2.toarray(), dense.reshape(N, N), rtol=1e-14, atol=1e-14)
+        for u in (U_POSITIVE, U_MIXED, -U_POSITIVE):  # it holds everywhere
+            d = np.asarray(dualgpu.jacobian(upwind_minmax, u, progress=False)).reshape(N, N)
+            assert not ((d != 0) & ~pattern.toarray()).any()
