@@ -23,12 +23,59 @@ _SEED = 0x5EED
 
 
 def probe_vector(n, dtype):
-    """The probe direction: distinct values in [1, 2), the same on every call."""
+    """Return the probe direction: ``n`` distinct values in [1, 2), the same on every call.
+
+    Parameters
+    ----------
+    n : int
+        Number of inputs (columns of the Jacobian).
+    dtype : numpy dtype
+        The input's dtype (float32 or float64).
+
+    Returns
+    -------
+    ndarray, shape ``(n,)``
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> v = probe_vector(4, np.float32)
+    >>> v.dtype, bool(np.all((v >= 1) & (v < 2))), bool(np.all(v == probe_vector(4, np.float32)))
+    (dtype('float32'), True, True)
+    """
     return np.random.default_rng(_SEED).uniform(1.0, 2.0, n).astype(dtype)
 
 
 def check_probe(J, probe, Jv, where):
-    """Raise when the recovered ``J`` (CSR) disagrees with the run's ``Jv`` along ``probe``."""
+    """Raise when the recovered ``J`` disagrees with the run's ``Jv`` along ``probe``.
+
+    Parameters
+    ----------
+    J : scipy.sparse matrix, shape ``(m, n)``
+        The Jacobian recovered from the compressed lanes.
+    probe : ndarray, shape ``(n,)``
+        The probe direction (:func:`probe_vector`).
+    Jv : ndarray, ``m`` elements
+        The run's own derivative along ``probe``.
+    where : str
+        The caller's name, for the message.
+
+    Raises
+    ------
+    DualgpuError
+        Where some output differs by more than ``sqrt(eps)`` of its scale.
+
+    Examples
+    --------
+    >>> import numpy as np, scipy.sparse as sp
+    >>> v = probe_vector(2, np.float64)
+    >>> full = np.array([[1.0, 2.0], [0.0, 3.0]])
+    >>> check_probe(sp.csr_matrix(full), v, full @ v, "example")  # agrees: no error
+    >>> check_probe(sp.csr_matrix(np.diag([1.0, 3.0])), v, full @ v, "example")
+    Traceback (most recent call last):
+    ...
+    dualgpu.errors.DualgpuError: example: the coloring was made from a sparsity pattern detected at another input, ...
+    """
     Jv = np.asarray(Jv, dtype=np.float64).ravel()
     v = probe.astype(np.float64)
     recovered = np.asarray(J.astype(np.float64) @ v).ravel()
