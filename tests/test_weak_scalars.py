@@ -68,3 +68,34 @@ def test_inside_a_kernel(backend):
         np.testing.assert_allclose(np.asarray(value), plain, rtol=3e-7)
     np.testing.assert_allclose(J, U - U * U / (1.0 + a) ** 2, rtol=1e-6)
     np.testing.assert_allclose(J, _fd(lambda t: kernel_scale(t), a, 1e-3), rtol=2e-3)
+
+
+# --- property: any float32 host expression with a Python float keeps the plain run's precision
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+#: (host expression of a float32 array u and a Python float a, its derivative in a)
+EXPRESSIONS = [
+    (lambda u, a: u * a, lambda u, a: u),
+    (lambda u, a: a - u, lambda u, a: np.ones_like(u)),
+    (lambda u, a: u / a, lambda u, a: -u / a ** 2),
+    (lambda u, a: np.sin(u * a), lambda u, a: np.cos(u * a) * u),
+    (lambda u, a: u ** 2 * a + a * a, lambda u, a: u ** 2 + 2 * a),
+    (lambda u, a: np.maximum(u, a), lambda u, a: (a > u).astype(np.float64)),
+]
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.lists(st.floats(-3, 3, width=32), min_size=1, max_size=4),
+       st.floats(0.25, 3.0), st.integers(0, len(EXPRESSIONS) - 1))
+def test_weak_scalar_property(u, a, k):
+    expression, slope = EXPRESSIONS[k]
+    u = np.array(u, np.float32)
+    plain = expression(u, a)
+    value, tangent = dualgpu.jvp(lambda t: expression(u, t), (a,), (1.0,))
+    value, tangent = np.asarray(value), np.asarray(tangent)
+    assert plain.dtype == value.dtype == tangent.dtype == np.float32
+    np.testing.assert_array_equal(value, plain)  # bit for bit: the same float32 operations
+    expected = slope(u.astype(np.float64), a)
+    kink = (k == len(EXPRESSIONS) - 1) & (np.abs(u - np.float32(a)) < 1e-6)
+    np.testing.assert_allclose(tangent[~kink], expected[~kink], rtol=1e-5, atol=1e-5)
