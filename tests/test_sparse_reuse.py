@@ -43,6 +43,21 @@ def test_local_coloring_reused_where_a_branch_flips_is_refused(backend):
             sparse.sparse_jacobian(upwind, (U_MIXED,), sparsity=J1.coloring, progress=False)
 
 
+def test_the_case_is_one_where_trusting_the_pattern_gives_wrong_entries():
+    """Without the check (a coloring trusted as global), the reuse returns wrong numbers
+    inside the pattern: what the probe is there to stop."""
+    import copy
+
+    with dualgpu.using_backend("cpu"):
+        J1 = sparse.sparse_jacobian(upwind, (U_POSITIVE,), progress=False)
+        trusted = copy.copy(J1.coloring)
+        trusted.local = False
+        J2 = sparse.sparse_jacobian(upwind, (U_MIXED,), sparsity=trusted, progress=False)
+    dense = _dense(U_MIXED)
+    inside = J1.coloring.pattern.toarray()
+    assert not np.allclose(J2.toarray()[inside], dense[inside])
+
+
 def test_local_coloring_reused_where_no_branch_flips_is_exact():
     with dualgpu.using_backend("cpu"):
         J1 = sparse.sparse_jacobian(upwind, (U_POSITIVE,), progress=False)
