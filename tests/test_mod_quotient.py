@@ -28,7 +28,8 @@ def _expected(op, x, y, dtype):
 def _check(op, x, y, dtype, value, dx, dy):
     want, wdx, wdy = _expected(op, x, y, dtype)
     assert value == want, (op, x, y, value, want)
-    assert (dx, dy) == (wdx, wdy), f"{op}({x}, {y}) {np.dtype(dtype)}: partials {dx, dy}, want {wdx, wdy}"
+    assert (dx, dy) == (wdx, wdy), (
+        f"{op}({x}, {y}) {np.dtype(dtype)}: partials {dx, dy}, want {wdx, wdy}")
 
 
 def test_the_edges_are_edges():
@@ -36,7 +37,8 @@ def test_the_edges_are_edges():
     test could not fail on the old rule)."""
     for x, y in EDGES[:2]:
         assert np.floor(x / y) != np.rint((x - x % y) / y)
-    assert np.floor(np.float32(1.0) / np.float32(0.1)) == 10 and np.float32(1) % np.float32(0.1) > 0.09
+    one, tenth = np.float32(1.0), np.float32(0.1)
+    assert np.floor(one / tenth) == 10 and one % tenth > 0.09
     # and a forward difference on the side of y the value sits on agrees with -9
     h = 1e-7
     assert abs((math.fmod(1.0, 0.1 + h) - math.fmod(1.0, 0.1)) / h - (-9)) < 1e-6

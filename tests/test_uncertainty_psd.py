@@ -12,7 +12,8 @@ J = np.array([[1.0, -1.0]])
 
 def test_indefinite_covariance_is_refused_with_its_smallest_eigenvalue():
     # today: J cov J^T = 1 + 1 - 4 = -2, a negative variance
-    with pytest.raises(DualgpuError, match=r"not positive semi-definite.*smallest eigenvalue is -1\.0"):
+    with pytest.raises(DualgpuError,
+                       match=r"not positive semi-definite.*smallest eigenvalue is -1\.0"):
         propagate(J, INDEFINITE)
     with pytest.raises(DualgpuError, match=r"not positive semi-definite"):
         propagate(J, INDEFINITE, diagonal=True)
