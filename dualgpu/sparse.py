@@ -176,8 +176,9 @@ def _traced_output(f, call, per_run, mode):
     except ValueError as error:
         if mode != "global" or GLOBAL_BRANCH_MESSAGE not in str(error):
             raise
+        kernel = _raising_kernel(error.__traceback__)
         raise DualgpuError(
-            "detect_sparsity(mode='global'): a kernel branches on a value that depends on the "
+            f"detect_sparsity(mode='global'): {kernel} branches on a value that depends on the "
             "input (a comparison such as `if u[i] > 0`, or int/floor/round of it), so no "
             "pattern from one run holds at every input. Fix: write the branch without a "
             "comparison where you can (min/max/abs count both sides: e.g. "
@@ -185,6 +186,19 @@ def _traced_output(f, call, per_run, mode):
             "pattern (sparsity='detect'), which sparse_jacobian checks when it is reused at "
             "another input, or pass a pattern that holds everywhere (banded_pattern...)."
         ) from None
+
+
+def _raising_kernel(traceback):
+    """``"kernel 'name'"`` for the innermost dualgpu kernel launch in ``traceback``."""
+    from .kernel import Kernel
+
+    found = "a kernel"
+    while traceback is not None:
+        candidate = traceback.tb_frame.f_locals.get("self")
+        if isinstance(candidate, Kernel):
+            found = f"kernel {candidate.__name__!r}"
+        traceback = traceback.tb_next
+    return found
 
 
 def sparse_jacobian(f, args, argnum=0, *, sparsity="detect", chunk_size=None, validate=False,
