@@ -42,8 +42,12 @@ def active_tile_lanes():
 
 
 def lane_dtype(value_dtype):
-    """The partials dtype of arrays allocated now: uint64 while tracing sparsity, else the values'."""
-    return np.dtype(np.uint64) if _STATE.get()[1] else np.dtype(value_dtype)
+    """The partials dtype of arrays allocated now: uint64 while tracing sparsity (int64 for a
+    global pattern), else the values'."""
+    tracer = _STATE.get()[1]
+    if tracer:
+        return np.dtype(np.int64) if tracer == "global" else np.dtype(np.uint64)
+    return np.dtype(value_dtype)
 
 
 @contextlib.contextmanager
@@ -52,7 +56,9 @@ def dual_allocation(lanes, tracer=False, tile=0):
 
     Inside another driver's block (a nested derivative) they carry both: the
     arrays are duals of the outer level's duals. With ``tracer=True`` the
-    lanes are dependency bitsets (sparsity detection, never nested).
+    lanes are dependency bitsets (sparsity detection, never nested); with
+    ``tracer="global"`` those of a global pattern (int64 lanes, see
+    :func:`dualgpu.sparse.detect_sparsity`, ``mode="global"``).
     ``tile`` (a divisor of ``lanes``) asks kernels to run the lanes in tiles of
     that many (0: each backend chooses).
     """
@@ -64,7 +70,8 @@ def dual_allocation(lanes, tracer=False, tile=0):
             "sparsity detection cannot run inside another derivative (or contain one); detect "
             "the pattern outside, then pass it as sparsity=pattern."
         )
-    token = _STATE.set((levels + (int(lanes),), bool(tracer), int(tile)))
+    tracer = "global" if tracer == "global" else bool(tracer)
+    token = _STATE.set((levels + (int(lanes),), tracer, int(tile)))
     try:
         yield
     finally:

@@ -184,7 +184,9 @@ def _resolve_result(fn, arg_types):
 
 def _numpy_result(args):
     """numpy's promotion (NEP 50: Python scalars are weak), at least float32."""
-    operands = [a.dtype if hasattr(a, "partials") else a for a in args]
+    # a weak dual (a seeded Python float) promotes as a Python float does: weakly
+    operands = [(0.0 if getattr(a, "weak", False) else a.dtype) if hasattr(a, "partials") else a
+                for a in args]
     result = np.result_type(*operands)
     if result.kind != "f":
         result = np.result_type(result, np.float64) if result.kind in "iu" else _FLOAT64

@@ -390,9 +390,14 @@ class Coloring:
         ``colors[j]`` is the lane that seeds column (input) ``j``.
     n_colors : int
         Number of lanes needed for the whole Jacobian.
+    local : bool
+        True when the pattern was detected at one input (``sparsity="detect"``):
+        it holds the branches taken there only, so :func:`dualgpu.sparse.sparse_jacobian`
+        checks each reuse at another input with a probe lane. False for a pattern
+        given by the user (trusted to hold at every input).
     """
 
-    __slots__ = ("pattern", "colors", "n_colors")
+    __slots__ = ("pattern", "colors", "n_colors", "local")
 
     def __init__(self, pattern, colors, check=True):
         pattern = as_pattern(pattern)
@@ -400,10 +405,11 @@ class Coloring:
         n_colors = _check_canonical(pattern, colors) if check else _count_colors(colors)
         self._set(pattern, colors, n_colors)
 
-    def _set(self, pattern, colors, n_colors):
+    def _set(self, pattern, colors, n_colors, local=False):
         self.pattern = pattern
         self.colors = colors
         self.n_colors = n_colors
+        self.local = bool(local)
 
     @classmethod
     def _trusted(cls, pattern, colors):
@@ -413,10 +419,12 @@ class Coloring:
         return coloring
 
     def __getstate__(self):
-        return {"pattern": self.pattern, "colors": self.colors, "n_colors": self.n_colors}
+        return {"pattern": self.pattern, "colors": self.colors, "n_colors": self.n_colors,
+                "local": self.local}
 
     def __setstate__(self, state):
-        self._set(state["pattern"], state["colors"], state["n_colors"])
+        self._set(state["pattern"], state["colors"], state["n_colors"],
+                  state.get("local", False))
 
     def __repr__(self):
         m, n = self.shape

@@ -103,9 +103,10 @@ class _Input:
     """One differentiated argument: where its directions sit and how it is seeded."""
 
     __slots__ = ("position", "kind", "value", "shape", "size", "dtype", "offset",
-                 "values_buffer", "lanes_buffer")
+                 "values_buffer", "lanes_buffer", "weak")
 
-    def __init__(self, position, kind, value, dtype, offset):
+    def __init__(self, position, kind, value, dtype, offset, weak=False):
+        self.weak = weak  # a Python float: seeded as a weak Dual (NEP 50 promotion)
         self.position = position
         self.kind = kind  # "array" or "scalar"
         self.value = value  # private copy (array) or numpy scalar
@@ -146,7 +147,7 @@ class _Input:
                 self.lanes_buffer.reshape((lanes,) + self.shape)
             return seed(self.value, seeds, levels, self.dtype)
         if self.kind == "scalar":
-            return Dual(self.value, self.lanes_buffer[:, 0], dtype=self.dtype)
+            return Dual(self.value, self.lanes_buffer[:, 0], dtype=self.dtype, weak=self.weak)
         # fresh values every chunk: f may have written into the previous one
         np.copyto(self.values_buffer, self.value)
         lanes = self.lanes_buffer.shape[0]
@@ -158,6 +159,11 @@ class _Input:
             return f"argument {self.position} (scalar)"
         index = ", ".join(map(str, np.unravel_index(flat, self.shape)))
         return f"argument {self.position}[{index}]"
+
+
+def _is_python_float(arg):
+    """A Python float (not a numpy float64, which numpy's promotion treats as strong)."""
+    return isinstance(arg, float) and not isinstance(arg, np.floating)
 
 
 def _classify(arg):
@@ -235,7 +241,7 @@ def _make_inputs(args, positions, fname):
                 "differentiate. Fix: remove it from argnums, or pass floats (e.g. "
                 "np.asarray(x, dtype=np.float64), or 1.0 instead of 1)."
             )
-        inputs.append(_Input(p, kind, value, dtype, offset))
+        inputs.append(_Input(p, kind, value, dtype, offset, weak=_is_python_float(args[p])))
         offset += inputs[-1].size
     return inputs
 
@@ -804,7 +810,7 @@ def _tangent_inputs(primals, tangents, batch, fname):
                     f"{fname}: tangents have different batch sizes {size_b} and {b}; all must "
                     "share the leading axis B."
                 )
-        item = _Input(p, kind, value, dtype, offset)
+        item = _Input(p, kind, value, dtype, offset, weak=_is_python_float(x))
         inputs.append(item)
         seeds.append(np.asarray(t, dtype).reshape((size_b if batch else 1), item.size))
         offset += item.size

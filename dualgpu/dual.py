@@ -147,6 +147,12 @@ class Dual:
     dtype : float32 or float64, optional
         Defaults to the partials' dtype when they are an ndarray, else to the
         value's dtype when it is a numpy float, else float64.
+    weak : bool, optional
+        A *weak* dual stands for a Python float (the driver seeds Python float
+        arguments so): on the host, numpy's promotion treats it as a Python
+        scalar (NEP 50), so a float32 operand keeps the result float32, as in
+        the plain run. Compiled kernels type it as numba types a float
+        argument (float64). Default False: a dual of its dtype.
     tag : int, optional
         The perturbation this dual belongs to (0, the default, for first-order
         work). A dual whose ``value`` is itself a Dual (a *nested* dual, second
@@ -162,11 +168,12 @@ class Dual:
     (0.0, [1.0, 2.0])
     """
 
-    __slots__ = ("value", "partials", "tag")
+    __slots__ = ("value", "partials", "tag", "weak")
     __array_priority__ = 1000  # numpy scalars defer to our reflected operators
 
-    def __init__(self, value, partials, dtype=None, *, tag=0):
+    def __init__(self, value, partials, dtype=None, *, tag=0, weak=False):
         self.tag = _check_tag(tag) if tag else 0
+        self.weak = bool(weak)
         if isinstance(value, Dual) or (
             (not isinstance(partials, np.ndarray) or partials.dtype.kind == "O")
             and _is_nested_input(value, partials)
@@ -360,7 +367,17 @@ def apply_rule(name, *args, primal=None):
                 partials = term if partials is None else partials + term
         if partials is None:
             partials = np.zeros(duals[0].lanes, dtype)
-    return Dual(ans, partials, dtype=dtype)
+    return Dual(ans, partials, dtype=dtype, weak=_stays_weak(args))
+
+
+def _stays_weak(args):
+    """A result of weak duals and Python numbers only is weak too (as Python floats are)."""
+    return all(a.weak if isinstance(a, Dual) else _is_python_number(a) for a in args) and any(
+        isinstance(a, Dual) for a in args)
+
+
+def _is_python_number(a):
+    return isinstance(a, (int, float)) and not isinstance(a, (np.generic, bool))
 
 
 _RUNTIME = {}

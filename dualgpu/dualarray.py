@@ -17,6 +17,10 @@ __all__ = ["DualArray", "dual_array", "zeros_like_lanes"]
 MAX_NDIM = 3
 #: Partials of this dtype make a structural tracer (dependency bitsets, cpu backend).
 TRACER_DTYPE = np.dtype(np.uint64)
+#: Partials of this dtype make a *global* structural tracer (``detect_sparsity(mode="global")``):
+#: the same dependency bitsets, but a kernel that branches on a traced value is refused.
+GLOBAL_TRACER_DTYPE = np.dtype(np.int64)
+TRACER_DTYPES = (TRACER_DTYPE, GLOBAL_TRACER_DTYPE)
 
 
 def _is_device(array):
@@ -101,7 +105,7 @@ class DualArray:
                 f"{tuple(values.shape)}. Fix: {fix}."
             )
         check_dtype(values.dtype, "DualArray values")
-        if partials.dtype != values.dtype and partials.dtype != TRACER_DTYPE:
+        if partials.dtype != values.dtype and partials.dtype not in TRACER_DTYPES:
             raise DualgpuError(
                 f"DualArray: partials dtype {partials.dtype} differs from values dtype "
                 f"{values.dtype}; cast one of them (both must be float32 or both float64)."
@@ -147,7 +151,7 @@ class DualArray:
     @property
     def is_tracer(self):
         """True when the lanes are dependency bitsets (sparsity detection), not tangents."""
-        return self.partials.dtype == TRACER_DTYPE
+        return self.partials.dtype in TRACER_DTYPES
 
     @property
     def is_device(self):

@@ -55,6 +55,8 @@ def split(x, what="operand"):
             )
         return host(x.values), host(x.partials)
     if isinstance(x, Dual):
+        if x.weak:  # a seeded Python float: weak in numpy's promotion, as the plain run's
+            return float(x.value), x.partials
         return np.asarray(x.value), x.partials
     if isinstance(x, (numbers.Number, np.generic)) and not isinstance(x, np.ndarray):
         return x, None

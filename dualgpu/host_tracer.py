@@ -10,7 +10,7 @@ So ``f`` may return ``np.stack([u, v])`` or ``np.concatenate(...)`` under
 """
 import numpy as np
 
-from .dualarray import TRACER_DTYPE, DualArray
+from .dualarray import TRACER_DTYPES, DualArray
 from .errors import DualgpuError
 from .host_operands import host
 
@@ -49,23 +49,24 @@ def _values(x):
     return host(x.values) if isinstance(x, DualArray) else x
 
 
-def _lane(lane):
+def _lane(lane, dtype):
     def leaf(x):
         if isinstance(x, DualArray):
             return host(x.partials)[lane]
         if isinstance(x, (float, np.floating)) or (isinstance(x, np.ndarray)
                                                     and x.dtype.kind == "f"):
-            return np.zeros(np.shape(x), TRACER_DTYPE)  # plain float data: empty sets
+            return np.zeros(np.shape(x), dtype)  # plain float data: empty sets
         return x  # axes, shapes, modes, index arrays and counts
 
     return leaf
 
 
-def _wrap(values, lanes):
+def _wrap(values, lanes, dtype):
     if isinstance(values, (list, tuple)):  # np.split: one array per piece
-        return type(values)(_wrap(v, [lane[k] for lane in lanes]) for k, v in enumerate(values))
+        return type(values)(_wrap(v, [lane[k] for lane in lanes], dtype)
+                            for k, v in enumerate(values))
     partials = np.stack(lanes)
-    if partials.dtype != TRACER_DTYPE or np.ndim(values) == 0:
+    if partials.dtype != dtype or dtype not in TRACER_DTYPES or np.ndim(values) == 0:
         raise DualgpuError(
             "sparsity detection: a host function mixed the traced array with integer data "
             "(or made a 0-d result); the tracer can follow only float data through np.stack, "
@@ -84,10 +85,11 @@ def call(function, args, kwargs):
             f"numpy.{function.__name__} got tracers with different lane counts or tracers "
             "mixed with duals; seed them in one sparsity detection."
         )
+    dtype = tracers[0].partials.dtype  # local (uint64) or global (int64) dependency sets
     values = function(*_walk(args, _values), **{k: _walk(v, _values) for k, v in kwargs.items()})
     per_lane = []
     for lane in range(lanes.pop()):
-        leaf = _lane(lane)
+        leaf = _lane(lane, dtype)
         per_lane.append(function(*_walk(args, leaf),
                                  **{k: _walk(v, leaf) for k, v in kwargs.items()}))
-    return _wrap(values, per_lane)
+    return _wrap(values, per_lane, dtype)

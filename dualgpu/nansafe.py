@@ -13,7 +13,9 @@ It is a **compile-time switch**: set the environment variable
 ``DUALGPU_NANSAFE_MODE=1`` before ``import dualgpu``. Compiled duals
 (``@njit``, the cpu backend, CUDA) are generated once per process and cached,
 so the mode is read once, at import, and applies to the pure-Python dual
-(cudasim, host) and to all compiled code alike. It is off by default because
+(cudasim, host) and to all compiled code alike. The mode is part of the numba
+types of duals (:data:`TYPE_KEY`), hence of every compile cache key: dualgpu's
+launcher cache and numba's ``cache=True`` index of users' functions on duals. It is off by default because
 each lane product gains a compare and a select (see the README's performance
 section for the measured cost).
 
@@ -25,7 +27,7 @@ True
 """
 import os
 
-__all__ = ["NANSAFE_MODE_ENABLED", "ENVIRONMENT_VARIABLE"]
+__all__ = ["NANSAFE_MODE_ENABLED", "ENVIRONMENT_VARIABLE", "TYPE_KEY"]
 
 #: The environment variable read at import.
 ENVIRONMENT_VARIABLE = "DUALGPU_NANSAFE_MODE"
@@ -48,3 +50,9 @@ def _read(value):
 
 #: True when NaN-safe mode is on for this process (read from the environment at import).
 NANSAFE_MODE_ENABLED = _read(os.environ.get(ENVIRONMENT_VARIABLE))
+
+#: Appended to the key of every numba type of a dual (and its name): compiled code for duals
+#: differs between the modes, and numba's ``cache=True`` index keys a function's cached code
+#: by its signature, so a user's cached function compiled under the other mode is another
+#: entry, never loaded in this process. Empty in the default mode (keys unchanged).
+TYPE_KEY = ("nansafe",) if NANSAFE_MODE_ENABLED else ()

@@ -188,7 +188,7 @@ def _expression_namespace():
     namespace = {}
     for name in rules.EXPRESSION_FUNCTIONS:
         plain = _EXPRESSION_NAMESPACE[name]
-        if name in rules.VALUE_ONLY or name == "same":  # floor, trunc, same: of the values
+        if name in rules.VALUE_ONLY or name in ("same", "rint"):  # floor, trunc, rint, same
             namespace[name] = (lambda plain: lambda *v: plain(*map(primal_value, v)))(plain)
         else:
             def call(*a, _name=name, _plain=plain):

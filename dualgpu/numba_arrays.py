@@ -32,7 +32,8 @@ from numba.core.typing.typeof import typeof
 from .dualarray import DualArray
 from .errors import DualgpuError, UnportedKernelError
 from .numba_attributes import array_attributes
-from .numba_types import DualType, MAX_LANES, TRACER_LANE, make_dual
+from . import nansafe
+from .numba_types import DualType, MAX_LANES, make_dual, tracer_of_lane
 
 __all__ = ["DualArrayType", "dual_array_type", "empty_dual_array", "make_dual_array",
            "unbox_struct"]
@@ -54,21 +55,35 @@ class DualArrayType(types.IterableType):
         self.n = n
         self.dtype = values_type.dtype
         self.ndim = values_type.ndim
-        self._hash = hash((values_type, partials_type, n))
-        super().__init__(name=f"DualArray({values_type}, lanes={n})")
+        self.mode = nansafe.TYPE_KEY  # the NaN-safe mode, as DualType's
+        self._hash = hash((values_type, partials_type, n) + self.mode)
+        suffix = "".join(f", {m}" for m in self.mode)
+        super().__init__(name=f"DualArray({values_type}, lanes={n}{suffix})")
 
     @property
     def key(self):
-        return self.values_type, self.partials_type, self.n
+        return (self.values_type, self.partials_type, self.n) + self.mode
 
     def __hash__(self):
         # dispatch hashes argument types on every launch; the key's arrays hash slowly
-        return self._hash
+        try:
+            return self._hash
+        except AttributeError:  # unpickled: hash again in this process
+            self._hash = hash(self.key)
+            return self._hash
+
+    def __getstate__(self):
+        # str hashes differ between processes: a _hash unpickled from numba's cache index
+        # would match nothing, and a user's cache=True function on DualArrays never load
+        state = dict(self.__dict__)
+        state.pop("_hash", None)
+        return state
 
     @property
     def tracer(self):
-        """True for a structural tracer array (uint64 dependency-bitset lanes)."""
-        return self.partials_type.dtype == TRACER_LANE
+        """True for a structural tracer array (uint64 dependency-bitset lanes), "global" for
+        a global one (int64 lanes), False for tangents."""
+        return tracer_of_lane(self.partials_type.dtype)
 
     @property
     def dual(self):

@@ -42,7 +42,7 @@ from numba.core.extending import (
 )
 from numba.core.typeconv import Conversion
 
-from . import rules
+from . import nansafe, rules
 from ._expressions import expression
 from .errors import DualgpuError, missing_rule_message
 from .nested import MAX_TAG
@@ -50,7 +50,7 @@ from .numba_arrays import DualArrayType, unbox_struct
 from .numba_attributes import array_attributes, lanes_attribute
 from .numba_rules import resolve_primal, rule_targets
 from .numba_types import (
-    MAX_LANES, DualType, dual_type, float_floor, float_trunc, promote, same_bits,
+    MAX_LANES, DualType, dual_type, float_floor, float_rint, float_trunc, promote, same_bits,
 )
 
 __all__ = [
@@ -105,11 +105,12 @@ class TaggedDualType(types.Type):
         self.n = n
         self.tag = tag
         self.partials_type = types.UniTuple(value_type, n)
+        self.mode = nansafe.TYPE_KEY  # the NaN-safe mode, as DualType's
         super().__init__(name=f"Dual[tag={tag}]({value_type}, {n})")
 
     @property
     def key(self):
-        return self.value_type, self.n, self.tag
+        return (self.value_type, self.n, self.tag) + self.mode
 
     def unify(self, typingctx, other):
         return combine(self, other)
@@ -286,13 +287,19 @@ def _trunc_of_value(x):
 
 
 @register_jitable
+def _rint_of_value(x):
+    return float_rint(_innermost_value(x))
+
+
+@register_jitable
 def _same_values(a, b):
     return same_bits(_innermost_value(a), _innermost_value(b))
 
 
 #: the rule expressions' functions on nested duals: the value-only ones (floor, trunc,
 #: same) read the innermost values; the others are math's, whose dual overloads apply
-_VALUE_FUNCTIONS = {"floor": _floor_of_value, "trunc": _trunc_of_value, "same": _same_values}
+_VALUE_FUNCTIONS = {"floor": _floor_of_value, "trunc": _trunc_of_value, "rint": _rint_of_value,
+                    "same": _same_values}
 _NAMESPACE = {name: _VALUE_FUNCTIONS.get(name) or getattr(math, name)
               for name in rules.EXPRESSION_FUNCTIONS}
 _IMPLS = {}
@@ -528,15 +535,25 @@ class TaggedDualArrayType(types.Type):
         self.ndim = values_type.ndim
         self.dual = tagged_type(_element(values_type), n, tag)
         self.dtype = self.dual.dtype
-        self._hash = hash((values_type, partials_type, n, tag))
+        self.mode = nansafe.TYPE_KEY  # the NaN-safe mode, as DualType's
+        self._hash = hash((values_type, partials_type, n, tag) + self.mode)
         super().__init__(name=f"DualArray[tag={tag}]({values_type}, lanes={n})")
 
     @property
     def key(self):
-        return self.values_type, self.partials_type, self.n, self.tag
+        return (self.values_type, self.partials_type, self.n, self.tag) + self.mode
 
     def __hash__(self):
-        return self._hash
+        try:
+            return self._hash
+        except AttributeError:  # unpickled: hash again in this process (see DualArrayType)
+            self._hash = hash(self.key)
+            return self._hash
+
+    def __getstate__(self):
+        state = dict(self.__dict__)
+        state.pop("_hash", None)
+        return state
 
     @property
     def tracer(self):

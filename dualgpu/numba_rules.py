@@ -32,7 +32,7 @@ import numpy as np
 from numba import types
 from numba.core import targetconfig
 from numba.core.errors import TypingError
-from numba.core.extending import overload
+from numba.core.extending import overload, register_jitable
 from numba.core.target_extension import current_target
 
 from . import nansafe, rules
@@ -44,6 +44,7 @@ from .numba_types import (
     DualType,
     float_floor,
     float_trunc,
+    float_rint,
     lanes_add,
     lanes_axpby,
     lanes_axpby_nansafe,
@@ -63,7 +64,8 @@ __all__ = ["resolve_primal", "result_dtype"]
 
 _MODULES = {"math": math, "operator": operator, "builtins": builtins}
 #: what the expression functions of the rule table mean in compiled code
-_EXPRESSION_IMPLEMENTATIONS = {"floor": float_floor, "trunc": float_trunc, "same": same_bits}
+_EXPRESSION_IMPLEMENTATIONS = {"floor": float_floor, "trunc": float_trunc, "rint": float_rint,
+                               "same": same_bits}
 _NUMBA_NAMESPACE = {
     name: _EXPRESSION_IMPLEMENTATIONS.get(name) or getattr(math, name)
     for name in rules.EXPRESSION_FUNCTIONS
@@ -329,10 +331,33 @@ def _register_rule(fn, rule_name, rule):
         overload(fn, jit_options=_JIT_OPTIONS)(lambda a, b: typer(a, b))
 
 
+#: Raised (from compiled code) where a global sparsity tracer meets a branch on a traced value;
+#: :func:`dualgpu.sparse.detect_sparsity` turns it into a DualgpuError that names the fix.
+GLOBAL_BRANCH_MESSAGE = (
+    "dualgpu global sparsity: a kernel compares, rounds or converts a value that depends on "
+    "the input")
+
+
+@register_jitable
+def _refuse_traced_branch(partials):
+    for lane in partials:
+        if lane != 0:
+            raise ValueError(GLOBAL_BRANCH_MESSAGE)
+
+
+def _is_global(t):
+    return isinstance(t, DualType) and t.tracer == "global"
+
+
 def _register_value_only(fn, dotted):
     def typer(*args):
         if not any(isinstance(a, DualType) for a in args):
             return None
+        if len(args) == 1 and _is_global(args[0]):
+            def refuse(x):
+                _refuse_traced_branch(x.partials)
+                return fn(x.value)
+            return refuse
         if len(args) == 1:
             return lambda x: fn(x.value)
         return None
@@ -346,6 +371,11 @@ def _round_ndigits_typer(dual_type):
     """The overload of ``round(dual, ndigits)``: ``round(x.value, ndigits)``, as for a float."""
     def typer(x, ndigits):
         if isinstance(x, dual_type) and isinstance(ndigits, types.Integer):
+            if _is_global(x):
+                def refuse(x, ndigits):
+                    _refuse_traced_branch(x.partials)
+                    return round(x.value, ndigits)
+                return refuse
             return lambda x, ndigits: round(x.value, ndigits)
         return None
 
@@ -358,6 +388,8 @@ def _register_comparison(fn):
             return None
         if not all(isinstance(t, DualType) or _is_number(t) for t in (a, b)):
             return None
+        if _is_global(a) or _is_global(b):  # global sparsity: no branch on a traced value
+            return _global_comparison(fn, isinstance(a, DualType), isinstance(b, DualType))
         if isinstance(a, DualType) and isinstance(b, DualType):
             return lambda a, b: fn(a.value, b.value)
         if isinstance(a, DualType):
@@ -365,6 +397,25 @@ def _register_comparison(fn):
         return lambda a, b: fn(a, b.value)
 
     overload(fn)(typer)
+
+
+def _global_comparison(fn, a_dual, b_dual):
+    if a_dual and b_dual:
+        def both(a, b):
+            _refuse_traced_branch(a.partials)
+            _refuse_traced_branch(b.partials)
+            return fn(a.value, b.value)
+        return both
+    if a_dual:
+        def left(a, b):
+            _refuse_traced_branch(a.partials)
+            return fn(a.value, b)
+        return left
+
+    def right(a, b):
+        _refuse_traced_branch(b.partials)
+        return fn(a, b.value)
+    return right
 
 
 def _register_missing(fn, dotted):

@@ -6,6 +6,8 @@ numba core's generic registries from a module outside the ``numba.``
 namespace, which both ``@njit`` and numba-cuda load (see the numba notes).
 The lane arithmetic is done by a few intrinsics that emit straight-line LLVM.
 """
+import math
+
 import numpy as np
 from llvmlite import ir
 from numba import types
@@ -15,6 +17,7 @@ from numba.core.extending import (
     box,
     intrinsic,
     lower_cast,
+    register_jitable,
     make_attribute_wrapper,
     models,
     register_model,
@@ -24,6 +27,7 @@ from numba.core.extending import (
 )
 from numba.core.typeconv import Conversion
 
+from . import nansafe
 from .dual import Dual
 from .errors import DualgpuError
 
@@ -43,8 +47,11 @@ __all__ = [
     "same_bits",
     "float_floor",
     "float_trunc",
+    "float_rint",
     "MAX_LANES",
     "TRACER_LANE",
+    "GLOBAL_TRACER_LANE",
+    "tracer_of_lane",
 ]
 
 #: Largest lane count a compiled dual accepts (a soft limit for register use).
@@ -55,6 +62,15 @@ _FLOATS = (types.float32, types.float64)
 
 #: Lane dtype of the structural tracer: each lane is a 64-bit dependency set.
 TRACER_LANE = types.uint64
+#: Lane dtype of the global structural tracer (``tracer="global"``): the same bitsets, int64.
+GLOBAL_TRACER_LANE = types.int64
+
+
+def tracer_of_lane(lane_dtype):
+    """The ``tracer`` mode of lanes of ``lane_dtype``: False, True (local) or "global"."""
+    if lane_dtype == TRACER_LANE:
+        return True
+    return "global" if lane_dtype == GLOBAL_TRACER_LANE else False
 
 
 class DualType(types.Type):
@@ -72,13 +88,16 @@ class DualType(types.Type):
         self.dtype = dtype
         self.n = n
         self.tracer = tracer
-        self.lane_dtype = TRACER_LANE if tracer else dtype
+        self.lane_dtype = (GLOBAL_TRACER_LANE if tracer == "global" else TRACER_LANE) if tracer \
+            else dtype
         self.partials_type = types.UniTuple(self.lane_dtype, n)
-        super().__init__(name=f"{'Tracer' if tracer else 'Dual'}({dtype}, {n})")
+        self.mode = nansafe.TYPE_KEY  # restored as it was by unpickling (numba's cache index)
+        suffix = "".join(f", {m}" for m in self.mode)
+        super().__init__(name=f"{'Tracer' if tracer else 'Dual'}({dtype}, {n}{suffix})")
 
     @property
     def key(self):
-        return self.dtype, self.n, self.tracer
+        return (self.dtype, self.n, self.tracer) + self.mode
 
     def unify(self, typingctx, other):
         """A branch that yields a float on one side and a dual on the other is a dual."""
@@ -169,10 +188,10 @@ def make_dual(typingctx, value, partials):
     Partials of dtype uint64 make a structural tracer.
     """
     if not isinstance(partials, types.UniTuple) or value not in _FLOATS or partials.dtype not in (
-        value, TRACER_LANE
+        value, TRACER_LANE, GLOBAL_TRACER_LANE
     ):
         raise TypingError(f"make_dual(value, partials): got {value}, {partials}")
-    ret = dual_type(value, partials.count, tracer=partials.dtype == TRACER_LANE)
+    ret = dual_type(value, partials.count, tracer=tracer_of_lane(partials.dtype))
 
     def codegen(context, builder, sig, args):
         return _build_dual(context, builder, ret, args[0], args[1])
@@ -287,6 +306,18 @@ def _float_rounding(name, llvm_name):
 #: returns an int64, which saturates for |x| >= 2**63). CPU and CUDA alike.
 float_floor = _float_rounding("float_floor", "llvm.floor")
 float_trunc = _float_rounding("float_trunc", "llvm.trunc")
+
+
+@register_jitable
+def float_rint(x):
+    """Round half to even, as ``np.rint``, in the argument's dtype (the quotient of the
+    ``%``/``fmod``/``remainder`` rules). Built on floor: NVVM takes neither ``llvm.rint``
+    nor ``llvm.round``, and ``llvm.roundeven`` leaves an unresolved call in PTX."""
+    r = float_floor(x)
+    d = x - r  # exact; NaN for NaN and +-inf, which then come back unchanged
+    if d > 0.5 or (d == 0.5 and float_floor(r * 0.5) * 2 != r):
+        r += d / d  # 1 in x's dtype (a literal 1 would promote float32 to float64)
+    return math.copysign(r, x)  # rint keeps x's sign: -0.5 -> -0.0
 
 
 def _lanes_binary(name, build):

@@ -111,8 +111,9 @@ BINARY_RULES = {
     "mul": Rule("operator.mul", ("y", "x"), ((-5, 5), (-5, 5))),
     "truediv": Rule("operator.truediv", ("1 / y", "-ans / y"), ((-5, 5), (0.5, 5))),
     "floordiv": Rule("operator.floordiv", ("0", "0"), ((0.5, 5), (0.7, 3))),
-    # floor and trunc return floats here (never a saturated int64 when |x / y| >= 2**63)
-    "mod": Rule("operator.mod", ("1", "-floor(x / y)"), ((0.5, 5), (0.7, 3))),
+    # x - n y: d/dy = -n, n the quotient the value used, (x - ans) / y rounded: -floor(x / y)
+    # rounds x / y first and can land on the next integer (1.0 % 0.1 is 1 - 9 * 0.1, not -10)
+    "mod": Rule("operator.mod", ("1", "rint((ans - x) / y)"), ((0.5, 5), (0.7, 3))),
     "pow": Rule(
         "operator.pow",
         ("y * pow(x, y - 1)", "log(x) * ans if x != 0 else 0"),
@@ -136,9 +137,11 @@ BINARY_RULES = {
     "copysign": Rule(
         "math.copysign", ("copysign(1, x) * copysign(1, y)", "0"), ((0.5, 3), (-3, 3))
     ),
-    "fmod": Rule("math.fmod", ("1", "-trunc(x / y)"), ((0.5, 5), (0.7, 3))),
-    # IEEE remainder x - n y, n = x / y rounded half to even: d/dy = -n = (ans - x) / y
-    "remainder": Rule("math.remainder", ("1", "(ans - x) / y"), ((0.5, 5), (0.7, 3))),
+    # as mod: -n from the value (fmod's n is truncated, but it is the one the value used)
+    "fmod": Rule("math.fmod", ("1", "rint((ans - x) / y)"), ((0.5, 5), (0.7, 3))),
+    # IEEE remainder x - n y, n = x / y rounded half to even: d/dy = -n = (ans - x) / y, an
+    # integer (rounded, as for mod: the division's rounding error is not part of it)
+    "remainder": Rule("math.remainder", ("1", "rint((ans - x) / y)"), ((0.5, 5), (0.7, 3))),
 }
 
 #: Aliases that share a rule: ``pow(a, b)`` and ``math.pow`` behave like ``a ** b``.
@@ -222,13 +225,14 @@ INPLACE = {
 
 #: Names a derivative expression may call, with the ``math`` function each
 #: stands for. Compiled code calls these; the pure-Python dual calls the numpy
-#: function of the same name so that float32 stays float32. ``floor`` and
-#: ``trunc`` return floats (not ints, as ``math.floor`` does in numba), and
+#: function of the same name so that float32 stays float32. ``floor``, ``trunc``
+#: and ``rint`` (round half to even) return floats (not ints, as ``math.floor``
+#: does in numba; there is no ``math.rint``), and
 #: ``same(a, b)`` is True when two floats have the same bits (NaN and the sign of
 #: zero included).
 EXPRESSION_FUNCTIONS = (
     "sin", "cos", "sinh", "cosh", "sqrt", "exp", "log", "pow",
-    "floor", "trunc", "copysign", "same",
+    "floor", "trunc", "rint", "copysign", "same",
 )
 
 #: Where plain ``@njit`` code (numba's default ``error_model="python"``) raises

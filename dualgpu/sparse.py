@@ -9,9 +9,13 @@ Detection (``sparsity="detect"``) runs the simulation on the cpu backend with a
 *structural tracer*: a dual whose lanes are 64-bit dependency sets combined by
 OR in every operation (each rule whose derivative is not identically zero
 propagates the dependencies of its dual arguments). It sees only the branches
-the run takes: a dependency behind a branch not taken at this input is not
-detected — pass ``validate=True`` on a small problem, or give the pattern
-yourself, when branches depend on the state.
+the run takes (a *local* pattern): a dependency behind a branch not taken at
+this input is not detected. A coloring made from a local pattern remembers
+that, and reused at another input it is checked by one probe lane
+(:mod:`dualgpu.sparse_probe`): refused, never silently wrong, where the pattern
+no longer holds. ``sparsity="detect-global"`` gives a pattern that holds at
+every input (int64 tracer lanes; a branch on a traced value is refused), whose
+coloring is reused without a check. See ``docs/user/sparse-reuse.md``.
 
 Shapes
 ------
@@ -39,6 +43,8 @@ from .dualarray import DualArray
 from .errors import DualgpuError
 from .lanes import LIVE_ARRAYS, batch_lanes, check_chunk_size, driver_tiles
 from .numba_types import MAX_LANES
+from .numba_rules import GLOBAL_BRANCH_MESSAGE
+from .sparse_probe import check_probe, probe_vector
 from .sparsity import as_pattern
 
 __all__ = ["detect_sparsity", "sparse_jacobian", "to_dense", "BITS_PER_LANE"]
@@ -86,15 +92,24 @@ def _single_output(result, lanes, what):
     return outputs[0]
 
 
-def detect_sparsity(f, args, argnum=0, *, lanes=None, progress=None):
+def detect_sparsity(f, args, argnum=0, *, lanes=None, progress=None, mode="local"):
     """Return the boolean CSR sparsity pattern of ``f``'s output w.r.t. ``args[argnum]``.
 
     ``f`` runs on the cpu backend with the structural tracer, ``64 * lanes``
     inputs per run (``lanes`` defaults to at most 16). Rows are the output's
     C-order elements, columns the input's. The pattern holds every entry the
     run's operations can make nonzero, including some that happen to be 0.0
-    at this input; it misses dependencies behind branches this input does not
-    take. ``progress`` is as in :func:`dualgpu.jacobian`.
+    at this input. ``progress`` is as in :func:`dualgpu.jacobian`.
+
+    ``mode="local"`` (default) follows the branches this input takes: a
+    dependency behind a branch another input takes is missed (a coloring made
+    from it is checked when reused, see :func:`sparse_jacobian`).
+    ``mode="global"`` gives a pattern that holds at *every* input, as
+    SparseConnectivityTracer.jl's global detector does: ``min``, ``max``,
+    ``abs``... already count both operands, and a kernel that branches on a
+    value that depends on the input (``if u[i] > 0``, ``int(u[i])``) is refused
+    with a :class:`DualgpuError` (write the branch with ``min``/``max``, or use
+    the local pattern).
 
     Examples
     --------
@@ -106,6 +121,8 @@ def detect_sparsity(f, args, argnum=0, *, lanes=None, progress=None):
     >>> pattern.shape, int(pattern[10].sum())
     ((50, 50), 3)
     """
+    if mode not in ("local", "global"):
+        raise DualgpuError(f"detect_sparsity: mode must be 'local' or 'global'; got {mode!r}.")
     args = tuple(args)
     x = _input_array(args, argnum, "detect_sparsity")
     n = x.size
@@ -124,13 +141,16 @@ def detect_sparsity(f, args, argnum=0, *, lanes=None, progress=None):
             stop = min(n, start + BITS_PER_LANE * per_run)
             j = np.arange(start, stop)
             seeds[(j - start) // BITS_PER_LANE, j] = bits[(j - start) % BITS_PER_LANE]
-            traced = DualArray(np.array(x, copy=True), seeds.reshape((per_run,) + x.shape).copy())
+            lanes_seeds = seeds.reshape((per_run,) + x.shape).copy()
+            if mode == "global":  # the same bits in int64 lanes: the global tracer's type
+                lanes_seeds = lanes_seeds.view(np.int64)
+            traced = DualArray(np.array(x, copy=True), lanes_seeds)
             call = _fresh_arguments(args, argnum, traced)
-            with dual_allocation(per_run, tracer=True):
-                _, partials = _single_output(f(*call), per_run, "detect_sparsity")
-            if partials.dtype != np.uint64:
+            with dual_allocation(per_run, tracer=True if mode == "local" else "global"):
+                partials = _traced_output(f, call, per_run, mode)
+            if partials.dtype != lanes_seeds.dtype:
                 raise DualgpuError("detect_sparsity: the output does not carry tracer lanes.")
-            lanes_bits = np.ascontiguousarray(partials.reshape(per_run, -1))
+            lanes_bits = np.ascontiguousarray(partials.reshape(per_run, -1)).view(np.uint64)
             m = lanes_bits.shape[1]
             # unpack only the nonzero 64-bit words: column = start + 64 * lane + bit
             lane, row = np.nonzero(lanes_bits)
@@ -149,6 +169,38 @@ def detect_sparsity(f, args, argnum=0, *, lanes=None, progress=None):
     return sp.csr_matrix((data, (rows, cols)), shape=(m, n), dtype=bool)
 
 
+def _traced_output(f, call, per_run, mode):
+    """The tracer lanes of f's output; a global tracer's refusal of a branch, named."""
+    try:
+        return _single_output(f(*call), per_run, "detect_sparsity")[1]
+    except ValueError as error:
+        if mode != "global" or GLOBAL_BRANCH_MESSAGE not in str(error):
+            raise
+        kernel = _raising_kernel(error.__traceback__)
+        raise DualgpuError(
+            f"detect_sparsity(mode='global'): {kernel} branches on a value that depends on the "
+            "input (a comparison such as `if u[i] > 0`, or int/floor/round of it), so no "
+            "pattern from one run holds at every input. Fix: write the branch without a "
+            "comparison where you can (min/max/abs count both sides: e.g. "
+            "`max(c, 0) * (u[i] - u[i-1]) + min(c, 0) * (u[i+1] - u[i])`), or use the local "
+            "pattern (sparsity='detect'), which sparse_jacobian checks when it is reused at "
+            "another input, or pass a pattern that holds everywhere (banded_pattern...)."
+        ) from None
+
+
+def _raising_kernel(traceback):
+    """``"kernel 'name'"`` for the innermost dualgpu kernel launch in ``traceback``."""
+    from .kernel import Kernel
+
+    found = "a kernel"
+    while traceback is not None:
+        candidate = traceback.tb_frame.f_locals.get("self")
+        if isinstance(candidate, Kernel):
+            found = f"kernel {candidate.__name__!r}"
+        traceback = traceback.tb_next
+    return found
+
+
 def sparse_jacobian(f, args, argnum=0, *, sparsity="detect", chunk_size=None, validate=False,
                     progress=None, executor=None):
     """Return the Jacobian of ``f`` w.r.t. ``args[argnum]`` as a ``scipy.sparse.csr_matrix``.
@@ -159,10 +211,17 @@ def sparse_jacobian(f, args, argnum=0, *, sparsity="detect", chunk_size=None, va
         The simulation function; it must return one array.
     args : tuple
         Arguments of ``f``; ``args[argnum]`` is a float array (1-D to 3-D).
-    sparsity : "detect", array-like, scipy.sparse matrix or Coloring
+    sparsity : "detect", "detect-global", array-like, scipy.sparse matrix or Coloring
         The pattern (rows: output elements in C order, columns: input
-        elements), ``"detect"`` to find it with the structural tracer, or a
-        :class:`~dualgpu.coloring.Coloring` from an earlier call (reused as is).
+        elements), ``"detect"`` to find it with the structural tracer at this
+        input (local), ``"detect-global"`` for a pattern that holds at every
+        input (see :func:`detect_sparsity`), or a
+        :class:`~dualgpu.coloring.Coloring` from an earlier call. A coloring
+        of a local pattern reused at another input costs one more lane, a
+        probe direction ``v``: where ``J @ v`` from the run and from the
+        recovered Jacobian disagree (a state-dependent branch went the other
+        way), it raises a :class:`DualgpuError` instead of returning wrong
+        entries. A given pattern or a global one is trusted as is.
     chunk_size : int, optional
         Lanes per kernel tile; default :func:`dualgpu.lanes.driver_tiles` of the
         number of colors (each kernel picks its fastest tile when there are many). One run of f seeds all colors (many tiles) when they
@@ -206,22 +265,27 @@ def sparse_jacobian(f, args, argnum=0, *, sparsity="detect", chunk_size=None, va
     x = _input_array(args, argnum, "sparse_jacobian")
     n = x.size
     timings = {"detect": 0.0, "color": 0.0, "evaluate": 0.0}
+    detected = False
     if isinstance(sparsity, Coloring):
         coloring = sparsity
         pattern = coloring.pattern
     else:
         if isinstance(sparsity, str):
-            if sparsity != "detect":
+            if sparsity not in ("detect", "detect-global"):
                 raise DualgpuError(
-                    f"sparsity must be 'detect', a pattern or a Coloring; got {sparsity!r}."
+                    f"sparsity must be 'detect', 'detect-global', a pattern or a Coloring; got "
+                    f"{sparsity!r}."
                 )
             clock = time.perf_counter()
-            pattern = detect_sparsity(f, args, argnum, progress=progress)
+            pattern = detect_sparsity(f, args, argnum, progress=progress,
+                                      mode="global" if sparsity == "detect-global" else "local")
             timings["detect"] = time.perf_counter() - clock
+            detected = sparsity == "detect"  # a global pattern holds at every input
         else:
             pattern = as_pattern(sparsity)
         clock = time.perf_counter()
         coloring = color_columns(pattern, grid=x.shape if x.ndim > 1 else None)
+        coloring.local = detected  # detected at this input: it holds the branches taken here
         timings["color"] = time.perf_counter() - clock
     if pattern.shape[1] != n:
         raise DualgpuError(
@@ -232,7 +296,10 @@ def sparse_jacobian(f, args, argnum=0, *, sparsity="detect", chunk_size=None, va
         detected = detect_sparsity(f, args, argnum, progress=progress)
         _check_contains(pattern, detected, "the detected pattern")
     n_colors = coloring.n_colors
-    unit, tile = (chunk_size, chunk_size) if chunk_size else driver_tiles(max(n_colors, 1),
+    # a local pattern reused at another input: one more lane, a probe direction (sparse_probe)
+    probe = probe_vector(n, x.dtype) if coloring.local and not detected else None
+    n_directions = n_colors + (probe is not None)
+    unit, tile = (chunk_size, chunk_size) if chunk_size else driver_tiles(max(n_directions, 1),
                                                                           backend())
     if not 1 <= unit <= MAX_LANES or unit > max(n_colors, 1) and chunk_size:
         raise DualgpuError(
@@ -240,16 +307,16 @@ def sparse_jacobian(f, args, argnum=0, *, sparsity="detect", chunk_size=None, va
         )
     if chunk_size:
         check_chunk_size(int(chunk_size), backend(), "sparse_jacobian")
-    lanes = unit if executor is not None else batch_lanes(max(n_colors, 1), unit,
+    lanes = unit if executor is not None else batch_lanes(max(n_directions, 1), unit,
                                                           LIVE_ARRAYS * x.nbytes)
-    n_chunks = -(-n_colors // lanes)
+    n_chunks = -(-n_directions // lanes)
     if wants_progress(progress):
         _report(sys.stderr, sparsity, pattern, n_colors, timings, n_chunks, lanes)
     clock = time.perf_counter()
     item = _Input(argnum, "array", np.array(x, copy=True, order="C"), x.dtype, 0)
-    sink = DirectionMajor(n_colors)
+    sink = DirectionMajor(n_directions)
     _, values = _push_forward(
-        f, args, {}, [item], n_colors, (unit, tile), _ColorSeeds(coloring),
+        f, args, {}, [item], n_directions, (unit, tile), _ColorSeeds(coloring, probe),
         lambda c: f"color {c}", progress, "sparse_jacobian", sink, executor)
     if len(values) != 1 or sink.layouts[0] is None or values[0].ndim == 0:
         raise DualgpuError(
@@ -257,7 +324,7 @@ def sparse_jacobian(f, args, argnum=0, *, sparsity="detect", chunk_size=None, va
             f"input through dualgpu kernels; it returned {len(values)} output(s). Sparse "
             "Jacobians support a single array output: wrap f to return the one you need."
         )
-    compressed = sink.result(0).reshape(n_colors, -1)
+    compressed = sink.result(0).reshape(n_directions, -1)
     m = compressed.shape[1]
     if pattern.shape[0] != m:
         raise DualgpuError(
@@ -265,7 +332,9 @@ def sparse_jacobian(f, args, argnum=0, *, sparsity="detect", chunk_size=None, va
             f"outputs (shape {values[0].shape}); the pattern must be ({m}, {n})."
         )
     output_shape = values[0].shape
-    J = coloring.recover(compressed, lanes_first=True)
+    J = coloring.recover(compressed[:n_colors], lanes_first=True)
+    if probe is not None:
+        check_probe(J, probe, compressed[n_colors], "sparse_jacobian")
     timings["evaluate"] = time.perf_counter() - clock
     if validate is True:
         dense = np.asarray(jacobian(f, *args, argnums=argnum, progress=False)).reshape(-1, n)
@@ -349,14 +418,18 @@ def to_dense(J, output_shape=None, input_shape=None):
 class _ColorSeeds:
     """Seeds of compressed forward mode: lane c is the indicator of the columns of color c."""
 
-    def __init__(self, coloring):
+    def __init__(self, coloring, probe=None):
         self.coloring = coloring
+        self.probe = probe  # direction n_colors, when given (sparse_probe)
 
     def __call__(self, inputs, start, count):
         item = inputs[0]
         lanes = item.lanes_buffer.shape[0]
         seeds = self.coloring.seed_chunk(start, start + lanes, item.dtype)
-        item.lanes_buffer[...] = seeds
+        k = self.coloring.n_colors - start
+        if self.probe is not None and 0 <= k < count:
+            seeds[k] = self.probe
+        item.lanes_buffer[...] = seeds.reshape(item.lanes_buffer.shape)
 
 
 def _check_contains(pattern, detected, what):

@@ -65,7 +65,43 @@ def _covariance(cov, n):
             f"propagate: variance {k} of cov is negative ({float(diagonal[k])!r}); expected "
             "variances >= 0 (standard deviations squared)."
         )
+    if kind == "matrix":
+        _check_semidefinite(cov)
     return kind, cov
+
+
+#: Eigenvalues of cov down to -PSD_TOLERANCE * (largest eigenvalue) count as rounding.
+PSD_TOLERANCE = 1e-10
+
+
+def _check_semidefinite(cov):
+    """Raise unless the symmetric ``cov`` is positive semi-definite, up to rounding.
+
+    A Cholesky factorisation of ``cov`` shifted by the tolerance costs ``n**3 / 3`` and passes
+    for every covariance; only when it fails are the eigenvalues computed, for the message.
+    """
+    n = cov.shape[0]
+    scale = float(np.max(np.abs(np.diag(cov)), initial=0.0))  # >= largest |entry| of a PSD cov
+    if n == 0 or scale == 0.0 and not np.any(cov):
+        return
+    shift = PSD_TOLERANCE * max(scale, float(np.max(np.abs(cov))))
+    try:
+        np.linalg.cholesky(cov + 2 * shift * np.eye(n))
+        return
+    except np.linalg.LinAlgError:
+        pass
+    eigenvalues = np.linalg.eigvalsh(cov)
+    smallest, largest = float(eigenvalues[0]), float(eigenvalues[-1])
+    if smallest >= -PSD_TOLERANCE * max(abs(largest), abs(smallest)):
+        return  # the shifted Cholesky failed at the edge of the tolerance
+    raise DualgpuError(
+        f"propagate: cov is not positive semi-definite: its smallest eigenvalue is {smallest!r} "
+        f"(largest {largest!r}), so some combinations of the outputs would get a negative "
+        f"variance. Expected a covariance matrix (eigenvalues >= 0, down to "
+        f"-{PSD_TOLERANCE:g} x the largest for rounding). Fix: check how cov was built (a "
+        "correlation above 1, a sign error); if the negative eigenvalues are estimation noise, "
+        "clip them: w, V = np.linalg.eigh(cov); cov = (V * np.clip(w, 0, None)) @ V.T."
+    )
 
 
 def _as_matrix(J, n, fname):
@@ -154,7 +190,8 @@ def propagate(f_or_jacobian, cov, *args, argnums=0, diagonal=False, chunk_size=N
     Raises
     ------
     DualgpuError
-        For a covariance of the wrong shape, not symmetric or with negative
+        For a covariance of the wrong shape, not symmetric, not positive
+        semi-definite (the message gives the smallest eigenvalue) or with negative
         variances; for a function with several outputs; and for a full
         covariance above :data:`MAX_COVARIANCE_BYTES` (use ``diagonal=True``).
 

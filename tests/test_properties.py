@@ -56,6 +56,7 @@ EDGE_VALUES = (
     0.0, -0.0, INF, -INF, NAN, 1.0, -1.0, 0.5, 2.0, 3.0, -2.5, 1e-8, 1e10,
     1e300, -1e300, 1e-300, -1e-300, 5e-324,
     3.4028235e38, -3.4028235e38, 1.17549435e-38, 1.4e-45,  # float32 extremes
+    0.1, 0.3, 7.0,  # x % y near its jump: 1.0 % 0.1 is 1 - 9 * 0.1 though 1.0 / 0.1 == 10.0
 )
 #: partials of different paths: bit for bit is expected, this many ulps are accepted
 ULPS = 4
@@ -563,6 +564,9 @@ def _check_against_oracles(module, dtype, program, k, sources, result, inputs, c
         x, y = const, args[0]
     if not all(math.isfinite(v) and abs(v) < 1e6 for v in operand) or not math.isfinite(values[k]):
         return
+    if op.rule in ("mod", "fmod", "remainder"):  # exact, at the jump too
+        _check_quotient(op, x, y, float(values[k]), dual_lanes, partials[:, k], dtype,
+                        f"[njit {dtype}] instruction {k} ({op.name}) at {operand}\n{text}")
     if _kink(op.rule, x, y, 1e-6 * max(1.0, abs(x), abs(y))) or (op.int_power and x == 0):
         return
     where = f"[njit {dtype}] instruction {k} ({op.name}) at {operand}"
@@ -584,6 +588,27 @@ def _check_against_oracles(module, dtype, program, k, sources, result, inputs, c
         _check_slopes(where + " vs jax.jvp\n" + text, partials[:, k],
                       _jax_slopes(code, plain, const), dual_lanes, rtol[1], rounding, floor,
                       dtype)
+
+
+def _check_quotient(op, x, y, ans, dual_lanes, got, dtype, where):
+    """x % y, fmod, remainder are ``x - n y`` with n the quotient the value used: the partials
+    are ``dx - n dy`` exactly (even where x / y rounds to the next integer)."""
+    with np.errstate(all="ignore"):
+        n = np.rint((np.float64(x) - np.float64(ans)) / np.float64(y))
+    if not math.isfinite(n) or abs(n) >= 2.0 ** 20 or y == 0:
+        return
+    has_x, has_y = op.kinds in ("d", "dd", "dn"), op.kinds in ("dd", "nd")
+    lanes = list(dual_lanes)
+    dx = np.asarray(lanes.pop(0), np.float64) if has_x else 0.0
+    dy = np.asarray(lanes.pop(0), np.float64) if has_y else 0.0
+    expected = dx - n * dy
+    got = np.asarray(got, np.float64)
+    if not (np.all(np.isfinite(expected)) and np.all(np.isfinite(got))):
+        return
+    scale = np.abs(dx) + np.abs(n * dy)
+    assert np.all(np.abs(got - expected) <= 4 * np.finfo(dtype).eps * scale), (
+        f"{where}: partials {got.tolist()}, but the value is x - {n:g} y: expected "
+        f"{expected.tolist()}")
 
 
 # ---------------------------------------------------------------------------
@@ -658,6 +683,10 @@ def test_known_edge_programs(interpreters, dtype):
         # x % y w.r.t. y with |x / y| >= 2**63
         ([(0, 0), (0, 1), (_code("operator.mod dd"), 0)], [1e30, 3.0, 0.0], [1.0, 1.0, 1.0]),
         ([(0, 0), (0, 1), (_code("math.fmod dd"), 0)], [1e30, 3.0, 0.0], [1.0, 1.0, 1.0]),
+        # x % y where x / y rounds up to the next integer: 1.0 % 0.1 = 1 - 9 * 0.1 (issue 25)
+        ([(0, 0), (0, 1), (_code("operator.mod dd"), 0)], [1.0, 0.1, 0.0], [1.0, 1.0, 1.0]),
+        ([(0, 0), (0, 1), (_code("math.fmod dd"), 0)], [-1.0, 0.1, 0.0], [1.0, 1.0, 1.0]),
+        ([(0, 0), (0, 1), (_code("math.remainder dd"), 0)], [7.0, 0.7, 0.0], [1.0, 1.0, 1.0]),
         # min/max with a NaN operand: value and partials from the same operand
         ([(0, 0), (0, 1), (_code("builtins.min dd"), 0)], [NAN, 1.0, 0.0], [1.0, 1.0, 1.0]),
         ([(0, 0), (0, 1), (_code("builtins.max dd"), 0)], [1.0, NAN, 0.0], [1.0, 1.0, 1.0]),

@@ -1,0 +1,109 @@
+"""Reusing a sparse coloring at another input: a pattern detected at one input (local: the
+branches taken there) must not silently corrupt the Jacobian where a branch flips."""
+import numpy as np
+import pytest
+
+import dualgpu
+from dualgpu import DualgpuError, cuda, sparse
+
+
+@cuda.jit
+def _upwind(u, out, c):
+    i = cuda.grid(1)
+    n = u.shape[0]
+    if i < n:
+        if u[i] > 0:  # flux from the left
+            out[i] = u[i] - c * u[i] * (u[i] - u[(i - 1) % n])
+        else:  # flux from the right
+            out[i] = u[i] - c * u[i] * (u[(i + 1) % n] - u[i])
+
+
+def upwind(u):
+    d_u = cuda.to_device(u)
+    out = cuda.device_array_like(d_u)
+    _upwind[1, 32](d_u, out, 0.4)
+    return out.copy_to_host()
+
+
+N = 12
+U_POSITIVE = np.linspace(0.5, 1.5, N)  # every branch: from the left
+U_MIXED = np.where(np.arange(N) % 3 == 0, -1.0, 1.0) * U_POSITIVE  # some from the right
+
+
+def _dense(u):
+    return np.asarray(dualgpu.jacobian(upwind, u, progress=False)).reshape(N, N)
+
+
+@pytest.mark.parametrize("backend", ["cpu", "cudasim"])
+def test_local_coloring_reused_where_a_branch_flips_is_refused(backend):
+    with dualgpu.using_backend(backend):
+        J1 = sparse.sparse_jacobian(upwind, (U_POSITIVE,), progress=False)
+        np.testing.assert_allclose(J1.toarray(), _dense(U_POSITIVE), rtol=1e-14, atol=1e-14)
+        with pytest.raises(DualgpuError, match="detected at another input"):
+            sparse.sparse_jacobian(upwind, (U_MIXED,), sparsity=J1.coloring, progress=False)
+
+
+def test_the_case_is_one_where_trusting_the_pattern_gives_wrong_entries():
+    """Without the check (a coloring trusted as global), the reuse returns wrong numbers
+    inside the pattern: what the probe is there to stop."""
+    import copy
+
+    with dualgpu.using_backend("cpu"):
+        J1 = sparse.sparse_jacobian(upwind, (U_POSITIVE,), progress=False)
+        trusted = copy.copy(J1.coloring)
+        trusted.local = False
+        J2 = sparse.sparse_jacobian(upwind, (U_MIXED,), sparsity=trusted, progress=False)
+    dense = _dense(U_MIXED)
+    inside = J1.coloring.pattern.toarray()
+    assert not np.allclose(J2.toarray()[inside], dense[inside])
+
+
+def test_local_coloring_reused_where_no_branch_flips_is_exact():
+    with dualgpu.using_backend("cpu"):
+        J1 = sparse.sparse_jacobian(upwind, (U_POSITIVE,), progress=False)
+        J2 = sparse.sparse_jacobian(upwind, (U_POSITIVE * 2,), sparsity=J1.coloring,
+                                    progress=False)
+        np.testing.assert_allclose(J2.toarray(), _dense(U_POSITIVE * 2), rtol=1e-14, atol=1e-14)
+
+
+@cuda.jit
+def _upwind_minmax(u, out, c):
+    i = cuda.grid(1)
+    n = u.shape[0]
+    if i < n:  # the same scheme without a branch on u: max/min count both sides
+        out[i] = u[i] - c * (max(u[i], 0.0) * (u[i] - u[(i - 1) % n])
+                             + min(u[i], 0.0) * (u[(i + 1) % n] - u[i]))
+
+
+def upwind_minmax(u):
+    d_u = cuda.to_device(u)
+    out = cuda.device_array_like(d_u)
+    _upwind_minmax[1, 32](d_u, out, 0.4)
+    return out.copy_to_host()
+
+
+def test_global_pattern_refuses_a_branch_on_the_state():
+    with dualgpu.using_backend("cpu"):
+        local = sparse.detect_sparsity(upwind, (U_POSITIVE,))
+        assert local.nnz == 2 * N  # the left neighbour only: the branch taken here
+        with pytest.raises(DualgpuError, match="kernel .*_upwind.* branches on a value that depends on the input"):
+            sparse.detect_sparsity(upwind, (U_POSITIVE,), mode="global")
+        with pytest.raises(DualgpuError, match="branches on a value"):
+            sparse.sparse_jacobian(upwind, (U_POSITIVE,), sparsity="detect-global",
+                                   progress=False)
+
+
+def test_global_pattern_holds_at_every_input_and_is_reused_without_a_probe():
+    with dualgpu.using_backend("cpu"):
+        pattern = sparse.detect_sparsity(upwind_minmax, (U_POSITIVE,), mode="global")
+        assert pattern.nnz == 3 * N  # both neighbours, whichever way the flow goes here
+        J1 = sparse.sparse_jacobian(upwind_minmax, (U_POSITIVE,), sparsity="detect-global",
+                                    progress=False)
+        assert not J1.coloring.local
+        J2 = sparse.sparse_jacobian(upwind_minmax, (U_MIXED,), sparsity=J1.coloring,
+                                    progress=False)
+        dense = np.asarray(dualgpu.jacobian(upwind_minmax, U_MIXED, progress=False))
+        np.testing.assert_allclose(J2.toarray(), dense.reshape(N, N), rtol=1e-14, atol=1e-14)
+        for u in (U_POSITIVE, U_MIXED, -U_POSITIVE):  # it holds everywhere
+            d = np.asarray(dualgpu.jacobian(upwind_minmax, u, progress=False)).reshape(N, N)
+            assert not ((d != 0) & ~pattern.toarray()).any()
