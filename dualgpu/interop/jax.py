@@ -107,6 +107,26 @@ def _tracers_in(obj, depth=0):
     return False
 
 
+def _concrete(x):
+    """The concrete value under a tracer of JAX's forward, linearize and batch traces (the
+    first batch member), or None when it has none (jit, or an unknown trace).
+
+    Used only to find the output shapes by one plain run; the values never reach a result.
+    """
+    for _ in range(64):
+        if not _is_tracer(x):
+            return np.asarray(x)
+        if hasattr(x, "primal"):  # JVPTracer, linearize's tracer
+            x = x.primal
+        elif hasattr(x, "val") and hasattr(x, "batch_dim"):  # vmap's BatchTracer
+            dim = x.batch_dim
+            x = x.val if not isinstance(dim, numbers.Integral) else x.val[
+                (slice(None),) * int(dim) + (0,)]
+        else:
+            return None
+    return None
+
+
 def _tracer_leak(where):
     return DualgpuError(
         f"to_jax: a JAX tracer reached the simulation ({where}). The simulation runs outside "
@@ -242,6 +262,9 @@ class _Wrapped:
         leaves, treedef = jax.tree_util.tree_flatten(args)
         leaves = [x if _is_tracer(x) else jnp.asarray(x) for x in leaves]
         call = _Call(self, args, treedef, leaves, kwargs)
+        concrete = [_concrete(x) for x in leaves]
+        if all(c is not None for c in concrete):
+            call.ensure_spec(concrete)
         self.last_error = None
         try:
             outs = _tensor(call, ())(*leaves)
@@ -296,7 +319,11 @@ class _Call:
         self.allowed = allowed
         self.key = (treedef, tuple(zip(self.in_shapes, [d.str for d in self.in_dtypes])),
                     _kw_key(kwargs))
-        self.out_tree, self.out_specs = self._output_spec(leaves)
+        self.out_tree = self.out_specs = None  # found by ensure_spec, where JAX is concrete
+
+    def ensure_spec(self, leaves):
+        if self.out_specs is None:
+            self.out_tree, self.out_specs = self._output_spec(leaves)
 
     # ------------------------------------------------------------ output spec
     def _output_spec(self, leaves):
@@ -480,19 +507,22 @@ def _tensor(call, chain):
     jax, jnp = _jax()
     from jax.custom_derivatives import SymbolicZero
 
-    specs = [jax.ShapeDtypeStruct(shape, dtype) for shape, dtype in call.expected(chain)]
-    callback = call.callback(chain)
+
+    def specs():
+        return [jax.ShapeDtypeStruct(shape, dtype) for shape, dtype in call.expected(chain)]
 
     @jax.custom_jvp
     def tensor(*leaves):
-        return tuple(jax.pure_callback(callback, tuple(specs), *leaves,
+        call.ensure_spec(leaves)
+        return tuple(jax.pure_callback(call.callback(chain), tuple(specs()), *leaves,
                                        vmap_method="sequential"))
 
     def rule(primals, tangents):
+        call.ensure_spec(primals)
         out = tensor(*primals)
         live = tuple(i for i, t in enumerate(tangents) if not isinstance(t, SymbolicZero))
         if not live:
-            return out, tuple(jnp.zeros(s.shape, s.dtype) for s in specs)
+            return out, tuple(jnp.zeros(s.shape, s.dtype) for s in specs())
         fname = _name(call.w.f)
         for i in live:
             p = call.owner[i]
@@ -517,15 +547,15 @@ def _tensor(call, chain):
                 f"to_jax({fname}): second derivatives are not available with sparsity=; wrap "
                 "the function without sparsity for jax.hessian.")
         if sparse:
-            if len(live) != 1 or len(call.in_shapes[live[0]]) == 0 or len(specs) != 1:
+            if len(live) != 1 or len(call.in_shapes[live[0]]) == 0 or len(specs()) != 1:
                 raise DualgpuError(
                     f"to_jax({fname}): sparsity= takes one array output differentiated with "
-                    f"respect to one array input; here {len(specs)} output(s) and inputs "
+                    f"respect to one array input; here {len(specs())} output(s) and inputs "
                     f"{list(live)} (leaf numbers) are differentiated. Fix: differentiate only "
                     "the one array (others as keyword arguments), or drop sparsity=.")
             pattern_shape = call.w.coloring.pattern.shape
             n_in = int(np.prod(call.in_shapes[live[0]], dtype=np.int64))
-            n_out = int(np.prod(specs[0].shape, dtype=np.int64))
+            n_out = int(np.prod(specs()[0].shape, dtype=np.int64))
             if pattern_shape != (n_out, n_in):
                 raise DualgpuError(
                     f"to_jax({fname}): the sparsity pattern has shape {pattern_shape}; expected "
@@ -536,12 +566,12 @@ def _tensor(call, chain):
             coo = call.w.coloring.pattern.tocoo()
             t = jnp.asarray(tangents[live[0]], values.dtype).reshape(-1)
             product = jax.ops.segment_sum(values * t[coo.col], coo.row, num_segments=n_out)
-            return out, (product.reshape(specs[0].shape),)
+            return out, (product.reshape(specs()[0].shape),)
         level = chain + (live,)
         call.guard(level)
         derivative = _tensor(call, level)(*primals)
         products = []
-        for k, s in enumerate(specs):
+        for k, s in enumerate(specs()):
             total = jnp.zeros(s.shape, s.dtype)
             for j, i in enumerate(live):
                 block = derivative[k * len(live) + j]
