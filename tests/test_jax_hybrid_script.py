@@ -27,3 +27,23 @@ def test_quick_run(tmp_path, restore_global_state):
     assert 100 < result["n_params"] <= 400
     (path,) = result["figures"]
     assert path.read_bytes()[:8] == PNG_SIGNATURE and path.stat().st_size > 20_000
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_variable_diffusivity_kernel_compiles_to_ptx(offline_ptx, dtype):
+    """The example's kernel (simulations.heat1d_variable.step) on the GPU path: dual state and
+    dual diffusivity field, 4 lanes, compiled offline to PTX."""
+    from numba import cuda as numba_cuda, types
+
+    from dualgpu.backends import gpu
+    from dualgpu.numba_arrays import dual_array_type
+    from dualgpu.numba_types import dual_type
+    from simulations import heat1d_variable
+
+    kernel = heat1d_variable.step
+    dt = getattr(types, dtype)
+    arr = dual_array_type(dt, 1, 4)
+    ptx, _ = numba_cuda.compile_ptx(
+        gpu.prepare_function(kernel.py_func, 6),
+        (arr, arr, arr, dt, dual_type(dt, 4), dual_type(dt, 4)), cc=offline_ptx)
+    assert ".entry" in ptx
