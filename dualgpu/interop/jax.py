@@ -320,7 +320,7 @@ class _Call:
         self.key = (treedef, tuple(zip(self.in_shapes, [d.str for d in self.in_dtypes])),
                     _kw_key(kwargs))
         self.out_tree = self.out_specs = None  # found by ensure_spec, where JAX is concrete
-        self.memo = {}  # chain -> (leaves, tensor) of the last dual run's values
+        self.memo = {}  # chain -> (leaves, tensor) of the last run's values
 
     def ensure_spec(self, leaves):
         if self.out_specs is None:
@@ -344,8 +344,11 @@ class _Call:
                 "result_shape_dtypes=jax.ShapeDtypeStruct(shape, dtype) (a pytree of them) to "
                 "to_jax.")
         else:
-            result = self.run_plain([np.asarray(x) for x in leaves])
+            fleaves = self.to_f([np.asarray(x) for x in leaves])
+            result = self.run_plain(fleaves)
             out_leaves, out_tree = jax.tree_util.tree_flatten(result)
+            # the callback with these inputs reuses this run
+            self.memo[()] = ([np.array(x, copy=True) for x in fleaves], tuple(out_leaves))
             specs = [(np.shape(v), np.asarray(v).dtype) for v in out_leaves]
         for o, (shape, dtype) in enumerate(specs):
             if dtype.kind not in "biuf":
@@ -381,9 +384,9 @@ class _Call:
         result = self.w.f(*args, **protect(self.kwargs))
         return tuple(jax.tree_util.tree_leaves(result))
 
-    def run_plain(self, leaves):
+    def run_plain(self, fleaves):
         jax, _ = _jax()
-        args = jax.tree_util.tree_unflatten(self.treedef, self.to_f(leaves))
+        args = jax.tree_util.tree_unflatten(self.treedef, list(fleaves))
         return self._guarded(lambda: self.w.f(*args, **protect(self.kwargs)))
 
     def _guarded(self, thunk):
