@@ -166,11 +166,15 @@ def to_jax(f, *, argnums=None, result_shape_dtypes=None, compute_dtype=None, spa
         Cast float inputs to this dtype before calling ``f`` (e.g. ``np.float64`` for a
         float64 simulation fed by JAX's default float32). Outputs and derivatives are always
         returned in JAX's dtype: float32 when ``jax_enable_x64`` is off.
-    sparsity : pattern or Coloring, optional
+    sparsity : pattern, Coloring or "detect", optional
         A sparsity pattern (rows: output elements, columns: input elements, both in C order)
         or a :class:`dualgpu.Coloring` of it, for ``f`` with one output array differentiated
         with respect to one array argument: the Jacobian is then the colored sparse one
-        (lanes = colors). Second derivatives are not available with it.
+        (lanes = colors). ``"detect"`` finds the pattern with dualgpu's structural tracer
+        (:func:`dualgpu.sparse.detect_sparsity`) the first time concrete inputs are seen
+        (needs ``argnums`` naming the array argument; cached per input signature; it sees
+        only the branches taken at that input). Second derivatives are not available with
+        it.
     chunk_size : int, optional
         Lanes per kernel tile, passed to :func:`dualgpu.jacobian`.
     max_lanes : int or None
@@ -223,7 +227,16 @@ def to_jax(f, *, argnums=None, result_shape_dtypes=None, compute_dtype=None, spa
         if value is not None and (not isinstance(value, numbers.Integral) or value < 1):
             raise DualgpuError(f"to_jax: {name} must be a positive int or None; got {value!r}.")
     coloring = None
-    if sparsity is not None:
+    if isinstance(sparsity, str):
+        if sparsity != "detect":
+            raise DualgpuError(
+                f"to_jax: sparsity={sparsity!r}; expected a pattern, a Coloring or 'detect'.")
+        if argnums is None or len(argnums) != 1:
+            raise DualgpuError(
+                "to_jax: sparsity='detect' needs argnums naming the one array argument whose "
+                f"Jacobian is sparse; got argnums={argnums!r}. Fix: e.g. argnums=0.")
+        coloring = "detect"
+    elif sparsity is not None:
         from ..coloring import Coloring, color_columns
 
         coloring = sparsity if isinstance(sparsity, Coloring) else color_columns(sparsity)
@@ -245,6 +258,7 @@ class _Wrapped:
         self.max_lanes = max_lanes
         self.warn_lanes = warn_lanes
         self.specs = {}  # input signature -> (out_tree, [(shape, dtype)]) of f's output
+        self.colorings = {}  # input signature -> Coloring detected (sparsity="detect")
         self.last_error = None
         self.__name__ = f"to_jax_{_name(f)}"
         self.__doc__ = getattr(f, "__doc__", None)
@@ -265,6 +279,8 @@ class _Wrapped:
         concrete = [_concrete(x) for x in leaves]
         if all(c is not None for c in concrete):
             call.ensure_spec(concrete)
+            if self.coloring == "detect":
+                call.detect(concrete)
         self.last_error = None
         try:
             outs = _tensor(call, ())(*leaves)
@@ -414,7 +430,37 @@ class _Call:
 
     @property
     def coloring_nnz(self):
-        return int(self.w.coloring.pattern.nnz)
+        return int(self.coloring.pattern.nnz)
+
+    @property
+    def coloring(self):
+        """The Coloring of the sparse Jacobian (None: dense)."""
+        if self.w.coloring != "detect":
+            return self.w.coloring
+        if self.key not in self.w.colorings:
+            raise DualgpuError(
+                f"to_jax({_name(self.w.f)}): sparsity='detect' finds the pattern by one traced "
+                "run on concrete inputs, and JAX is tracing under jax.jit with none. Fix: call "
+                "the derivative once outside jit (the pattern is then cached per input "
+                "shapes), or pass the pattern itself as sparsity=.")
+        return self.w.colorings[self.key]
+
+    def detect(self, concrete):
+        """Detect the sparsity pattern of the one output w.r.t. the argnums leaf (cached)."""
+        if self.key in self.w.colorings:
+            return
+        from ..coloring import color_columns
+        from ..sparse import detect_sparsity
+
+        positions = [i for i, p in enumerate(self.owner) if p in self.allowed]
+        if len(positions) != 1 or len(self.in_shapes[positions[0]]) == 0:
+            raise DualgpuError(
+                f"to_jax({_name(self.w.f)}): sparsity='detect' takes one array argument "
+                f"(argnums={self.w.argnums}); it holds {len(positions)} leaves here.")
+        fleaves = self.to_f(concrete)
+        pattern = self._guarded(lambda: detect_sparsity(lambda *a: self.flat_f(*a)[0],
+                                                        fleaves, positions[0], progress=False))
+        self.w.colorings[self.key] = color_columns(pattern)
 
     def numeric(self, chain):
         """The numpy function of the leaves computing the tensor of ``chain``.
@@ -483,7 +529,7 @@ class _Call:
     def _sparse_values(self, fn):
         from ..sparse import sparse_jacobian
 
-        coloring = self.w.coloring
+        coloring = self.coloring
         pattern = coloring.pattern.tocoo()
         rows, cols = pattern.row, pattern.col
 
@@ -536,7 +582,7 @@ class _Call:
         w = self.w
         lanes = 1
         for level in chain:
-            lanes *= (w.coloring.n_colors if level == "sparse"
+            lanes *= (self.coloring.n_colors if level == "sparse"
                       else sum(int(np.prod(self.in_shapes[d], dtype=np.int64)) for d in level))
         out_size = sum(int(np.prod(s, dtype=np.int64)) for s, _ in self.expected(chain))
         runs = math.ceil(lanes / _TILE)
@@ -601,13 +647,17 @@ def _tensor(call, chain):
                 f"to_jax({fname}): second derivatives are not available with sparsity=; wrap "
                 "the function without sparsity for jax.hessian.")
         if sparse:
+            if call.w.coloring == "detect" and call.key not in call.w.colorings:
+                concrete = [_concrete(x) for x in primals]
+                if all(c is not None for c in concrete):
+                    call.detect(concrete)
             if len(live) != 1 or len(call.in_shapes[live[0]]) == 0 or len(specs()) != 1:
                 raise DualgpuError(
                     f"to_jax({fname}): sparsity= takes one array output differentiated with "
                     f"respect to one array input; here {len(specs())} output(s) and inputs "
                     f"{list(live)} (leaf numbers) are differentiated. Fix: differentiate only "
                     "the one array (others as keyword arguments), or drop sparsity=.")
-            pattern_shape = call.w.coloring.pattern.shape
+            pattern_shape = call.coloring.pattern.shape
             n_in = int(np.prod(call.in_shapes[live[0]], dtype=np.int64))
             n_out = int(np.prod(specs()[0].shape, dtype=np.int64))
             if pattern_shape != (n_out, n_in):
@@ -618,7 +668,7 @@ def _tensor(call, chain):
             call.guard(("sparse",))
             (values,) = _tensor(call, ("sparse",))(*primals)
             out = tensor(*primals)
-            coo = call.w.coloring.pattern.tocoo()
+            coo = call.coloring.pattern.tocoo()
             t = jnp.asarray(tangents[live[0]], values.dtype).reshape(-1)
             product = jax.ops.segment_sum(values * t[coo.col], coo.row, num_segments=n_out)
             return out, (product.reshape(specs()[0].shape),)
