@@ -239,7 +239,7 @@ def test_third_order_is_refused():
 
 # ---------------------------------------------------------------- cudasim
 
-def test_cudasim_grad_and_jacfwd():
+def test_cudasim_grad_and_jacfwd(x64):
     n, steps = 4, 3
     u0 = heat1d.default_initial_state(n)
 
@@ -247,16 +247,18 @@ def test_cudasim_grad_and_jacfwd():
         return heat1d.simulate(u0, n_steps=steps, alpha=alpha, dt=0.04, dx=1.0 / 3, left=left,
                                right=0.0, threads_per_block=4)
 
-    with dualgpu.using_backend("cudasim"), jax.enable_x64(True):
+    with dualgpu.using_backend("cudasim"):
         g = to_jax(small)
         grads = jax.grad(lambda a, l: jnp.sum(g(a, l) ** 2), argnums=(0, 1))(1.0, 0.5)
         J = jax.jacfwd(g)(1.0, 0.5)
         ref = dualgpu.jacobian(small, 1.0, 0.5, argnums=(0, 1))
         u = small(1.0, 0.5)
-    np.testing.assert_allclose(np.asarray(J), ref[0], rtol=1e-12, atol=1e-14)
-    np.testing.assert_allclose(np.array(grads), [2 * u @ ref[0], 2 * u @ ref[1]], rtol=1e-12)
+    assert J.dtype == expected_dtype(x64)
+    np.testing.assert_allclose(np.asarray(J, np.float64), ref[0], **tol(x64))
+    np.testing.assert_allclose(np.array(grads, np.float64), [2 * u @ ref[0], 2 * u @ ref[1]],
+                               **tol(x64))
     fd = central(lambda p: float(np.sum(small(*p) ** 2)), [1.0, 0.5], 1e-6)
-    np.testing.assert_allclose(np.array(grads), fd, rtol=1e-6)
+    np.testing.assert_allclose(np.array(grads, np.float64), fd, rtol=1e-6 if x64 else 1e-5)
 
 
 # ---------------------------------------------------------------- cost guard
