@@ -358,6 +358,14 @@ def test_unknown_shapes_under_jit_name_the_fix():
     np.testing.assert_allclose(np.asarray(out), heat_field(U0, 1.0), rtol=1e-6)
 
 
+def test_concrete_jax_arrays_as_keyword_arguments():
+    g = to_jax(lambda alpha, u0: heat_field(u0, alpha))
+    with jax.enable_x64(True):
+        grad = jax.grad(lambda a: jnp.sum(g(a, u0=jnp.asarray(U0))))(1.0)
+    np.testing.assert_allclose(float(grad), dualgpu.jacobian(
+        lambda a: heat_field(U0, a), 1.0).sum(), rtol=1e-12)
+
+
 def test_caller_inputs_are_not_mutated():
     def writes(x, work):
         work[:] = 7.0  # a keyword array written in place

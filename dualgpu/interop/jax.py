@@ -48,6 +48,8 @@ DEFAULT_WARN_LANES = 1024
 MAX_ORDER = 2
 #: Lanes of one compiled dual tile (for the estimate of the number of tiles).
 _TILE = 64
+#: Containers longer than this are not scanned for JAX tracers on every call.
+_SCAN_LIMIT = 64
 
 
 class JaxBridgeCostWarning(UserWarning):
@@ -92,9 +94,11 @@ def _tracers_in(obj, depth=0):
         return False
     if _is_tracer(obj):
         return True
-    if isinstance(obj, (tuple, list)):
+    # long containers are not scanned (cost per call); a tracer in one is still caught when
+    # the simulation touches it (the callback names the tracer error)
+    if isinstance(obj, (tuple, list)) and len(obj) <= _SCAN_LIMIT:
         return any(_tracers_in(v, depth + 1) for v in obj)
-    if isinstance(obj, dict):
+    if isinstance(obj, dict) and len(obj) <= _SCAN_LIMIT:
         return any(_tracers_in(v, depth + 1) for v in obj.values())
     if callable(obj) and getattr(obj, "__closure__", None):
         for cell in obj.__closure__:
@@ -273,6 +277,10 @@ class _Wrapped:
             raise _tracer_leak("a keyword argument of the wrapped function is a JAX tracer")
         if _tracers_in(self.f):
             raise _tracer_leak(f"{_name(self.f)} closes over a JAX tracer")
+        # concrete JAX arrays among the keyword arguments reach f as numpy arrays
+        kwargs = {k: jax.tree_util.tree_map(
+            lambda v: np.asarray(v) if isinstance(v, jax.Array) else v, value)
+            for k, value in kwargs.items()}
         leaves, treedef = jax.tree_util.tree_flatten(args)
         leaves = [x if _is_tracer(x) else jnp.asarray(x) for x in leaves]
         call = _Call(self, args, treedef, leaves, kwargs)
