@@ -1,8 +1,6 @@
 """dualgpu.interop.to_jax: JAX transformations of wrapped simulations agree with dualgpu's
 own derivatives and with central differences, in float32 and float64, on cpu and cudasim;
 bad input gets errors that name the cause."""
-import warnings
-
 import numpy as np
 import pytest
 
@@ -316,7 +314,6 @@ def test_tracer_leaking_into_the_simulation():
     with pytest.raises(DualgpuError, match="JAX tracer reached the simulation.*closes over"):
         jax.grad(loss_closure)(1.0)
 
-    g = to_jax(heat_field)
     with pytest.raises(DualgpuError, match="JAX tracer reached.*keyword argument"):
         jax.grad(lambda a: jnp.sum(to_jax(lambda u0, alpha: heat_field(u0, alpha))(
             jnp.asarray(U0), alpha=a)))(1.0)
@@ -334,12 +331,11 @@ def test_tracer_leaking_into_the_simulation():
 
     with pytest.raises(DualgpuError, match="JAX tracer reached the simulation"):
         jax.grad(loss)(1.0)
-    del g
 
 
 def test_backend_error_inside_the_callback():
     def broken(x):
-        d = cuda.to_device(x)
+        cuda.to_device(x)
         raise RuntimeError("CUDA_ERROR_LAUNCH_FAILED (simulated)")
 
     g = to_jax(broken, result_shape_dtypes=jax.ShapeDtypeStruct((N,), jnp.float32))
