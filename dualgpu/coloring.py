@@ -684,8 +684,7 @@ def color_columns(pattern, order="best", shape=None, grid=None):
     ----------
     pattern : scipy.sparse matrix or array_like of bool, shape ``(m, n)``
         Where the Jacobian may be nonzero (see :func:`dualgpu.sparsity.as_pattern`).
-    order : {'best', 'largest_first', 'smallest_last', 'natural', 'band',
-             'cyclic_band', 'lattice'} or array of int
+    order : {'best', 'largest_first', 'smallest_last', 'natural', 'band', 'cyclic_band', 'lattice'} or array of int
         ``'best'`` (default) tries every structured coloring and every greedy
         order in :data:`BEST` and keeps the one with the fewest colors,
         stopping early at the lower bound. The greedy orders visit columns by

@@ -60,7 +60,7 @@ class DualArray:
     Parameters
     ----------
     values : ndarray or device array, shape S (1 to 3 dimensions)
-    partials : ndarray or device array, shape (N, *S), same dtype and kind
+    partials : ndarray or device array, shape ``(N, *S)``, same dtype and kind
         as ``values``. Both are used as given (not copied): use
         :func:`dual_array` to build one from a caller's data safely.
     tag : int, optional
@@ -545,7 +545,7 @@ def dual_array(values, partials=None, *, lanes=None, dtype=None):
     Parameters
     ----------
     values : array_like, 1 to 3 dimensions
-    partials : array_like of shape (N, *values.shape), optional
+    partials : array_like of shape ``(N, *values.shape)``, optional
         The tangent lanes. When omitted, ``lanes`` zero lanes are made.
     lanes : int, optional
         Number of zero lanes when ``partials`` is omitted.
