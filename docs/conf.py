@@ -43,9 +43,8 @@ exclude_patterns = ["_build", "examples/README.rst", "**/.ipynb_checkpoints",
                     "auto_examples/*.ipynb", "auto_examples/*.py", "auto_examples/*.zip",
                     "auto_examples/*.json"]
 templates_path = []
-# user/* picks up every guide page; it is empty only when every page is listed by name.
 # The gallery's configuration holds the PNG scraper (a function), which Sphinx cannot pickle.
-suppress_warnings = ["toc.empty_glob", "config.cache"]
+suppress_warnings = ["config.cache"]
 
 # ---------------------------------------------------------------- MyST
 myst_enable_extensions = ["colon_fence", "deflist", "dollarmath"]

@@ -348,6 +348,12 @@ def check_coloring(pattern, colors):
     DualgpuError
         Naming the row and the two columns in conflict, or when ``colors`` has
         the wrong length, type or sign.
+
+    Examples
+    --------
+    >>> import numpy as np, dualgpu
+    >>> dualgpu.check_coloring(np.eye(3, dtype=bool), [0, 0, 0])
+    1
     """
     pattern = as_pattern(pattern)
     colors = _as_colors(colors, pattern.shape[1])
@@ -390,6 +396,13 @@ class Coloring:
         ``colors[j]`` is the lane that seeds column (input) ``j``.
     n_colors : int
         Number of lanes needed for the whole Jacobian.
+
+    Examples
+    --------
+    >>> import numpy as np, dualgpu
+    >>> coloring = dualgpu.Coloring(np.eye(3, dtype=bool) | np.eye(3, k=1, dtype=bool), [0, 1, 0])
+    >>> coloring.n_colors
+    2
     """
 
     __slots__ = ("pattern", "colors", "n_colors")
@@ -707,6 +720,11 @@ def color_columns(pattern, order="best", shape=None, grid=None):
     Coloring
         Always valid: a structured coloring is used only after it passes the
         same check as a user's coloring.
+
+    Raises
+    ------
+    DualgpuError
+        For a pattern or ``order`` that is not understood, or when no coloring is found.
 
     Notes
     -----
