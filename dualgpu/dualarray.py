@@ -67,6 +67,20 @@ class DualArray:
         The perturbation of these lanes (0 for first order). With ``values``
         and ``partials`` themselves DualArrays of a lower tag, this is an array
         of nested (second-order) duals: see :mod:`dualgpu.nested`.
+
+    Raises
+    ------
+    DualgpuError
+        When the partials' shape or dtype does not fit the values (the message gives both
+        and the fix), or ``tag`` does not fit nested members.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from dualgpu import DualArray
+    >>> u = DualArray(np.zeros(3), np.ones((2, 3)))
+    >>> u.lanes, u.shape, u.dtype
+    (2, (3,), dtype('float64'))
     """
 
     __slots__ = ("values", "partials", "tag", "_numba_type_cache")
@@ -551,6 +565,17 @@ def dual_array(values, partials=None, *, lanes=None, dtype=None):
         Number of zero lanes when ``partials`` is omitted.
     dtype : float32 or float64, optional
         Defaults to the dtype of ``values`` (float64 for integer input).
+
+    Returns
+    -------
+    DualArray
+        On the host, owning copies of ``values`` and ``partials``.
+
+    Raises
+    ------
+    DualgpuError
+        When neither ``partials`` nor ``lanes`` is given, they disagree, or an input is
+        complex or already a DualArray.
 
     Examples
     --------

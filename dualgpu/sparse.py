@@ -96,6 +96,29 @@ def detect_sparsity(f, args, argnum=0, *, lanes=None, progress=None):
     at this input; it misses dependencies behind branches this input does not
     take. ``progress`` is as in :func:`dualgpu.jacobian`.
 
+    Parameters
+    ----------
+    f : callable
+        The simulation function; it must return one array.
+    args : tuple
+        Arguments of ``f``.
+    argnum : int, optional
+        The argument whose dependencies are traced (default 0).
+    lanes : int, optional
+        Tracer lanes per run, 1 to 64 (each traces 64 inputs).
+    progress : bool, optional
+        As in :func:`dualgpu.jacobian`.
+
+    Returns
+    -------
+    scipy.sparse.csr_matrix of bool
+        Shape ``(output.size, input.size)``.
+
+    Raises
+    ------
+    DualgpuError
+        For ``lanes`` out of range, or an output not computed from the traced input.
+
     Examples
     --------
     >>> import dualgpu
@@ -159,6 +182,9 @@ def sparse_jacobian(f, args, argnum=0, *, sparsity="detect", chunk_size=None, va
         The simulation function; it must return one array.
     args : tuple
         Arguments of ``f``; ``args[argnum]`` is a float array (1-D to 3-D).
+    argnum : int, optional
+        The differentiated argument (default 0).
+
     sparsity : "detect", array-like, scipy.sparse matrix or Coloring
         The pattern (rows: output elements in C order, columns: input
         elements), ``"detect"`` to find it with the structural tracer, or a
@@ -192,6 +218,13 @@ def sparse_jacobian(f, args, argnum=0, *, sparsity="detect", chunk_size=None, va
         ``timings``
             seconds spent: ``{"detect": ..., "color": ..., "evaluate": ...}``
             (0.0 for a step that was skipped).
+
+    Raises
+    ------
+    DualgpuError
+        For a ``sparsity`` that is not understood or does not fit the input and output
+        sizes, a ``chunk_size`` out of range, a function whose output does not come from
+        the seeded input, or (with ``validate``) a pattern that misses an entry.
 
     Examples
     --------
@@ -312,6 +345,17 @@ def to_dense(J, output_shape=None, input_shape=None):
     output_shape, input_shape : tuple of int, optional
         Default to ``J.output_shape`` and ``J.input_shape``, which the sparse
         driver attaches to its results.
+
+    Returns
+    -------
+    ndarray
+        Shape ``output_shape + input_shape``.
+
+    Raises
+    ------
+    DualgpuError
+        When J is not 2-D, the shapes are missing (not a result of the sparse driver and
+        not given), or they do not match J's size.
 
     Examples
     --------
