@@ -12,8 +12,9 @@ import pytest
 from docs_blocks import python_blocks, run_page
 
 ROOT = Path(__file__).resolve().parents[1]
-PAGES = sorted([ROOT / "README.md"] + [p for p in (ROOT / "docs").rglob("*.md")
-                                       if "_build" not in p.parts])
+ALL_PAGES = sorted([ROOT / "README.md"] + [p for p in (ROOT / "docs").rglob("*.md")
+                                           if "_build" not in p.parts])
+PAGES = [p for p in ALL_PAGES if python_blocks(p.read_text())]  # pages with code to run
 
 
 @pytest.fixture
@@ -33,7 +34,7 @@ def test_page_examples_run(page, restore_backend, monkeypatch):
     ran, skipped = run_page(page, label=str(page.relative_to(ROOT)))
     for line, reason in skipped:
         print(f"{page.relative_to(ROOT)}:{line}: block skipped: {reason}")
-    assert len(ran) + len(skipped) == len(python_blocks(text))
+    assert ran, f"every block of {page.name} is skipped"
 
 
 def test_a_broken_block_fails(tmp_path):

@@ -117,6 +117,15 @@ def test_public_name_has_a_numpydoc_docstring(qualname, obj, kind):
     assert not problems, f"{qualname}:\n  " + "\n  ".join(problems)
 
 
+def test_the_api_reference_lists_every_public_module():
+    import dualgpu
+
+    modules = {obj.__name__ for name in dualgpu.__all__
+               if inspect.ismodule(obj := getattr(dualgpu, name))}
+    missing = modules - set(api_modules())
+    assert not missing, f"add {sorted(missing)} to API_MODULES in docs/conf.py"
+
+
 def test_the_check_finds_a_bad_docstring(monkeypatch):
     module = types.ModuleType("dualgpu_fake_docstrings")
 
