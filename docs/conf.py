@@ -107,4 +107,5 @@ html_static_path = []
 html_theme_options = {
     "navigation_with_keys": False,
     "show_toc_level": 2,
+    "header_links_before_dropdown": 4,
 }
