@@ -117,6 +117,25 @@ def set_backend(name):
 
     Inside a :func:`using_backend` block it also changes that block's choice
     (until the block ends).
+
+    Parameters
+    ----------
+    name : {"cuda", "cpu", "cudasim"} or None
+        The backend; None returns to ``DUALGPU_BACKEND`` or the default (``cuda`` when
+        numba.cuda finds a GPU, else ``cpu``).
+
+    Raises
+    ------
+    DualgpuError
+        For an unknown name, or ``"cuda"`` on a machine without a GPU.
+
+    Examples
+    --------
+    >>> import dualgpu
+    >>> dualgpu.set_backend("cpu")
+    >>> dualgpu.backend()
+    'cpu'
+    >>> dualgpu.set_backend(None)
     """
     global _CHOSEN
     if name is not None:
@@ -132,6 +151,28 @@ def using_backend(name):
 
     The choice is context-local (:mod:`contextvars`): other threads and asyncio
     tasks keep theirs. The previous choice is restored when the block ends.
+
+    Parameters
+    ----------
+    name : {"cuda", "cpu", "cudasim"}
+        The backend for the block.
+
+    Yields
+    ------
+    str
+        The backend's name.
+
+    Raises
+    ------
+    DualgpuError
+        For an unknown name, or ``"cuda"`` on a machine without a GPU.
+
+    Examples
+    --------
+    >>> import dualgpu
+    >>> with dualgpu.using_backend("cudasim") as name:
+    ...     print(name, dualgpu.backend())
+    cudasim cudasim
     """
     name = _check_gpu(_check(name), "choose another backend in dualgpu.using_backend")
     token = _LOCAL.set(name)

@@ -73,6 +73,17 @@ def _cast_sequence(items, dtype):
 def float32(x):
     """Return ``x`` as float32: ``np.float32(x)`` that keeps a dual's partials.
 
+    Parameters
+    ----------
+    x : number, Dual, array_like or DualArray
+        What to cast.
+
+    Returns
+    -------
+    numpy.float32, ndarray, Dual or DualArray
+        ``np.float32(x)`` for plain numbers and arrays; a float32 dual (array) with the
+        partials cast too.
+
     Examples
     --------
     >>> import numpy as np, dualgpu
@@ -85,7 +96,26 @@ def float32(x):
 
 
 def float64(x):
-    """Return ``x`` as float64: ``np.float64(x)`` that keeps a dual's partials."""
+    """Return ``x`` as float64: ``np.float64(x)`` that keeps a dual's partials.
+
+    Parameters
+    ----------
+    x : number, Dual, array_like or DualArray
+        What to cast.
+
+    Returns
+    -------
+    numpy.float64, ndarray, Dual or DualArray
+        ``np.float64(x)`` for plain numbers and arrays; a float64 dual (array) with the
+        partials cast too.
+
+    Examples
+    --------
+    >>> import numpy as np, dualgpu
+    >>> d = dualgpu.float64(dualgpu.Dual(np.float32(0.5), [1.0]))
+    >>> d.dtype, d.partials.tolist()
+    (dtype('float64'), [1.0])
+    """
     return astype(x, np.float64)
 
 

@@ -348,6 +348,12 @@ def check_coloring(pattern, colors):
     DualgpuError
         Naming the row and the two columns in conflict, or when ``colors`` has
         the wrong length, type or sign.
+
+    Examples
+    --------
+    >>> import numpy as np, dualgpu
+    >>> dualgpu.check_coloring(np.eye(3, dtype=bool), [0, 0, 0])
+    1
     """
     pattern = as_pattern(pattern)
     colors = _as_colors(colors, pattern.shape[1])
@@ -395,6 +401,13 @@ class Coloring:
         it holds the branches taken there only, so :func:`dualgpu.sparse.sparse_jacobian`
         checks each reuse at another input with a probe lane. False for a pattern
         given by the user (trusted to hold at every input).
+
+    Examples
+    --------
+    >>> import numpy as np, dualgpu
+    >>> coloring = dualgpu.Coloring(np.eye(3, dtype=bool) | np.eye(3, k=1, dtype=bool), [0, 1, 0])
+    >>> coloring.n_colors
+    2
     """
 
     __slots__ = ("pattern", "colors", "n_colors", "local")
@@ -692,8 +705,7 @@ def color_columns(pattern, order="best", shape=None, grid=None):
     ----------
     pattern : scipy.sparse matrix or array_like of bool, shape ``(m, n)``
         Where the Jacobian may be nonzero (see :func:`dualgpu.sparsity.as_pattern`).
-    order : {'best', 'largest_first', 'smallest_last', 'natural', 'band',
-             'cyclic_band', 'lattice'} or array of int
+    order : {'best', 'largest_first', 'smallest_last', 'natural', 'band', 'cyclic_band', 'lattice'} or array of int
         ``'best'`` (default) tries every structured coloring and every greedy
         order in :data:`BEST` and keeps the one with the fewest colors,
         stopping early at the lower bound. The greedy orders visit columns by
@@ -716,6 +728,11 @@ def color_columns(pattern, order="best", shape=None, grid=None):
     Coloring
         Always valid: a structured coloring is used only after it passes the
         same check as a user's coloring.
+
+    Raises
+    ------
+    DualgpuError
+        For a pattern or ``order`` that is not understood, or when no coloring is found.
 
     Notes
     -----

@@ -66,7 +66,30 @@ globals().update({name: getattr(_cuda, name, None) for name in _KERNEL_SIDE})
 
 
 class HostArray(np.ndarray):
-    """A numpy array standing in for a device array on the ``cpu`` backend."""
+    """A numpy array standing in for a device array on the ``cpu`` backend.
+
+    It is what :func:`to_device` and :func:`device_array` return for plain arrays off the
+    GPU: a numpy array with numba's device-array methods (``copy_to_host``,
+    ``copy_to_device``). Construct it as a numpy array (``np.ndarray``'s signature).
+
+    Parameters
+    ----------
+    shape : int or tuple of int
+        The array's shape.
+    dtype : data-type, optional
+        Its element type.
+    buffer, offset, strides, order : optional
+        As for :class:`numpy.ndarray`.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import dualgpu
+    >>> with dualgpu.using_backend("cpu"):
+    ...     d = dualgpu.cuda.to_device(np.arange(3.0))
+    >>> type(d).__name__, d.copy_to_host().tolist()
+    ('HostArray', [0.0, 1.0, 2.0])
+    """
 
     def copy_to_host(self, ary=None, stream=0):
         """Return a plain numpy copy (or copy into ``ary``)."""
@@ -160,10 +183,38 @@ def _single_buffer(array):
 def to_device(obj, stream=0, copy=True, to=None):
     """Copy a host array (or DualArray) to the active backend's memory.
 
-    Returns a DualArray for a DualArray, or for a float array while the driver runs.
-    With ``to=buffer`` the data is copied into ``buffer`` and ``buffer`` is returned: a
-    DualArray buffer receives values and partials (zero partials from a plain array); a
-    plain buffer refuses a DualArray.
+    Parameters
+    ----------
+    obj : array_like or DualArray
+        The data. An object array of duals (built by host code) becomes a DualArray.
+    stream : stream, optional
+        As in numba.cuda (work is synchronous off the GPU).
+    copy : bool, optional
+        Accepted for numba.cuda's signature; the data is always copied.
+    to : device array or DualArray, optional
+        Copy into this buffer instead of allocating one.
+
+    Returns
+    -------
+    device array or DualArray
+        A DualArray for a DualArray, or for a float array while the driver runs; else the
+        backend's plain array. With ``to=buffer``, ``buffer`` itself: a DualArray buffer
+        receives values and partials (zero partials from a plain array); a plain buffer
+        refuses a DualArray.
+
+    Raises
+    ------
+    DualgpuError
+        For a scalar dual or float under the driver (pass arrays), or a DualArray copied
+        into a plain buffer.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import dualgpu
+    >>> d = dualgpu.cuda.to_device(dualgpu.dual_array(np.ones(2), lanes=3))
+    >>> d.partials.shape
+    (3, 2)
     """
     if to is not None:
         from ._transfer import copy_into
@@ -196,8 +247,26 @@ def to_device(obj, stream=0, copy=True, to=None):
 def device_array(shape, dtype=np.float64, strides=None, order="C", stream=0):
     """An array on the active backend: uninitialised as numba's, or a zeroed DualArray.
 
-    Under the driver, float dtypes give a DualArray with the driver's lanes,
-    values and partials zero on every backend.
+    Parameters
+    ----------
+    shape : int or tuple of int
+        The array's shape.
+    dtype : data-type, optional
+        Its element type (float64 by default).
+    strides, order, stream : optional
+        As in ``numba.cuda.device_array``.
+
+    Returns
+    -------
+    device array or DualArray
+        Under the driver, float dtypes give a DualArray with the driver's lanes, values
+        and partials zero on every backend; otherwise the backend's plain array.
+
+    Examples
+    --------
+    >>> import dualgpu
+    >>> dualgpu.cuda.device_array((2, 3)).shape
+    (2, 3)
     """
     shape = (shape,) if np.ndim(shape) == 0 else tuple(shape)
     if len(active_levels()) > 1 and _is_float(dtype):  # a nested derivative runs
@@ -211,7 +280,28 @@ def device_array(shape, dtype=np.float64, strides=None, order="C", stream=0):
 
 
 def device_array_like(ary, stream=0):
-    """An array shaped and typed like ``ary``: a zeroed DualArray with its lanes when ``ary`` is one."""
+    """An array shaped and typed like ``ary``: a zeroed DualArray with its lanes when ``ary`` is one.
+
+    Parameters
+    ----------
+    ary : array or DualArray
+        The template.
+    stream : stream, optional
+        As in numba.cuda.
+
+    Returns
+    -------
+    device array or DualArray
+        A new array of ``ary``'s shape and dtype (and lanes and tag, for a DualArray).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import dualgpu
+    >>> u = dualgpu.cuda.device_array_like(dualgpu.dual_array(np.ones(4), lanes=2))
+    >>> u.partials.shape, float(u.partials.sum())
+    ((2, 4), 0.0)
+    """
     if isinstance(ary, DualArray) and ary.is_nested:
         return DualArray(device_array_like(ary.values), device_array_like(ary.partials),
                          tag=ary.tag)
@@ -225,7 +315,19 @@ def device_array_like(ary, stream=0):
 
 
 class HostStream:
-    """A stream on the cpu and cudasim backends, where work is already synchronous."""
+    """A stream on the cpu and cudasim backends, where work is already synchronous.
+
+    :func:`stream` and :func:`default_stream` return one off the GPU, so host code written
+    for numba.cuda's streams runs unchanged.
+
+    Examples
+    --------
+    >>> from dualgpu.cuda import HostStream
+    >>> s = HostStream()
+    >>> with s.auto_synchronize():
+    ...     pass
+    >>> s.synchronize()
+    """
 
     def synchronize(self):
         """Nothing to wait for."""
@@ -241,23 +343,69 @@ class HostStream:
 
 
 def stream():
-    """A CUDA stream on the GPU backend, a :class:`HostStream` on the cpu and cudasim backends."""
+    """A new stream: numba.cuda's on the GPU backend, a :class:`HostStream` elsewhere.
+
+    Returns
+    -------
+    numba.cuda stream or HostStream
+
+    Examples
+    --------
+    >>> import dualgpu
+    >>> with dualgpu.using_backend("cpu"):
+    ...     print(dualgpu.cuda.stream())
+    <dualgpu host stream>
+    """
     return _cuda.stream() if backend() == "cuda" else HostStream()
 
 
 def default_stream():
-    """The default stream of the active backend."""
+    """The default stream of the active backend.
+
+    Returns
+    -------
+    numba.cuda stream or HostStream
+        numba.cuda's default stream on the GPU backend, a :class:`HostStream` elsewhere.
+
+    Examples
+    --------
+    >>> import dualgpu
+    >>> with dualgpu.using_backend("cpu"):
+    ...     print(dualgpu.cuda.default_stream())
+    <dualgpu host stream>
+    """
     return _cuda.default_stream() if backend() == "cuda" else HostStream()
 
 
 def synchronize():
-    """Wait for the device (a no-op on the cpu and cudasim backends)."""
+    """Wait for the device (a no-op on the cpu and cudasim backends).
+
+    Examples
+    --------
+    >>> import dualgpu
+    >>> dualgpu.cuda.synchronize()
+    """
     if backend() == "cuda":
         _cuda.synchronize()
 
 
 def is_available():
-    """True: dualgpu can always launch kernels (on the GPU, the simulator or the CPU)."""
+    """True: dualgpu can always launch kernels (on the GPU, the simulator or the CPU).
+
+    Host code that checks ``cuda.is_available()`` before launching keeps running off the GPU;
+    :func:`dualgpu.backend` says where the kernels run.
+
+    Returns
+    -------
+    bool
+        Always True.
+
+    Examples
+    --------
+    >>> import dualgpu
+    >>> dualgpu.cuda.is_available()
+    True
+    """
     return True
 
 

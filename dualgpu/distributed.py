@@ -106,6 +106,19 @@ class ChunkPlan:
         Lanes per kernel tile (0: each kernel chooses; see :mod:`dualgpu.lanes`).
     fname : str
         The driver function, for messages.
+
+    Examples
+    --------
+    The driver builds one plan per Jacobian and :func:`run_chunks` sends it to the workers;
+    ``executor=`` is how users reach it:
+
+    >>> from concurrent.futures import ThreadPoolExecutor
+    >>> import numpy as np, dualgpu
+    >>> def square(x):
+    ...     return dualgpu.cuda.to_device(x).copy_to_host() ** 2
+    >>> with ThreadPoolExecutor(2) as pool:
+    ...     print(np.diag(dualgpu.jacobian(square, np.arange(3.0), executor=pool)).tolist())
+    [0.0, 2.0, 4.0]
     """
 
     def __init__(self, f, args, kwargs, inputs, fill, lanes, fname, tile=0):
@@ -253,6 +266,23 @@ class ChunkExecutor:
     backend : {"cpu", "cuda", "cudasim"}, optional
         Backend of the tasks; default: the worker's ``DUALGPU_WORKER_BACKEND``,
         else the submitting process's backend.
+
+    Raises
+    ------
+    DualgpuError
+        For ``retries`` that is not an int >= 0 or a ``backend`` that is not known.
+
+    Examples
+    --------
+    >>> from concurrent.futures import ThreadPoolExecutor
+    >>> import numpy as np, dualgpu
+    >>> from dualgpu.distributed import ChunkExecutor
+    >>> def double(x):
+    ...     return 2.0 * dualgpu.cuda.to_device(x).copy_to_host()
+    >>> with ThreadPoolExecutor(2) as pool:
+    ...     J = dualgpu.jacobian(double, np.ones(3), executor=ChunkExecutor(pool, retries=0))
+    >>> J.tolist()
+    [[2.0, 0.0, 0.0], [0.0, 2.0, 0.0], [0.0, 0.0, 2.0]]
     """
 
     def __init__(self, executor, *, retries=DEFAULT_RETRIES, backend=None):
@@ -308,9 +338,40 @@ def _chunk_error(plan, k, start, count, where, exc, remote_traceback=None):
 def run_chunks(executor, plan, chunks, where, progress):
     """Run ``plan`` on every ``(start, count)`` of ``chunks`` with ``executor``.
 
-    Returns the chunk results in the order of ``chunks``, once all have
-    succeeded; raises a :class:`~dualgpu.DualgpuError` naming the directions of
-    the first chunk that failed.
+    Parameters
+    ----------
+    executor : dask.distributed.Client, concurrent.futures.Executor or ChunkExecutor
+        Where the chunks run.
+    plan : ChunkPlan
+        What each chunk runs.
+    chunks : list of (int, int)
+        The first direction and the number of directions of each chunk.
+    where : str
+        Describes the differentiated arguments, for messages.
+    progress : bool or None
+        As in :func:`dualgpu.jacobian`.
+
+    Returns
+    -------
+    list
+        The chunk results in the order of ``chunks``, once all have succeeded.
+
+    Raises
+    ------
+    DualgpuError
+        Naming the directions of the first chunk that failed (after its retries).
+
+    Examples
+    --------
+    The driver calls it for ``executor=``:
+
+    >>> from concurrent.futures import ThreadPoolExecutor
+    >>> import numpy as np, dualgpu
+    >>> def negate(x):
+    ...     return 3.0 - dualgpu.cuda.to_device(x).copy_to_host()
+    >>> with ThreadPoolExecutor(2) as pool:
+    ...     print(np.diag(dualgpu.jacobian(negate, np.ones(2), executor=pool)).tolist())
+    [-1.0, -1.0]
     """
     from .driver import _progress_bar
 
@@ -545,6 +606,13 @@ def local_cluster(n_workers=None, *, gpus=None, threads_per_worker=1, processes=
     dask.distributed.Client
         Use it as ``executor=`` of the driver, and close it (or use ``with``)
         when done: that shuts the workers down.
+
+    Raises
+    ------
+    DualgpuError
+        When ``n_workers`` disagrees with the GPUs given, or GPU workers are asked for as
+        threads (``processes=False``); ImportError names the extra to install when Dask
+        is missing.
 
     Examples
     --------

@@ -710,6 +710,19 @@ def jacfwd(f, argnums=0, *, chunk_size=None, progress=None, sparsity=None, valid
     The returned function takes f's arguments (keyword arguments pass through
     to f undifferentiated) and returns what :func:`jacobian` returns.
 
+    Parameters
+    ----------
+    f : callable
+        The simulation: plain arrays and numbers in, arrays or numbers (or tuples of them) out.
+    argnums, chunk_size, progress, sparsity, validate, executor
+        As for :func:`jacobian`.
+
+    Returns
+    -------
+    callable
+        ``jacobian_of_f(*args, **kwargs)``, which returns what :func:`jacobian` returns for
+        those arguments.
+
     Examples
     --------
     >>> import numpy as np, dualgpu
@@ -833,12 +846,42 @@ def jvp_batch(f, primals, tangents, *, chunk_size=None, progress=None, executor=
     ``executor`` (a Dask client or a ``concurrent.futures.Executor``) runs the
     chunks as tasks on its workers (see :mod:`dualgpu.distributed`).
 
+    Parameters
+    ----------
+    f : callable
+        The simulation.
+    primals : tuple
+        f's positional arguments.
+    tangents : tuple
+        One per primal: None, or an array of shape ``(B,) + primal.shape``.
+    chunk_size : int, optional
+        Lanes per kernel tile.
+    progress : bool, optional
+        As in :func:`jacobian`.
+    executor : dask.distributed.Client or concurrent.futures.Executor, optional
+        Runs the chunks as tasks on its workers.
+
     Returns
     -------
     outputs
         f's output values (plain numpy), same structure as f's result.
     output_tangents
         For each output, its tangents with a leading axis B.
+
+    Raises
+    ------
+    DualgpuError
+        When the tangents do not match the primals, the batch sizes differ, or a
+        derivative is not finite.
+
+    Examples
+    --------
+    >>> import numpy as np, dualgpu
+    >>> def double(x):
+    ...     return 2.0 * dualgpu.cuda.to_device(x).copy_to_host()
+    >>> out, tangents = dualgpu.jvp_batch(double, (np.ones(3),), (np.eye(3)[:2],))
+    >>> tangents.tolist()
+    [[2.0, 0.0, 0.0], [0.0, 2.0, 0.0]]
     """
     fname = "jvp_batch"
     primals = tuple(primals)
@@ -865,6 +908,29 @@ def jvp(f, primals, tangents):
     ``tangents`` a tuple of the same length, each None (not differentiated) or
     shaped like its primal. One run of f with one lane. For many directions at
     once use :func:`jvp_batch`.
+
+    Parameters
+    ----------
+    f : callable
+        The simulation.
+    primals : tuple
+        f's positional arguments.
+    tangents : tuple
+        One per primal: None (not differentiated), a number for a scalar, or an array
+        shaped like its primal.
+
+    Returns
+    -------
+    outputs
+        f's output values (plain numpy), the same structure as f's result.
+    output_tangents
+        The directional derivative of each output, shaped like it.
+
+    Raises
+    ------
+    DualgpuError
+        When ``tangents`` does not match ``primals`` in length, shape or kind, or a
+        derivative is not finite (the message names its source).
 
     Examples
     --------

@@ -64,13 +64,27 @@ class DualArray:
     Parameters
     ----------
     values : ndarray or device array, shape S (1 to 3 dimensions)
-    partials : ndarray or device array, shape (N, *S), same dtype and kind
+    partials : ndarray or device array, shape ``(N, *S)``, same dtype and kind
         as ``values``. Both are used as given (not copied): use
         :func:`dual_array` to build one from a caller's data safely.
     tag : int, optional
         The perturbation of these lanes (0 for first order). With ``values``
         and ``partials`` themselves DualArrays of a lower tag, this is an array
         of nested (second-order) duals: see :mod:`dualgpu.nested`.
+
+    Raises
+    ------
+    DualgpuError
+        When the partials' shape or dtype does not fit the values (the message gives both
+        and the fix), or ``tag`` does not fit nested members.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from dualgpu import DualArray
+    >>> u = DualArray(np.zeros(3), np.ones((2, 3)))
+    >>> u.lanes, u.shape, u.dtype
+    (2, (3,), dtype('float64'))
     """
 
     __slots__ = ("values", "partials", "tag", "_numba_type_cache")
@@ -581,12 +595,23 @@ def dual_array(values, partials=None, *, lanes=None, dtype=None):
     Parameters
     ----------
     values : array_like, 1 to 3 dimensions
-    partials : array_like of shape (N, *values.shape), optional
+    partials : array_like of shape ``(N, *values.shape)``, optional
         The tangent lanes. When omitted, ``lanes`` zero lanes are made.
     lanes : int, optional
         Number of zero lanes when ``partials`` is omitted.
     dtype : float32 or float64, optional
         Defaults to the dtype of ``values`` (float64 for integer input).
+
+    Returns
+    -------
+    DualArray
+        On the host, owning copies of ``values`` and ``partials``.
+
+    Raises
+    ------
+    DualgpuError
+        When neither ``partials`` nor ``lanes`` is given, they disagree, or an input is
+        complex or already a DualArray.
 
     Examples
     --------

@@ -4,22 +4,68 @@ __all__ = ["DualgpuError", "MissingRuleError", "UnportedKernelError", "missing_r
 
 
 class DualgpuError(ValueError):
-    """Bad input to dualgpu: the message says what was expected, what came and the fix."""
+    """Bad input to dualgpu: the message says what was expected, what came and the fix.
+
+    A :class:`ValueError`, so code that catches bad values catches it too.
+
+    Examples
+    --------
+    >>> import dualgpu
+    >>> try:
+    ...     dualgpu.set_backend("tpu")
+    ... except dualgpu.DualgpuError as error:
+    ...     print(str(error).split(";")[0])
+    unknown backend 'tpu'
+    """
 
 
 class MissingRuleError(TypeError):
-    """A function was applied to a dual but has no derivative rule."""
+    """A function was applied to a dual but has no derivative rule.
+
+    The message names the function and the line to add to :mod:`dualgpu.rules`
+    (:func:`missing_rule_message`). A :class:`TypeError`.
+
+    Examples
+    --------
+    >>> import dualgpu
+    >>> try:
+    ...     dualgpu.dmath.gamma(dualgpu.Dual(1.5, [1.0]))
+    ... except dualgpu.MissingRuleError as error:
+    ...     print(str(error).split(",")[0])
+    math.gamma has no derivative rule in dualgpu
+    """
 
 
 class UnportedKernelError(TypeError):
-    """A plain numba.cuda kernel (not ported to dualgpu) was launched with dual arguments."""
+    """A plain numba.cuda kernel (not ported to dualgpu) was launched with dual arguments.
+
+    The message says how to port it (``from dualgpu import cuda``) or wrap it
+    (``dualgpu.jit(kernel)``). A :class:`TypeError`.
+
+    Examples
+    --------
+    >>> from dualgpu.errors import UnportedKernelError
+    >>> issubclass(UnportedKernelError, TypeError)
+    True
+    """
 
 
 class UnsupportedFeatureError(TypeError):
-    """A kernel feature the active backend cannot run on duals; the message names the feature,
-    the backends that run it and the workaround. Raised while compiling, it is not a numba
-    ``TypingError``, so it reaches the user on its own instead of inside numba's candidate
-    list."""
+    """A kernel feature the active backend cannot run on duals.
+
+    The message names the feature, the backends that run it and the workaround. Raised while
+    compiling, it is not a numba ``TypingError``, so it reaches the user on its own instead of
+    inside numba's candidate list. A :class:`TypeError`.
+
+    Examples
+    --------
+    >>> import dualgpu
+    >>> try:
+    ...     dualgpu.cuda.vectorize(lambda x: x)
+    ... except dualgpu.UnsupportedFeatureError as error:
+    ...     print(str(error).split(":")[0])
+    cuda.vectorize of <lambda> without signatures
+    """
 
 
 #: Start of the message for complex arithmetic with a dual (tested for by dualgpu.kernel).
@@ -37,7 +83,25 @@ def complex_dual_message(operation):
 
 
 def missing_rule_message(qualname):
-    """Return the error text for a function with no derivative rule."""
+    """Return the error text for a function with no derivative rule.
+
+    Parameters
+    ----------
+    qualname : str
+        The function's qualified name, e.g. ``"math.gamma"``.
+
+    Returns
+    -------
+    str
+        The message :class:`MissingRuleError` carries: the function, the line to add to
+        the rule table and the alternative of calling it on the value.
+
+    Examples
+    --------
+    >>> from dualgpu.errors import missing_rule_message
+    >>> missing_rule_message("math.gamma").split(".")[1]
+    'gamma has no derivative rule in dualgpu, so it cannot take a Dual'
+    """
     short = qualname.rsplit(".", 1)[-1]
     return (
         f"{qualname} has no derivative rule in dualgpu, so it cannot take a Dual. "

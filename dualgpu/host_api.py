@@ -64,12 +64,56 @@ class HostEvent:
 
 
 def event(timing=True):
-    """A CUDA event (numba.cuda's on the GPU, a :class:`HostEvent` elsewhere)."""
+    """A CUDA event (numba.cuda's on the GPU, a :class:`HostEvent` elsewhere).
+
+    Parameters
+    ----------
+    timing : bool, optional
+        Whether the event records time (as in numba.cuda).
+
+    Returns
+    -------
+    numba.cuda event or HostEvent
+        Off the GPU, ``record`` stores the wall-clock time (launches are synchronous there).
+
+    Examples
+    --------
+    >>> import dualgpu
+    >>> start, end = dualgpu.cuda.event(), dualgpu.cuda.event()
+    >>> start.record(); end.record()
+    >>> dualgpu.cuda.event_elapsed_time(start, end) >= 0.0
+    True
+    """
     return _cuda.event(timing) if _on_gpu() else HostEvent(timing)
 
 
 def event_elapsed_time(evtstart, evtend):
-    """Milliseconds between two recorded events, as ``numba.cuda.event_elapsed_time``."""
+    """Milliseconds between two recorded events, as ``numba.cuda.event_elapsed_time``.
+
+    Parameters
+    ----------
+    evtstart, evtend : event
+        Two events made by :func:`event` on the active backend and recorded.
+
+    Returns
+    -------
+    float
+        The time from ``evtstart`` to ``evtend`` in milliseconds.
+
+    Raises
+    ------
+    DualgpuError
+        When an event is of another backend, was made with ``timing=False`` or was never
+        recorded; the message says which and how to fix it.
+
+    Examples
+    --------
+    >>> import dualgpu
+    >>> start, end = dualgpu.cuda.event(), dualgpu.cuda.event()
+    >>> start.record(); end.record()
+    >>> dualgpu.cuda.event_elapsed_time(start, end) >= 0.0
+    True
+    """
     if not isinstance(evtstart, HostEvent) and not isinstance(evtend, HostEvent):
         return _cuda.event_elapsed_time(evtstart, evtend)
     for name, ev in (("evtstart", evtstart), ("evtend", evtend)):
@@ -113,13 +157,51 @@ def _host_array(shape, dtype, order, numba_alloc, device_view=False):
 
 
 def pinned_array(shape, dtype=np.float64, strides=None, order="C"):
-    """Page-locked host memory on the GPU; a host array (or DualArray under the driver) elsewhere."""
+    """Page-locked host memory on the GPU; a host array (or DualArray under the driver) elsewhere.
+
+    Parameters
+    ----------
+    shape : int or tuple of int
+        The array's shape.
+    dtype : data-type, optional
+        Its element type (float64 by default).
+    strides, order : optional
+        As in ``numba.cuda.pinned_array``.
+
+    Returns
+    -------
+    ndarray or DualArray
+        A zeroed DualArray with the driver's lanes for float dtypes while the driver runs.
+
+    Examples
+    --------
+    >>> import dualgpu
+    >>> dualgpu.cuda.pinned_array((2, 2)).shape
+    (2, 2)
+    """
     return _host_array(shape, dtype, order,
                        lambda: _cuda.pinned_array(shape, dtype, strides, order))
 
 
 def pinned_array_like(ary):
-    """A pinned array shaped and typed like ``ary``; a zeroed host DualArray like a DualArray."""
+    """A pinned array shaped and typed like ``ary``; a zeroed host DualArray like a DualArray.
+
+    Parameters
+    ----------
+    ary : array or DualArray
+        The template.
+
+    Returns
+    -------
+    ndarray or DualArray
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import dualgpu
+    >>> dualgpu.cuda.pinned_array_like(dualgpu.dual_array(np.ones(3), lanes=2)).partials.shape
+    (2, 3)
+    """
     if isinstance(ary, DualArray):
         return DualArray(np.zeros(ary.shape, ary.dtype), np.zeros((ary.lanes,) + ary.shape,
                                                                    ary.partials.dtype),
@@ -129,7 +211,28 @@ def pinned_array_like(ary):
 
 def mapped_array(shape, dtype=np.float64, strides=None, order="C", stream=0, portable=False,
                  wc=False):
-    """Host memory a kernel can use directly (numba's on the GPU)."""
+    """Host memory a kernel can use directly (numba's on the GPU).
+
+    Parameters
+    ----------
+    shape : int or tuple of int
+        The array's shape.
+    dtype : data-type, optional
+        Its element type (float64 by default).
+    strides, order, stream, portable, wc : optional
+        As in ``numba.cuda.mapped_array``.
+
+    Returns
+    -------
+    array or DualArray
+        A zeroed DualArray with the driver's lanes for float dtypes while the driver runs.
+
+    Examples
+    --------
+    >>> import dualgpu
+    >>> dualgpu.cuda.mapped_array(4, dtype="float32").dtype
+    dtype('float32')
+    """
     return _host_array(shape, dtype, order,
                        lambda: _cuda.mapped_array(shape, dtype, strides, order, stream,
                                                   portable, wc),
@@ -138,7 +241,28 @@ def mapped_array(shape, dtype=np.float64, strides=None, order="C", stream=0, por
 
 def managed_array(shape, dtype=np.float64, strides=None, order="C", stream=0,
                   attach_global=True):
-    """Unified memory (numba's on the GPU), a host array usable by kernels elsewhere."""
+    """Unified memory (numba's on the GPU), a host array usable by kernels elsewhere.
+
+    Parameters
+    ----------
+    shape : int or tuple of int
+        The array's shape.
+    dtype : data-type, optional
+        Its element type (float64 by default).
+    strides, order, stream, attach_global : optional
+        As in ``numba.cuda.managed_array``.
+
+    Returns
+    -------
+    array or DualArray
+        A zeroed DualArray with the driver's lanes for float dtypes while the driver runs.
+
+    Examples
+    --------
+    >>> import dualgpu
+    >>> dualgpu.cuda.managed_array((3,)).shape
+    (3,)
+    """
     return _host_array(shape, dtype, order,
                        lambda: _cuda.managed_array(shape, dtype, strides, order, stream,
                                                    attach_global),
@@ -157,7 +281,25 @@ def _members(arrays):
 
 
 def pinned(*arylist):
-    """Context manager pinning host arrays (DualArrays: both members) on the GPU; a no-op elsewhere."""
+    """Context manager pinning host arrays (DualArrays: both members) on the GPU; a no-op elsewhere.
+
+    Parameters
+    ----------
+    *arylist : arrays or DualArrays
+        The arrays to pin.
+
+    Returns
+    -------
+    context manager
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import dualgpu
+    >>> a = np.zeros(3)
+    >>> with dualgpu.cuda.pinned(a):
+    ...     a[0] = 1.0
+    """
     return _cuda.pinned(*_members(arylist)) if _on_gpu() else contextlib.nullcontext()
 
 
@@ -167,7 +309,33 @@ def _host_mapped(arylist):
 
 
 def mapped(*arylist, stream=0):
-    """Context manager giving device views of host arrays (the arrays themselves off the GPU)."""
+    """Context manager giving device views of host arrays (the arrays themselves off the GPU).
+
+    Parameters
+    ----------
+    *arylist : arrays
+        The host arrays to map.
+    stream : stream, optional
+        As in ``numba.cuda.mapped``.
+
+    Returns
+    -------
+    context manager
+        It yields the view (or a list of views, for several arrays).
+
+    Raises
+    ------
+    DualgpuError
+        For a DualArray on the cuda backend: copy it with :func:`dualgpu.cuda.to_device`.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import dualgpu
+    >>> with dualgpu.cuda.mapped(np.arange(3.0)) as view:
+    ...     print(view.tolist())
+    [0.0, 1.0, 2.0]
+    """
     if _on_gpu():
         if any(isinstance(a, DualArray) for a in arylist):
             raise DualgpuError(
@@ -179,5 +347,16 @@ def mapped(*arylist, stream=0):
 
 
 def defer_cleanup():
-    """numba.cuda's ``defer_cleanup`` on the GPU; nothing to defer elsewhere."""
+    """numba.cuda's ``defer_cleanup`` on the GPU; nothing to defer elsewhere.
+
+    Returns
+    -------
+    context manager
+
+    Examples
+    --------
+    >>> import dualgpu
+    >>> with dualgpu.cuda.defer_cleanup():
+    ...     pass
+    """
     return _cuda.defer_cleanup() if _on_gpu() else contextlib.nullcontext()

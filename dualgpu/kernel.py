@@ -517,9 +517,35 @@ def jit(func_or_sig=None, device=False, **options):
     (:mod:`dualgpu.signatures`); specialisations are still compiled per argument types
     (duals included). A device function's signature is ignored.
 
+    Parameters
+    ----------
+    func_or_sig : function, numba.cuda kernel, signature or list of signatures, optional
+        The function to decorate, or the eager signature(s) when used as
+        ``@jit("void(float32[:], float32)")``.
+    device : bool, optional
+        Make a device function (called from kernels) instead of a kernel.
+    **options
+        numba.cuda.jit's options (``fastmath``, ``lineinfo``...).
+
     Returns
     -------
     Kernel or DeviceFunction
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import dualgpu
+    >>> from dualgpu import cuda
+    >>> def saxpy(a, x, y, out):
+    ...     i = cuda.grid(1)
+    ...     if i < x.shape[0]:
+    ...         out[i] = a * x[i] + y[i]
+    >>> kernel = dualgpu.jit(saxpy)
+    >>> out = np.zeros(4)
+    >>> with dualgpu.using_backend("cudasim"):
+    ...     kernel[1, 4](2.0, np.ones(4), np.arange(4.0), out)
+    >>> out.tolist()
+    [2.0, 3.0, 4.0, 5.0]
     """
     signatures = None
     if isinstance(func_or_sig, (str, list, tuple)) or _is_signature(func_or_sig):

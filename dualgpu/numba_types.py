@@ -3,7 +3,8 @@
 ``DualType(dtype, n)`` is a struct of the value and a ``UniTuple(dtype, n)`` of
 partials, so the lanes live in registers. Everything here is registered with
 numba core's generic registries from a module outside the ``numba.``
-namespace, which both ``@njit`` and numba-cuda load (see the numba notes).
+namespace, which both ``@njit`` and numba-cuda load (see the documentation's
+"numba notes" page, ``docs/dev/numba-notes.md``).
 The lane arithmetic is done by a few intrinsics that emit straight-line LLVM.
 """
 import math

@@ -397,6 +397,27 @@ def sensitivity_field(field, *, ax=None, title=None, extent=None, xlabel="x", yl
         large entries do not wash out the rest; the title says how many lie beyond.
     nan_color : color
         Colour of NaN and infinite entries.
+
+    Returns
+    -------
+    fig : matplotlib.figure.Figure
+        A headless figure (pyplot's state is untouched); save it with :func:`save`.
+    ax : matplotlib.axes.Axes
+        The axes drawn on (``ax`` itself when given).
+
+    Raises
+    ------
+    DualgpuError
+        When ``field`` is not 1-D or 2-D with at least 2 values (the message says how to
+        slice it).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from dualgpu import plot
+    >>> fig, ax = plot.sensitivity_field(np.sin(np.linspace(0.0, 3.0, 20)), title="du/dalpha")
+    >>> ax.get_title()
+    'du/dalpha'
     """
     field = _as_float_array(field, "field")
     field = field.reshape([size for size in field.shape if size != 1])
@@ -623,6 +644,26 @@ def jacobian_heatmap(J, *, ax=None, title=None, output_labels=None, input_labels
         the title says how many entries lie beyond.
     nan_color : color
         Colour of NaN and infinite entries (which also raise a RuntimeWarning).
+
+    Returns
+    -------
+    fig : matplotlib.figure.Figure
+        A headless figure (pyplot's state is untouched); save it with :func:`save`.
+    ax : matplotlib.axes.Axes
+        The axes drawn on (``ax`` itself when given).
+
+    Raises
+    ------
+    DualgpuError
+        When ``annotate=True`` is asked of a matrix too large to label cell by cell.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from dualgpu import plot
+    >>> fig, ax = plot.jacobian_heatmap(np.eye(4), output_name="u(T)", input_name="u(0)")
+    >>> len(fig.axes)                      # the heatmap and its colour bar
+    2
     """
     J, sparse = _as_jacobian(J, output_shape, input_shape)
     m, n = J.shape
@@ -705,6 +746,28 @@ def elasticities(sensitivities, parameter_values, output_value, *, near_zero=NEA
     of its most influential parameter: elasticities are withheld when one would exceed
     ``1 / near_zero`` (100 by default). Pass ``output_scale`` (e.g. the largest ``|y|`` over
     a field) to judge against a scale of your own; ``output_name`` names ``y`` in the reason.
+
+    Parameters
+    ----------
+    sensitivities : array_like
+        ``∂y/∂p`` per parameter.
+    parameter_values : array_like
+        The parameters ``p``, one per sensitivity.
+    output_value : float
+        The output ``y``.
+    near_zero : float, optional
+        The relative size below which ``|y|`` counts as zero.
+    output_scale : float, optional
+        The scale ``|y|`` is judged against (default: ``max_p |p ∂y/∂p|``).
+    output_name : str, optional
+        Names ``y`` in the reason.
+
+    Returns
+    -------
+    elasticities : ndarray or None
+        ``p / y * ∂y/∂p``, or None when ``y`` is near zero.
+    reason : str
+        Empty, or why the elasticities were withheld.
 
     Examples
     --------
@@ -801,6 +864,26 @@ def parameter_ranking(names, sensitivities, *, ax=None, relative=None, output_va
         Write each value at the end of its bar.
     near_zero, output_scale : float, optional
         When elasticities are withheld for a near-zero output; see :func:`elasticities`.
+
+    Returns
+    -------
+    fig : matplotlib.figure.Figure
+        A headless figure (pyplot's state is untouched); save it with :func:`save`.
+    ax : matplotlib.axes.Axes
+        The axes drawn on (``ax`` itself when given).
+
+    Raises
+    ------
+    DualgpuError
+        When ``sensitivities`` is not 1-D (one value per parameter) or ``top`` is not a
+        positive number.
+
+    Examples
+    --------
+    >>> from dualgpu import plot
+    >>> fig, ax = plot.parameter_ranking(["alpha", "left", "right"], [0.5, -0.1, 0.02])
+    >>> len(ax.patches)                    # one bar per parameter
+    3
     """
     raw = _as_float_array(sensitivities, "sensitivities")
     if raw.ndim != 1 or raw.size == 0:
@@ -887,6 +970,28 @@ def sensitivity_over_time(times, sensitivities, *, labels=None, ax=None, title=N
     linthresh : float, optional
         Defaults to the data's own: the ``LINTHRESH_PERCENTILE``-th percentile of the nonzero
         magnitudes, rounded down to a power of ten.
+
+    Returns
+    -------
+    fig : matplotlib.figure.Figure
+        A headless figure (pyplot's state is untouched); save it with :func:`save`.
+    ax : matplotlib.axes.Axes
+        The axes drawn on (``ax`` itself when given).
+
+    Raises
+    ------
+    DualgpuError
+        When ``times`` is not 1-D or ``sensitivities`` is not ``(T,)`` or ``(T, P)`` with
+        ``T = len(times)``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from dualgpu import plot
+    >>> t = np.linspace(0.0, 1.0, 11)
+    >>> fig, ax = plot.sensitivity_over_time(t, np.c_[t, t ** 2], labels=["k", "c"])
+    >>> [text.get_text() for text in ax.get_legend().get_texts()][:2]
+    ['k', 'c']
     """
     times = _as_float_array(times, "times")
     values = _as_float_array(sensitivities, "sensitivities")
@@ -949,6 +1054,26 @@ def save(fig, path, dpi=150):
         matplotlib knows (``.pdf``, ``.svg``) selects that format.
     dpi : int
         Pixels per inch.
+
+    Returns
+    -------
+    pathlib.Path
+        The file written.
+
+    Raises
+    ------
+    DualgpuError
+        When ``fig`` is not a matplotlib Figure or Axes (or the ``(fig, ax)`` pair).
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from pathlib import Path
+    >>> import numpy as np
+    >>> from dualgpu import plot
+    >>> path = plot.save(plot.jacobian_heatmap(np.eye(3)), Path(tempfile.mkdtemp()) / "J")
+    >>> path.name
+    'J.png'
     """
     if isinstance(fig, tuple):
         fig = fig[0]

@@ -55,14 +55,24 @@ __all__ = [
 ]
 
 Rule = namedtuple("Rule", "primal derivatives domain")
-Rule.__doc__ = """One derivative rule.
+Rule.__doc__ = """One derivative rule: a primal and the derivative of its answer per argument.
 
+Parameters
+----------
 primal : str
     Dotted name of the primal callable (``"math.sin"``, ``"operator.add"``).
 derivatives : tuple of str
     One expression per argument, in ``x``, ``y`` and ``ans``.
 domain : tuple of (float, float)
     Per argument, an interval of smooth inputs used by the tests.
+
+Examples
+--------
+>>> from dualgpu.rules import Rule, UNARY_RULES
+>>> UNARY_RULES["exp"]
+Rule(primal='math.exp', derivatives=('ans',), domain=((-3, 3),))
+>>> Rule("math.exp2", ("ans * 0.6931471805599453",), ((-3, 3),)).derivatives
+('ans * 0.6931471805599453',)
 """
 
 #: Functions of one argument.

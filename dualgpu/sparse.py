@@ -111,6 +111,32 @@ def detect_sparsity(f, args, argnum=0, *, lanes=None, progress=None, mode="local
     with a :class:`DualgpuError` (write the branch with ``min``/``max``, or use
     the local pattern).
 
+    Parameters
+    ----------
+    f : callable
+        The simulation function; it must return one array.
+    args : tuple
+        Arguments of ``f``.
+    argnum : int, optional
+        The argument whose dependencies are traced (default 0).
+    lanes : int, optional
+        Tracer lanes per run, 1 to 64 (each traces 64 inputs).
+    progress : bool, optional
+        As in :func:`dualgpu.jacobian`.
+    mode : {"local", "global"}, optional
+        ``"local"`` (default): the branches this input takes; ``"global"``: a
+        pattern that holds at every input.
+
+    Returns
+    -------
+    scipy.sparse.csr_matrix of bool
+        Shape ``(output.size, input.size)``.
+
+    Raises
+    ------
+    DualgpuError
+        For ``lanes`` out of range, or an output not computed from the traced input.
+
     Examples
     --------
     >>> import dualgpu
@@ -211,6 +237,8 @@ def sparse_jacobian(f, args, argnum=0, *, sparsity="detect", chunk_size=None, va
         The simulation function; it must return one array.
     args : tuple
         Arguments of ``f``; ``args[argnum]`` is a float array (1-D to 3-D).
+    argnum : int, optional
+        The differentiated argument (default 0).
     sparsity : "detect", "detect-global", array-like, scipy.sparse matrix or Coloring
         The pattern (rows: output elements in C order, columns: input
         elements), ``"detect"`` to find it with the structural tracer at this
@@ -251,6 +279,13 @@ def sparse_jacobian(f, args, argnum=0, *, sparsity="detect", chunk_size=None, va
         ``timings``
             seconds spent: ``{"detect": ..., "color": ..., "evaluate": ...}``
             (0.0 for a step that was skipped).
+
+    Raises
+    ------
+    DualgpuError
+        For a ``sparsity`` that is not understood or does not fit the input and output
+        sizes, a ``chunk_size`` out of range, a function whose output does not come from
+        the seeded input, or (with ``validate``) a pattern that misses an entry.
 
     Examples
     --------
@@ -381,6 +416,17 @@ def to_dense(J, output_shape=None, input_shape=None):
     output_shape, input_shape : tuple of int, optional
         Default to ``J.output_shape`` and ``J.input_shape``, which the sparse
         driver attaches to its results.
+
+    Returns
+    -------
+    ndarray
+        Shape ``output_shape + input_shape``.
+
+    Raises
+    ------
+    DualgpuError
+        When J is not 2-D, the shapes are missing (not a result of the sparse driver and
+        not given), or they do not match J's size.
 
     Examples
     --------

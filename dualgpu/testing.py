@@ -251,6 +251,14 @@ def check_jvp(f, primals, tangents=None, *, rtol=None, atol=None, eps=None, seed
     AssertionError
         When they differ by more than the tolerance; the message gives both
         values where they differ most.
+
+    Examples
+    --------
+    >>> import numpy as np, dualgpu
+    >>> def cube(x):
+    ...     return dualgpu.cuda.to_device(x).copy_to_host() ** 3
+    >>> dualgpu.testing.check_jvp(cube, (np.linspace(0.5, 1.0, 4),)) < 1e-6
+    True
     """
     fname = "check_jvp"
     primals = tuple(primals)

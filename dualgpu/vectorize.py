@@ -156,7 +156,37 @@ class Vectorized:
 
 
 def vectorize(ftylist_or_function=(), **kws):
-    """``numba.cuda.vectorize`` that runs on every backend and takes duals."""
+    """``numba.cuda.vectorize`` that runs on every backend and takes duals.
+
+    Parameters
+    ----------
+    ftylist_or_function : str or list of str
+        The signatures, as numba.cuda requires (``["float64(float64, float64)"]``).
+    **kws
+        numba.cuda.vectorize's options.
+
+    Returns
+    -------
+    callable
+        A decorator; the function it makes runs elementwise as a dualgpu kernel (numba's
+        own ufunc on the GPU for plain arguments), choosing the signature as numba.cuda
+        chooses it.
+
+    Raises
+    ------
+    UnsupportedFeatureError
+        When no signatures are given (numba.cuda needs them too).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from dualgpu import cuda
+    >>> @cuda.vectorize(["float64(float64, float64)"])
+    ... def scaled_sum(x, y):
+    ...     return 2.0 * x + y
+    >>> scaled_sum(np.ones(3), np.arange(3.0)).tolist()
+    [2.0, 3.0, 4.0]
+    """
     if callable(ftylist_or_function):
         raise UnsupportedFeatureError(
             f"cuda.vectorize of {ftylist_or_function.__name__} without signatures: numba.cuda "
@@ -188,5 +218,32 @@ class _Guvectorized:
 
 
 def guvectorize(*args, **kws):
-    """``numba.cuda.guvectorize``: numba's own on the GPU with plain arrays, else an error."""
+    """``numba.cuda.guvectorize``: numba's own on the GPU with plain arrays, else an error.
+
+    Parameters
+    ----------
+    *args, **kws
+        numba.cuda.guvectorize's signatures, layout and options.
+
+    Returns
+    -------
+    callable
+        A decorator. The function it makes raises :class:`UnsupportedFeatureError` when
+        called with duals or off the GPU, saying how to write it as a kernel.
+
+    Examples
+    --------
+    >>> import dualgpu
+    >>> from dualgpu import cuda
+    >>> @cuda.guvectorize(["void(float64[:], float64[:])"], "(n)->(n)")
+    ... def copy(x, out):
+    ...     for i in range(x.shape[0]):
+    ...         out[i] = x[i]
+    >>> with dualgpu.using_backend("cpu"):
+    ...     try:
+    ...         copy([1.0])
+    ...     except dualgpu.UnsupportedFeatureError as error:
+    ...         print(str(error).split(":")[0])
+    cuda.guvectorize function copy cannot run with the cpu backend
+    """
     return lambda py_func: _Guvectorized(py_func, args, kws)

@@ -1,4 +1,7 @@
-"""Shared fixtures. The offline-PTX shim lives here, in test code only (see the numba notes)."""
+"""Shared fixtures. The offline-PTX shim lives here, in test code only.
+
+See the documentation's "numba notes" page, ``docs/dev/numba-notes.md``.
+"""
 import os
 import tempfile
 

@@ -1,0 +1,111 @@
+"""Sphinx configuration of the dualgpu documentation.
+
+Build: ``python -m sphinx -W -b html docs docs/_build/html`` (the ``docs`` extra installs
+the tools). The build runs every gallery example (``docs/examples/plot_*.py``) and writes
+the API pages from ``API_MODULES`` below. It needs no network: intersphinx links to numpy,
+scipy, numba and matplotlib are made only when ``DUALGPU_DOCS_INTERSPHINX=1`` says the
+network is there (see ``dev/contributing.md``).
+"""
+import os
+import sys
+from pathlib import Path
+
+DOCS = Path(__file__).resolve().parent
+REPO = DOCS.parent
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(DOCS))           # _gallery_scraper, _api_pages
+sys.path.insert(0, str(REPO / "scripts"))  # the gallery examples import the scripts
+
+os.environ.setdefault("DUALGPU_BACKEND", "cpu")
+os.environ.setdefault("MPLBACKEND", "Agg")
+
+import dualgpu  # noqa: E402
+
+from _api_pages import write_api_pages  # noqa: E402
+from _gallery_scraper import png_files_scraper  # noqa: E402
+
+project = "dualgpu"
+author = "the dualgpu authors"
+copyright = "2026, the dualgpu authors"
+release = version = dualgpu.__version__
+
+extensions = [
+    "myst_parser",
+    "numpydoc",
+    "sphinx.ext.autodoc",
+    "sphinx.ext.autosummary",
+    "sphinx.ext.intersphinx",
+    "sphinx_gallery.gen_gallery",
+]
+
+source_suffix = {".rst": "restructuredtext", ".md": "markdown"}
+exclude_patterns = ["_build", "examples/README.rst", "**/.ipynb_checkpoints",
+                    "auto_examples/*.ipynb", "auto_examples/*.py", "auto_examples/*.zip",
+                    "auto_examples/*.json"]
+templates_path = []
+# The gallery's configuration holds the PNG scraper (a function), which Sphinx cannot pickle.
+suppress_warnings = ["config.cache"]
+
+# ---------------------------------------------------------------- MyST
+myst_enable_extensions = ["colon_fence", "deflist", "dollarmath"]
+myst_heading_anchors = 3
+
+# ---------------------------------------------------------------- API reference
+# One line per public module: the API pages are written from each module's __all__.
+API_MODULES = [
+    "dualgpu",
+    "dualgpu.cuda",
+    "dualgpu.sparse",
+    "dualgpu.rules",
+    "dualgpu.dmath",
+    "dualgpu.testing",
+    "dualgpu.errors",
+    "dualgpu.plot",
+    "dualgpu.distributed",
+    "dualgpu.nansafe",
+]
+write_api_pages(API_MODULES, DOCS / "api" / "generated")
+
+autosummary_generate = False           # the stubs come from write_api_pages
+autodoc_default_options = {"members": False}
+autodoc_typehints = "none"
+numpydoc_show_class_members = False
+numpydoc_class_members_toctree = False
+numpydoc_xref_param_type = False        # types are words, not links: no warnings offline
+
+# ---------------------------------------------------------------- intersphinx (offline-safe)
+if os.environ.get("DUALGPU_DOCS_INTERSPHINX") == "1":
+    intersphinx_mapping = {
+        "python": ("https://docs.python.org/3", None),
+        "numpy": ("https://numpy.org/doc/stable", None),
+        "scipy": ("https://docs.scipy.org/doc/scipy", None),
+        "numba": ("https://numba.readthedocs.io/en/stable", None),
+        "matplotlib": ("https://matplotlib.org/stable", None),
+    }
+else:
+    intersphinx_mapping = {}
+intersphinx_timeout = 10
+
+# ---------------------------------------------------------------- gallery
+sphinx_gallery_conf = {
+    "examples_dirs": "examples",
+    "gallery_dirs": "auto_examples",
+    "filename_pattern": r"/plot_",
+    "image_scrapers": (png_files_scraper,),
+    "download_all_examples": False,
+    "remove_config_comments": True,
+    "within_subsection_order": "FileNameSortKey",
+    "abort_on_example_error": True,
+    "show_memory": False,
+    "plot_gallery": "True",
+}
+
+# ---------------------------------------------------------------- HTML
+html_theme = "pydata_sphinx_theme"
+html_title = "dualgpu"
+html_static_path = []
+html_theme_options = {
+    "navigation_with_keys": False,
+    "show_toc_level": 2,
+    "header_links_before_dropdown": 4,
+}
