@@ -63,6 +63,8 @@ API_MODULES = [
     "dualgpu.plot",
     "dualgpu.distributed",
     "dualgpu.nansafe",
+    "dualgpu.interop",
+    "dualgpu.sensitivity",
 ]
 write_api_pages(API_MODULES, DOCS / "api" / "generated")
 
