@@ -10,8 +10,12 @@ import pytest
 from hypothesis import settings
 
 os.environ.setdefault("MPLBACKEND", "Agg")
-# the cpu backend's compile cache: a fresh one per test session (tests/test_cpu_cache.py
-# checks the cache itself in subprocesses with their own directories)
+# the cpu backend's compile cache: a fresh one per test session, so every run (and CI)
+# compiles from scratch; DUALGPU_TEST_CACHE=keep reuses one directory across local runs
+# (tests/test_cpu_cache.py checks the cache itself in subprocesses with their own directories)
+if os.environ.get("DUALGPU_TEST_CACHE") == "keep":
+    os.environ.setdefault("DUALGPU_CACHE_DIR",
+                          os.path.join(tempfile.gettempdir(), "dualgpu-test-cache-kept"))
 os.environ.setdefault("DUALGPU_CACHE_DIR", tempfile.mkdtemp(prefix="dualgpu-test-cache-"))
 
 # Property tests (tests/test_properties.py). The default keeps the suite fast and repeatable;
