@@ -77,6 +77,7 @@ from numba.extending import intrinsic, overload
 from numba.np import numpy_support
 from numba.np.arrayobj import populate_array
 
+from .. import float_to_int as _float_to_int
 from ..errors import DualgpuError
 from .._context import active_tile_lanes
 from ..lanes import TILE_LANES, launch_tile
@@ -383,6 +384,9 @@ def _dg_atomic_compare_and_swap(ary, old, val):
 _RUNTIME = {"_dg_local_array": _dg_local_array, "_dg_lanemask_lt": _blocks_runtime.lanemask_lt,
             "_dg_fma": cpu_fma}
 _RUNTIME.update({f"_dg_atomic_{op}": globals()[f"_dg_atomic_{op}"] for op in ATOMIC_OPS})
+_RUNTIME.update({f"_dg_{f.__name__}": f for f in _float_to_int.REPLACEMENTS.values()})
+#: math.floor/ceil/trunc -> the runtime name of their saturating int64 version
+_FLOAT_TO_INT = {m: f"_dg_{f.__name__}" for m, f in _float_to_int.REPLACEMENTS.items()}
 
 
 # ---------------------------------------------------------------------------
@@ -431,6 +435,17 @@ class _CpuRewriter(CudaRewriter):
         self.uses_local_array = False
         self.block_level = False  # shared memory, barriers, warp intrinsics (see .blocks)
         self.devices = {}  # bound name -> _Translation
+
+    def visit_Call(self, node):
+        # math.floor/ceil/trunc convert to int64 as PTX does (saturating, NaN -> 0)
+        if isinstance(node.func, (ast.Name, ast.Attribute)):
+            try:
+                replacement = _FLOAT_TO_INT.get(self.namespace.value(node.func))
+            except TypeError:  # an unhashable global
+                replacement = None
+            if replacement is not None:
+                node.func = ast.copy_location(_name(replacement), node.func)
+        return super().visit_Call(node)
 
     # -- errors ----------------------------------------------------------------
     def _unsupported(self, path, node):
