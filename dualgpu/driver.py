@@ -197,6 +197,25 @@ def _classify(arg):
     return None, f"{type(arg).__name__}", None
 
 
+#: Drivers that may run nested: a derivative inside another (second order, e.g. hessian).
+MAX_DRIVER_DEPTH = 2
+
+
+def check_depth(fname):
+    """Refuse a driver started while ``MAX_DRIVER_DEPTH`` others run (a third derivative)."""
+    depth = len(active_levels())
+    if depth >= MAX_DRIVER_DEPTH:
+        raise DualgpuError(
+            f"{fname}: called while {depth} derivatives run around it, this is a derivative "
+            f"of order {depth + 1} (e.g. jacobian of hessian, jacfwd(jacfwd(jacfwd(f))), or "
+            f"ensemble_jacobian inside hessian). dualgpu nests derivatives to second order "
+            f"({MAX_DRIVER_DEPTH} drivers): its nested duals, their kernels and its host numpy "
+            "support two levels. Fix: take the third derivative by central differences of "
+            "the second, e.g. (dualgpu.hessian(f, x + h * e_k) - dualgpu.hessian(f, x - h * "
+            "e_k)) / (2 * h) for each input direction e_k."
+        )
+
+
 def _normalize_argnums(argnums, nargs, fname):
     single = isinstance(argnums, (numbers.Integral,)) and not isinstance(argnums, bool)
     items = (argnums,) if single else argnums
@@ -224,6 +243,7 @@ def _normalize_argnums(argnums, nargs, fname):
 
 
 def _make_inputs(args, positions, fname):
+    check_depth(fname)
     inputs = []
     offset = 0
     for p in positions:
@@ -751,6 +771,7 @@ def _sparse(f, args, kwargs, argnums, chunk_size, progress, sparsity, validate, 
 # ---------------------------------------------------------------------------
 def _tangent_inputs(primals, tangents, batch, fname):
     """Return the differentiated inputs and their tangents, shaped (B, size)."""
+    check_depth(fname)
     primals, tangents = tuple(primals), tuple(tangents)
     if len(primals) != len(tangents):
         raise DualgpuError(
