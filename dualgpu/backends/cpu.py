@@ -78,6 +78,7 @@ from numba.np import numpy_support
 from numba.np.arrayobj import populate_array
 
 from .. import float_to_int as _float_to_int
+from .. import int_power as _int_power
 from ..errors import DualgpuError
 from .._context import active_tile_lanes
 from ..lanes import TILE_LANES, launch_tile
@@ -385,6 +386,7 @@ _RUNTIME = {"_dg_local_array": _dg_local_array, "_dg_lanemask_lt": _blocks_runti
             "_dg_fma": cpu_fma}
 _RUNTIME.update({f"_dg_atomic_{op}": globals()[f"_dg_atomic_{op}"] for op in ATOMIC_OPS})
 _RUNTIME.update({f"_dg_{f.__name__}": f for f in _float_to_int.REPLACEMENTS.values()})
+_RUNTIME["_dg_power"] = _int_power.power
 #: math.floor/ceil/trunc -> the runtime name of their saturating int64 version
 _FLOAT_TO_INT = {m: f"_dg_{f.__name__}" for m, f in _float_to_int.REPLACEMENTS.items()}
 
@@ -446,6 +448,18 @@ class _CpuRewriter(CudaRewriter):
             if replacement is not None:
                 node.func = ast.copy_location(_name(replacement), node.func)
         return super().visit_Call(node)
+
+    def visit_BinOp(self, node):
+        # float ** int at zero: inf as numba.cuda and numpy give (numba's CPU raises)
+        node = self.generic_visit(node)
+        # (a constant exponent >= 0 keeps numba's unrolled products: it cannot divide)
+        if isinstance(node.op, ast.Pow) and not (
+                isinstance(node.right, ast.Constant) and not isinstance(node.right.value, bool)
+                and isinstance(node.right.value, (int, float)) and node.right.value >= 0):
+            return ast.copy_location(
+                ast.Call(func=_name("_dg_power"), args=[node.left, node.right], keywords=[]),
+                node)
+        return node
 
     # -- errors ----------------------------------------------------------------
     def _unsupported(self, path, node):
