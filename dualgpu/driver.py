@@ -734,15 +734,56 @@ def jacfwd(f, argnums=0, *, chunk_size=None, progress=None, sparsity=None, valid
     (2, 3, 2, 3)
     """
 
-    def jacobian_of_f(*args, **kwargs):
-        if sparsity is not None:
-            return _sparse(f, args, kwargs, argnums, chunk_size, progress, sparsity, validate,
-                           executor)
-        return _jacobian(f, args, kwargs, argnums, chunk_size, progress, "jacfwd", executor)
+    return JacobianOf(f, argnums, chunk_size, progress, sparsity, validate, executor)
 
-    jacobian_of_f.__name__ = f"jacfwd_{getattr(f, '__name__', 'f')}"
-    jacobian_of_f.__doc__ = f"Jacobian of {getattr(f, '__name__', 'f')} w.r.t. argnums={argnums}."
-    return jacobian_of_f
+
+class JacobianOf:
+    """The function :func:`jacfwd` returns: f's Jacobian at the arguments it is called with.
+
+    A module-level class (not a closure), so that it pickles whenever ``f`` does:
+    ``hessian(f, x, executor=ProcessPoolExecutor())`` sends it to worker processes.
+
+    Parameters
+    ----------
+    f : callable
+    argnums, chunk_size, progress, sparsity, validate, executor
+        As in :func:`jacfwd`.
+
+    Examples
+    --------
+    >>> import pickle
+    >>> import numpy as np
+    >>> g = pickle.loads(pickle.dumps(JacobianOf(np.sin, 0)))
+    >>> g.__name__
+    'jacfwd_sin'
+    """
+
+    def __init__(self, f, argnums=0, chunk_size=None, progress=None, sparsity=None,
+                 validate=False, executor=None):
+        self.f = f
+        self.argnums = argnums
+        self.chunk_size = chunk_size
+        self.progress = progress
+        self.sparsity = sparsity
+        self.validate = validate
+        self.executor = executor
+        self.__name__ = f"jacfwd_{getattr(f, '__name__', 'f')}"
+        self.__doc__ = f"Jacobian of {getattr(f, '__name__', 'f')} w.r.t. argnums={argnums}."
+
+    def __call__(self, *args, **kwargs):
+        if self.sparsity is not None:
+            return _sparse(self.f, args, kwargs, self.argnums, self.chunk_size, self.progress,
+                           self.sparsity, self.validate, self.executor)
+        return _jacobian(self.f, args, kwargs, self.argnums, self.chunk_size, self.progress,
+                         "jacfwd", self.executor)
+
+    def __getstate__(self):
+        state = dict(self.__dict__)
+        state["executor"] = None  # an outer driver's executor stays with the caller
+        return state
+
+    def __repr__(self):
+        return f"<dualgpu jacfwd of {getattr(self.f, '__name__', self.f)!r}>"
 
 
 def _sparse(f, args, kwargs, argnums, chunk_size, progress, sparsity, validate, executor=None):
