@@ -238,17 +238,50 @@ def _dumps(plan):
         import cloudpickle
     except ImportError:
         cloudpickle = None
+    dumps = cloudpickle.dumps if cloudpickle is not None else pickle.dumps
     try:
-        if cloudpickle is not None:
-            return cloudpickle.dumps(plan)
-        return pickle.dumps(plan)
+        return dumps(plan)
     except Exception as exc:
-        raise DualgpuError(
-            f"{plan.fname}: f or its arguments could not be pickled for the executor's worker "
-            f"processes ({type(exc).__name__}: {exc}). Define f at module level (plain pickle "
-            "cannot send lambdas or local functions), install cloudpickle (it comes with dask), "
-            "or use a ThreadPoolExecutor."
-        ) from exc
+        raise _unpicklable(plan, dumps, exc) from exc
+
+
+def _user_function(f):
+    """The user's function inside dualgpu's wrappers (jacfwd's, hessian's)."""
+    from .driver import JacobianOf
+
+    while isinstance(f, JacobianOf):
+        f = f.f
+    return f
+
+
+def _unpicklable(plan, dumps, exc):
+    """The error for a plan that did not pickle, naming the part that does not."""
+    f = _user_function(plan.f)
+    parts = [(None, f)] + [(f"argument {i}", a) for i, a in enumerate(plan.args)] + [
+        (f"keyword argument {k!r}", v) for k, v in plan.kwargs.items()]
+    for what, value in parts:
+        try:
+            dumps(value)
+        except Exception as error:
+            detail = f"{type(error).__name__}: {error}"
+            if what is None:
+                name = getattr(f, "__qualname__", None) or type(f).__name__
+                return DualgpuError(
+                    f"{plan.fname}: f ({name}) could not be pickled for the executor's worker "
+                    f"processes ({detail}). Define f at module level (plain pickle cannot send "
+                    "lambdas or local functions), install cloudpickle (it comes with dask), or "
+                    "use a ThreadPoolExecutor."
+                )
+            return DualgpuError(
+                f"{plan.fname}: {what} of f ({type(value).__name__}) could not be pickled for "
+                f"the executor's worker processes ({detail}). Pass arguments that pickle "
+                "(arrays, numbers, module-level objects), or use a ThreadPoolExecutor."
+            )
+    return DualgpuError(
+        f"{plan.fname}: f and its arguments pickle, but dualgpu's own chunk plan did not "
+        f"({type(exc).__name__}: {exc}); this is a dualgpu bug, please report it. Meanwhile "
+        "use a ThreadPoolExecutor."
+    )
 
 
 # ---------------------------------------------------------------------------

@@ -69,6 +69,24 @@ def _on_value(name):
     return fn
 
 
+def _rounded_to_int(name):
+    """math.floor/ceil/trunc: in a kernel as numba.cuda compiles them (saturating int64,
+    NaN -> 0, see dualgpu.float_to_int); on the host as Python's (which raise on inf/NaN)."""
+    from . import float_to_int
+
+    plain = _on_value(name)
+    compiled = getattr(float_to_int, f"{name}_i64")
+
+    def fn(*args):
+        if len(args) == 1 and _primals.in_kernel():
+            return compiled(args[0])
+        return plain(*args)
+
+    fn.__name__ = name
+    fn.__doc__ = f"math.{name} of the value (zero derivative); int64 as numba.cuda in kernels."
+    return fn
+
+
 def _without_rule(name):
     plain = getattr(_math, name)
 
@@ -100,6 +118,8 @@ def _build():
             namespace[name] = attr  # pi, e, inf, nan, tau
         elif name in ruled:
             namespace[name] = _with_rule(name, ruled[name])
+        elif name in ("floor", "ceil", "trunc"):
+            namespace[name] = _rounded_to_int(name)
         elif name in value_only:
             namespace[name] = _on_value(name)
         else:

@@ -203,6 +203,25 @@ def _classify(arg):
     return None, f"{type(arg).__name__}", None
 
 
+#: Drivers that may run nested: a derivative inside another (second order, e.g. hessian).
+MAX_DRIVER_DEPTH = 2
+
+
+def check_depth(fname):
+    """Refuse a driver started while ``MAX_DRIVER_DEPTH`` others run (a third derivative)."""
+    depth = len(active_levels())
+    if depth >= MAX_DRIVER_DEPTH:
+        raise DualgpuError(
+            f"{fname}: called while {depth} derivatives run around it, this is a derivative "
+            f"of order {depth + 1} (e.g. jacobian of hessian, jacfwd(jacfwd(jacfwd(f))), or "
+            f"ensemble_jacobian inside hessian). dualgpu nests derivatives to second order "
+            f"({MAX_DRIVER_DEPTH} drivers): its nested duals, their kernels and its host numpy "
+            "support two levels. Fix: take the third derivative by central differences of "
+            "the second, e.g. (dualgpu.hessian(f, x + h * e_k) - dualgpu.hessian(f, x - h * "
+            "e_k)) / (2 * h) for each input direction e_k."
+        )
+
+
 def _normalize_argnums(argnums, nargs, fname):
     single = isinstance(argnums, (numbers.Integral,)) and not isinstance(argnums, bool)
     items = (argnums,) if single else argnums
@@ -230,6 +249,7 @@ def _normalize_argnums(argnums, nargs, fname):
 
 
 def _make_inputs(args, positions, fname):
+    check_depth(fname)
     inputs = []
     offset = 0
     for p in positions:
@@ -733,15 +753,56 @@ def jacfwd(f, argnums=0, *, chunk_size=None, progress=None, sparsity=None, valid
     (2, 3, 2, 3)
     """
 
-    def jacobian_of_f(*args, **kwargs):
-        if sparsity is not None:
-            return _sparse(f, args, kwargs, argnums, chunk_size, progress, sparsity, validate,
-                           executor)
-        return _jacobian(f, args, kwargs, argnums, chunk_size, progress, "jacfwd", executor)
+    return JacobianOf(f, argnums, chunk_size, progress, sparsity, validate, executor)
 
-    jacobian_of_f.__name__ = f"jacfwd_{getattr(f, '__name__', 'f')}"
-    jacobian_of_f.__doc__ = f"Jacobian of {getattr(f, '__name__', 'f')} w.r.t. argnums={argnums}."
-    return jacobian_of_f
+
+class JacobianOf:
+    """The function :func:`jacfwd` returns: f's Jacobian at the arguments it is called with.
+
+    A module-level class (not a closure), so that it pickles whenever ``f`` does:
+    ``hessian(f, x, executor=ProcessPoolExecutor())`` sends it to worker processes.
+
+    Parameters
+    ----------
+    f : callable
+    argnums, chunk_size, progress, sparsity, validate, executor
+        As in :func:`jacfwd`.
+
+    Examples
+    --------
+    >>> import pickle
+    >>> import numpy as np
+    >>> g = pickle.loads(pickle.dumps(JacobianOf(np.sin, 0)))
+    >>> g.__name__
+    'jacfwd_sin'
+    """
+
+    def __init__(self, f, argnums=0, chunk_size=None, progress=None, sparsity=None,
+                 validate=False, executor=None):
+        self.f = f
+        self.argnums = argnums
+        self.chunk_size = chunk_size
+        self.progress = progress
+        self.sparsity = sparsity
+        self.validate = validate
+        self.executor = executor
+        self.__name__ = f"jacfwd_{getattr(f, '__name__', 'f')}"
+        self.__doc__ = f"Jacobian of {getattr(f, '__name__', 'f')} w.r.t. argnums={argnums}."
+
+    def __call__(self, *args, **kwargs):
+        if self.sparsity is not None:
+            return _sparse(self.f, args, kwargs, self.argnums, self.chunk_size, self.progress,
+                           self.sparsity, self.validate, self.executor)
+        return _jacobian(self.f, args, kwargs, self.argnums, self.chunk_size, self.progress,
+                         "jacfwd", self.executor)
+
+    def __getstate__(self):
+        state = dict(self.__dict__)
+        state["executor"] = None  # an outer driver's executor stays with the caller
+        return state
+
+    def __repr__(self):
+        return f"<dualgpu jacfwd of {getattr(self.f, '__name__', self.f)!r}>"
 
 
 def _sparse(f, args, kwargs, argnums, chunk_size, progress, sparsity, validate, executor=None):
@@ -770,6 +831,7 @@ def _sparse(f, args, kwargs, argnums, chunk_size, progress, sparsity, validate, 
 # ---------------------------------------------------------------------------
 def _tangent_inputs(primals, tangents, batch, fname):
     """Return the differentiated inputs and their tangents, shaped (B, size)."""
+    check_depth(fname)
     primals, tangents = tuple(primals), tuple(tangents)
     if len(primals) != len(tangents):
         raise DualgpuError(

@@ -25,7 +25,8 @@ import re
 
 import numpy as np
 
-from .driver import _classify, _normalize_argnums, jacobian, jvp_batch
+from .driver import _classify, _normalize_argnums, check_depth, jacobian, jvp_batch
+from .dualarray import DualArray
 from .errors import DualgpuError
 
 __all__ = ["ensemble_jacobian"]
@@ -88,6 +89,7 @@ def _batch_axes(batch_axes, count, fname):
 
 
 def _inputs(args, positions, axes, fname):
+    check_depth(fname)
     inputs, offset = [], 0
     for p, axis in zip(positions, axes):
         kind, value, _ = _classify(args[p])
@@ -250,7 +252,10 @@ def ensemble_jacobian(f, *args, argnums=0, batch_axes=0, out_axis=0, chunk_size=
         members = block.shape[1] if members is None else members
         rows.append(block)
     stacked = np.concatenate(rows, axis=2) if len(rows) > 1 else rows[0]
-    return np.ascontiguousarray(np.transpose(stacked, (1, 2, 0)))
+    result = np.transpose(stacked, (1, 2, 0))
+    if isinstance(result, DualArray):  # inside another derivative: its partials come along
+        return result.copy()
+    return np.ascontiguousarray(result)
 
 
 def _in_terms_of_columns(error, inputs):

@@ -293,7 +293,9 @@ def _rint_of_value(x):
 
 @register_jitable
 def _same_values(a, b):
-    return same_bits(_innermost_value(a), _innermost_value(b))
+    # the two may differ in precision (max of a float32 dual and a float64): compared as
+    # float64, which holds every float32 exactly, as first order compares them cast to ans's
+    return same_bits(np.float64(_innermost_value(a)), np.float64(_innermost_value(b)))
 
 
 #: the rule expressions' functions on nested duals: the value-only ones (floor, trunc,

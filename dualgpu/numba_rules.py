@@ -106,6 +106,13 @@ def _caller_raises():
     return getattr(flags, "error_model", "numpy") == "python"
 
 
+def _on_cpu():
+    try:
+        return current_target() == "cpu"
+    except Exception:  # pragma: no cover - no target on the stack: the CPU
+        return True
+
+
 def _target_primal(fn, rule):
     """The primal compiled for ``fn`` on the current target.
 
@@ -323,6 +330,12 @@ def _register_rule(fn, rule_name, rule):
         if raises and raises[0] == "zero to a negative int" and not isinstance(
                 args[1], types.Integer):
             raises = None  # 0.0 ** -1.0 is inf in plain code too
+        if (rule_name == "pow" and not raises and isinstance(args[1], types.Integer)
+                and isinstance(args[0], DualType) and _on_cpu()):
+            # numba's CPU float ** int raises at 0 whatever the error model: inf, as on GPUs
+            from .int_power import float_int_power
+
+            primal = float_int_power
         return _generate(rule_name, rule, kinds, dtype, tracer, primal, raises)
 
     if nargs == 1:

@@ -77,6 +77,8 @@ from numba.extending import intrinsic, overload
 from numba.np import numpy_support
 from numba.np.arrayobj import populate_array
 
+from .. import float_to_int as _float_to_int
+from .. import int_power as _int_power
 from ..errors import DualgpuError
 from .._context import active_tile_lanes
 from ..lanes import TILE_LANES, launch_tile
@@ -230,6 +232,52 @@ def _ov_local_array(shape, dtype, lanes):
     return plain_impl
 
 
+def _dg_tracer_local_array(shape, dtype, lanes):
+    """``cuda.local.array`` in a sparsity-detection run: float scratch of tracer lanes.
+
+    Bound as ``_dg_local_array`` when the launch's duals are structural tracers
+    (uint64 dependency-bitset partials), so that the kernel can store tracers in
+    its scratch as it stores tangent duals in a derivative run.
+    """
+    from ..dualarray import DualArray
+
+    dtype = np.dtype(numpy_support.as_dtype(dtype) if isinstance(dtype, types.Type) else dtype)
+    shape = (shape,) if np.ndim(shape) == 0 else tuple(shape)
+    if lanes and dtype.kind == "f":
+        return DualArray(np.empty(shape, dtype), np.zeros((lanes,) + shape, np.uint64))
+    return np.empty(shape, dtype)
+
+
+@overload(_dg_tracer_local_array, prefer_literal=True, jit_options={"inline": "always"})
+def _ov_tracer_local_array(shape, dtype, lanes):
+    if not isinstance(lanes, types.IntegerLiteral):
+        raise TypingError("_dg_local_array: lanes must be a compile-time integer constant")
+    n_lanes = lanes.literal_value
+    element = scalar_dtype(dtype)
+    if element is None:
+        raise TypingError(
+            f"cuda.local.array: dtype must be a numba or numpy scalar type; got {dtype}."
+        )
+    if n_lanes and isinstance(element, types.Float):
+        from ..numba_arrays import make_dual_array
+
+        if isinstance(shape, types.Integer):
+            def tracer_impl(shape, dtype, lanes):
+                return make_dual_array(np.empty(shape, dtype),
+                                       np.zeros((n_lanes, shape), np.uint64), n_lanes)
+        else:
+            def tracer_impl(shape, dtype, lanes):
+                return make_dual_array(np.empty(shape, dtype),
+                                       np.zeros((n_lanes,) + shape, np.uint64), n_lanes)
+
+        return tracer_impl
+
+    def plain_impl(shape, dtype, lanes):
+        return np.empty(shape, dtype)
+
+    return plain_impl
+
+
 @njit
 def _dg_atomic_add(ary, idx, val):
     old = ary[idx]
@@ -337,6 +385,10 @@ def _dg_atomic_compare_and_swap(ary, old, val):
 _RUNTIME = {"_dg_local_array": _dg_local_array, "_dg_lanemask_lt": _blocks_runtime.lanemask_lt,
             "_dg_fma": cpu_fma}
 _RUNTIME.update({f"_dg_atomic_{op}": globals()[f"_dg_atomic_{op}"] for op in ATOMIC_OPS})
+_RUNTIME.update({f"_dg_{f.__name__}": f for f in _float_to_int.REPLACEMENTS.values()})
+_RUNTIME["_dg_power"] = _int_power.power
+#: math.floor/ceil/trunc -> the runtime name of their saturating int64 version
+_FLOAT_TO_INT = {m: f"_dg_{f.__name__}" for m, f in _float_to_int.REPLACEMENTS.items()}
 
 
 # ---------------------------------------------------------------------------
@@ -385,6 +437,29 @@ class _CpuRewriter(CudaRewriter):
         self.uses_local_array = False
         self.block_level = False  # shared memory, barriers, warp intrinsics (see .blocks)
         self.devices = {}  # bound name -> _Translation
+
+    def visit_Call(self, node):
+        # math.floor/ceil/trunc convert to int64 as PTX does (saturating, NaN -> 0)
+        if isinstance(node.func, (ast.Name, ast.Attribute)):
+            try:
+                replacement = _FLOAT_TO_INT.get(self.namespace.value(node.func))
+            except TypeError:  # an unhashable global
+                replacement = None
+            if replacement is not None:
+                node.func = ast.copy_location(_name(replacement), node.func)
+        return super().visit_Call(node)
+
+    def visit_BinOp(self, node):
+        # float ** int at zero: inf as numba.cuda and numpy give (numba's CPU raises)
+        node = self.generic_visit(node)
+        # (a constant exponent >= 0 keeps numba's unrolled products: it cannot divide)
+        if isinstance(node.op, ast.Pow) and not (
+                isinstance(node.right, ast.Constant) and not isinstance(node.right.value, bool)
+                and isinstance(node.right.value, (int, float)) and node.right.value >= 0):
+            return ast.copy_location(
+                ast.Call(func=_name("_dg_power"), args=[node.left, node.right], keywords=[]),
+                node)
+        return node
 
     # -- errors ----------------------------------------------------------------
     def _unsupported(self, path, node):
@@ -642,28 +717,35 @@ class _Translation:
             return True
         return any(d.stale(seen) for d in self.devices.values())
 
-    def function(self, lanes, unguarded=False):
+    def function(self, lanes, unguarded=False, tracer=False):
         """Return the rewritten Python function for ``lanes`` (not yet jitted).
 
         ``unguarded``: the kernel without its hoisted bounds guard (``self.guard``).
+        ``tracer``: the lanes are sparsity tracers (float scratch gets uint64 lanes).
         """
         lanes = lanes if self.lanes_dependent else 0
         values = dict(self.namespace.values)
         values["_dg_lanes"] = lanes
         if not lanes:  # plain scratch on the stack: no allocation, no NRT needed
             values["_dg_local_array"] = _dg_stack_array
+        elif tracer:
+            values["_dg_local_array"] = _dg_tracer_local_array
         tree = self.guard.tree if unguarded else self.tree
         return _translate.compile_function(tree, values, self.filename), values
 
-    def build(self, lanes, fastmath, unguarded=False, **options):
-        """Return the njit dispatcher of this function for ``lanes`` (cached)."""
+    def build(self, lanes, fastmath, unguarded=False, tracer=False, **options):
+        """Return the njit dispatcher of this function for ``lanes`` (cached).
+
+        ``tracer``: a sparsity-detection build (tracer lanes in local scratch).
+        """
+        tracer = bool(tracer and lanes and self.lanes_dependent)
         key = (
-            lanes if self.lanes_dependent else 0, fastmath, unguarded,
+            lanes if self.lanes_dependent else 0, fastmath, unguarded, tracer,
             tuple(sorted(options.items())),
         )
         dispatcher = self._built.get(key)
         if dispatcher is None:
-            function, values = self.function(lanes, unguarded)
+            function, values = self.function(lanes, unguarded, tracer)
             if self.role != "kernel" and not self.recursive:
                 # Inlined in numba's IR, a device function is compiled with the
                 # thread function's options (no NRT: no reference counting).
@@ -671,7 +753,7 @@ class _Translation:
             dispatcher = njit(fastmath=fastmath, error_model="numpy", **options)(function)
             self._built[key] = dispatcher
             for name, device in self.devices.items():
-                values[name] = device.build(lanes, fastmath)
+                values[name] = device.build(lanes, fastmath, tracer=tracer)
         return dispatcher
 
 
@@ -1100,6 +1182,17 @@ def _register_dual_types():
         pass
 
 
+def _tracer_launch(args):
+    """True when the launch's duals are sparsity tracers (uint64 dependency-bitset lanes)."""
+    from ..dual import Dual
+    from ..dualarray import DualArray
+
+    for arg in args:
+        if isinstance(arg, (Dual, DualArray)):
+            return np.asarray(arg.partials).dtype == np.uint64
+    return False
+
+
 def _lanes_of(args, kernel):
     """The launch's lane count (first order), or its lane structure with nested duals."""
     from ..nested import lane_key
@@ -1168,37 +1261,40 @@ class CpuKernel(LaneTiles):
             # Plain local arrays live on the stack; dual ones need NRT.
             nrt = lanes in self._nrt_lanes or bool(lanes and self._translation.lanes_dependent)
             unguarded = spec.base == "bounded"
+            tracer = spec.tracer
             if not nrt and cpu_cache.needs_nrt(self._thread_key(lanes, unguarded, False)):
                 self._nrt_lanes.add(lanes)  # an earlier process found that it allocates
                 nrt = True
             if nrt:
                 # numba inlines it: reference counts then live in one function
                 thread = self._translation.build(
-                    lanes, self.fastmath, unguarded, _nrt=True, inline="always"
+                    lanes, self.fastmath, unguarded, tracer, _nrt=True, inline="always"
                 )
             else:
                 # a separate function that LLVM inlines (vectorises more loops than
                 # numba's IR inlining does)
                 thread = self._translation.build(
-                    lanes, self.fastmath, unguarded, _nrt=False, inline="never"
+                    lanes, self.fastmath, unguarded, tracer, _nrt=False, inline="never"
                 )
                 _llvm_inline_every_overload(thread)
             bound = self._translation.guard.bound if unguarded else ""
             launcher = make_launcher(
                 spec, self.params, bound, self._translation.inner_axis, thread, self.fastmath,
                 nrt, f"cpu launcher of {self.name}",
-                thread_key=self._thread_key(lanes, unguarded, nrt),
+                thread_key=self._thread_key(lanes, unguarded, nrt, tracer),
             )
             self._launchers[spec] = launcher
         return launcher
 
-    def _thread_key(self, lanes, unguarded, nrt):
+    def _thread_key(self, lanes, unguarded, nrt, tracer=False):
         """Fingerprint of the thread function for the disk cache (None: not cacheable)."""
         if not cpu_cache.enabled():
             return None
+        options = {"fastmath": self.fastmath, "nrt": nrt}
+        if tracer:
+            options["tracer"] = True
         try:
-            return cpu_cache.translation_key(
-                self._translation, lanes, unguarded, {"fastmath": self.fastmath, "nrt": nrt})
+            return cpu_cache.translation_key(self._translation, lanes, unguarded, options)
         except cpu_cache.Uncacheable:
             return None
 
@@ -1274,10 +1370,11 @@ class CpuKernel(LaneTiles):
         tile, tiles = self._tiles(lanes, args, mask, base)
         flat = flatten(args, mask)
         restore = self._restore(args, mask) if tiles > 1 else ()
-        spec = self._specs.get((base, tile, mask, restore))
+        tracer = self._translation.lanes_dependent and _tracer_launch(args)
+        spec = self._specs.get((base, tile, mask, restore, tracer))
         if spec is None:
-            spec = self._specs[(base, tile, mask, restore)] = LaunchSpec(
-                base, "serial", tile, mask, restore)
+            spec = self._specs[(base, tile, mask, restore, tracer)] = LaunchSpec(
+                base, "serial", tile, mask, restore, tracer)
         self._run(spec, flat, g, b, items * tiles, tiles,
                   [np.array(values_of(args[p]), copy=True) for p in restore])
 

@@ -13,7 +13,10 @@ into the launcher's code: once the launcher is cached, nothing else compiles.
 The hash (:func:`launcher_key`) covers:
 
 - the launcher's source and the rewritten source of the kernel and of every
-  device function it calls, with the options they are compiled with;
+  device function it calls, with the options they are compiled with, and the
+  modules defining them (numba rebuilds a cached function's environment by
+  importing its module: the same kernel copied into another module, or its
+  module renamed, must not load an entry that imports the old one);
 - the values of the globals and closure variables they read (numbers,
   strings, tuples, numpy arrays by content, numba types, modules by name and
   source file contents for user modules, njit functions by source);
@@ -192,8 +195,13 @@ def translation_key(translation, lanes, unguarded, options, seen=None):
         return "recursive"
     seen.add(id(translation))
     tree = translation.guard.tree if unguarded and translation.guard else translation.tree
-    parts = [ast.unparse(tree), repr((lanes if translation.lanes_dependent else 0, unguarded,
-                                      sorted(options.items())))]
+    # numba names the compiled function, and rebuilds its environment on loading (for
+    # exceptions raised in the kernel), by the defining module: the same source in
+    # another module (renamed, copied) is another entry, never one that imports the first
+    module = getattr(translation.py_func, "__module__", None) or ""
+    parts = [ast.unparse(tree), f"module={module}",
+             repr((lanes if translation.lanes_dependent else 0, unguarded,
+                   sorted(options.items())))]
     values = translation.namespace.values
     names = sorted({n.id for n in ast.walk(tree) if isinstance(n, ast.Name)
                     and isinstance(n.ctx, ast.Load)} - _assigned(tree))

@@ -63,8 +63,11 @@ CONTEXT = (
 #: Loop order (outer, middle, inner) for each choice of innermost axis.
 ORDERS = {"x": ("z", "y", "x"), "y": ("z", "x", "y"), "z": ("y", "x", "z")}
 
-LaunchSpec = collections.namedtuple("LaunchSpec", "base mode lanes mask restore")
-LaunchSpec.__doc__ = """What a launcher does (see the module docstring); hashable, a cache key."""
+LaunchSpec = collections.namedtuple("LaunchSpec", "base mode lanes mask restore tracer",
+                                    defaults=(False,))
+LaunchSpec.__doc__ = """What a launcher does (see the module docstring); hashable, a cache key.
+
+``tracer``: the duals are sparsity tracers (a detection run: scratch gets tracer lanes)."""
 
 _GRID = "_dg_gdx, _dg_gdy, _dg_gdz, _dg_bdx, _dg_bdy, _dg_bdz"
 _ZERO_CONTEXT = "    _dg_tx = _dg_ty = _dg_tz = _dg_bx = _dg_by = _dg_bz = _dg_gdx * 0  # int64\n"
@@ -225,7 +228,7 @@ def launcher_source(spec, params, bound, inner):
     of a bounded launcher (lines setting ``_dg_m``), ``inner`` the innermost
     axis of flat launchers.
     """
-    base, mode, lanes, mask, restore = spec
+    base, mode, lanes, mask, restore = spec[:5]
     order = ORDERS[inner if base == "flat" else "x"]
     call = _call(params)
     dual = bool(lanes) and any(mask)

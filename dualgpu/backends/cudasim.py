@@ -244,6 +244,8 @@ def _fake_arg(arg, retr):
     from numba.cuda.simulator.args import ArgHint, InOut
     from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray, FakeWithinKernelCUDAArray
 
+    if type(arg) is float:  # a float64 in the kernel, as numba.cuda types it (0.0 ** -1: inf)
+        return np.float64(arg)
     if isinstance(arg, np.ndarray) and arg.ndim > 0:
         arg = InOut(arg).to_device(retr)
     elif isinstance(arg, ArgHint):

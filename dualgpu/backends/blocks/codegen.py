@@ -55,13 +55,16 @@ class Layout:
         True for a team of the whole grid (kernels with ``grid.sync()``).
     lanes : int
         0 for plain runs; N: float shared and local arrays are dual arrays.
+    tracer : bool
+        True in sparsity detection: those dual arrays have uint64 tracer lanes.
     """
 
-    def __init__(self, prepared, structure, grid, lanes):
+    def __init__(self, prepared, structure, grid, lanes, tracer=False):
         self.prepared = prepared
         self.structure = structure
         self.grid = grid
         self.lanes = lanes
+        self.tracer = bool(tracer)  # sparsity detection: uint64 dependency lanes
         # one array per declaration in the source, however many times a device function
         # declaring it is inlined (as numba.cuda makes one per block)
         self.static, self._shared_names = [], {}
@@ -85,8 +88,11 @@ class Layout:
     def array_type(self, dtype, ndim):
         element = numpy_support.from_dtype(np.dtype(dtype))
         if self.dual(dtype):
-            from ...numba_arrays import dual_array_type
+            from ...numba_arrays import DualArrayType, dual_array_type
 
+            if self.tracer:
+                return DualArrayType(types.Array(element, ndim, "C"),
+                                     types.Array(types.uint64, ndim + 1, "C"), self.lanes)
             return dual_array_type(element, ndim, self.lanes)
         return types.Array(element, ndim, "C")
 
@@ -102,7 +108,8 @@ class Layout:
             out.append((f"_dg_dyn_{dtype.name}", types.Array(element, 2, "C")))
             out.append((f"_dg_dc_{dtype.name}", types.int64))
             if self.dual(dtype):
-                out.append((f"_dg_dynp_{dtype.name}", types.Array(element, 3, "C")))
+                lane = types.uint64 if self.tracer else element
+                out.append((f"_dg_dynp_{dtype.name}", types.Array(lane, 3, "C")))
         for site in self.local:
             out.append((f"_dg_ls{site.index}", self.array_type(site.dtype, len(site.shape) + 1)))
         return out
@@ -186,9 +193,9 @@ class Layout:
                 f"_dg_dynraw.view({_dtype_global(dtype)}).reshape((_dg_nblk, _dg_dpad // {size}))")
             arrays[f"_dg_dc_{name}"] = f"_dg_dynbytes // {size}"
             if self.dual(dtype):
+                lane = "_dg_lane_dtype" if self.tracer else _dtype_global(dtype)
                 arrays[f"_dg_dynp_{name}"] = (
-                    f"_dg_np.zeros((_dg_nblk, _dg_lanes, _dg_dpad // {size}), "
-                    f"{_dtype_global(dtype)})")
+                    f"_dg_np.zeros((_dg_nblk, _dg_lanes, _dg_dpad // {size}), {lane})")
         for site in self.local:
             arrays[f"_dg_ls{site.index}"] = self._zeros(f"(_dg_n,) + {site.shape!r}", site.dtype)
         return arrays

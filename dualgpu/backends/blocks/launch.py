@@ -38,6 +38,14 @@ def zeros_dual(shape, dtype, lanes):
     return DualArray(np.zeros(shape, dtype), np.zeros((lanes,) + shape, dtype))
 
 
+def zeros_tracer(shape, dtype, lanes):
+    """A zeroed tracer DualArray (``lanes`` uint64 dependency lanes): sparsity detection."""
+    from ...dualarray import DualArray
+
+    shape = tuple(shape)
+    return DualArray(np.zeros(shape, dtype), np.zeros((lanes,) + shape, np.uint64))
+
+
 def _register_zeros_dual():
     from numba.core.errors import TypingError
     from numba.extending import overload
@@ -55,11 +63,22 @@ def _register_zeros_dual():
 
         return impl
 
+    @overload(zeros_tracer, prefer_literal=True)
+    def _zeros_tracer(shape, dtype, lanes):
+        if not isinstance(lanes, types.IntegerLiteral):
+            raise TypingError("zeros_tracer: lanes must be a compile-time constant")
+
+        def impl(shape, dtype, lanes):
+            return make_dual_array(np.zeros(shape, dtype),
+                                   np.zeros((lanes,) + shape, np.uint64), lanes)
+
+        return impl
+
 
 _REGISTERED = []
 
 
-def _runtime_globals(lanes):
+def _runtime_globals(lanes, tracer=False):
     if lanes and not _REGISTERED:
         _register_zeros_dual()
         _REGISTERED.append(True)
@@ -69,7 +88,8 @@ def _runtime_globals(lanes):
         "_dg_check_sync": runtime.check_sync, "_dg_vote_block": runtime.vote_block,
         "_dg_warp_op": runtime.warp_op, "_dg_to_i32": runtime.to_i32,
         "_dg_value_of": runtime.value_of, "_dg_lanemask_lt": runtime.lanemask_lt,
-        "_dg_zeros_dual": zeros_dual, "_dg_lanes": lanes,
+        "_dg_zeros_dual": zeros_tracer if tracer else zeros_dual, "_dg_lanes": lanes,
+        "_dg_lane_dtype": np.uint64 if tracer else None,
     }
     if lanes:
         from ...numba_arrays import make_dual_array
@@ -147,11 +167,11 @@ class BlockLauncher:
         self._fast = {}  # (lanes, argument fingerprints, parallel) -> compiled launcher
 
     # -- building ----------------------------------------------------------------------
-    def _values(self, lanes):
+    def _values(self, lanes, tracer=False):
         values = dict(self.prepared.values)
-        values.update(_runtime_globals(lanes))
+        values.update(_runtime_globals(lanes, tracer))
         for name, device in self.prepared.devices.items():
-            values[name] = device.build(lanes, self.fastmath)
+            values[name] = device.build(lanes, self.fastmath, tracer=tracer)
         return values
 
     def _types(self, layout, values, argtypes):
@@ -173,8 +193,9 @@ class BlockLauncher:
         return found
 
     def _build(self, lanes, argtypes, nrt):
-        layout = Layout(self.prepared, self.structure, self.grid, lanes)
-        values = self._values(lanes)
+        tracer = bool(lanes) and _traces(argtypes)
+        layout = Layout(self.prepared, self.structure, self.grid, lanes, tracer)
+        values = self._values(lanes, tracer)
         found = self._types(layout, values, argtypes)
         layout.types = {k: v for k, v in found.items() if not k.startswith("xv")}
         for name, ty in found.items():
@@ -315,6 +336,15 @@ class BlockLauncher:
             )
         # pragma: no cover - every code is handled above
         return f"{site.describe()}: error {code} in the cpu backend's block runner."
+
+
+def _traces(argtypes):
+    """True when the launch's dual arguments are sparsity tracers (a detection run)."""
+    from ...numba_arrays import DualArrayType
+    from ...numba_types import DualType
+
+    return any(getattr(ty, "tracer", False) for ty in argtypes
+               if isinstance(ty, (DualType, DualArrayType)))
 
 
 def _is_dual(ty):
