@@ -37,8 +37,9 @@ from .host_api import (  # noqa: F401  (numba.cuda's names, working on every bac
     defer_cleanup, event, event_elapsed_time, managed_array, mapped, mapped_array, pinned,
     pinned_array, pinned_array_like,
 )
+from . import host_devices as _host_devices
 from .host_devices import (  # noqa: F401  (numba.cuda's device API, on every backend)
-    close, current_context, detect, get_current_device, gpus, list_devices, select_device,
+    close, current_context, detect, get_current_device, list_devices, select_device,
 )
 from .kernel import jit
 from .vectorize import guvectorize, vectorize  # noqa: F401
@@ -55,6 +56,25 @@ __all__ = [
     "defer_cleanup", "vectorize", "guvectorize", "select_device", "get_current_device",
     "current_context", "list_devices", "gpus", "detect", "close",
 ]
+
+gpus = _host_devices.gpus
+"""The devices, as numba.cuda's ``gpus``: ``len(cuda.gpus)``, ``cuda.gpus[i]``, iteration.
+
+On the ``cuda`` backend it is numba.cuda's device list; on ``cpu`` and ``cudasim`` a list
+of one :class:`~dualgpu.host_devices.HostDevice` (id 0; another index raises
+:class:`~dualgpu.DualgpuError`). Either way an entry is a context manager, so the
+multi-GPU idiom ``with cuda.gpus[i]: ...`` runs everywhere, and ``cuda.gpus.current`` is
+the current device (the same object as ``dualgpu.host_devices.gpus``).
+
+Examples
+--------
+>>> import dualgpu
+>>> from dualgpu import cuda
+>>> with dualgpu.using_backend("cpu"):
+...     with cuda.gpus[0] as dev:
+...         print(len(cuda.gpus), dev.id, cuda.gpus.current.WARP_SIZE)
+1 0 32
+"""
 
 # kernel-side names: numba.cuda's own objects (backends give them meaning). With
 # NUMBA_ENABLE_CUDASIM=1 numba.cuda has none of them outside a launch.

@@ -307,6 +307,18 @@ def current_context(devnum=None):
     ------
     DualgpuError
         Off the GPU, for a device other than 0.
+
+    Examples
+    --------
+    >>> import dualgpu
+    >>> from dualgpu import cuda
+    >>> with dualgpu.using_backend("cpu"):
+    ...     ctx = cuda.current_context()
+    >>> ctx.id, ctx.compute_capability
+    (0, (5, 2))
+    >>> free, total = ctx.get_memory_info()
+    >>> 0 < free <= total
+    True
     """
     if _on_gpu():
         return _cuda.current_context() if devnum is None else _cuda.current_context(devnum)
@@ -343,6 +355,11 @@ class _DeviceList:
 
 
 gpus = _DeviceList()
+"""The devices (``cuda.gpus``): numba.cuda's list on the GPU, one :class:`HostDevice` elsewhere.
+
+Indexable (only 0 off the GPU), with ``len``, iteration and ``.current``; its entries are
+context managers (``with cuda.gpus[0]:``).
+"""
 
 
 def list_devices():
@@ -369,6 +386,14 @@ def close():
 
     Returns
     -------
+    None
+
+    Examples
+    --------
+    >>> import dualgpu
+    >>> from dualgpu import cuda
+    >>> with dualgpu.using_backend("cpu"):
+    ...     print(cuda.close())
     None
     """
     if _on_gpu():

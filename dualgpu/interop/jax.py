@@ -53,7 +53,32 @@ _SCAN_LIMIT = 64
 
 
 class JaxBridgeCostWarning(UserWarning):
-    """A derivative through :func:`to_jax` needs many lanes (the estimate is in the message)."""
+    """A derivative through :func:`to_jax` needs many lanes (the estimate is in the message).
+
+    Given when JAX asks the wrapped function for a derivative that needs more tangent lanes
+    than its ``warn_lanes`` (default :data:`DEFAULT_WARN_LANES`), before anything runs: one
+    lane per differentiated input entry (per color with ``sparsity=``), the product of two
+    such counts for a second derivative. The message gives the lanes, the kernel tiles and
+    the size of the derivative tensor. Above ``max_lanes`` the derivative is refused with a
+    :class:`~dualgpu.DualgpuError` instead. Silence it with ``warn_lanes=None`` or a
+    :mod:`warnings` filter.
+
+    Examples
+    --------
+    >>> import warnings
+    >>> import numpy as np, jax, jax.numpy as jnp
+    >>> from dualgpu.interop import JaxBridgeCostWarning, to_jax
+    >>> g = to_jax(lambda x: 2.0 * x, warn_lanes=2)
+    >>> with warnings.catch_warnings(record=True) as caught:
+    ...     warnings.simplefilter("always")
+    ...     J = jax.jacfwd(g)(jnp.ones(3))  # 3 lanes > warn_lanes
+    >>> caught[0].category is JaxBridgeCostWarning
+    True
+    >>> print(str(caught[0].message)[:48])
+    to_jax(<lambda>): this derivative needs 3 tangen
+    >>> np.asarray(J).diagonal()
+    array([2., 2., 2.], dtype=float32)
+    """
 
 
 def _jax():

@@ -23,10 +23,11 @@ Examples
 >>> r.ranking()
 ['a', 'b']
 """
+from . import problem as _problem
 from .gradients import model_gradients
 from .measures import analyze, dgsm
 from .poincare import poincare_constant
-from .problem import DISTRIBUTIONS, Problem, check_problem
+from .problem import Problem, check_problem
 from .result import DGSMResult
 from .salib import salib_sobol
 from .sampling import sample
@@ -34,6 +35,26 @@ from .sampling import sample
 __all__ = ["dgsm", "analyze", "sample", "model_gradients", "poincare_constant",
            "check_problem", "Problem", "DISTRIBUTIONS", "DGSMResult", "salib_sobol",
            "dgsm_bars", "dgsm_maps"]
+
+DISTRIBUTIONS = _problem.DISTRIBUTIONS
+"""The distributions a problem's ``dists`` may name, each with what its ``bounds`` hold.
+
+A dict from SALib's name to a description: ``"unif"`` (``[lo, hi]``), ``"norm"``
+(``[mean, sd]``), ``"lognorm"`` (``[mean, sd]`` of ``ln x``) and ``"triang"``
+(``[start, end, peak]``, the peak as a fraction of ``end - start``; SALib's older
+``[end, peak]`` means ``start = 0``), with SALib's meaning of ``bounds`` for each (see
+:mod:`dualgpu.sensitivity.problem`). These are the laws with a Poincaré constant here
+(:func:`poincare_constant`); SALib's ``logunif``, ``truncnorm`` and ``weibull`` are refused
+by :func:`check_problem`. The same dict as ``dualgpu.sensitivity.problem.DISTRIBUTIONS``.
+
+Examples
+--------
+>>> from dualgpu.sensitivity import DISTRIBUTIONS
+>>> sorted(DISTRIBUTIONS)
+['lognorm', 'norm', 'triang', 'unif']
+>>> DISTRIBUTIONS["norm"]
+'[mean, standard deviation > 0]'
+"""
 
 
 def __getattr__(name):

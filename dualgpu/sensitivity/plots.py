@@ -71,6 +71,25 @@ def dgsm_bars(result, *, output=None, measure="total_upper", ax=None, title=None
     Returns
     -------
     (Figure, Axes)
+
+    Raises
+    ------
+    DualgpuError
+        For an unknown ``measure``, an ``output`` that is not one entry of the
+        output shape, or a field output without ``output=`` for a measure other
+        than ``"total_upper"``.
+
+    Examples
+    --------
+    >>> from dualgpu.sensitivity import dgsm, dgsm_bars
+    >>> problem = {"names": ["a", "b", "c"], "bounds": [[0, 1], [0, 1], [0, 1]]}
+    >>> r = dgsm(lambda X: 3 * X[:, 0] - X[:, 1] + 0.1 * X[:, 2], problem, 64, seed=0,
+    ...          batched=True)
+    >>> fig, ax = dgsm_bars(r, measure="mu", top=2)
+    >>> [t.get_text() for t in ax.get_yticklabels()]
+    ['a  (f rises)', 'b  (f falls)']
+    >>> len(ax.patches), ax.get_xlabel()
+    (2, 'mean derivative  μ = E[∂f/∂x]  (sign: direction of the effect)')
     """
     _check_measure(measure)
     value, ci = result._pick(measure, output)
@@ -158,6 +177,37 @@ def dgsm_maps(result, *, measure="total_upper", names=None, extent=None, axis=No
     Returns
     -------
     (Figure, ndarray of Axes)
+        One Axes for a 1-D field, one per parameter shown for a 2-D field.
+
+    Raises
+    ------
+    DualgpuError
+        For an output that is not a 1-D or 2-D field (a scalar: use
+        :func:`dgsm_bars`) or an unknown ``measure``.
+    ValueError
+        For a name in ``names`` that is not one of the parameters.
+
+    Examples
+    --------
+    A 1-D field (e.g. a time series): one image, parameters x positions.
+
+    >>> import numpy as np
+    >>> from dualgpu.sensitivity import dgsm, dgsm_maps
+    >>> problem = {"names": ["a", "b"], "bounds": [[0, 1], [0, 1]]}
+    >>> t = np.linspace(0.0, 1.0, 5)
+    >>> r = dgsm(lambda X: X[:, :1] * t + X[:, 1:] * t ** 2, problem, 32, seed=0, batched=True)
+    >>> fig, axes = dgsm_maps(r, measure="mu", axis=t, xlabel="t [s]")
+    >>> axes.shape, [label.get_text() for label in axes[0].get_yticklabels()]
+    ((1,), ['a', 'b'])
+
+    A 2-D field: one panel per parameter, ranked.
+
+    >>> x, y = np.meshgrid(np.linspace(0, 1, 4), np.linspace(0, 1, 3), indexing="ij")
+    >>> r2 = dgsm(lambda X: X[:, 0, None, None] * x + X[:, 1, None, None] * y, problem, 32,
+    ...           seed=0, batched=True)
+    >>> fig, axes = dgsm_maps(r2, extent=(0, 1, 0, 1))
+    >>> [ax.get_title() for ax in axes]
+    ['b', 'a']
     """
     _check_measure(measure)
     shape = result.output_shape

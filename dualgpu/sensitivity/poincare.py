@@ -138,6 +138,23 @@ def poincare_constant(dist, bounds):
     ------
     DualgpuError
         For an unknown distribution.
+
+    Examples
+    --------
+    >>> import math
+    >>> poincare_constant("unif", (0.0, math.pi))  # (b - a)**2 / pi**2
+    1.0
+    >>> poincare_constant("norm", (300.0, 5.0))  # sd**2
+    25.0
+    >>> poincare_constant("lognorm", (0.0, 0.5))  # sd**2 of ln x, for x df/dx
+    0.25
+
+    The triangular constant is computed, and lies between the variance and the
+    uniform law's constant on the same support:
+
+    >>> c = poincare_constant("triang", (0.0, 2.0, 0.5))
+    >>> round(c, 4), 2.0 ** 2 / 24 < c < 2.0 ** 2 / math.pi ** 2
+    (0.1729, True)
     """
     b = [float(v) for v in bounds]
     if dist == "unif":

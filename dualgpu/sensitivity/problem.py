@@ -63,6 +63,22 @@ def _finite(values, where):
 class Problem:
     """A checked parameter description (see :func:`check_problem`).
 
+    :func:`check_problem` builds it from a SALib dictionary after checking every entry;
+    the constructor itself checks nothing, so build one directly only from values already
+    checked (or pass it through :func:`check_problem`, which returns a Problem as it is).
+    Every function of :mod:`dualgpu.sensitivity` that takes a problem accepts either.
+
+    Parameters
+    ----------
+    names : sequence of str
+        The parameters, in order.
+    bounds : sequence of sequence of float
+        One entry per parameter, meaning set by its distribution (see
+        :data:`DISTRIBUTIONS`); triangular bounds with three values
+        ``[start, end, peak]``.
+    dists : sequence of str
+        One of :data:`DISTRIBUTIONS` per parameter.
+
     Attributes
     ----------
     names : tuple of str
@@ -72,6 +88,19 @@ class Problem:
         As given (two-value triangular bounds completed to three values).
     p : int
         Number of parameters.
+
+    Examples
+    --------
+    >>> from dualgpu.sensitivity import Problem
+    >>> prob = Problem(["k", "T0"], [[1.0, 3.0], [300.0, 5.0]], ["unif", "norm"])
+    >>> prob
+    Problem(k: unif[1.0, 3.0], T0: norm[300.0, 5.0])
+    >>> prob.p, prob.variances().tolist()
+    (2, [0.3333333333333333, 25.0])
+    >>> prob.ppf([[0.5, 0.5]])  # points of the unit cube to parameter values
+    array([[  2., 300.]])
+    >>> prob.as_dict()["bounds"]
+    [[1.0, 3.0], [300.0, 5.0]]
     """
 
     def __init__(self, names, bounds, dists):

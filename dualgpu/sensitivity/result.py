@@ -20,6 +20,43 @@ class DGSMResult:
     Shapes: ``p`` parameters, the model's output shape ``out`` (``()`` for a
     scalar).
 
+    :func:`dgsm` and :func:`analyze` build it; the constructor only stores what
+    it is given (keyword arguments only, nothing checked).
+
+    Parameters
+    ----------
+    names : sequence of str
+        The parameters, in the problem's order.
+    dists : sequence of str
+        Their distributions (SALib's names).
+    units : dict of str to str or None
+        Units of the parameters, by name, for tables and plots (None: none).
+    output_name : str or None
+        Name (and unit) of the output, for tables and plots.
+    measures : dict of str to ndarray, shape (p,) + out
+        ``"nu"``, ``"mu"``, ``"mu_star"`` and ``"total_upper"``; each becomes
+        the attribute of that name.
+    intervals : dict of str to ndarray, shape (2, p) + out
+        Their bootstrap intervals (lower, upper), same keys; each becomes the
+        attribute ``<key>_ci``.
+    aggregate, aggregate_ci : ndarray, shape (p,) and (2, p)
+        The variance-weighted bound over all output entries and its interval
+        (``total_upper_aggregate``, ``total_upper_aggregate_ci``).
+    constants : ndarray, shape (p,)
+        Poincaré constants.
+    mean, variance : ndarray, shape out
+        Of the model output over the samples used.
+    samples : ndarray, shape (n, p)
+        All samples, including dropped ones.
+    outputs : ndarray, shape (n,) + out
+        Model values at the samples.
+    dropped : sequence of int
+        Indices of the samples left out of the measures.
+    dual_runs : int
+        Runs of the model with dual numbers.
+    conf_level : float
+        Level of the intervals, e.g. 0.95.
+
     Attributes
     ----------
     names : tuple of str
@@ -64,6 +101,23 @@ class DGSMResult:
     sobol_total, sobol_total_ci : ndarray or None
         SALib's Sobol total index and its half-width, when attached
         (:meth:`attach_sobol`).
+
+    Examples
+    --------
+    >>> from dualgpu.sensitivity import dgsm
+    >>> problem = {"names": ["a", "b"], "bounds": [[-1, 1], [-1, 1]]}
+    >>> r = dgsm(lambda X: 2 * X[:, 0] + X[:, 1], problem, 256, seed=0, batched=True,
+    ...          units={"a": "m"}, output_name="y")
+    >>> r
+    <DGSMResult: 2 parameters, output shape (), 256 samples>
+    >>> r.ranking(), r.nu.tolist(), r.mu.tolist()
+    (['a', 'b'], [4.0, 1.0], [2.0, 1.0])
+    >>> r.total_upper.round(3).tolist(), r.total_upper_ci.shape
+    ([0.969, 0.242], (2, 2))
+    >>> r.separates(), r.n_used, r.dual_runs
+    (True, 256, 1)
+    >>> print(r.table().splitlines()[0])
+    DGSM of y: 256 samples, 1 dual run(s)
     """
 
     def __init__(self, *, names, dists, units, output_name, measures, intervals, aggregate,
