@@ -282,6 +282,8 @@ def test_field_output_maps_and_plots(tmp_path):
                      .reshape(-1, 3, 2, 3), seed=0)
     fig, axes = plot.dgsm_maps(r2)
     assert len(axes) == 3 and axes[0].get_title().startswith(r2.ranking()[0])
+    with pytest.raises(DualgpuError, match=r"names \['nope'\] are not parameters"):
+        plot.dgsm_maps(r2, names=["nope"])
 
 
 def test_table_and_dataframe(ishigami64):

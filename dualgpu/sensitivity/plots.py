@@ -183,9 +183,8 @@ def dgsm_maps(result, *, measure="total_upper", names=None, extent=None, axis=No
     ------
     DualgpuError
         For an output that is not a 1-D or 2-D field (a scalar: use
-        :func:`dgsm_bars`) or an unknown ``measure``.
-    ValueError
-        For a name in ``names`` that is not one of the parameters.
+        :func:`dgsm_bars`), an unknown ``measure``, or a name in ``names``
+        that is not one of the parameters.
 
     Examples
     --------
@@ -216,8 +215,12 @@ def dgsm_maps(result, *, measure="total_upper", names=None, extent=None, axis=No
             f"dgsm_maps: the output has shape {shape}; expected a 1-D or 2-D field. For a "
             "scalar output use dgsm_bars.")
     data = getattr(result, measure)
-    order = [result.names.index(n) for n in names] if names else \
-        [result.names.index(n) for n in result.ranking()]
+    unknown = [n for n in names or () if n not in result.names]
+    if unknown:
+        raise DualgpuError(
+            f"dgsm_maps: names {unknown} are not parameters of this result; expected some of "
+            f"{list(result.names)}.")
+    order = [result.names.index(n) for n in (names or result.ranking())]
     diverging = measure == "mu"
     finite = data[order][np.isfinite(data[order])]
     vmax = float(np.max(np.abs(finite))) if finite.size else 1.0
