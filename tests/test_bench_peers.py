@@ -37,6 +37,21 @@ PEER_MODULE = {"jax": "jax_cases", "torch": "torch_cases", "taichi": "taichi_cas
 PEER_LIBRARY = {"jax": "jax", "torch": "torch", "taichi": "taichi", "numba-hand": "numba"}
 
 
+@pytest.fixture(autouse=True)
+def jax_x64_for_this_test_only():
+    """benchmarks/peers/jax_cases turns JAX's x64 flag on for its process (the peers compare
+    in float64); here it is on for each test and restored after, so that other test files in
+    the same worker see JAX's default."""
+    jax = sys.modules.get("jax")
+    before = bool(jax.config.jax_enable_x64) if jax is not None else False
+    if jax is not None:
+        jax.config.update("jax_enable_x64", True)
+    yield
+    jax = sys.modules.get("jax")
+    if jax is not None:
+        jax.config.update("jax_enable_x64", before)
+
+
 def peer(name, case=None):
     """Return the peer module, skipping the test if its library is not installed.
 

@@ -76,8 +76,8 @@ class JaxBridgeCostWarning(UserWarning):
     True
     >>> print(str(caught[0].message)[:48])
     to_jax(<lambda>): this derivative needs 3 tangen
-    >>> np.asarray(J).diagonal()
-    array([2., 2., 2.], dtype=float32)
+    >>> np.asarray(J).diagonal().tolist()
+    [2.0, 2.0, 2.0]
     """
 
 
@@ -241,8 +241,8 @@ def to_jax(f, *, argnums=None, result_shape_dtypes=None, compute_dtype=None, spa
     ...     return out.copy_to_host()
     >>> g = to_jax(sim)
     >>> x = jnp.array([1.0, 2.0])
-    >>> np.asarray(jax.grad(lambda x, a: g(x, a).sum(), argnums=(0, 1))(x, 3.0)[1])
-    array(5., dtype=float32)
+    >>> float(jax.grad(lambda x, a: g(x, a).sum(), argnums=(0, 1))(x, 3.0)[1])
+    5.0
     """
     if not callable(f):
         raise DualgpuError(f"to_jax: f must be callable; got {type(f).__name__}.")
