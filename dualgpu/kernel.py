@@ -267,6 +267,17 @@ class Kernel:
         self._launch(name, griddim, blockdim, stream, sharedmem, args)
 
     def _launch(self, name, griddim, blockdim, stream, sharedmem, args):
+        if self._may_capture:
+            from .captured_duals import captured_duals, lift
+
+            # a kernel factory's dual constant (closure) or a dual module global: a hidden
+            # argument, on every backend (compiled code, and the simulator's copy of the
+            # globals, would keep the value of the first launch)
+            captured = captured_duals(self)
+            if captured:
+                lifted, values = lift(self, captured, name)
+                lifted._launch(name, griddim, blockdim, stream, sharedmem, list(args) + values)
+                return
         if name != "cudasim" and any(tuple_arguments.holds_duals(a) for a in args):
             # tuples of duals: a kernel taking their members one by one (lane tiles need them)
             shape = tuple_arguments.structure(args)
@@ -300,6 +311,15 @@ class Kernel:
                     "(arithmetic with floats promotes) or use .value if no derivative is wanted."
                 ) from exc
             raise
+
+    @functools.cached_property
+    def _may_capture(self):
+        """False when neither the kernel nor a device function it reaches can read a captured
+        value (no closure, no global names): launches skip the scan for captured duals."""
+        from .captured_duals import Plan
+
+        plan = self.__dict__["_capture_plan"] = Plan(self.py_func)
+        return any(plan.functions.values())
 
     def _refuse_lists(self, args):
         # numba.cuda cannot pass a Python list to a kernel (its launch knows arrays, scalars,
