@@ -218,6 +218,11 @@ class Dual:
 
     # -- conversions ------------------------------------------------------------
     def __float__(self):
+        from .host_buffers import host_store_message
+
+        message = host_store_message(sys._getframe(1))  # state[0] = p: a numpy buffer store
+        if message is not None:
+            raise TypeError(message)
         raise TypeError(
             "float(Dual) would drop the partials. Use d.value for the value alone, or a "
             "dual-aware function (dualgpu.dmath / math inside a dualgpu kernel). To cast to "

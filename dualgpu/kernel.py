@@ -254,6 +254,12 @@ class Kernel:
 
             args = apply_signature(self.__name__, self._params, self.signatures, args)
         name = backend()
+        from .host_buffers import active
+
+        registry, shadows = active(), ()
+        if registry is not None:  # under the driver: host buffers that receive duals
+            captured = self._may_capture and bool(self._captured())
+            args, shadows = registry.before_launch(self, args, captured)
         objects = {i: a for i, a in enumerate(args) if is_object_array(a)}
         if objects:  # np.array([dual, 0.0]) built by host code: launched as a DualArray
             args = list(args)
@@ -263,8 +269,15 @@ class Kernel:
             self._launch(name, griddim, blockdim, stream, sharedmem, args)
             for i, array in objects.items():  # as numba copies a host array back
                 write_back(array, args[i])
-            return
-        self._launch(name, griddim, blockdim, stream, sharedmem, args)
+        else:
+            self._launch(name, griddim, blockdim, stream, sharedmem, args)
+        if shadows:  # as numba copies a host array back; the partials stay in the registry
+            registry.after_launch(shadows)
+
+    def _captured(self):
+        from .captured_duals import captured_duals
+
+        return captured_duals(self)
 
     def _launch(self, name, griddim, blockdim, stream, sharedmem, args):
         if self._may_capture:
@@ -483,6 +496,14 @@ class Kernel:
             fix = ("Allocate it as a DualArray (dualgpu.cuda.device_array_like(dual_input) or "
                    "dualgpu.dual_array), or run the simulation under the driver (dualgpu.jvp / "
                    "dualgpu.jacfwd), which allocates dual arrays through dualgpu.cuda for you.")
+        host = [n for n in names if isinstance(given.get(n), np.ndarray)]
+        if len(names) == 1 and host:
+            from .host_buffers import caller_line, launch_store_fix
+
+            return (f"kernel {self.__name__} stores a dual into the host numpy array "
+                    f"{names[0]}{at} (shape {tuple(given[names[0]].shape)}), which cannot "
+                    "hold its partials." + launch_store_fix(names[0], given[names[0]],
+                                                            caller_line()))
         return (
             f"kernel {self.__name__} stores a dual into {which}, which would drop its partials. "
             + fix
@@ -499,6 +520,8 @@ def _dual_store_target(exc):
     if _COMPILED_STORE in text:  # numba's message shows the kernel's line: read the store there
         for found in reversed(_NUMBA_LOCATION.findall(text)):
             filename, lineno = (found[0], found[1]) if found[0] else (found[2], found[3])
+            if os.path.abspath(filename).startswith(_PACKAGE_DIR):
+                continue  # dualgpu's own code (an atomic's store): not the kernel's line
             match = _SUBSCRIPT_STORE.match(linecache.getline(filename, int(lineno)))
             if match:
                 return match.group(1), f"{filename}:{lineno}"

@@ -1,0 +1,492 @@
+"""Host numpy buffers under the driver: numba.cuda's host-array idiom, and ``dualgpu.zeros``.
+
+numba.cuda users often keep a simulation's state in a host numpy array and hand it to
+kernels directly (numba copies a host array to the device before the launch and back
+after it), or copy a device array back into one::
+
+    state = np.zeros((6, n))
+    step[blocks, threads](state, p)        # numba copies state in and out
+    d_u.copy_to_host(host_buffer)
+
+A numpy float array cannot hold partials. While the driver runs the user's function
+(``dualgpu.jacobian`` and the others), this module keeps them beside it instead: a
+*registry* (one per run of f) maps each such array (by identity of the array that owns
+the memory, so views such as ``state[0]`` find it too) to a hidden host
+:class:`~dualgpu.DualArray` holding the same values and their partials.
+
+* a kernel launch with dual arguments (or one given a registered buffer) runs on the
+  hidden DualArray in place of each float host array, then writes the values back into
+  the user's array, exactly as numba copies a host array back;
+* ``dual_array.copy_to_host(host_buffer)`` writes the values into ``host_buffer`` and its
+  partials into the registry;
+* a registered array given to a later launch, to ``cuda.to_device``, or returned by f
+  (itself or a view of it) brings its partials back;
+* host code may write plain numbers into a registered array between launches: the
+  elements whose values changed get zero partials (a plain number is a constant).
+
+What cannot be seen is host code that *reads* a registered array with numpy
+(``state.sum()``, ``state[0, 3]``, ``state.copy()``): it gets plain floats. Where such
+a plain result is returned by f, the run is refused with the buffer's name and the fix,
+never differentiated with a silently missing term. Outside the driver, and in nested
+derivatives, nothing is registered and the stores are refused with the array, the line
+and the one-line fix (:func:`host_store_message`, :func:`launch_store_fix`).
+
+``state[0] = p`` itself, a Dual stored into a plain numpy array by host code, cannot
+work: numpy converts with ``float()`` inside ``ndarray.__setitem__``, which no library
+can intercept for a plain array. It is refused with the array's name, the line and the
+fix: make the buffer with :func:`zeros` (or ``cuda.to_device(np.zeros(...))``), a
+DualArray under the driver that takes duals in host stores and kernels alike.
+"""
+import contextlib
+import contextvars
+import linecache
+import os
+import re
+import sys
+
+import numpy as np
+
+from ._context import active_lanes, active_levels, lane_dtype
+from .dual import Dual
+from .dualarray import DualArray
+from .errors import DualgpuError
+
+__all__ = ["zeros", "scope", "active", "Registry", "host_store_message", "caller_line",
+           "launch_store_fix", "copy_to_plain", "substitute"]
+
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+_SUBSCRIPT_STORE = re.compile(r"^\s*([A-Za-z_]\w*)\s*\[.*\]\s*(?:[-+*/%]|//|\*\*)?=(?!=)")
+
+_REGISTRY = contextvars.ContextVar("dualgpu_host_buffers", default=None)
+
+
+def zeros(shape, dtype=np.float64):
+    """A zero-filled host array that holds duals while the driver runs, plain floats otherwise.
+
+    The one-line fix for host buffers that receive duals (``state[0] = p`` with ``p`` a
+    differentiated parameter): under the driver it is a host :class:`~dualgpu.DualArray`
+    with the driver's lanes (zero partials), which takes Duals in host stores and can be
+    passed to kernels; outside the driver it is ``np.zeros(shape, dtype)``.
+
+    Parameters
+    ----------
+    shape : int or tuple of int
+        1 to 3 dimensions under the driver (any for the plain array).
+    dtype : float32 or float64 (other dtypes always give a plain array)
+
+    Returns
+    -------
+    numpy.ndarray or DualArray
+
+    Examples
+    --------
+    >>> import numpy as np, dualgpu
+    >>> def f(p):
+    ...     state = dualgpu.zeros((2, 3))
+    ...     state[0] = p          # a Dual under the driver: kept
+    ...     state[1] = 2.0 * p
+    ...     return state
+    >>> dualgpu.jacobian(f, 1.5)[:, 0].tolist()
+    [1.0, 1.0, 1.0, 2.0, 2.0, 2.0]
+    >>> f(1.5)[1].tolist()
+    [3.0, 3.0, 3.0]
+    """
+    shape = (int(shape),) if np.ndim(shape) == 0 else tuple(int(s) for s in shape)
+    dtype = np.dtype(dtype)
+    levels = active_levels()
+    if dtype.kind != "f" or not levels:
+        return np.zeros(shape, dtype)
+    if len(levels) > 1:
+        from .nested import zeros as nested_zeros
+
+        return nested_zeros(shape, levels, dtype, np.zeros)
+    return DualArray(np.zeros(shape, dtype), np.zeros((levels[-1],) + shape, lane_dtype(dtype)))
+
+
+def active():
+    """The registry of the run of f in progress, or None (outside the driver, or nested)."""
+    return _REGISTRY.get()
+
+
+@contextlib.contextmanager
+def scope():
+    """Within the block (one run of f by the driver) host buffers may receive duals."""
+    registry = Registry() if len(active_levels()) == 1 else None
+    token = _REGISTRY.set(registry)
+    try:
+        yield registry
+    finally:
+        _REGISTRY.reset(token)
+
+
+def caller_line():
+    """``(filename, lineno, source line)`` of the innermost frame outside dualgpu, or None."""
+    frame = sys._getframe(1)
+    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE_DIR):
+        frame = frame.f_back
+    if frame is None:
+        return None
+    filename, lineno = frame.f_code.co_filename, frame.f_lineno
+    return filename, lineno, linecache.getline(filename, lineno).strip()
+
+
+def _at(where):
+    return f" at {where[0]}:{where[1]} (`{where[2]}`)" if where else ""
+
+
+def _root(array):
+    while isinstance(array.base, np.ndarray):
+        array = array.base
+    return array
+
+
+def _shape_text(shape):
+    return f"({shape[0]},)" if len(shape) == 1 else repr(tuple(shape))
+
+
+def _fix(name, array):
+    shape, dtype = _shape_text(array.shape), np.dtype(array.dtype).name
+    return (f"{name} = dualgpu.zeros({shape}, np.{dtype}) where it is made (or "
+            f"{name} = cuda.to_device(np.zeros({shape}, np.{dtype})) to keep it on the device): "
+            "under the driver that is a DualArray, which holds duals in host stores and "
+            "kernel launches alike; outside the driver, the same plain array")
+
+
+def host_store_message(frame):
+    """The message for ``name[...] = dual`` on a plain numpy array in host code, or None.
+
+    ``frame`` is the frame that executes the store (the caller of ``Dual.__float__``);
+    None when it is not a subscript store into a numpy array outside dualgpu and numba.
+    """
+    from .backend import _in_simulated_thread
+
+    if frame is None or _in_simulated_thread():
+        return None
+    filename = frame.f_code.co_filename
+    if filename.startswith(_PACKAGE_DIR) or f"{os.sep}numba" in filename:
+        return None
+    line = linecache.getline(filename, frame.f_lineno)
+    match = _SUBSCRIPT_STORE.match(line)
+    if match is None:
+        return None
+    name = match.group(1)
+    target = frame.f_locals.get(name, frame.f_globals.get(name))
+    if not isinstance(target, np.ndarray) or target.dtype.kind != "f":
+        return None
+    return (
+        f"{filename}:{frame.f_lineno}: `{line.strip()}` stores a Dual into the numpy array "
+        f"{name!r} (shape {tuple(target.shape)}, {target.dtype}), which holds plain floats: "
+        "numpy converts the Dual with float(), and float(Dual) would drop the partials "
+        "(numpy offers no hook in a plain array's stores). Fix, one line: "
+        f"{_fix(name, target)}."
+    )
+
+
+def launch_store_fix(name, array, where):
+    """The fix for a kernel that stores duals into the plain host array ``name`` (no driver)."""
+    fix = _fix(name, array) if isinstance(array, np.ndarray) else (
+        f"allocate {name} with dualgpu.cuda (to_device, device_array_like) or dualgpu.zeros")
+    return (f" Launched{_at(where)}. Fix, one line: {fix}; or run the simulation under the "
+            "driver (dualgpu.jacobian / jvp), which keeps the partials of host buffers that "
+            "kernels write.")
+
+
+def _name_in(array):
+    """The name ``array`` (or a same-shaped view of it) has in the caller's frame, or a
+    description."""
+    frame = sys._getframe(1)
+    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE_DIR):
+        frame = frame.f_back
+    if frame is not None:
+        for scope_ in (frame.f_locals, frame.f_globals):
+            for key, value in scope_.items():
+                if value is array or (isinstance(value, np.ndarray) and _root(value) is array
+                                      and value.shape == array.shape):
+                    return key
+    return f"a host array of shape {tuple(array.shape)}"
+
+
+class _Shadow:
+    """The hidden DualArray of one host array (the owner of the memory) and its history."""
+
+    __slots__ = ("root", "values", "partials", "flat_values", "flat_partials", "name", "writer",
+                 "live")
+
+    def __init__(self, root, lanes):
+        self.root = root  # held for the run: ids stay unique
+        self.values = np.empty_like(root, order="K")
+        self.values[...] = root
+        dtype = lane_dtype(root.dtype)
+        self.flat_partials = np.zeros(lanes * root.size, dtype)
+        self.partials = np.lib.stride_tricks.as_strided(
+            self.flat_partials, (lanes,) + root.shape,
+            (root.size * dtype.itemsize,) + tuple(s // root.itemsize * dtype.itemsize
+                                                  for s in root.strides))
+        self.flat_values = self.values.ravel(order="K")
+        self.name, self.writer, self.live = None, None, False
+
+    def sync(self):
+        """Take the values host code wrote into the array since: their partials are zero."""
+        root, values = self.root, self.values
+        same = (root == values) | (np.isnan(root) & np.isnan(values))
+        if not same.all():
+            changed = ~same
+            values[changed] = root[changed]
+            self.partials[:, changed] = 0
+
+    def view(self, array):
+        """The DualArray for ``array``, a view of the root (or the root itself)."""
+        if array is self.root:
+            return DualArray(self.values, self.partials)
+        item = self.root.itemsize
+        offset = (array.__array_interface__["data"][0]
+                  - self.root.__array_interface__["data"][0])
+        if (array.dtype != self.root.dtype or offset % item
+                or any(s % item for s in array.strides)):
+            return None
+        start = offset // item
+        values = np.lib.stride_tricks.as_strided(self.flat_values[start:], array.shape,
+                                                 array.strides)
+        pitem = self.flat_partials.itemsize
+        partials = np.lib.stride_tricks.as_strided(
+            self.flat_partials[start:], (self.partials.shape[0],) + array.shape,
+            (self.root.size * pitem,) + tuple(s // item * pitem for s in array.strides))
+        return DualArray(values, partials)
+
+    def write_back(self):
+        np.copyto(self.root, self.values)
+        self.live = self.live or bool(np.any(self.partials))
+
+
+def _read_only_params(kernel):
+    """The kernel's parameters that its source only reads (``u[i]``, ``u.shape``, ``len(u)``):
+    a plain host array there stays plain in a dual launch (nothing can store a dual in it)."""
+    import ast
+
+    cached = kernel.__dict__.get("_read_only_params")
+    if cached is not None:
+        return cached
+    tree = kernel._source_tree
+    params = set(kernel._params)
+    if tree is None:
+        found = frozenset()
+    else:
+        parents = {}
+        for node in ast.walk(tree):
+            for child in ast.iter_child_nodes(node):
+                parents[child] = node
+        escaped = set()
+        for node in ast.walk(tree):
+            if not (isinstance(node, ast.Name) and node.id in params):
+                continue
+            parent = parents.get(node)
+            if isinstance(node.ctx, ast.Store) or isinstance(parent, ast.arguments):
+                escaped.add(node.id)  # rebound
+            elif isinstance(parent, ast.Subscript) and parent.value is node:
+                if not isinstance(parent.ctx, ast.Load):
+                    escaped.add(node.id)  # u[i] = ..., u[i] += ...
+            elif isinstance(parent, ast.Attribute) and parent.attr in (
+                    "shape", "size", "ndim", "dtype"):
+                pass
+            elif (isinstance(parent, ast.Call) and isinstance(parent.func, ast.Name)
+                  and parent.func.id == "len"):
+                pass
+            else:
+                escaped.add(node.id)  # passed to a call (atomics, device functions), aliased
+        found = frozenset(params - escaped)
+    kernel.__dict__["_read_only_params"] = found
+    return found
+
+
+def _contiguous(root):
+    return root.flags.c_contiguous or root.flags.f_contiguous
+
+
+def _holds_duals(arg):
+    from .tuple_arguments import holds_duals
+
+    return isinstance(arg, (Dual, DualArray)) or holds_duals(arg)
+
+
+class Registry:
+    """The host arrays of one run of f that hold duals, each with its hidden DualArray."""
+
+    def __init__(self):
+        self.lanes = active_lanes()
+        self._shadows = {}
+
+    def find(self, array):
+        """The registered shadow of ``array``'s memory, synced, or None."""
+        if not isinstance(array, np.ndarray) or isinstance(array, DualArray):
+            return None
+        shadow = self._shadows.get(id(_root(array)))
+        if shadow is not None:
+            shadow.sync()
+        return shadow
+
+    def _shadow(self, array, name):
+        root = _root(array)
+        shadow = self._shadows.get(id(root))
+        if shadow is None:
+            if not _contiguous(root) or root.ndim == 0:
+                return None
+            shadow = self._shadows[id(root)] = _Shadow(root, self.lanes)
+            shadow.name = name
+        else:
+            shadow.sync()
+        return shadow
+
+    def lookup(self, array, live=False):
+        """The DualArray standing for ``array`` (a registered buffer or a view of one), or None.
+
+        ``live``: only a buffer that holds nonzero partials.
+        """
+        if live and not any(s.live for s in self._shadows.values()):
+            return None
+        shadow = self.find(array)
+        if shadow is None or (live and not shadow.live):
+            return None
+        return shadow.view(array)
+
+    def before_launch(self, kernel, args, captured=False):
+        """Replace the float host arrays of a dual launch by their hidden DualArrays.
+
+        Returns ``(args, shadows)``; :meth:`after_launch` writes the values back.
+        """
+        float_arrays = [i for i, a in enumerate(args)
+                        if isinstance(a, np.ndarray) and a.dtype.kind == "f"
+                        and 1 <= a.ndim <= 3]
+        if not float_arrays:
+            return args, ()
+        live = [i for i in float_arrays
+                if (s := self._shadows.get(id(_root(args[i])))) is not None and s.live]
+        if not (live or captured or any(_holds_duals(a) for a in args)):
+            return args, ()
+        read_only = _read_only_params(kernel)
+        float_arrays = [i for i in float_arrays
+                        if i in live or kernel._params[i] not in read_only]
+        args = list(args)
+        used = []
+        where = caller_line()
+        for i in float_arrays:
+            shadow = self._shadow(args[i], None)
+            if shadow is not None and shadow.name is None:
+                name = _name_in(shadow.root)
+                shadow.name = kernel._params[i] if name.startswith("a host") else name
+            view = None if shadow is None else shadow.view(args[i])
+            if view is None:
+                continue  # left plain: a store of a dual into it is refused as before
+            args[i] = view
+            if shadow not in used:
+                used.append(shadow)
+            shadow.writer = f"kernel {kernel.__name__}{_at(where)}"
+        return args, used
+
+    @staticmethod
+    def after_launch(shadows):
+        for shadow in shadows:
+            shadow.write_back()
+
+    def copy_into(self, host, source):
+        """``source.copy_to_host(host)``: the values into ``host``, the partials kept here."""
+        where = caller_line()
+        shadow = self._shadow(host, _name_in(_root(host)))
+        view = None if shadow is None else shadow.view(host)
+        if view is None:
+            return False
+        if tuple(host.shape) != tuple(source.shape):
+            raise DualgpuError(
+                f"copy_to_host(ary){_at(where)}: ary has shape {tuple(host.shape)}, the "
+                f"DualArray {tuple(source.shape)}; give a buffer of the same shape."
+            )
+        host_copy = source.copy_to_host()
+        view[...] = host_copy
+        shadow.writer = f"copy_to_host{_at(where)}"
+        shadow.write_back()
+        return True
+
+    def resolve(self, result, fname):
+        """f's result with registered host arrays (and views) as their DualArrays.
+
+        Refuses a plain float output while a registered buffer holds partials: it was
+        read with numpy (``buf.sum()``, ``buf[0, 3]``, ``buf.copy()``) and lost them.
+        """
+        is_tuple = isinstance(result, (tuple, list))
+        items = list(result) if is_tuple else [result]
+        plain = []
+        for k, item in enumerate(items):
+            if isinstance(item, np.ndarray) and item.dtype.kind == "f":
+                found = self.lookup(item)
+                if found is not None:
+                    items[k] = found.copy_to_host()
+                    continue
+            if (isinstance(item, (np.ndarray, np.generic, float))
+                    and np.asarray(item).dtype.kind == "f"):
+                plain.append(k)
+        live = [s for s in self._shadows.values() if s.live]
+        if plain and live:
+            buffers = "; ".join(f"{s.name or 'a host array'} (shape {tuple(s.root.shape)}, "
+                                f"written by {s.writer})" for s in live)
+            outputs = ", ".join(str(k) for k in plain)
+            first = live[0]
+            name = first.name or "buf"
+            raise DualgpuError(
+                f"{fname}: output {outputs} of f is a plain numpy value, but the host "
+                f"buffer(s) {buffers} hold duals whose partials dualgpu keeps beside them. "
+                "Host code that reads such a buffer with numpy (buf.sum(), buf[0, 3], "
+                "buf.copy(), float(buf[i])) gets plain floats and drops the partials, so "
+                "this output would be differentiated without them. Fix: return the buffer "
+                f"itself or a slice of it (return {name}, or {name}[0:1] rather than "
+                f"{name}[0]), or make it a DualArray where it is made, so that numpy "
+                f"reads keep the partials: {_fix(name, first.root)}."
+            )
+        if not is_tuple:
+            return items[0]
+        return type(result)(items) if isinstance(result, list) else tuple(items)
+
+
+_COPY_CALL = re.compile(r"copy_to_host\(\s*(?:ary\s*=\s*)?([A-Za-z_][\w.]*)")
+
+
+def copy_to_plain(source, ary):
+    """``source.copy_to_host(ary)`` for a plain ``ary``: kept by the registry, or refused.
+
+    Raises
+    ------
+    DualgpuError
+        Outside the driver (or in a nested derivative), or for a buffer whose memory
+        cannot be mirrored: the message names the buffer, the line and the fix.
+    """
+    registry = active()
+    if (registry is not None and isinstance(ary, np.ndarray) and ary.dtype.kind == "f"
+            and not source.tag and registry.copy_into(ary, source)):
+        return ary
+    where = caller_line()
+    found = _COPY_CALL.search(where[2]) if where else None
+    name = found.group(1) if found else "ary"
+    shape = _shape_text(source.shape)
+    raise DualgpuError(
+        f"copy_to_host({name}){_at(where)}: {name} is a plain {type(ary).__name__}, which "
+        f"cannot hold the DualArray's {source.lanes} lane(s) of partials. Fix, one line: "
+        f"{name} = <device array>.copy_to_host() (a new host DualArray that keeps them), or "
+        f"make the buffer with {name} = dualgpu.zeros({shape}) (a DualArray under the "
+        "driver, plain outside it)."
+    )
+
+
+def substitute(items):
+    """``items`` (a ufunc's inputs, a numpy function's arguments) with each registered host
+    buffer that holds partials replaced by its DualArray (one level into lists and tuples):
+    ``u * p`` with ``u`` a host array a kernel wrote duals into keeps u's partials."""
+    registry = active()
+    if registry is None or not any(s.live for s in registry._shadows.values()):
+        return items
+    out = []
+    for item in items:
+        if isinstance(item, np.ndarray) and item.dtype.kind == "f":
+            found = registry.lookup(item, live=True)
+            item = item if found is None else found
+        elif type(item) in (list, tuple):
+            item = type(item)(substitute(item))
+        out.append(item)
+    return tuple(out) if isinstance(items, tuple) else out
