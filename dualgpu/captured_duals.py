@@ -132,7 +132,7 @@ def captured_duals(kernel):
     ...     def step(u):
     ...         u[0] = k
     ...     return cuda.jit(step)
-    >>> [(name, value.value) for _, name, value in captured_duals(model(dualgpu.Dual(2.0, [1.0])))]
+    >>> [(name, float(value.value)) for _, name, value in captured_duals(model(dualgpu.Dual(2.0, [1.0])))]
     [('k', 2.0)]
     >>> captured_duals(model(2.0))
     []

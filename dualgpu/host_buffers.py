@@ -86,7 +86,7 @@ def zeros(shape, dtype=np.float64):
     ...     state[0] = p          # a Dual under the driver: kept
     ...     state[1] = 2.0 * p
     ...     return state
-    >>> dualgpu.jacobian(f, 1.5)[:, 0].tolist()
+    >>> dualgpu.jacobian(f, 1.5).ravel().tolist()
     [1.0, 1.0, 1.0, 2.0, 2.0, 2.0]
     >>> f(1.5)[1].tolist()
     [3.0, 3.0, 3.0]
@@ -428,7 +428,9 @@ class Registry:
             buffers = "; ".join(f"{s.name or 'a host array'} (shape {tuple(s.root.shape)}, "
                                 f"written by {s.writer})" for s in live)
             outputs = ", ".join(str(k) for k in plain)
-            first = live[0]
+            values = [np.asarray(items[k], np.float64).ravel() for k in plain]
+            holds = [s for s in live if any(np.isin(v, s.root).any() for v in values)]
+            first = (holds or live)[-1]  # the buffer the plain output was read from, if seen
             name = first.name or "buf"
             raise DualgpuError(
                 f"{fname}: output {outputs} of f is a plain numpy value, but the host "
@@ -445,7 +447,7 @@ class Registry:
         return type(result)(items) if isinstance(result, list) else tuple(items)
 
 
-_COPY_CALL = re.compile(r"copy_to_host\(\s*(?:ary\s*=\s*)?([A-Za-z_][\w.]*)")
+_COPY_CALL = re.compile(r"copy_to_host\(\s*(?:ary\s*=\s*)?([A-Za-z_]\w*)\s*(?:\[[^\]]*\])?\s*[,)]")
 
 
 def copy_to_plain(source, ary):
@@ -467,7 +469,7 @@ def copy_to_plain(source, ary):
     shape = _shape_text(source.shape)
     raise DualgpuError(
         f"copy_to_host({name}){_at(where)}: {name} is a plain {type(ary).__name__}, which "
-        f"cannot hold the DualArray's {source.lanes} lane(s) of partials. Fix, one line: "
+        f"would drop the {source.lanes} lanes of partials. Fix, one line: "
         f"{name} = <device array>.copy_to_host() (a new host DualArray that keeps them), or "
         f"make the buffer with {name} = dualgpu.zeros({shape}) (a DualArray under the "
         "driver, plain outside it)."
