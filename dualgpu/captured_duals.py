@@ -23,8 +23,12 @@ variable's name and "pass it as an argument".
 """
 import ast
 import copy
+import dis
 import hashlib
 import linecache
+import types
+
+import numpy as np
 
 from .dual import Dual
 from .dualarray import DualArray
@@ -36,16 +40,38 @@ __all__ = ["captured_duals", "lift"]
 PREFIX = "_lifted_dual_"
 
 
-def _sources(py_func):
-    """``[(name, cell, globals)]``: each closure cell and global name ``py_func`` may read."""
-    from .backends._rebind import global_names
+def _global_reads(code):
+    """The names ``code`` (and the code nested in it) reads as globals (LOAD_GLOBAL)."""
+    names = set()
+    for instruction in dis.get_instructions(code):
+        if instruction.opname == "LOAD_GLOBAL":
+            names.add(instruction.argval)
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            names |= _global_reads(const)
+    return names
 
+
+def _fixed(value):
+    """True for what a kernel reads as code, not data (modules, functions, classes, kernels):
+    such a name is not watched for duals at each launch."""
+    return (isinstance(value, (types.ModuleType, types.FunctionType, types.BuiltinFunctionType,
+                               type))
+            or callable(value) and not isinstance(value, (Dual, DualArray, np.ndarray)))
+
+
+def _sources(py_func, everything=False):
+    """``[(name, cell, globals)]``: each closure cell and global name ``py_func`` reads
+    (``everything=False``: those that do not hold code now)."""
     code = py_func.__code__
     found = [(name, cell, None) for name, cell in zip(code.co_freevars, py_func.__closure__ or ())]
     namespace = py_func.__globals__
-    found += [(name, None, namespace) for name in sorted(global_names(code))
+    found += [(name, None, namespace) for name in sorted(_global_reads(code))
               if name not in code.co_freevars]
-    return found
+    if everything:
+        return found
+    return [(name, cell, namespace) for name, cell, namespace in found
+            if not _fixed(_read(cell, namespace, name))]
 
 
 def _read(cell, namespace, name):
@@ -62,7 +88,7 @@ def _device_funcs(py_func):
     from .backends._translate import device_py_func
 
     found = []
-    for name, cell, namespace in _sources(py_func):
+    for name, cell, namespace in _sources(py_func, everything=True):
         inner = device_py_func(_read(cell, namespace, name))
         if inner is not None and inner is not py_func:
             found.append((name, inner))
