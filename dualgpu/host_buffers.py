@@ -184,11 +184,20 @@ def host_store_message(frame):
 
 def launch_store_fix(name, array, where):
     """The fix for a kernel that stores duals into the plain host array ``name`` (no driver)."""
-    fix = _fix(name, array) if isinstance(array, np.ndarray) else (
-        f"allocate {name} with dualgpu.cuda (to_device, device_array_like) or dualgpu.zeros")
-    return (f" Launched{_at(where)}. Fix, one line: {fix}; or run the simulation under the "
-            "driver (dualgpu.jacobian / jvp), which keeps the partials of host buffers that "
-            "kernels write.")
+    if isinstance(array, np.ndarray):
+        caller = _name_in(_root(array))
+        if not caller.startswith("a host") and caller != name:
+            name = caller  # the host code's name of the array, not the kernel's
+        fix = _fix(name, array)
+    else:
+        fix = f"allocate {name} with dualgpu.cuda (to_device, device_array_like) or dualgpu.zeros"
+    if len(active_levels()) > 1:
+        why = ("; in a nested derivative (hessian, a driver inside f) host numpy buffers do not "
+               "keep partials")
+    else:
+        why = ("; or run the simulation under the driver (dualgpu.jacobian / jvp), which keeps "
+               "the partials of host buffers that kernels write")
+    return f" Launched{_at(where)}. Fix, one line: {fix}{why}."
 
 
 def _name_in(array):

@@ -323,7 +323,32 @@ class Kernel:
                     f"kernel {self.__name__}: float(Dual) would drop the partials; keep the dual "
                     "(arithmetic with floats promotes) or use .value if no derivative is wanted."
                 ) from exc
+            host = self._written_host_arrays(args)
+            if host and type(exc).__name__ == "TypingError":
+                from .host_buffers import caller_line, launch_store_fix
+
+                name = host[0]
+                raise DualgpuError(
+                    f"kernel {self.__name__} does not compile for its dual arguments, and it is "
+                    f"given the host numpy array {name} (shape "
+                    f"{tuple(dict(zip(self._params, args))[name].shape)}) that it writes or "
+                    "passes on: a dual stored into it (also by an atomic) cannot keep its "
+                    "partials. numba's message follows." + launch_store_fix(
+                        name, dict(zip(self._params, args))[name], caller_line())
+                    + f"\n\n{exc}"
+                ) from exc
             raise
+
+    def _written_host_arrays(self, args):
+        """Names of the float host numpy arguments of a dual launch that the kernel may write."""
+        from .host_buffers import _read_only_params
+
+        if not any(isinstance(a, (Dual, DualArray)) or tuple_arguments.holds_duals(a)
+                   for a in args):
+            return []
+        read_only = _read_only_params(self)
+        return [p for p, a in zip(self._params, args)
+                if type(a) is np.ndarray and a.dtype.kind == "f" and p not in read_only]
 
     @functools.cached_property
     def _may_capture(self):

@@ -164,3 +164,21 @@ def test_dualgpu_zeros():
     with dualgpu.using_backend("cpu"):
         J = dualgpu.jacobian(lambda x: R.params_buffer_edited(x[0], x[1]), np.array([0.2, 0.1]))
     assert J.shape == (6, 2)
+
+
+def test_kernel_store_message_on_cudasim_names_the_fix():
+    p = dualgpu.Dual(0.2, [1.0])
+    u, u_new = np.ones(4), np.zeros(4)
+    with dualgpu.using_backend("cudasim"), pytest.raises(DualgpuError) as err:
+        R.heat_step[1, 4](u, u_new, p)
+    assert "u_new = dualgpu.zeros((4,), np.float64)" in str(err.value)
+    assert "R.heat_step[1, 4](u, u_new, p)" in str(err.value)
+
+
+def test_nested_derivative_with_a_host_reduction_buffer_names_the_fix():
+    """A Hessian keeps no host buffers: the atomic into one is refused with the host name."""
+    with dualgpu.using_backend("cpu"), pytest.raises(DualgpuError) as err:
+        dualgpu.hessian(lambda x: R.energy_host(x[0])[0:1].sum(), np.array([0.7]))
+    message = str(err.value)
+    assert "energy = dualgpu.zeros((1,), np.float64)" in message
+    assert "nested derivative" in message and "realcodes_round4.py:" in message
