@@ -360,22 +360,26 @@ class Registry:
     def before_launch(self, kernel, args, captured=False):
         """Replace the float host arrays of a dual launch by their hidden DualArrays.
 
-        Returns ``(args, shadows)``; :meth:`after_launch` writes the values back.
+        Returns ``(args, token)``; :meth:`after_launch(token) <after_launch>` writes the
+        values back (``token`` is None when nothing was replaced).
         """
         float_arrays = [i for i, a in enumerate(args)
                         if isinstance(a, np.ndarray) and a.dtype.kind == "f"
                         and 1 <= a.ndim <= 3]
         if not float_arrays:
-            return args, ()
+            return args, None
         live = [i for i in float_arrays
                 if (s := self._shadows.get(id(_root(args[i])))) is not None and s.live]
         if not (live or captured or any(_holds_duals(a) for a in args)):
-            return args, ()
+            return args, None
         read_only = _read_only_params(kernel)
         float_arrays = [i for i in float_arrays
                         if i in live or kernel._params[i] not in read_only]
+        from .backend import backend
+
         args = list(args)
-        used = []
+        used, pairs = [], []
+        on_gpu = backend() == "cuda"
         where = caller_line()
         for i in float_arrays:
             shadow = self._shadow(args[i], None)
@@ -385,15 +389,25 @@ class Registry:
             view = None if shadow is None else shadow.view(args[i])
             if view is None:
                 continue  # left plain: a store of a dual into it is refused as before
+            if on_gpu:  # numba copies a host array in and out: here, values and partials
+                from .cuda import to_device
+
+                device = to_device(view)
+                pairs.append((view, device))
+                view = device
             args[i] = view
             if shadow not in used:
                 used.append(shadow)
             shadow.writer = f"kernel {kernel.__name__}{_at(where)}"
-        return args, used
+        return args, (used, pairs)
 
     @staticmethod
-    def after_launch(shadows):
-        for shadow in shadows:
+    def after_launch(token):
+        """Copy what the launch wrote back into the hidden arrays and the user's arrays."""
+        used, pairs = token
+        for view, device in pairs:
+            device.copy_to_host(view)
+        for shadow in used:
             shadow.write_back()
 
     def copy_into(self, host, source):

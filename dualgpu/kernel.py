@@ -256,7 +256,7 @@ class Kernel:
         name = backend()
         from .host_buffers import active
 
-        registry, shadows = active(), ()
+        registry, shadows = active(), None
         if registry is not None:  # under the driver: host buffers that receive duals
             captured = self._may_capture and bool(self._captured())
             args, shadows = registry.before_launch(self, args, captured)
@@ -271,7 +271,7 @@ class Kernel:
                 write_back(array, args[i])
         else:
             self._launch(name, griddim, blockdim, stream, sharedmem, args)
-        if shadows:  # as numba copies a host array back; the partials stay in the registry
+        if shadows is not None:  # as numba copies a host array back; partials stay in the registry
             registry.after_launch(shadows)
 
     def _captured(self):

@@ -32,7 +32,8 @@ def test_decay_factory_with_device_function(backend, dtype):
         f = lambda k: K.run_decay(k[0], dtype)  # noqa: E731
         k = np.array([0.7], dtype)
         J = dualgpu.jacobian(f, k)
-        with dualgpu.using_backend("cpu"):  # the plain run: a float closure, no lifting
+        # the plain runs on the simulator: each new closure value would compile on the cpu
+        with dualgpu.using_backend("cudasim"):
             fd = central_fd(lambda x: K.run_decay(dtype(x[0]), dtype), k, 1e-3)
     np.testing.assert_allclose(J, fd, **TOL[dtype])
     # analytic: out = u - dt*k*u + 0.1*exp(-k dt) u -> d/dk = -dt u - 0.01 exp(-k dt) u
@@ -46,7 +47,7 @@ def test_hodgkin_huxley_factory(backend, dtype):
     g = np.array([1.2, 0.36], dtype)
     with dualgpu.using_backend(backend):
         J = dualgpu.jacobian(lambda p: K.run_hh(p, dtype), g)
-    with dualgpu.using_backend("cpu"):
+    with dualgpu.using_backend("cudasim"):  # plain runs: no compile per closure value
         fd = central_fd(lambda x: K.run_hh(x.astype(dtype), dtype), g, 1e-3 if dtype is np.float64 else 1e-2)
     assert np.abs(J).max() > 1e-3  # the derivative is not trivially zero
     np.testing.assert_allclose(J, fd, rtol=1e-5 if dtype is np.float64 else 5e-2,
