@@ -288,9 +288,16 @@ class Kernel:
             # globals, would keep the value of the first launch)
             captured = captured_duals(self)
             if captured:
-                lifted, values = lift(self, captured, name)
-                lifted._launch(name, griddim, blockdim, stream, sharedmem, list(args) + values)
-                return
+                try:
+                    lifted, values = lift(self, captured, name)
+                except DualgpuError:
+                    if name != "cudasim":
+                        raise
+                    lifted = None  # no source to rewrite: the simulator reads the closure
+                if lifted is not None:
+                    lifted._launch(name, griddim, blockdim, stream, sharedmem,
+                                   list(args) + values)
+                    return
         if name != "cudasim" and any(tuple_arguments.holds_duals(a) for a in args):
             # tuples of duals: a kernel taking their members one by one (lane tiles need them)
             shape = tuple_arguments.structure(args)

@@ -116,3 +116,18 @@ def test_lifted_factory_compiles_to_ptx(offline_ptx, dtype):
     plain, _ = numba.cuda.compile_ptx(gpu.prepare_function(K.decay_model(0.7).py_func, 0),
                                       (types.Array(dt, 1, "C"),) * 2 + (dt,), cc=offline_ptx)
     assert ptx.count(".param") > plain.count(".param")
+
+
+def test_a_captured_dual_without_source_is_named_with_the_fix():
+    scope = {"cuda": dualgpu.cuda}
+    exec("def make(k):\n    def step(u):\n        u[0] = k * u[0]\n    return cuda.jit(step)\n",
+         scope)
+    step = scope["make"](dualgpu.Dual(2.0, [1.0]))
+    u = dualgpu.dual_array(np.ones(2), lanes=1)
+    with dualgpu.using_backend("cpu"), pytest.raises(DualgpuError) as err:
+        step[1, 1](u)
+    message = str(err.value)
+    assert "step" in message and "'k'" in message and "Pass it as an argument" in message
+    with dualgpu.using_backend("cudasim"):  # the simulator reads the closure itself
+        step[1, 1](u)
+    assert u.values[0] == 2.0 and u.partials[0, 0] == 1.0

@@ -182,3 +182,17 @@ def test_nested_derivative_with_a_host_reduction_buffer_names_the_fix():
     message = str(err.value)
     assert "energy = dualgpu.zeros((1,), np.float64)" in message
     assert "nested derivative" in message and "realcodes_round4.py:" in message
+
+
+def test_to_device_of_a_written_host_buffer_keeps_its_partials():
+    def f(rate):
+        u = np.linspace(0.5, 1.5, 8)
+        R.decay[1, 8](u, rate, 0.1)       # duals into a host array
+        d_u = cuda.to_device(u)           # ... read by to_device: a DualArray
+        R.decay[1, 8](d_u, rate, 0.1)
+        return d_u.copy_to_host()
+
+    with dualgpu.using_backend("cpu"):
+        J = dualgpu.jacobian(f, 0.7)
+    u = np.linspace(0.5, 1.5, 8)
+    np.testing.assert_allclose(J, -0.2 * u * np.exp(-0.14), rtol=1e-12)
