@@ -268,8 +268,12 @@ class _Shadow:
 
 
 def _read_only_params(kernel):
-    """The kernel's parameters that its source only reads (``u[i]``, ``u.shape``, ``len(u)``):
-    a plain host array there stays plain in a dual launch (nothing can store a dual in it)."""
+    """``{parameter: k}`` for the kernel's parameters that its source only reads, with ``k``
+    the fewest indices of a read (``u[i]``: 1, ``u[i, j]``: 2; ``u.shape``, ``len(u)`` do not
+    count). An array of at most ``k`` dimensions there is read element by element only, so a
+    plain host array stays plain in a dual launch (nothing can store a dual in it). A slice,
+    a chained index (``u[i][j]``), a call or an assignment of the array itself may alias it:
+    such parameters are absent."""
     import ast
 
     cached = kernel.__dict__.get("_read_only_params")
@@ -277,9 +281,8 @@ def _read_only_params(kernel):
         return cached
     tree = kernel._source_tree
     params = set(kernel._params)
-    if tree is None:
-        found = frozenset()
-    else:
+    reads = {}
+    if tree is not None:
         parents = {}
         for node in ast.walk(tree):
             for child in ast.iter_child_nodes(node):
@@ -292,8 +295,15 @@ def _read_only_params(kernel):
             if isinstance(node.ctx, ast.Store) or isinstance(parent, ast.arguments):
                 escaped.add(node.id)  # rebound
             elif isinstance(parent, ast.Subscript) and parent.value is node:
-                if not isinstance(parent.ctx, ast.Load):
-                    escaped.add(node.id)  # u[i] = ..., u[i] += ...
+                index = parent.slice
+                above = parents.get(parent)
+                if (not isinstance(parent.ctx, ast.Load)
+                        or any(isinstance(n, ast.Slice) for n in ast.walk(index))
+                        or (isinstance(above, ast.Subscript) and above.value is parent)):
+                    escaped.add(node.id)  # a store, a slice (a view), u[i][j]
+                else:
+                    k = len(index.elts) if isinstance(index, ast.Tuple) else 1
+                    reads[node.id] = min(reads.get(node.id, k), k)
             elif isinstance(parent, ast.Attribute) and parent.attr in (
                     "shape", "size", "ndim", "dtype"):
                 pass
@@ -302,9 +312,9 @@ def _read_only_params(kernel):
                 pass
             else:
                 escaped.add(node.id)  # passed to a call (atomics, device functions), aliased
-        found = frozenset(params - escaped)
-    kernel.__dict__["_read_only_params"] = found
-    return found
+        reads = {p: reads.get(p, 3) for p in params - escaped}
+    kernel.__dict__["_read_only_params"] = reads
+    return reads
 
 
 def _contiguous(root):
@@ -374,7 +384,7 @@ class Registry:
             return args, None
         read_only = _read_only_params(kernel)
         float_arrays = [i for i in float_arrays
-                        if i in live or kernel._params[i] not in read_only]
+                        if i in live or args[i].ndim > read_only.get(kernel._params[i], 0)]
         from .backend import backend
 
         args = list(args)

@@ -326,6 +326,9 @@ class Kernel:
                 raise DualgpuError(f"kernel {self.__name__}: " + complex_dual_message(
                     found.group(1) if found else "a complex number and a dual")) from exc
             if _PYTHON_FLOAT in str(exc):
+                host = self._written_host_arrays(args)
+                if len(host) == 1:  # the simulator's atomic into a host numpy array
+                    raise DualgpuError(self._drop_message(args, host[0])) from exc
                 raise DualgpuError(
                     f"kernel {self.__name__}: float(Dual) would drop the partials; keep the dual "
                     "(arithmetic with floats promotes) or use .value if no derivative is wanted."
@@ -355,7 +358,8 @@ class Kernel:
             return []
         read_only = _read_only_params(self)
         return [p for p, a in zip(self._params, args)
-                if type(a) is np.ndarray and a.dtype.kind == "f" and p not in read_only]
+                if type(a) is np.ndarray and a.dtype.kind == "f"
+                and a.ndim > read_only.get(p, 0)]
 
     @functools.cached_property
     def _may_capture(self):
@@ -565,7 +569,8 @@ def _dual_store_target(exc):
     while tb is not None:  # the innermost subscript store outside dualgpu: the kernel's line
         filename = tb.tb_frame.f_code.co_filename
         line = linecache.getline(filename, tb.tb_lineno)
-        if not filename.startswith(_PACKAGE_DIR) and _SUBSCRIPT_STORE.match(line):
+        if (not filename.startswith(_PACKAGE_DIR) and _SUBSCRIPT_STORE.match(line)
+                and f"{os.sep}numba" not in filename):  # not numba's simulator (atomics)
             store = (line, f"{filename}:{tb.tb_lineno}")
         tb = tb.tb_next
     if store is None or "float(" in store[0]:  # an explicit float(dual) keeps its own message
