@@ -363,8 +363,9 @@ class Kernel:
 
     @functools.cached_property
     def _may_capture(self):
-        """False when neither the kernel nor a device function it reaches can read a captured
-        value (no closure, no global names): launches skip the scan for captured duals."""
+        """False when neither the kernel nor a device function it reaches reads a closure
+        cell or a global that holds data (not code): launches skip the scan for captured
+        duals (:mod:`dualgpu.captured_duals`)."""
         from .captured_duals import Plan
 
         plan = self.__dict__["_capture_plan"] = Plan(self.py_func)
@@ -532,7 +533,7 @@ class Kernel:
             fix = ("Allocate it as a DualArray (dualgpu.cuda.device_array_like(dual_input) or "
                    "dualgpu.dual_array), or run the simulation under the driver (dualgpu.jvp / "
                    "dualgpu.jacfwd), which allocates dual arrays through dualgpu.cuda for you.")
-        host = [n for n in names if isinstance(given.get(n), np.ndarray)]
+        host = [n for n in names if type(given.get(n)) is np.ndarray]
         if len(names) == 1 and host:
             from .host_buffers import caller_line, launch_store_fix
 
