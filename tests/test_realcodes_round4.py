@@ -3,8 +3,9 @@
 Each code is ported by the import line only. Its plain run equals the unported code
 (numba's CUDA simulator); its Jacobian agrees with central finite differences on the cpu and
 cudasim backends. Before issue 25 none of the seven differentiated with the import line
-alone; now five do, and the other two are refused with the buffer, the line and the
-one-line fix, after which they differentiate.
+alone on the cpu backend (one, the kernel factory, on cudasim); now five do on both, and
+the other two are refused with the buffer, the line and the one-line fix, after which they
+differentiate.
 """
 import numpy as np
 import pytest
