@@ -158,7 +158,8 @@ def captured_duals(kernel):
     ...     def step(u):
     ...         u[0] = k
     ...     return cuda.jit(step)
-    >>> [(name, float(value.value)) for _, name, value in captured_duals(model(dualgpu.Dual(2.0, [1.0])))]
+    >>> found = captured_duals(model(dualgpu.Dual(2.0, [1.0])))
+    >>> [(name, float(value.value)) for _, name, value in found]
     [('k', 2.0)]
     >>> captured_duals(model(2.0))
     []
@@ -205,8 +206,25 @@ def _compile(tree, namespace, py_func):
 def lift(kernel, found, backend_name):
     """Return ``(lifted_kernel, values)``: launch ``lifted_kernel`` with ``args + values``.
 
-    ``found`` is :func:`captured_duals`' answer. The lifted kernel is cached on ``kernel``
-    per set of captured names (values are arguments, never compiled in).
+    Parameters
+    ----------
+    kernel : dualgpu.kernel.Kernel
+    found : list of tuple
+        :func:`captured_duals`' answer for ``kernel``.
+    backend_name : str
+        The backend launching (for messages).
+
+    Returns
+    -------
+    tuple
+        The lifted :class:`~dualgpu.kernel.Kernel`, cached on ``kernel`` per set of
+        captured names (values are arguments, never compiled in), and the Duals to pass.
+
+    Raises
+    ------
+    DualgpuError
+        If the source of the kernel or of a device function that captures a Dual cannot
+        be read: names the variable and says to pass it as an argument.
     """
     from .backends._translate import _closure_values, _local_names, function_source
     from .kernel import DeviceFunction, Kernel

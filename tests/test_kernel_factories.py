@@ -48,7 +48,8 @@ def test_hodgkin_huxley_factory(backend, dtype):
     with dualgpu.using_backend(backend):
         J = dualgpu.jacobian(lambda p: K.run_hh(p, dtype), g)
     with dualgpu.using_backend("cudasim"):  # plain runs: no compile per closure value
-        fd = central_fd(lambda x: K.run_hh(x.astype(dtype), dtype), g, 1e-3 if dtype is np.float64 else 1e-2)
+        fd = central_fd(lambda x: K.run_hh(x.astype(dtype), dtype), g,
+                        1e-3 if dtype is np.float64 else 1e-2)
     assert np.abs(J).max() > 1e-3  # the derivative is not trivially zero
     np.testing.assert_allclose(J, fd, rtol=1e-5 if dtype is np.float64 else 5e-2,
                                atol=1e-7 if dtype is np.float64 else 1e-2 * np.abs(fd).max())
