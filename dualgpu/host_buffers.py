@@ -43,6 +43,7 @@ import linecache
 import os
 import re
 import sys
+import weakref
 
 import numpy as np
 
@@ -218,11 +219,14 @@ def _name_in(array):
 class _Shadow:
     """The hidden DualArray of one host array (the owner of the memory) and its history."""
 
-    __slots__ = ("root", "values", "partials", "flat_values", "flat_partials", "name", "writer",
-                 "live")
+    __slots__ = ("_root", "values", "partials", "flat_values", "flat_partials", "name",
+                 "writer", "live", "shape", "dtype")
 
-    def __init__(self, root, lanes):
-        self.root = root  # held for the run: ids stay unique
+    def __init__(self, root, lanes, forget):
+        # held weakly: a buffer host code drops (a fresh np.zeros per step) frees its hidden
+        # DualArray; ``forget`` removes the registry's entry before the id can be reused
+        self._root = weakref.ref(root, forget)
+        self.shape, self.dtype = tuple(root.shape), root.dtype
         self.values = np.empty_like(root, order="K")
         self.values[...] = root
         dtype = lane_dtype(root.dtype)
@@ -233,6 +237,10 @@ class _Shadow:
                                                   for s in root.strides))
         self.flat_values = self.values.ravel(order="K")
         self.name, self.writer, self.live = None, None, False
+
+    @property
+    def root(self):
+        return self._root()
 
     def sync(self):
         """Take the values host code wrote into the array since: their partials are zero."""
@@ -333,6 +341,14 @@ class Registry:
     def __init__(self):
         self.lanes = active_lanes()
         self._shadows = {}
+        self._gone = []  # buffers with partials that host code dropped: for messages
+
+    def _forget(self, key):
+        """A registered array was freed: drop its hidden DualArray, keep a note for messages."""
+        shadow = self._shadows.pop(key, None)
+        if shadow is not None and shadow.live:
+            shadow.values = shadow.partials = shadow.flat_values = shadow.flat_partials = None
+            self._gone = self._gone[-7:] + [shadow]
 
     def find(self, array):
         """The registered shadow of ``array``'s memory, synced, or None."""
@@ -349,7 +365,9 @@ class Registry:
         if shadow is None:
             if not _contiguous(root) or root.ndim == 0:
                 return None
-            shadow = self._shadows[id(root)] = _Shadow(root, self.lanes)
+            key = id(root)
+            shadow = self._shadows[key] = _Shadow(root, self.lanes,
+                                                  lambda _, key=key: self._forget(key))
             shadow.name = name
         else:
             shadow.sync()
@@ -360,7 +378,7 @@ class Registry:
 
         ``live``: only a buffer that holds nonzero partials.
         """
-        if live and not any(s.live for s in self._shadows.values()):
+        if live and not any(s.live for s in list(self._shadows.values())):
             return None
         shadow = self.find(array)
         if shadow is None or (live and not shadow.live):
@@ -456,13 +474,14 @@ class Registry:
             if (isinstance(item, (np.ndarray, np.generic, float))
                     and np.asarray(item).dtype.kind == "f"):
                 plain.append(k)
-        live = [s for s in self._shadows.values() if s.live]
+        alive = [s for s in list(self._shadows.values()) if s.live and s.root is not None]
+        live = self._gone + alive
         if plain and live:
-            buffers = "; ".join(f"{s.name or 'a host array'} (shape {tuple(s.root.shape)}, "
+            buffers = "; ".join(f"{s.name or 'a host array'} (shape {s.shape}, "
                                 f"written by {s.writer})" for s in live)
             outputs = ", ".join(str(k) for k in plain)
             values = [np.asarray(items[k], np.float64).ravel() for k in plain]
-            holds = [s for s in live if any(np.isin(v, s.root).any() for v in values)]
+            holds = [s for s in alive if any(np.isin(v, s.root).any() for v in values)]
             first = (holds or live)[-1]  # the buffer the plain output was read from, if seen
             name = first.name or "buf"
             raise DualgpuError(
@@ -473,7 +492,7 @@ class Registry:
                 "this output would be differentiated without them. Fix: return the buffer "
                 f"itself or a slice of it (return {name}, or {name}[0:1] rather than "
                 f"{name}[0]), or make it a DualArray where it is made, so that numpy "
-                f"reads keep the partials: {_fix(name, first.root)}."
+                f"reads keep the partials: {_fix(name, first)}."
             )
         if not is_tuple:
             return items[0]
@@ -514,7 +533,7 @@ def substitute(items):
     buffer that holds partials replaced by its DualArray (one level into lists and tuples):
     ``u * p`` with ``u`` a host array a kernel wrote duals into keeps u's partials."""
     registry = active()
-    if registry is None or not any(s.live for s in registry._shadows.values()):
+    if registry is None or not any(s.live for s in list(registry._shadows.values())):
         return items
     out = []
     for item in items:

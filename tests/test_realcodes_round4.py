@@ -197,3 +197,26 @@ def test_to_device_of_a_written_host_buffer_keeps_its_partials():
         J = dualgpu.jacobian(f, 0.7)
     u = np.linspace(0.5, 1.5, 8)
     np.testing.assert_allclose(J, -0.2 * u * np.exp(-0.14), rtol=1e-12)
+
+
+def test_host_buffers_dropped_by_host_code_are_freed():
+    """A fresh host buffer per step: the hidden DualArrays of dropped ones do not pile up."""
+    from dualgpu import host_buffers
+
+    sizes = []
+
+    def f(r):
+        u = np.linspace(0.0, 1.0, 8)
+        for _ in range(20):
+            u_new = np.zeros(8)           # a new host buffer each step
+            R.heat_step[1, 8](u, u_new, r)
+            u = u_new
+            if host_buffers.active() is not None:  # under the driver
+                sizes.append(len(host_buffers.active()._shadows))
+        return u
+
+    with dualgpu.using_backend("cpu"):
+        J = dualgpu.jacobian(f, 0.2)
+        fd = (f(0.2 + 1e-6) - f(0.2 - 1e-6)) / 2e-6
+    np.testing.assert_allclose(J, fd, rtol=1e-6, atol=1e-9)
+    assert sizes and max(sizes) <= 3, sizes
