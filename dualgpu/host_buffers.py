@@ -52,13 +52,15 @@ from .dual import Dual
 from .dualarray import DualArray
 from .errors import DualgpuError
 
-__all__ = ["zeros", "scope", "active", "Registry", "host_store_message", "caller_line",
-           "launch_store_fix", "copy_to_plain", "substitute"]
+__all__ = ["zeros", "keep_host_buffers", "scope", "active", "Registry", "host_store_message",
+           "caller_line", "launch_store_fix", "copy_to_plain", "substitute"]
 
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 _SUBSCRIPT_STORE = re.compile(r"^\s*([A-Za-z_]\w*)\s*\[.*\]\s*(?:[-+*/%]|//|\*\*)?=(?!=)")
 
 _REGISTRY = contextvars.ContextVar("dualgpu_host_buffers", default=None)
+#: True inside ``keep_host_buffers()``; the environment's DUALGPU_HOST_BUFFERS=keep sets the default
+_KEEP = contextvars.ContextVar("dualgpu_keep_host_buffers", default=None)
 
 
 def zeros(shape, dtype=np.float64):
@@ -109,10 +111,67 @@ def active():
     return _REGISTRY.get()
 
 
+def _keeping():
+    keep = _KEEP.get()
+    if keep is None:
+        keep = os.environ.get("DUALGPU_HOST_BUFFERS", "").strip().lower() == "keep"
+    return keep
+
+
+@contextlib.contextmanager
+def keep_host_buffers(enabled=True):
+    """Within the block, derivatives keep the partials of host numpy buffers that kernels write.
+
+    numba.cuda code often hands host numpy arrays to kernels (numba copies them in and out)
+    or copies device arrays back into them (``d_u.copy_to_host(buf)``). A numpy float array
+    cannot hold partials, so by default such a kernel store under the driver is refused
+    with the array's name, the line and the one-line fix (:func:`zeros`). Inside this
+    block the driver (``dualgpu.jacobian``, ``jvp``, ``jacfwd``...; not nested
+    derivatives) keeps the partials beside each such array instead, so the code runs as
+    written. Opt in knowingly: host code that *reads* such a buffer with plain numpy
+    (``u.sum()``, ``u + dt * g``, ``u.copy()``) gets plain floats, and where that result
+    is mixed with duals its share of the derivative is lost without an error (a plain
+    result returned by f is still refused). Setting the environment variable
+    ``DUALGPU_HOST_BUFFERS=keep`` makes this the default.
+
+    Parameters
+    ----------
+    enabled : bool, optional
+        False turns keeping off inside the block (default True).
+
+    Yields
+    ------
+    None
+
+    Examples
+    --------
+    >>> import numpy as np, dualgpu
+    >>> from dualgpu import cuda
+    >>> from simulations.heat1d import step_dirichlet
+    >>> def f(r):
+    ...     u, u_new = np.linspace(0.0, 1.0, 5) ** 2, np.zeros(5)  # host buffers
+    ...     step_dirichlet[1, 8](u, u_new, r, 0.0, 1.0)
+    ...     return u_new
+    >>> with dualgpu.keep_host_buffers():
+    ...     J = dualgpu.jacobian(f, 0.1)
+    >>> np.round(J, 4).tolist()
+    [0.0, 0.125, 0.125, 0.125, 0.0]
+    """
+    token = _KEEP.set(bool(enabled))
+    try:
+        yield
+    finally:
+        _KEEP.reset(token)
+
+
 @contextlib.contextmanager
 def scope():
-    """Within the block (one run of f by the driver) host buffers may receive duals."""
-    registry = Registry() if len(active_levels()) == 1 else None
+    """Within the block (one run of f by the driver) host buffers may receive duals.
+
+    Only inside :func:`keep_host_buffers` (or with ``DUALGPU_HOST_BUFFERS=keep``); else
+    the stores are refused with the fix.
+    """
+    registry = Registry() if len(active_levels()) == 1 and _keeping() else None
     token = _REGISTRY.set(registry)
     try:
         yield registry
@@ -195,9 +254,12 @@ def launch_store_fix(name, array, where):
     if len(active_levels()) > 1:
         why = ("; in a nested derivative (hessian, a driver inside f) host numpy buffers do not "
                "keep partials")
+    elif active_levels():
+        why = _keep_hint()
     else:
-        why = ("; or run the simulation under the driver (dualgpu.jacobian / jvp), which keeps "
-               "the partials of host buffers that kernels write")
+        why = ("; or run the simulation under the driver (dualgpu.jacobian / jvp) inside "
+               "`with dualgpu.keep_host_buffers():`, which keeps the partials of host buffers "
+               "that kernels write")
     return f" Launched{_at(where)}. Fix, one line: {fix}{why}."
 
 
@@ -524,8 +586,18 @@ def copy_to_plain(source, ary):
         f"would drop the {source.lanes} lanes of partials. Fix, one line: "
         f"{name} = <device array>.copy_to_host() (a new host DualArray that keeps them), or "
         f"make the buffer with {name} = dualgpu.zeros({shape}) (a DualArray under the "
-        "driver, plain outside it)."
+        "driver, plain outside it)" + _keep_hint() + "."
     )
+
+
+def _keep_hint():
+    """The opt-in, for a refusal in a first-level driver run that does not keep buffers."""
+    if len(active_levels()) != 1:
+        return ""
+    return ("; or leave the code as it is and take the derivative (dualgpu.jacobian / jvp) "
+            "inside `with dualgpu.keep_host_buffers():`, which keeps the partials of host "
+            "buffers that kernels write (but not of plain numpy reads of them: see that "
+            "function's docstring)")
 
 
 def substitute(items):

@@ -3,9 +3,12 @@
 Each code is ported by the import line only. Its plain run equals the unported code
 (numba's CUDA simulator); its Jacobian agrees with central finite differences on the cpu and
 cudasim backends. Before issue 25 none of the seven differentiated with the import line
-alone on the cpu backend (one, the kernel factory, on cudasim); now five do on both, and
-the other two are refused with the buffer, the line and the one-line fix, after which they
-differentiate.
+alone on the cpu backend (one, the kernel factory, on cudasim). By default the four host
+buffer codes are refused with the buffer, the line and the one-line fix (a plain numpy read
+of such a buffer could otherwise lose partials silently); with the opt-in
+``dualgpu.keep_host_buffers()`` (here: DUALGPU_HOST_BUFFERS=keep for the whole module) five
+differentiate on both backends as written, and the other two are refused with the fix,
+after which they differentiate.
 """
 import numpy as np
 import pytest
@@ -17,6 +20,25 @@ from unported import run_unported
 
 DIFFERENTIATE = ["heat_host", "oscillators", "energy_host", "logistic_snapshots", "gate_factory"]
 REFUSED = {"energy_scalar": "energy[0:1]", "params_buffer": "params = dualgpu.zeros((2,)"}
+
+
+@pytest.fixture(autouse=True)
+def keep_host_buffers(monkeypatch):
+    monkeypatch.setenv("DUALGPU_HOST_BUFFERS", "keep")
+
+
+@pytest.mark.parametrize("backend", ["cpu", "cudasim"])
+@pytest.mark.parametrize("name", ["heat_host", "energy_host", "logistic_snapshots"])
+def test_host_buffer_codes_are_refused_by_default_with_both_fixes(monkeypatch, backend, name):
+    monkeypatch.delenv("DUALGPU_HOST_BUFFERS")
+    f, p, _ = R.CODES[name]
+    with dualgpu.using_backend(backend), pytest.raises(DualgpuError) as error:
+        dualgpu.jacobian(_flat(f), np.asarray(p, float))
+    text = str(error.value)
+    assert "dualgpu.zeros(" in text or "copy_to_host()" in text, text
+    assert "keep_host_buffers" in text, text
+    with dualgpu.using_backend(backend), dualgpu.keep_host_buffers():
+        assert np.isfinite(dualgpu.jacobian(_flat(f), np.asarray(p, float))).all()
 
 
 def _flat(f):
