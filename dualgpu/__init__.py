@@ -18,6 +18,7 @@ from .kernel import jit
 from . import cuda
 from .driver import jacfwd, jacobian, jvp, jvp_batch
 from .casting import astype, float32, float64
+from .host_buffers import keep_host_buffers, zeros
 from . import array_protocol  # noqa: F401  (numpy's protocols for Dual and DualArray)
 from .hessian import hessian, hvp
 from . import sparse, testing
@@ -39,7 +40,7 @@ __all__ = [
     "jvp", "jvp_batch", "jacfwd", "jacobian", "ensemble_jacobian", "propagate", "hvp", "hessian",
     "testing", "sparse", "astype", "float32", "float64", "local_cluster",
     "Coloring", "color_columns", "check_coloring", "as_pattern", "banded_pattern",
-    "stencil_pattern_2d",
+    "stencil_pattern_2d", "zeros", "keep_host_buffers",
 ]
 
 

@@ -41,6 +41,7 @@ from .dual import Dual
 from .dualarray import DualArray
 from .errors import DualgpuError, MissingRuleError
 from .host_operands import split
+from . import host_buffers
 
 __all__ = ["array_ufunc", "array_function", "HANDLED_FUNCTIONS", "supported_functions"]
 
@@ -130,6 +131,7 @@ def _refuse_nested(name, items):
 def array_ufunc(ufunc, method, inputs, kwargs):
     """Return ``getattr(ufunc, method)(*inputs, **kwargs)`` for inputs holding duals."""
     out = kwargs.get("out") or ()
+    inputs = host_buffers.substitute(inputs)  # host buffers that kernels wrote duals into
     _refuse_nested(ufunc.__name__, inputs)
     if _foreign(tuple(inputs) + tuple(out if isinstance(out, tuple) else (out,))):
         return NotImplemented
@@ -158,6 +160,7 @@ def array_function(function, types, args, kwargs):
     """Return ``function(*args, **kwargs)`` for arguments holding duals."""
     if not all(_ours(kind) for kind in types):
         return NotImplemented
+    args = host_buffers.substitute(args)  # host buffers that kernels wrote duals into
     _refuse_nested(getattr(function, "__name__", str(function)), args)
     if function in host_tracer.MOVES_DATA and host_tracer.has_tracer(args, kwargs):
         return host_tracer.call(function, args, kwargs)  # sparsity detection: np.stack...

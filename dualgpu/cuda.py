@@ -245,6 +245,13 @@ def to_device(obj, stream=0, copy=True, to=None):
             return DualArray(to_device(obj.values), to_device(obj.partials), tag=obj.tag)
         return DualArray(_plain_to_device(_single_buffer(_host(obj.values))),
                          _plain_to_device(_single_buffer(_host(obj.partials))), tag=obj.tag)
+    if isinstance(obj, np.ndarray) and obj.dtype.kind == "f":
+        from .host_buffers import active
+
+        registry = active()
+        found = None if registry is None else registry.lookup(obj)
+        if found is not None:  # a host buffer a kernel wrote duals into: its partials too
+            return to_device(found)
     array = np.asarray(obj)
     if array.dtype == object:  # np.array([dual, 0.0]) in host code: duals in an object array
         array = from_object_array(array, "the array given to cuda.to_device")

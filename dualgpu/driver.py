@@ -50,6 +50,7 @@ import threading
 import numpy as np
 
 from . import _non_finite
+from . import host_buffers
 from . import lanes as _lanes
 from ._context import active_levels, dual_allocation
 from ._progress import progress_bar
@@ -431,8 +432,10 @@ def _run_chunk(f, args, kwargs, inputs, lanes, start, count, fill, fname, tile=0
     runs = getattr(_RUNS, "wide", ())
     _RUNS.wide = runs + (wide,)
     try:
-        with dual_allocation(lanes, tile=tile):
+        with dual_allocation(lanes, tile=tile), host_buffers.scope() as buffers:
             result = f(*call_args, **call_kwargs)
+            if buffers is not None:  # host numpy buffers that kernels wrote duals into
+                result = buffers.resolve(result, fname)
     finally:
         _RUNS.wide = runs
     return _unpack(result, lanes, fname, levels)

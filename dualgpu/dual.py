@@ -225,10 +225,15 @@ class Dual:
 
     # -- conversions ------------------------------------------------------------
     def __float__(self):
-        # the message names the host line, what it does (math.*, float(), a store into a
-        # numpy array) and the fix that keeps the partials (dualgpu._host_lines)
+        # a store into a plain numpy buffer (state[0] = p) names the array and its fix
+        # (dualgpu.host_buffers); otherwise the message names the host line, what it does
+        # (math.*, float(), np.float32) and the fix that keeps the partials (dualgpu._host_lines)
         from ._host_lines import float_message_here
+        from .host_buffers import host_store_message
 
+        message = host_store_message(sys._getframe(1))
+        if message is not None:
+            raise TypeError(message)
         raise TypeError(float_message_here(2))
 
     def __complex__(self):

@@ -254,6 +254,12 @@ class Kernel:
 
             args = apply_signature(self.__name__, self._params, self.signatures, args)
         name = backend()
+        from .host_buffers import active
+
+        registry, shadows = active(), None
+        if registry is not None:  # under the driver: host buffers that receive duals
+            captured = self._may_capture and bool(self._captured())
+            args, shadows = registry.before_launch(self, args, captured)
         objects = {i: a for i, a in enumerate(args) if is_object_array(a)}
         if objects:  # np.array([dual, 0.0]) built by host code: launched as a DualArray
             args = list(args)
@@ -263,10 +269,35 @@ class Kernel:
             self._launch(name, griddim, blockdim, stream, sharedmem, args)
             for i, array in objects.items():  # as numba copies a host array back
                 write_back(array, args[i])
-            return
-        self._launch(name, griddim, blockdim, stream, sharedmem, args)
+        else:
+            self._launch(name, griddim, blockdim, stream, sharedmem, args)
+        if shadows is not None:  # as numba copies a host array back; partials stay in the registry
+            registry.after_launch(shadows)
+
+    def _captured(self):
+        from .captured_duals import captured_duals
+
+        return captured_duals(self)
 
     def _launch(self, name, griddim, blockdim, stream, sharedmem, args):
+        if self._may_capture:
+            from .captured_duals import captured_duals, lift
+
+            # a kernel factory's dual constant (closure) or a dual module global: a hidden
+            # argument, on every backend (compiled code, and the simulator's copy of the
+            # globals, would keep the value of the first launch)
+            captured = captured_duals(self)
+            if captured:
+                try:
+                    lifted, values = lift(self, captured, name)
+                except DualgpuError:
+                    if name != "cudasim":
+                        raise
+                    lifted = None  # no source to rewrite: the simulator reads the closure
+                if lifted is not None:
+                    lifted._launch(name, griddim, blockdim, stream, sharedmem,
+                                   list(args) + values)
+                    return
         if name != "cudasim" and any(tuple_arguments.holds_duals(a) for a in args):
             # tuples of duals: a kernel taking their members one by one (lane tiles need them)
             shape = tuple_arguments.structure(args)
@@ -295,11 +326,50 @@ class Kernel:
                 raise DualgpuError(f"kernel {self.__name__}: " + complex_dual_message(
                     found.group(1) if found else "a complex number and a dual")) from exc
             if _PYTHON_FLOAT in str(exc):
+                host = self._written_host_arrays(args)
+                if len(host) == 1:  # the simulator's atomic into a host numpy array
+                    raise DualgpuError(self._drop_message(args, host[0])) from exc
                 raise DualgpuError(
                     f"kernel {self.__name__}: float(Dual) would drop the partials; keep the dual "
                     "(arithmetic with floats promotes) or use .value if no derivative is wanted."
                 ) from exc
+            host = self._written_host_arrays(args)
+            if host and type(exc).__name__ == "TypingError":
+                from .host_buffers import caller_line, launch_store_fix
+
+                name = host[0]
+                raise DualgpuError(
+                    f"kernel {self.__name__} does not compile for its dual arguments, and it is "
+                    f"given the host numpy array {name} (shape "
+                    f"{tuple(dict(zip(self._params, args))[name].shape)}) that it writes or "
+                    "passes on: a dual stored into it (also by an atomic) cannot keep its "
+                    "partials. numba's message follows." + launch_store_fix(
+                        name, dict(zip(self._params, args))[name], caller_line())
+                    + f"\n\n{exc}"
+                ) from exc
             raise
+
+    def _written_host_arrays(self, args):
+        """Names of the float host numpy arguments of a dual launch that the kernel may write."""
+        from .host_buffers import _read_only_params
+
+        if not any(isinstance(a, (Dual, DualArray)) or tuple_arguments.holds_duals(a)
+                   for a in args):
+            return []
+        read_only = _read_only_params(self)
+        return [p for p, a in zip(self._params, args)
+                if type(a) is np.ndarray and a.dtype.kind == "f"
+                and a.ndim > read_only.get(p, 0)]
+
+    @functools.cached_property
+    def _may_capture(self):
+        """False when neither the kernel nor a device function it reaches reads a closure
+        cell or a global that holds data (not code): launches skip the scan for captured
+        duals (:mod:`dualgpu.captured_duals`)."""
+        from .captured_duals import Plan
+
+        plan = self.__dict__["_capture_plan"] = Plan(self.py_func)
+        return any(plan.functions.values())
 
     def _refuse_lists(self, args):
         # numba.cuda cannot pass a Python list to a kernel (its launch knows arrays, scalars,
@@ -463,6 +533,14 @@ class Kernel:
             fix = ("Allocate it as a DualArray (dualgpu.cuda.device_array_like(dual_input) or "
                    "dualgpu.dual_array), or run the simulation under the driver (dualgpu.jvp / "
                    "dualgpu.jacfwd), which allocates dual arrays through dualgpu.cuda for you.")
+        host = [n for n in names if type(given.get(n)) is np.ndarray]
+        if len(names) == 1 and host:
+            from .host_buffers import caller_line, launch_store_fix
+
+            return (f"kernel {self.__name__} stores a dual into the host numpy array "
+                    f"{names[0]}{at} (shape {tuple(given[names[0]].shape)}), which cannot "
+                    "hold its partials." + launch_store_fix(names[0], given[names[0]],
+                                                            caller_line()))
         return (
             f"kernel {self.__name__} stores a dual into {which}, which would drop its partials. "
             + fix
@@ -479,6 +557,8 @@ def _dual_store_target(exc):
     if _COMPILED_STORE in text:  # numba's message shows the kernel's line: read the store there
         for found in reversed(_NUMBA_LOCATION.findall(text)):
             filename, lineno = (found[0], found[1]) if found[0] else (found[2], found[3])
+            if os.path.abspath(filename).startswith(_PACKAGE_DIR):
+                continue  # dualgpu's own code (an atomic's store): not the kernel's line
             match = _SUBSCRIPT_STORE.match(linecache.getline(filename, int(lineno)))
             if match:
                 return match.group(1), f"{filename}:{lineno}"
@@ -490,7 +570,8 @@ def _dual_store_target(exc):
     while tb is not None:  # the innermost subscript store outside dualgpu: the kernel's line
         filename = tb.tb_frame.f_code.co_filename
         line = linecache.getline(filename, tb.tb_lineno)
-        if not filename.startswith(_PACKAGE_DIR) and _SUBSCRIPT_STORE.match(line):
+        if (not filename.startswith(_PACKAGE_DIR) and _SUBSCRIPT_STORE.match(line)
+                and f"{os.sep}numba" not in filename):  # not numba's simulator (atomics)
             store = (line, f"{filename}:{tb.tb_lineno}")
         tb = tb.tb_next
     if store is None or "float(" in store[0]:  # an explicit float(dual) keeps its own message

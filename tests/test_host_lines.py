@@ -91,7 +91,7 @@ def test_numpy_buffer_store_names_the_array():
 
     message = _message(f)
     _assert_common(message, "state[0, 1] = p")
-    assert "numpy float array state" in message
+    assert "numpy array 'state'" in message and "state = dualgpu.zeros((2, 3)" in message
 
 
 def test_numpy_array_with_float_dtype():

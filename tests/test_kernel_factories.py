@@ -1,0 +1,136 @@
+"""Duals captured by kernels (factory closures, module globals) differentiate on every backend.
+
+Before issue 25 the cpu backend failed with a bare numba TypingError from its launcher; the
+GPU backend would have failed the same way. Checked against central finite differences on
+cpu and cudasim, float32 and float64, and by compiling the lifted kernel to PTX offline.
+"""
+import numpy as np
+import pytest
+
+import dualgpu
+from dualgpu.errors import DualgpuError
+
+import kernel_factories as K
+
+TOL = {np.float64: dict(rtol=1e-6, atol=1e-8), np.float32: dict(rtol=2e-2, atol=2e-3)}
+
+
+def central_fd(f, x, h):
+    x = np.asarray(x, np.float64)
+    cols = []
+    for j in range(x.size):
+        e = np.zeros_like(x)
+        e.flat[j] = h
+        cols.append((np.asarray(f(x + e), np.float64) - np.asarray(f(x - e), np.float64)) / (2 * h))
+    return np.stack(cols, axis=-1)
+
+
+@pytest.mark.parametrize("backend", ["cpu", "cudasim"])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32], ids=["f64", "f32"])
+def test_decay_factory_with_device_function(backend, dtype):
+    with dualgpu.using_backend(backend):
+        f = lambda k: K.run_decay(k[0], dtype)  # noqa: E731
+        k = np.array([0.7], dtype)
+        J = dualgpu.jacobian(f, k)
+        # the plain runs on the simulator: each new closure value would compile on the cpu
+        with dualgpu.using_backend("cudasim"):
+            fd = central_fd(lambda x: K.run_decay(dtype(x[0]), dtype), k, 1e-3)
+    np.testing.assert_allclose(J, fd, **TOL[dtype])
+    # analytic: out = u - dt*k*u + 0.1*exp(-k dt) u -> d/dk = -dt u - 0.01 exp(-k dt) u
+    u = np.linspace(0.2, 1.0, 6)
+    np.testing.assert_allclose(J[:, 0], -0.1 * u - 0.01 * np.exp(-0.07) * u, **TOL[dtype])
+
+
+@pytest.mark.parametrize("backend", ["cpu", "cudasim"])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32], ids=["f64", "f32"])
+def test_hodgkin_huxley_factory(backend, dtype):
+    g = np.array([1.2, 0.36], dtype)
+    with dualgpu.using_backend(backend):
+        J = dualgpu.jacobian(lambda p: K.run_hh(p, dtype), g)
+    with dualgpu.using_backend("cudasim"):  # plain runs: no compile per closure value
+        fd = central_fd(lambda x: K.run_hh(x.astype(dtype), dtype), g,
+                        1e-3 if dtype is np.float64 else 1e-2)
+    assert np.abs(J).max() > 1e-3  # the derivative is not trivially zero
+    np.testing.assert_allclose(J, fd, rtol=1e-5 if dtype is np.float64 else 5e-2,
+                               atol=1e-7 if dtype is np.float64 else 1e-2 * np.abs(fd).max())
+
+
+@pytest.mark.parametrize("backend", ["cpu", "cudasim"])
+def test_module_global_dual_is_never_baked_in(backend):
+    """One kernel object, two derivatives at two values: each uses its own (compile cache)."""
+    u = np.linspace(0.2, 1.0, 6)
+    with dualgpu.using_backend(backend):
+        for k in (0.5, 1.5):
+            value, J = dualgpu.jvp(lambda r: K.run_global(r), (k,), (1.0,))
+            np.testing.assert_allclose(value, u - 0.1 * k * u, rtol=1e-12)
+            np.testing.assert_allclose(J, -0.1 * u, rtol=1e-12)
+
+
+def test_factory_second_value_on_cpu():
+    """Two factories built from two parameter values: each derivative at its own value."""
+    u = np.linspace(0.2, 1.0, 6)
+    with dualgpu.using_backend("cpu"):
+        for k in (0.3, 0.9):
+            J = dualgpu.jacobian(lambda p: K.run_decay(p[0]), np.array([k]))
+            np.testing.assert_allclose(J[:, 0], -0.1 * u - 0.01 * np.exp(-0.1 * k) * u,
+                                       rtol=1e-10)
+
+
+def test_captured_dual_array_is_refused_by_name():
+    def f(x):
+        K.CAPTURED_ARRAY = dualgpu.cuda.to_device(x)
+        try:
+            out = dualgpu.cuda.device_array_like(x)
+            K.reads_global_array[1, 8](out)
+            return out.copy_to_host()
+        finally:
+            K.CAPTURED_ARRAY = None
+
+    with dualgpu.using_backend("cpu"), pytest.raises(DualgpuError) as err:
+        dualgpu.jacobian(f, np.ones(4))
+    assert "'CAPTURED_ARRAY'" in str(err.value) and "Pass it as an argument" in str(err.value)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_lifted_factory_compiles_to_ptx(offline_ptx, dtype):
+    import numba.cuda
+    from numba import types
+
+    from dualgpu.backends import gpu
+    from dualgpu.captured_duals import captured_duals, lift
+    from dualgpu.numba_arrays import dual_array_type
+    from dualgpu.numba_types import dual_type
+
+    lanes = 4
+    k = dualgpu.Dual(0.7, np.ones(lanes), dtype=np.dtype(dtype))
+    kernel = K.decay_model(k)
+    lifted, values = lift(kernel, captured_duals(kernel), "cuda")
+    assert [v.value for v in values] == [k.value, k.value]  # the kernel's and rate's reads
+    dt = getattr(types, dtype)
+    arr = dual_array_type(dt, 1, lanes)
+    signature = (arr, arr, dt) + tuple(dual_type(dt, lanes) for _ in values)
+    ptx, _ = numba.cuda.compile_ptx(gpu.prepare_function(lifted.py_func, lanes), signature,
+                                    cc=offline_ptx)
+    assert ".entry" in ptx
+    # the value is a kernel parameter, never a constant of the code: the plain factory's
+    # PTX holds 0.7 as an immediate, the lifted kernel's does not
+    seven = "FE6666666666666"  # 0.7 (or -0.7) as a float64 immediate
+    plain, _ = numba.cuda.compile_ptx(gpu.prepare_function(K.decay_model(0.7).py_func, 0),
+                                      (types.Array(dt, 1, "C"),) * 2 + (dt,), cc=offline_ptx)
+    assert seven in plain
+    assert seven not in ptx
+
+
+def test_a_captured_dual_without_source_is_named_with_the_fix():
+    scope = {"cuda": dualgpu.cuda}
+    exec("def make(k):\n    def step(u):\n        u[0] = k * u[0]\n    return cuda.jit(step)\n",
+         scope)
+    step = scope["make"](dualgpu.Dual(2.0, [1.0]))
+    u = dualgpu.dual_array(np.ones(2), lanes=1)
+    with dualgpu.using_backend("cpu"), pytest.raises(DualgpuError) as err:
+        step[1, 1](u)
+    message = str(err.value)
+    assert "step" in message and "'k'" in message and "Pass it as an argument" in message
+    with dualgpu.using_backend("cudasim"):  # the simulator reads the closure itself
+        step[1, 1](u)
+    assert u.values[0] == 2.0 and u.partials[0, 0] == 1.0
