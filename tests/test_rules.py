@@ -4,6 +4,7 @@ Paths: the pure-Python Dual, compiled CPU code (@njit), and a numba.cuda kernel 
 under the CUDA simulator. Real CUDA code generation (PTX) is in test_ptx.py.
 """
 import functools
+import os
 
 import numpy as np
 import pytest
@@ -103,16 +104,43 @@ def all_rules_at_once(path, dtype, lanes, kinds):
     return (cases, xs, ys, px, py), outs
 
 
+#: DUALGPU_TEST_CASES=all runs the whole path x dtype x lanes product on every path
+FULL_PRODUCT = os.environ.get("DUALGPU_TEST_CASES", "").strip().lower() == "all"
+
+
 def rule_params():
     """One (kinds, case index) per rule case and argument kinds, with the rule's name in the id."""
     return [pytest.param(kinds, k, id=case_id(case, kinds))
             for kinds in KINDS for k, case in enumerate(cases_for(kinds))]
 
 
-@pytest.mark.parametrize("kinds, index", rule_params())
-@pytest.mark.parametrize("lanes", LANES)
-@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
-@pytest.mark.parametrize("path", ["python", "njit", "cudasim"])
+def path_params():
+    """(path, dtype, lanes, kinds, index): every rule on every path and dtype.
+
+    The python and cudasim paths run every lane count (they compile nothing). The njit path
+    compiles one kernel per (dtype, lanes, kinds), about 2.5 s each, so by default it samples
+    the lane count as JAX's ``sample_product`` does: one per (dtype, kinds), cycling over
+    LANES, so each lane count still meets each dtype and several argument kinds.
+    ``DUALGPU_TEST_CASES=all`` runs the full product.
+    """
+    params = []
+    for path in ("python", "njit", "cudasim"):
+        for d, dtype in enumerate(DTYPES):
+            for k, kinds in enumerate(KINDS):
+                for lanes in LANES:
+                    if (path == "njit" and not FULL_PRODUCT
+                            and lanes != LANES[(d + k) % len(LANES)]):
+                        continue
+                    for rule in rule_params():
+                        if rule.values[0] != kinds:
+                            continue
+                        params.append(pytest.param(
+                            path, dtype, lanes, *rule.values,
+                            id=f"{path}-{np.dtype(dtype).name}-{lanes}-{rule.id}"))
+    return params
+
+
+@pytest.mark.parametrize("path, dtype, lanes, kinds, index", path_params())
 def test_rule_matches_finite_differences(path, dtype, lanes, kinds, index):
     (cases, xs, ys, px, py), outs = all_rules_at_once(path, dtype, lanes, kinds)
     where = f"{path} {np.dtype(dtype).name} N={lanes} {''.join(kinds)}"
