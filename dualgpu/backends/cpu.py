@@ -208,17 +208,22 @@ def _dg_stack_array(typingctx, shape, dtype, lanes):
     return array_type(shape, dtype, lanes), codegen
 
 
-@overload(_dg_local_array, prefer_literal=True, jit_options={"inline": "always"})
-def _ov_local_array(shape, dtype, lanes):
+def _local_array_lanes(dtype, lanes):
+    """(lanes, True for a float element): the checks shared by the local-array overloads."""
     if not isinstance(lanes, types.IntegerLiteral):
         raise TypingError("_dg_local_array: lanes must be a compile-time integer constant")
-    n_lanes = lanes.literal_value
     element = scalar_dtype(dtype)
     if element is None:
         raise TypingError(
             f"cuda.local.array: dtype must be a numba or numpy scalar type; got {dtype}."
         )
-    if n_lanes and isinstance(element, types.Float):
+    return lanes.literal_value, isinstance(element, types.Float)
+
+
+@overload(_dg_local_array, prefer_literal=True, jit_options={"inline": "always"})
+def _ov_local_array(shape, dtype, lanes):
+    n_lanes, is_float = _local_array_lanes(dtype, lanes)
+    if n_lanes and is_float:
         empty_dual_array = _empty_dual_array()
 
         def dual_impl(shape, dtype, lanes):
@@ -250,15 +255,8 @@ def _dg_tracer_local_array(shape, dtype, lanes):
 
 @overload(_dg_tracer_local_array, prefer_literal=True, jit_options={"inline": "always"})
 def _ov_tracer_local_array(shape, dtype, lanes):
-    if not isinstance(lanes, types.IntegerLiteral):
-        raise TypingError("_dg_local_array: lanes must be a compile-time integer constant")
-    n_lanes = lanes.literal_value
-    element = scalar_dtype(dtype)
-    if element is None:
-        raise TypingError(
-            f"cuda.local.array: dtype must be a numba or numpy scalar type; got {dtype}."
-        )
-    if n_lanes and isinstance(element, types.Float):
+    n_lanes, is_float = _local_array_lanes(dtype, lanes)
+    if n_lanes and is_float:
         from ..numba_arrays import make_dual_array
 
         if isinstance(shape, types.Integer):
