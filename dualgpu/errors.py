@@ -1,6 +1,7 @@
 """Exceptions raised by dualgpu."""
 
-__all__ = ["DualgpuError", "MissingRuleError", "UnportedKernelError", "missing_rule_message"]
+__all__ = ["DualgpuError", "MissingRuleError", "UnportedKernelError", "UnsupportedFeatureError",
+           "missing_rule_message"]
 
 
 class DualgpuError(ValueError):
