@@ -200,9 +200,10 @@ def main(argv=None):
     r.attach_sobol(sobol_last, conf_last)
     written = [
         plot.save(plot.dgsm_bars(r, output=-1, title=(
-            f"Which parameters move the final angle θ({times[-1]:g} s)? {r.n_used} samples, "
-            f"{r.conf_level:.0%} bootstrap CI\nDGSM bound on each total Sobol index beside "
-            f"SALib's estimate (N = {N_sobol or args.sobol_max})")), args.out / "bars.png"),
+            f"Which parameters move the final angle θ({times[-1]:g} s)?\n"
+            f"{r.n_used} samples, {r.conf_level:.0%} bootstrap CI: the DGSM bound on each\n"
+            f"total Sobol index beside SALib's estimate (N = {N_sobol or args.sobol_max})")),
+            args.out / "bars.png"),
         plot.save(plot.dgsm_maps(r, axis=times, xlabel="time [s]"), args.out / "map_bound.png"),
         plot.save(plot.dgsm_maps(r, measure="mu", axis=times, xlabel="time [s]"),
                   args.out / "map_mean_derivative.png"),
