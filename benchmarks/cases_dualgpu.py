@@ -48,7 +48,7 @@ from numba import njit, prange
 
 import dualgpu
 from dualgpu import cuda
-from dualgpu.dualarray import DualArray
+from dualgpu.core.dualarray import DualArray
 
 __all__ = [
     "PROFILES", "CASES", "TARGETS", "heat_step", "heat_njit_serial", "heat_njit_parallel",
@@ -177,7 +177,7 @@ def tiny_kernel(a, x):
 
 def serial_launches():
     """Within the block the cpu backend runs every launch serially (no helper threads)."""
-    from dualgpu.backends import cpu_parallel
+    from dualgpu.backends.cpu import parallel as cpu_parallel
 
     return cpu_parallel.serial_launches()
 
@@ -234,15 +234,15 @@ def measure(fn, repeats, budget_s=None):
 
 
 def load_driver():
-    """Return ``dualgpu.driver`` if it exists and has ``jacfwd`` and ``jvp``, else None."""
+    """Return ``dualgpu.autodiff.driver`` if it exists and has ``jacfwd`` and ``jvp``, else None."""
     try:
-        driver = importlib.import_module("dualgpu.driver")
+        driver = importlib.import_module("dualgpu.autodiff.driver")
     except ImportError as exc:
-        print(f"note: dualgpu.driver is not available ({exc}); driver cases are skipped.",
+        print(f"note: dualgpu.autodiff.driver is not available ({exc}); driver cases are skipped.",
               file=sys.stderr)
         return None
     if not (hasattr(driver, "jacfwd") and hasattr(driver, "jvp")):
-        print("note: dualgpu.driver has no jacfwd/jvp yet; driver cases are skipped.",
+        print("note: dualgpu.autodiff.driver has no jacfwd/jvp yet; driver cases are skipped.",
               file=sys.stderr)
         return None
     return driver
@@ -485,7 +485,7 @@ def _peer_case(profile, problem, case, jacobian, size_key=None):
     timed = measure_side_by_side(fns, p["repeats"], p["peer_budget_s"])
     ours, t, note = None, None, None
     if driver is None:
-        note = "dualgpu.driver missing: dualgpu side skipped"
+        note = "dualgpu.autodiff.driver missing: dualgpu side skipped"
     else:
         ours, t = timed.pop("dualgpu")
         if "error" in t:
@@ -498,9 +498,9 @@ def _peer_case(profile, problem, case, jacobian, size_key=None):
                 row["max_rel_diff_vs_dualgpu"] = _rel_diff(ours, result)
     if driver is not None:
         directions = setup[{"heat": "u0", "nbody": "masses", "pendulum": "params"}[problem]].size
-        tile = dualgpu.lanes.tile_lanes(directions, "cpu")
+        tile = dualgpu.core.lanes.tile_lanes(directions, "cpu")
         note = note or (f"dualgpu: driver.jacfwd, tiles of {tile} lanes, "
-                        f"{dualgpu.lanes.batch_lanes(directions, tile, 0)} lanes per run of f")
+                        f"{dualgpu.core.lanes.batch_lanes(directions, tile, 0)} lanes per run of f")
     result = {"problem": problem, "size": size, "dualgpu": t, "peers": rows, "note": note,
               "targets": {}}
     times = {row["peer"]: row["median_s"] for row in rows if "median_s" in row}
@@ -563,9 +563,9 @@ def _heat_one_step(u0):
 def case_sparse(profile):
     """One-step Jacobian of the heat stencil by coloring vs one JVP with the same lanes."""
     from dualgpu import sparse
-    from dualgpu.coloring import color_columns
+    from dualgpu.autodiff.coloring import color_columns
 
-    from dualgpu.sparsity import banded_pattern
+    from dualgpu.autodiff.sparsity import banded_pattern
 
     p = PROFILES[profile]
     n = p["heat_n"]
@@ -685,7 +685,7 @@ def case_tiled_nbody(profile):
 @contextlib.contextmanager
 def _parallel_launches():
     """Within the block the cpu backend runs every launch in parallel (no measurement)."""
-    from dualgpu.backends import cpu_parallel
+    from dualgpu.backends.cpu import parallel as cpu_parallel
 
     previous = cpu_parallel.FORCE
     cpu_parallel.FORCE = True

@@ -21,7 +21,7 @@ parallel_load
     launches allowed vs forbidden, interleaved.
 lanes
     Time per direction of the heat and N-body Jacobians at tiles of 4, 8 and 16 lanes:
-    what :data:`dualgpu.lanes.TILE_LANES` rests on.
+    what :data:`dualgpu.core.lanes.TILE_LANES` rests on.
 coloring
     Colors found vs the lower bound (most nonzeros in a row) for periodic and plain bands
     and the 2-D stencil, ``order="best"`` vs the greedy orders.
@@ -223,7 +223,7 @@ def _workloads(profile):
 
 
 def _on_off(workloads, repeats):
-    from dualgpu.backends import cpu_parallel
+    from dualgpu.backends.cpu import parallel as cpu_parallel
 
     def serial(fn):
         def run():
@@ -274,7 +274,7 @@ def case_lanes(profile):
 
     from benchmarks.cases_dualgpu import _heat_jacobian, _nbody_jacobian
     from benchmarks.peers import problems
-    from dualgpu.lanes import ChunkSizeWarning
+    from dualgpu.core.lanes import ChunkSizeWarning
 
     p, extra = PROFILES[profile], EXTRA[profile]
     driver = load_driver()
@@ -299,7 +299,7 @@ def case_lanes(profile):
             rows.append({"problem": name, "tile": int(tile), "median_s": t["median_s"],
                          "per_direction_us": 1e6 * t["median_s"] / directions,
                          "compile_s": t["compile_s"]})
-    return {"rows": rows, "default_tile": dualgpu.lanes.TILE_LANES["cpu"]}
+    return {"rows": rows, "default_tile": dualgpu.core.lanes.TILE_LANES["cpu"]}
 
 
 # ---------------------------------------------------------------------------
@@ -308,8 +308,8 @@ def case_lanes(profile):
 
 def case_coloring(profile):
     """Colors vs the lower bound: order="best" (structured + greedy) vs greedy largest-first."""
-    from dualgpu.coloring import color_columns
-    from dualgpu.sparsity import banded_pattern, stencil_pattern_2d
+    from dualgpu.autodiff.coloring import color_columns
+    from dualgpu.autodiff.sparsity import banded_pattern, stencil_pattern_2d
 
     small = profile == "tiny"
     patterns = {

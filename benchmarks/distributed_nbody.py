@@ -65,7 +65,7 @@ def measure(bodies, steps, chunk_size, workers, repeats):
     tiny()
 
     t0 = time.perf_counter()
-    with dualgpu.local_cluster(workers) as client:
+    with dualgpu.distributed.local_cluster(workers) as client:
         startup = time.perf_counter() - t0
 
         def remote():

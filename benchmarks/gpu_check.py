@@ -7,12 +7,12 @@ Usage::
 
 For every simulation in ``simulations/`` it runs, on the ``cuda`` backend, the
 plain simulation and a batch of 8 tangent directions through the driver
-(``dualgpu.driver.jvp_batch``), compares both with the ``cpu`` backend and
+(``dualgpu.autodiff.driver.jvp_batch``), compares both with the ``cpu`` backend and
 reports the dual/plain time ratio. It then runs 24 directions in tiles of 8
 lanes and compares those tangents with the cpu backend too: on the GPU all three
 tiles run in one launch over a third grid dimension where no array is both read
-and written (``dualgpu.backends.gpu_tile_grid``), else as three launches with
-those arrays restored between them (``dualgpu.backends.gpu_tiles``); the two
+and written (``dualgpu.backends.gpu.tile_grid``), else as three launches with
+those arrays restored between them (``dualgpu.backends.common.tiles``); the two
 paths are also compared with each other, and the launches per path are counted. Then
 the time per direction of 64 directions at tiles of 4, 8, 16 and 32 lanes, both paths
 (what the GPU's default tile should be chosen from). It then times the 1-D heat stencil
@@ -87,7 +87,7 @@ def check_tiles(name, backend, size, directions=3 * LANES, tile=LANES):
     import importlib
 
     import dualgpu
-    from dualgpu import driver
+    from dualgpu.autodiff import driver
 
     module_name, build, kwargs = SIMULATIONS[name]
     module = importlib.import_module(module_name)
@@ -96,7 +96,7 @@ def check_tiles(name, backend, size, directions=3 * LANES, tile=LANES):
     tangents = [None] * len(args)
     tangents[argnum] = rng.standard_normal((directions,) + np.shape(args[argnum]))
 
-    from dualgpu.backends import gpu_tile_grid
+    from dualgpu.backends.gpu import tile_grid as gpu_tile_grid
 
     def run():
         return driver.jvp_batch(lambda *a: module.simulate(*a, **kwargs), args, tangents,
@@ -122,14 +122,14 @@ def check_tiles(name, backend, size, directions=3 * LANES, tile=LANES):
 
 def time_tiles(name, backend, size, directions=64, tiles=(4, 8, 16, 32)):
     """Seconds per direction of ``directions`` tangents at each lane tile, with the tiles in
-    one launch and one launch per tile: the measurement ``dualgpu.lanes.TILE_LANES["cuda"]``
+    one launch and one launch per tile: the measurement ``dualgpu.core.lanes.TILE_LANES["cuda"]``
     and ``TILE_CANDIDATES["cuda"]`` should rest on (registers alone do not say it)."""
     import importlib
     import warnings
 
     import dualgpu
-    from dualgpu import driver
-    from dualgpu.backends import gpu_tile_grid
+    from dualgpu.autodiff import driver
+    from dualgpu.backends.gpu import tile_grid as gpu_tile_grid
 
     module_name, build, kwargs = SIMULATIONS[name]
     module = importlib.import_module(module_name)
@@ -139,7 +139,7 @@ def time_tiles(name, backend, size, directions=64, tiles=(4, 8, 16, 32)):
         (directions,) + np.shape(args[argnum]))
     rows = []
     with dualgpu.using_backend(backend), warnings.catch_warnings():
-        warnings.simplefilter("ignore", dualgpu.lanes.ChunkSizeWarning)
+        warnings.simplefilter("ignore", dualgpu.core.lanes.ChunkSizeWarning)
         for tile in tiles:
             row = {"tile": tile}
             for path, enabled in (("one_launch", True), ("per_tile", False)):
@@ -160,7 +160,7 @@ def check_simulation(name, backend, size, lanes=LANES):
     import importlib
 
     import dualgpu
-    from dualgpu import driver
+    from dualgpu.autodiff import driver
 
     module_name, build, kwargs = SIMULATIONS[name]
     module = importlib.import_module(module_name)
@@ -224,7 +224,7 @@ def heat_bandwidth(backend, n, steps, lanes_list=(0, 1, 8, 16)):
     """Time the heat stencil at each lane count on ``backend``; return rows with GB/s."""
     import dualgpu
     from dualgpu import cuda
-    from dualgpu.dualarray import DualArray
+    from dualgpu.core.dualarray import DualArray
 
     from benchmarks.cases_dualgpu import heat_run
 

@@ -4,7 +4,7 @@ For each simulation in :data:`benchmarks.gpu_check.SIMULATIONS` the kernels'
 argument types are recorded from one small run on the cpu backend (plain, and
 with the differentiated input a DualArray: every float array the simulation
 allocates through ``dualgpu.cuda`` is then dual). Each kernel is then compiled
-as the GPU backend prepares it (``dualgpu.backends.gpu.prepare_function``) to
+as the GPU backend prepares it (``dualgpu.backends.gpu.kernel.prepare_function``) to
 PTX for sm_90 with ``numba.cuda.compile_ptx`` at 0 (plain), 1, 8 and 16 lanes,
 and assembled with ``ptxas -v``, which reports registers per thread and bytes
 spilled. That is GPU register pressure known without a GPU.
@@ -132,7 +132,7 @@ def _typeof(arg):
 @contextlib.contextmanager
 def record_kernel_types(seen):
     """Within the block, every cpu-backend launch adds ``{py_func: argument types}`` to ``seen``."""
-    from dualgpu.backends.cpu import CpuKernel
+    from dualgpu.backends.cpu.kernel import CpuKernel
 
     original = CpuKernel.launch
 
@@ -154,8 +154,8 @@ def kernel_types(name, lanes=8, size=1):
     the lane count.
     """
     import dualgpu
-    from dualgpu import _context
-    from dualgpu.dualarray import DualArray
+    from dualgpu.core import _context
+    from dualgpu.core.dualarray import DualArray
 
     from benchmarks.gpu_check import SIMULATIONS
 
@@ -180,8 +180,8 @@ def retype(types_, lanes):
     """The argument types with every dual (array or scalar) given ``lanes`` lanes; 0: plain."""
     from numba import types as nt
 
-    from dualgpu.numba_arrays import DualArrayType
-    from dualgpu.numba_types import DualType, dual_type
+    from dualgpu.compiled.arrays import DualArrayType
+    from dualgpu.compiled.types import DualType, dual_type
 
     out = []
     for t in types_:
@@ -200,7 +200,7 @@ def kernel_sass(py_func, types_, lanes):
     """Assemble the GPU backend's kernel for ``py_func`` at ``lanes``; return its ptxas numbers."""
     import numba.cuda
 
-    from dualgpu.backends import gpu
+    from dualgpu.backends.gpu import kernel as gpu
 
     with offline_device():
         ptx, _ = numba.cuda.compile_ptx(gpu.prepare_function(py_func, lanes), retype(types_, lanes),
@@ -212,14 +212,14 @@ def kernel_sass(py_func, types_, lanes):
 
 def tiles_sass(py_func, types_, lanes):
     """ptxas numbers of the GPU backend's one-launch lane-tile wrapper of ``py_func`` at
-    ``lanes`` lanes per tile (:mod:`dualgpu.backends.gpu_tile_grid`); None where a launch
+    ``lanes`` lanes per tile (:mod:`dualgpu.backends.gpu.tile_grid`); None where a launch
     with these types never takes that path (a Dual scalar argument)."""
     import numba.cuda
     from numba import types as nt
 
-    from dualgpu.backends import gpu
-    from dualgpu.numba_arrays import DualArrayType
-    from dualgpu.numba_types import DualType
+    from dualgpu.backends.gpu import kernel as gpu
+    from dualgpu.compiled.arrays import DualArrayType
+    from dualgpu.compiled.types import DualType
 
     mask, flat = [], []
     for t in retype(types_, lanes):

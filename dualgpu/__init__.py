@@ -6,49 +6,68 @@ kernels; ``dualgpu.jit`` / ``from dualgpu import cuda`` port numba.cuda kernels;
 """
 __version__ = "0.1.0"
 
-from . import nansafe, rules
-from .dual import Dual
-from .dualarray import DualArray, dual_array
-from .errors import DualgpuError, MissingRuleError, UnportedKernelError, UnsupportedFeatureError
-from . import dmath
-from . import numba_cpu_math, numba_types, numba_rules, numba_arrays, numba_casts, numba_libdevice  # noqa: F401,E501  (registrations)
-from . import numba_nested  # noqa: F401  (tagged and nested duals: registrations)
-from .backend import backend, set_backend, using_backend
-from .kernel import jit
-from . import cuda
-from .driver import jacfwd, jacobian, jvp, jvp_batch
-from .casting import astype, float32, float64
-from .host_buffers import keep_host_buffers, zeros
-from . import array_protocol  # noqa: F401  (numpy's protocols for Dual and DualArray)
-from .hessian import hessian, hvp
-from . import sparse, testing
-from .ensemble import ensemble_jacobian
-from .uncertainty import propagate
-from .distributed import local_cluster
-from .coloring import Coloring, check_coloring, color_columns
-from .sparsity import as_pattern, banded_pattern, stencil_pattern_2d
-from .backends._cpu_first import cpu_registries_first
+from dualgpu import _moved
 
-# numba's CPU typing and lowering installed now, before any CUDA compile can misplace them
-cpu_registries_first()
+_moved.install()
+
+from dualgpu import errors, nansafe, rules  # noqa: E402
+from dualgpu.errors import (  # noqa: E402
+    DualgpuError, MissingRuleError, UnportedKernelError, UnsupportedFeatureError,
+)
+from dualgpu.core.dual import Dual  # noqa: E402
+from dualgpu.core.dualarray import DualArray, dual_array  # noqa: E402
+from dualgpu.core.casting import astype, float32, float64  # noqa: E402
+from dualgpu.core.selection import backend, set_backend, using_backend  # noqa: E402
+from dualgpu import dmath  # noqa: E402
+from dualgpu import host  # noqa: E402,F401  (numpy's protocols for Dual and DualArray)
+from dualgpu import compiled  # noqa: E402,F401  (numba's typing and lowering, in order)
+from dualgpu.host.buffers import keep_host_buffers, zeros  # noqa: E402
+from dualgpu.porting.kernel import jit  # noqa: E402
+from dualgpu import cuda  # noqa: E402
+from dualgpu.autodiff.driver import jacfwd, jacobian, jvp, jvp_batch  # noqa: E402
+from dualgpu.autodiff.hessian import hessian, hvp  # noqa: E402
+from dualgpu.autodiff.ensemble import ensemble_jacobian  # noqa: E402
+from dualgpu.autodiff.uncertainty import propagate  # noqa: E402
+from dualgpu import sparse, testing  # noqa: E402
 
 __all__ = [
-    "Dual", "DualArray", "dual_array", "DualgpuError", "MissingRuleError", "UnportedKernelError",
-    "UnsupportedFeatureError",
-    "dmath", "rules", "nansafe",
+    "Dual", "DualArray", "dual_array",
+    "jvp", "jvp_batch", "jacfwd", "jacobian", "hvp", "hessian", "ensemble_jacobian", "propagate",
     "jit", "cuda", "backend", "set_backend", "using_backend",
-    "jvp", "jvp_batch", "jacfwd", "jacobian", "ensemble_jacobian", "propagate", "hvp", "hessian",
-    "testing", "sparse", "astype", "float32", "float64", "local_cluster",
-    "Coloring", "color_columns", "check_coloring", "as_pattern", "banded_pattern",
-    "stencil_pattern_2d", "zeros", "keep_host_buffers",
+    "astype", "float32", "float64", "zeros", "keep_host_buffers",
+    "dmath", "rules", "nansafe", "sparse", "testing", "errors",
+    "DualgpuError", "MissingRuleError", "UnportedKernelError", "UnsupportedFeatureError",
 ]
+
+# names that left the top-level namespace in 0.2: still reachable, with a DeprecationWarning
+_MOVED_NAMES = {
+    "Coloring": "dualgpu.sparse", "color_columns": "dualgpu.sparse",
+    "check_coloring": "dualgpu.sparse", "as_pattern": "dualgpu.sparse",
+    "banded_pattern": "dualgpu.sparse", "stencil_pattern_2d": "dualgpu.sparse",
+    "local_cluster": "dualgpu.distributed",
+}
+# optional or heavy dependencies, imported on first use
+_LAZY_MODULES = ("plot", "sensitivity", "distributed", "interop")
 
 
 def __getattr__(name):
-    # matplotlib is imported only when plotting is asked for; scipy.stats (global
-    # sensitivity) only when that is
-    if name in ("plot", "sensitivity"):
-        import importlib
+    import importlib
 
-        return importlib.import_module("." + name, __name__)
+    if name in _LAZY_MODULES:
+        # matplotlib only when plotting is asked for; scipy.stats (global sensitivity) only
+        # when that is; Dask and JAX likewise
+        return importlib.import_module("dualgpu." + name)
+    if name in _MOVED_NAMES:
+        import warnings
+
+        home = _MOVED_NAMES[name]
+        warnings.warn(f"dualgpu.{name} moved to {home}.{name}; the old name works until the next "
+                      f"release. Fix: from {home} import {name}", DeprecationWarning, stacklevel=2)
+        return getattr(importlib.import_module(home), name)
+    if name in _moved.MOVED:  # an old module path used as an attribute: dualgpu.driver
+        return importlib.import_module("dualgpu." + name)
     raise AttributeError(f"module 'dualgpu' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(__all__))

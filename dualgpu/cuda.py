@@ -18,7 +18,7 @@ copy on the active backend, for plain and dual arrays alike:
 
 Device queries (``get_current_device()``, ``select_device``, ``gpus``,
 ``current_context()``, ``detect``, ``close``) answer on every backend: see
-:mod:`dualgpu.host_devices`.
+:mod:`dualgpu.porting.devices`.
 
 On the ``cpu`` backend "device" arrays are host arrays that also have numba's
 device-array methods (``copy_to_host``, ``copy_to_device``).
@@ -28,22 +28,22 @@ import sys
 import numpy as np
 from numba import cuda as _cuda
 
-from ._context import active_lanes, active_levels, lane_dtype
-from .backend import backend
-from .dual import Dual
-from .errors import DualgpuError
-from .dualarray import DualArray
-from .host_api import (  # noqa: F401  (numba.cuda's names, working on every backend)
+from dualgpu.core._context import active_lanes, active_levels, lane_dtype
+from dualgpu.core.selection import backend
+from dualgpu.core.dual import Dual
+from dualgpu.errors import DualgpuError
+from dualgpu.core.dualarray import DualArray
+from dualgpu.porting.host_api import (  # noqa: F401  (numba.cuda's names, working on every backend)
     defer_cleanup, event, event_elapsed_time, managed_array, mapped, mapped_array, pinned,
     pinned_array, pinned_array_like,
 )
-from . import host_devices as _host_devices
-from .host_devices import (  # noqa: F401  (numba.cuda's device API, on every backend)
+from dualgpu.porting import devices as _host_devices
+from dualgpu.porting.devices import (  # noqa: F401  (numba.cuda's device API, on every backend)
     close, current_context, detect, get_current_device, list_devices, select_device,
 )
-from .kernel import jit
-from .vectorize import guvectorize, vectorize  # noqa: F401
-from .object_arrays import from_object_array
+from dualgpu.porting.kernel import jit
+from dualgpu.porting.vectorize import guvectorize, vectorize  # noqa: F401
+from dualgpu.core.object_arrays import from_object_array
 
 __dualgpu_cuda__ = True
 
@@ -61,10 +61,10 @@ gpus = _host_devices.gpus
 """The devices, as numba.cuda's ``gpus``: ``len(cuda.gpus)``, ``cuda.gpus[i]``, iteration.
 
 On the ``cuda`` backend it is numba.cuda's device list; on ``cpu`` and ``cudasim`` a list
-of one :class:`~dualgpu.host_devices.HostDevice` (id 0; another index raises
+of one :class:`~dualgpu.porting.devices.HostDevice` (id 0; another index raises
 :class:`~dualgpu.DualgpuError`). Either way an entry is a context manager, so the
 multi-GPU idiom ``with cuda.gpus[i]: ...`` runs everywhere, and ``cuda.gpus.current`` is
-the current device (the same object as ``dualgpu.host_devices.gpus``).
+the current device (the same object as ``dualgpu.porting.devices.gpus``).
 
 Examples
 --------
@@ -120,7 +120,7 @@ class HostArray(np.ndarray):
 
     def copy_to_device(self, ary, stream=0):
         """Copy ``ary`` into this array (a DualArray is refused: its partials would be lost)."""
-        from ._transfer import copy_into
+        from dualgpu.core._transfer import copy_into
 
         copy_into(self, ary, stream)
 
@@ -237,7 +237,7 @@ def to_device(obj, stream=0, copy=True, to=None):
     (3, 2)
     """
     if to is not None:
-        from ._transfer import copy_into
+        from dualgpu.core._transfer import copy_into
 
         return copy_into(to, obj, stream)
     if isinstance(obj, DualArray):
@@ -246,7 +246,7 @@ def to_device(obj, stream=0, copy=True, to=None):
         return DualArray(_plain_to_device(_single_buffer(_host(obj.values))),
                          _plain_to_device(_single_buffer(_host(obj.partials))), tag=obj.tag)
     if isinstance(obj, np.ndarray) and obj.dtype.kind == "f":
-        from .host_buffers import active
+        from dualgpu.host.buffers import active
 
         registry = active()
         found = None if registry is None else registry.lookup(obj)
@@ -261,7 +261,7 @@ def to_device(obj, stream=0, copy=True, to=None):
                                 or len(active_levels()) > 1) and _is_float(_dtype_of(array)):
         _refuse_scalar(obj)
     if len(active_levels()) > 1 and _is_float(array.dtype):  # a nested derivative runs
-        from .nested import lift_array
+        from dualgpu.core.nested import lift_array
 
         return lift_array(_plain_to_device(array), active_levels(), _plain_zeros)
     lanes = active_lanes()
@@ -297,7 +297,7 @@ def device_array(shape, dtype=np.float64, strides=None, order="C", stream=0):
     """
     shape = (shape,) if np.ndim(shape) == 0 else tuple(shape)
     if len(active_levels()) > 1 and _is_float(dtype):  # a nested derivative runs
-        from .nested import zeros
+        from dualgpu.core.nested import zeros
 
         return zeros(shape, active_levels(), np.dtype(dtype), _plain_zeros)
     lanes = active_lanes()
@@ -437,7 +437,7 @@ def is_available():
 
 
 # numba.cuda.random with host-side states off the GPU: cuda.random and dualgpu.cuda.random
-from . import cuda_random as random  # noqa: E402
+from dualgpu.porting import random  # noqa: E402
 
 sys.modules.setdefault(__name__ + ".random", random)
 

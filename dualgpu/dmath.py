@@ -1,130 +1,22 @@
-"""A dual-aware stand-in for the :mod:`math` module.
+"""A dual-aware stand-in for the :mod:`math` module (public name of :mod:`dualgpu.dmath`).
 
-Every function of :mod:`math` is here. Those with a rule in
-:mod:`dualgpu.rules` accept :class:`dualgpu.Dual` arguments and propagate
-partials; those that act on the value (``floor``, ``isnan``...) read the value;
-any other function given a Dual raises :class:`~dualgpu.errors.MissingRuleError`
-naming the function and how to add a rule. The CUDA simulator backend puts this
-module in place of ``math`` in a kernel's globals while it runs.
-
-Plain numbers go straight to :mod:`math` on the host. Inside a kernel run by
-the simulator they are computed as the compiled kernel computes them (see
-:mod:`dualgpu._primals`): ``log(0.0)`` is ``-inf`` instead of Python's
-``ValueError``, and a float32 stays float32.
+Every function of :mod:`math` is here; those with a rule in :mod:`dualgpu.rules` propagate
+partials. See :mod:`dualgpu.dmath` for how it works. Rules added with
+:func:`dualgpu.rules.define` appear here too.
 
 Examples
 --------
 >>> from dualgpu import Dual, dmath
->>> d = dmath.exp(Dual(0.0, [1.0]))
+>>> d = dmath.sin(Dual(0.0, [1.0]))
 >>> float(d.value), float(d.partials[0])
-(1.0, 1.0)
+(0.0, 1.0)
 """
-import math as _math
-
-import numpy as _np
-
-from . import _primals
-from . import rules as _rules
-from .dual import Dual as _Dual
-from .dual import apply_rule as _apply_rule
-from .errors import MissingRuleError as _MissingRuleError
-from .nested import primal_value as _primal_value
-from .errors import missing_rule_message as _missing_rule_message
+from dualgpu.core import dmath as _impl
 
 
-def _has_dual(args):
-    return any(isinstance(a, _Dual) for a in args)
+def __getattr__(name):
+    return getattr(_impl, name)
 
 
-def _with_rule(name, rule_name):
-    plain = getattr(_math, name)
-
-    def fn(*args):
-        if _has_dual(args):
-            return _apply_rule(rule_name, *args, primal=plain)  # math.pow is not **
-        if _primals.in_kernel():
-            return _primals.compiled_value(plain, args)
-        return plain(*args)
-
-    fn.__name__ = name
-    fn.__doc__ = f"math.{name}, with partials propagated for Dual arguments."
-    return fn
-
-
-def _plain_number(a):
-    # a Dual's innermost value (also of a nested, second-order dual), and numpy floats as
-    # Python floats: np.float32 has no __trunc__
-    value = _primal_value(a) if isinstance(a, _Dual) else a
-    return float(value) if isinstance(value, _np.floating) else value
-
-
-def _on_value(name):
-    plain = getattr(_math, name)
-
-    def fn(*args):
-        return plain(*(_plain_number(a) for a in args))
-
-    fn.__name__ = name
-    fn.__doc__ = f"math.{name} of the value (zero derivative)."
-    return fn
-
-
-def _rounded_to_int(name):
-    """math.floor/ceil/trunc: in a kernel as numba.cuda compiles them (saturating int64,
-    NaN -> 0, see dualgpu.float_to_int); on the host as Python's (which raise on inf/NaN)."""
-    from . import float_to_int
-
-    plain = _on_value(name)
-    compiled = getattr(float_to_int, f"{name}_i64")
-
-    def fn(*args):
-        if len(args) == 1 and _primals.in_kernel():
-            return compiled(args[0])
-        return plain(*args)
-
-    fn.__name__ = name
-    fn.__doc__ = f"math.{name} of the value (zero derivative); int64 as numba.cuda in kernels."
-    return fn
-
-
-def _without_rule(name):
-    plain = getattr(_math, name)
-
-    def fn(*args, **kwargs):
-        if _has_dual(args) or _has_dual(kwargs.values()):
-            raise _MissingRuleError(_missing_rule_message(f"math.{name}"))
-        return plain(*args, **kwargs)
-
-    fn.__name__ = name
-    fn.__doc__ = plain.__doc__
-    return fn
-
-
-def _build():
-    ruled = {}
-    for rule_name, rule in {**_rules.UNARY_RULES, **_rules.BINARY_RULES}.items():
-        if rule.primal.startswith("math."):
-            ruled[rule.primal[5:]] = rule_name
-    for dotted, rule_name in _rules.ALIASES.items():
-        if dotted.startswith("math."):
-            ruled[dotted[5:]] = rule_name
-    value_only = {d[5:] for d in _rules.VALUE_ONLY.values() if d.startswith("math.")}
-    namespace = {}
-    for name in dir(_math):
-        if name.startswith("_"):
-            continue
-        attr = getattr(_math, name)
-        if not callable(attr):
-            namespace[name] = attr  # pi, e, inf, nan, tau
-        elif name in ruled:
-            namespace[name] = _with_rule(name, ruled[name])
-        elif name in ("floor", "ceil", "trunc"):
-            namespace[name] = _rounded_to_int(name)
-        elif name in value_only:
-            namespace[name] = _on_value(name)
-        else:
-            namespace[name] = _without_rule(name)
-    return namespace
-
-
-globals().update(_build())
+def __dir__():
+    return sorted(set(dir(_impl)) - {"_impl"})

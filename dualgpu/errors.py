@@ -69,7 +69,7 @@ class UnsupportedFeatureError(TypeError):
     """
 
 
-#: Start of the message for complex arithmetic with a dual (tested for by dualgpu.kernel).
+#: Start of the message for complex arithmetic with a dual (tested for by dualgpu.porting.kernel).
 COMPLEX_DUAL = "complex arithmetic with a dual"
 
 

@@ -36,7 +36,7 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 from matplotlib.ticker import MaxNLocator
 
-from .errors import DualgpuError
+from dualgpu.errors import DualgpuError
 
 __all__ = [
     "jacobian_heatmap",
@@ -1098,7 +1098,7 @@ def save(fig, path, dpi=150):
 def __getattr__(name):
     # global sensitivity figures live with their analysis (dualgpu.sensitivity.plots)
     if name in ("dgsm_bars", "dgsm_maps"):
-        from .sensitivity import plots
+        from dualgpu.sensitivity import plots
 
         return getattr(plots, name)
     raise AttributeError(f"module 'dualgpu.plot' has no attribute {name!r}")

@@ -17,8 +17,8 @@ if str(REPO) not in sys.path:  # `python3 scripts/x.py` from a checkout finds si
 
 import dualgpu  # noqa: E402
 from dualgpu import Dual, DualArray, plot  # noqa: E402
-from dualgpu._context import dual_allocation  # noqa: E402
-from dualgpu._progress import progress_bar, wants_progress  # noqa: E402
+from dualgpu.core._context import dual_allocation  # noqa: E402
+from dualgpu.autodiff._progress import progress_bar, wants_progress  # noqa: E402
 
 __all__ = ["MAX_LANES", "parser", "setup", "jacfwd", "segments", "print_table", "Figures",
            "elapsed"]
@@ -87,7 +87,7 @@ def elapsed(start):
 
 def _driver_jacfwd():
     try:
-        from dualgpu.driver import jacfwd
+        from dualgpu.autodiff.driver import jacfwd
     except ImportError:
         return None
     return jacfwd
@@ -96,10 +96,10 @@ def _driver_jacfwd():
 def jacfwd(f, argnums=0, *, chunk_size=None, progress=None):
     """Return a function computing the forward-mode Jacobian of ``f`` (the driver's API).
 
-    Uses :func:`dualgpu.driver.jacfwd` when the package has it; otherwise an equivalent
+    Uses :func:`dualgpu.autodiff.driver.jacfwd` when the package has it; otherwise an equivalent
     in-script version: the inputs named by ``argnums`` (floats or float arrays) are seeded
     ``chunk_size`` lanes at a time, ``f`` runs with dual inputs inside
-    ``dualgpu._context.dual_allocation`` and the partials of its outputs are collected.
+    ``dualgpu.core._context.dual_allocation`` and the partials of its outputs are collected.
     The Jacobian has shape ``output.shape + input.shape``; a tuple ``argnums`` gives a tuple,
     and a tuple of outputs gives a tuple of those.
     """

@@ -2,7 +2,7 @@
 
 A kernel defined inside a function over a parameter bakes the parameter in by closure; a
 module global read by a kernel does the same. Under the driver both hold a Dual, which the
-compiled backends lift into a hidden argument (:mod:`dualgpu.captured_duals`).
+compiled backends lift into a hidden argument (:mod:`dualgpu.porting.captured_duals`).
 """
 import math
 

@@ -1,4 +1,4 @@
-"""Kernels for the GPU backend's lane tiles in one launch (``dualgpu.backends.gpu_tile_grid``).
+"""Kernels for the GPU backend's lane tiles in one launch (``dualgpu.backends.gpu.tile_grid``).
 
 Written as numba.cuda users write them: out-of-place stencils on 1-D and 2-D grids, with a
 device function (safe to run every lane tile at once), and kernels that read the grid's third

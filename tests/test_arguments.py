@@ -10,8 +10,8 @@ import pytest
 
 import dualgpu
 from dualgpu import cuda
-from dualgpu._protect import protect
-from dualgpu.driver import jacfwd, jacobian, jvp, jvp_batch
+from dualgpu.autodiff._protect import protect
+from dualgpu.autodiff.driver import jacfwd, jacobian, jvp, jvp_batch
 from dualgpu.sparse import detect_sparsity, sparse_jacobian
 from dualgpu.testing import check_jacobian, check_jvp
 

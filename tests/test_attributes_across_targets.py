@@ -24,9 +24,9 @@ from numba import cuda as numba_cuda, njit, types
 
 import dualgpu
 from dualgpu import cuda
-from dualgpu.backends import gpu
-from dualgpu.numba_arrays import dual_array_type
-from dualgpu.numba_types import dual_type
+from dualgpu.backends.gpu import kernel as gpu
+from dualgpu.compiled.arrays import dual_array_type
+from dualgpu.compiled.types import dual_type
 
 
 class _FakeDevice:

@@ -7,7 +7,7 @@ import pytest
 
 import dualgpu
 from dualgpu import DualgpuError, cuda
-from dualgpu.driver import jacobian
+from dualgpu.autodiff.driver import jacobian
 
 
 @cuda.jit
@@ -100,7 +100,7 @@ def test_code_inside_a_simulated_kernel_sees_cudasim():
 def test_environment_asking_for_cuda_without_a_gpu(monkeypatch):
     import importlib
 
-    module = importlib.import_module("dualgpu.backend")  # dualgpu.backend is the function
+    module = importlib.import_module("dualgpu.core.selection")
     if module._gpu_available():
         pytest.skip("this machine has a GPU: DUALGPU_BACKEND=cuda is valid here")
     monkeypatch.setenv("DUALGPU_BACKEND", "cuda")

@@ -1,4 +1,4 @@
-"""The compiled CPU backend (dualgpu.backends.cpu) against the CUDA simulator run in-process."""
+"""The compiled CPU backend (dualgpu.backends.cpu.kernel) against the CUDA simulator run in-process."""
 import math
 import types
 
@@ -10,8 +10,9 @@ from numba.cuda import simulator as sim
 
 import kernels_for_cpu_backend as kfc
 from kernels_for_cpu_backend import laplacian_1d
-from dualgpu.backends import cpu, cpu_parallel
-from dualgpu.backends._translate import device_py_func, unwrap
+from dualgpu.backends.cpu import kernel as cpu
+from dualgpu.backends.cpu import parallel as cpu_parallel
+from dualgpu.backends.common.translate import device_py_func, unwrap
 from dualgpu.errors import DualgpuError
 
 
@@ -379,7 +380,7 @@ def _dual(values, lanes, rng):
 
 
 def test_dual_arrays_pass_through(rng):
-    pytest.importorskip("dualgpu.numba_arrays")
+    pytest.importorskip("dualgpu.compiled.arrays")
     u = _dual(rng.random(50), 3, rng)
     out = _dual(np.zeros(50), 3, rng)
     cpu.compile_kernel(kfc.heat_1d).launch(1, 64, (u, out, 0.2))
@@ -392,7 +393,7 @@ def test_dual_arrays_pass_through(rng):
 
 
 def test_dual_local_array(rng):
-    pytest.importorskip("dualgpu.numba_arrays")
+    pytest.importorskip("dualgpu.compiled.arrays")
     u = _dual(rng.random(40), 2, rng)
     out = _dual(np.zeros(40), 2, rng)
     kernel = cpu.compile_kernel(kfc.moving_average_local)
@@ -575,7 +576,7 @@ def test_hoisted_guard_float_bound_uses_the_guarded_launcher(rng):
 
 
 def test_hoisted_guard_with_dual_arrays(rng):
-    pytest.importorskip("dualgpu.numba_arrays")
+    pytest.importorskip("dualgpu.compiled.arrays")
     u = _dual(rng.random(50), 2, rng)
     out = _dual(np.zeros(50), 2, rng)
     kernel = cpu.compile_kernel(kfc.guard_len_flipped)

@@ -14,7 +14,7 @@ import block_kernels as bk
 import block_kernels_cpu as bkc
 import dualgpu
 from dualgpu import DualgpuError
-from dualgpu.backends import cpu
+from dualgpu.backends.cpu import kernel as cpu
 from dualgpu.testing import check_jacobian
 
 
@@ -42,7 +42,7 @@ def jacobian_matches_fd(f, args, argnums, **kwargs):
 @pytest.fixture
 def parallel_blocks(monkeypatch):
     """Make the cpu backend run blocks on several workers whatever the machine."""
-    from dualgpu.backends import cpu_parallel
+    from dualgpu.backends.cpu import parallel as cpu_parallel
 
     monkeypatch.setattr(cpu_parallel, "FORCE", True)
 
@@ -433,7 +433,7 @@ def test_block_level_kernels_with_more_lanes_than_a_tile(monkeypatch):
     with dualgpu.using_backend("cpu"):
         wide = dualgpu.jacobian(final_positions, mass, chunk_size=8)  # 24 lanes: 3 tiles
         assert ("nbody_accel_tiled", 3, 8) in tiles
-        monkeypatch.setattr(dualgpu.lanes, "BATCH_BYTES", 1)  # one tile per run of f
+        monkeypatch.setattr(dualgpu.core.lanes, "BATCH_BYTES", 1)  # one tile per run of f
         narrow = dualgpu.jacobian(final_positions, mass, chunk_size=8)
         check_jacobian(final_positions, mass, chunk_size=8, n_directions=2)
     np.testing.assert_array_equal(wide, narrow)

@@ -169,7 +169,7 @@ def test_grid_sync_that_a_block_skips_would_hang(cudasim):
 
 def test_grid_sync_refuses_more_threads_than_the_simulator_can_run(cudasim, monkeypatch):
     import block_kernels as B
-    from dualgpu.backends import cudasim as backend
+    from dualgpu.backends.cudasim import kernel as backend
 
     monkeypatch.setattr(backend, "MAX_GRID_THREADS", 64)
     with pytest.raises(DualgpuError, match=r"all 96 threads .* at most 64.*grid-stride"):

@@ -23,10 +23,10 @@ import block_kernels as B
 import block_kernels_extra as X
 import dualgpu
 from dualgpu import DualgpuError, dual_array
-from dualgpu.backends import gpu
-from dualgpu.backends._gpu_shared import STATIC_SHARED_LIMIT, dynamic_request
-from dualgpu.numba_arrays import dual_array_type
-from dualgpu.numba_types import dual_type
+from dualgpu.backends.gpu import kernel as gpu
+from dualgpu.backends.gpu.shared import STATIC_SHARED_LIMIT, dynamic_request
+from dualgpu.compiled.arrays import dual_array_type
+from dualgpu.compiled.types import dual_type
 
 F64, F32, I64 = types.float64, types.float32, types.int64
 

@@ -1,4 +1,4 @@
-"""Tests of dualgpu.sparsity and dualgpu.coloring (patterns, column coloring, recovery)."""
+"""Tests of dualgpu.autodiff.sparsity and dualgpu.autodiff.coloring (patterns, column coloring, recovery)."""
 import doctest
 import pickle
 
@@ -8,11 +8,11 @@ import scipy.sparse as sp
 from hypothesis import given, settings, strategies as st
 from hypothesis.extra.numpy import arrays
 
-import dualgpu.coloring as coloring_module
-import dualgpu.sparsity as sparsity_module
-from dualgpu.coloring import ORDERS, Coloring, check_coloring, color_columns
+import dualgpu.autodiff.coloring as coloring_module
+import dualgpu.autodiff.sparsity as sparsity_module
+from dualgpu.autodiff.coloring import ORDERS, Coloring, check_coloring, color_columns
 from dualgpu.errors import DualgpuError
-from dualgpu.sparsity import as_pattern, banded_pattern, stencil_pattern_2d
+from dualgpu.autodiff.sparsity import as_pattern, banded_pattern, stencil_pattern_2d
 
 
 def dense_band(n, half_width, periodic):

@@ -1,4 +1,4 @@
-"""The cpu backend's compile cache on disk (dualgpu.backends.cpu_cache).
+"""The cpu backend's compile cache on disk (dualgpu.backends.cpu.cache).
 
 A second process must load every launcher from the cache and compile nothing; any
 change to what the machine code depends on (kernel source, module constants, closure
@@ -14,7 +14,8 @@ import textwrap
 import numpy as np
 import pytest
 
-from dualgpu.backends import cpu, cpu_cache
+from dualgpu.backends.cpu import kernel as cpu
+from dualgpu.backends.cpu import cache as cpu_cache
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

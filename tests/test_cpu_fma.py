@@ -7,7 +7,7 @@ import pytest
 
 import dualgpu
 import kernels_fma as K
-from dualgpu.dualarray import DualArray
+from dualgpu.core.dualarray import DualArray
 
 
 def _exact(a, b, c, dtype):

@@ -1,8 +1,8 @@
 """The cpu backend's parallel launches: the serial/parallel choice from measured costs, pieces."""
 import pytest
 
-from dualgpu.backends import cpu_parallel
-from dualgpu.backends.cpu_parallel import LaunchCost, chunk_length
+from dualgpu.backends.cpu import parallel as cpu_parallel
+from dualgpu.backends.cpu.parallel import LaunchCost, chunk_length
 
 
 def _measured(serial_seconds, items, launches=3):

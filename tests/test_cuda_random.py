@@ -13,10 +13,10 @@ from numba import njit, types
 
 import dualgpu
 import kernels_random as K
-from dualgpu.backends import gpu
+from dualgpu.backends.gpu import kernel as gpu
 from dualgpu.cuda import random
-from dualgpu.numba_arrays import dual_array_type
-from dualgpu.numba_types import dual_type
+from dualgpu.compiled.arrays import dual_array_type
+from dualgpu.compiled.types import dual_type
 from dualgpu.testing import check_jacobian
 
 

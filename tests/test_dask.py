@@ -32,7 +32,7 @@ def cpu_backend():
 
 @pytest.fixture(scope="module")
 def client():
-    with dualgpu.local_cluster(2, processes=False) as client:
+    with dualgpu.distributed.local_cluster(2, processes=False) as client:
         yield client
     assert client.status == "closed" and client.cluster.status.name == "closed"
 
@@ -44,7 +44,7 @@ def test_jacobian_on_dask_is_bit_identical_to_local(client):
     np.testing.assert_array_equal(local, remote)
     assert remote.shape == (10, 3, 10)
     # nothing is left behind on the workers: the plan is forgotten and the chunks released
-    from dualgpu import distributed as module
+    from dualgpu.autodiff import distributed as module
 
     assert not any(client.run(lambda: len(module._PLANS)).values())
     deadline = time.monotonic() + 10
@@ -85,7 +85,7 @@ def test_gpu_worker_specs_pin_one_device_per_worker():
     with pytest.raises(dualgpu.DualgpuError, match="distinct device ids"):
         gpu_worker_specs([1, 1])
     with pytest.raises(dualgpu.DualgpuError, match="one worker per GPU"):
-        dualgpu.local_cluster(3, gpus=[0, 1])
+        dualgpu.distributed.local_cluster(3, gpus=[0, 1])
 
 
 def dies_once(masses, pos, vel, marker):
@@ -105,7 +105,7 @@ def test_worker_processes_pinned_shipped_once_and_a_lost_worker_is_replaced(tmp_
     log = str(tmp_path / "unpickled.txt")
     f = CountedSimulation(log)
     local = dualgpu.jacobian(f, masses, pos, vel, chunk_size=2)
-    with dualgpu.local_cluster(gpus=[0, 1]) as client:
+    with dualgpu.distributed.local_cluster(gpus=[0, 1]) as client:
         pins = client.run(lambda: os.environ.get("CUDA_VISIBLE_DEVICES"))
         assert sorted(pins.values()) == ["0", "1"]
         on_cpu = ChunkExecutor(client, backend="cpu")

@@ -76,7 +76,7 @@ def test_gpu_backend_uses_numbas_own(monkeypatch):
     """With a GPU (the ``cuda`` backend) every call goes to numba.cuda's driver API."""
     from numba import cuda as numba_cuda
 
-    import dualgpu.host_devices as host_devices
+    import dualgpu.porting.devices as host_devices
 
     monkeypatch.setattr(host_devices, "backend", lambda: "cuda")
     sentinel = object()

@@ -15,8 +15,8 @@ import pytest
 
 import dualgpu
 from dualgpu import cuda
-from dualgpu.driver import default_chunk_size, jacfwd, jacobian, jvp, jvp_batch
-from dualgpu.numba_types import MAX_LANES
+from dualgpu.autodiff.driver import default_chunk_size, jacfwd, jacobian, jvp, jvp_batch
+from dualgpu.compiled.types import MAX_LANES
 
 import simulations.heat1d as heat
 import simulations.nbody as nbody
@@ -56,8 +56,8 @@ def step_matrix(n, r=R):
 def test_heat_jacobian_is_step_matrix_power(n, chunk_size):
     u0 = heat.default_initial_state(n)
     kept = u0.copy()
-    too_many = chunk_size is not None and chunk_size > dualgpu.lanes.GOOD_TILE_LANES["cpu"]
-    with pytest.warns(dualgpu.lanes.ChunkSizeWarning) if too_many else contextlib.nullcontext():
+    too_many = chunk_size is not None and chunk_size > dualgpu.core.lanes.GOOD_TILE_LANES["cpu"]
+    with pytest.warns(dualgpu.core.lanes.ChunkSizeWarning) if too_many else contextlib.nullcontext():
         jac = jacobian(heat_final, u0, argnums=0, chunk_size=chunk_size, progress=False)
     expected = np.linalg.matrix_power(step_matrix(n), HEAT_STEPS)
     assert jac.shape == (n, n) and jac.dtype == np.float64
@@ -171,7 +171,7 @@ def test_one_run_carries_every_direction_in_tiles():
 
 def test_every_chunk_uses_the_same_lane_count_and_fresh_inputs(monkeypatch):
     # a memory budget of about one tile per run: 11 directions in 3 runs of 4 lanes
-    monkeypatch.setattr(dualgpu.lanes, "BATCH_BYTES", 1)
+    monkeypatch.setattr(dualgpu.core.lanes, "BATCH_BYTES", 1)
     seen = []
     x = np.arange(1.0, 11.0)
     jac_x, jac_a = jacobian(_spy(seen), x, 2.0, argnums=(0, 1), chunk_size=4)
@@ -225,7 +225,7 @@ class _Terminal(io.StringIO):
 
 
 def test_progress_bar_is_quiet_by_default_off_a_terminal(capsys, monkeypatch):
-    monkeypatch.setattr(dualgpu.lanes, "BATCH_BYTES", 1)  # one tile per run of f
+    monkeypatch.setattr(dualgpu.core.lanes, "BATCH_BYTES", 1)  # one tile per run of f
     x = np.arange(6.0)
 
     def identity(x):
@@ -345,7 +345,7 @@ def test_jvp_errors():
 
 
 def test_too_large_chunk_size_warns_with_the_measured_reason():
-    with pytest.warns(dualgpu.lanes.ChunkSizeWarning) as record:
+    with pytest.warns(dualgpu.core.lanes.ChunkSizeWarning) as record:
         jacobian(identity, np.ones(40), chunk_size=32, progress=False)
     (warning,) = record
     message = str(warning.message)

@@ -6,7 +6,7 @@ import pytest
 
 import dualgpu
 from dualgpu import DualgpuError
-from dualgpu.driver import jacobian, jvp, jvp_batch
+from dualgpu.autodiff.driver import jacobian, jvp, jvp_batch
 
 import kernels_edge_cases as K
 
@@ -79,7 +79,7 @@ def test_a_jacobian_larger_than_memory_is_refused_before_allocation(monkeypatch)
         runs.append(1)
         return K.root_times_simulation(u, w)
 
-    monkeypatch.setattr(dualgpu._results, "available_memory", lambda: 100)
+    monkeypatch.setattr(dualgpu.autodiff._results, "available_memory", lambda: 100)
     with pytest.raises(DualgpuError) as error:
         jacobian(f, U, W, chunk_size=2, progress=False)
     text = str(error.value)
@@ -93,8 +93,8 @@ def test_a_jacobian_larger_than_memory_is_refused_before_allocation(monkeypatch)
 
 def test_dense_jacobian_peaks_at_its_own_size(monkeypatch):
     # one tile per run of f: what is measured is the assembly of the result, not the lanes
-    # one run of f carries (those are bounded by dualgpu.lanes.BATCH_BYTES)
-    monkeypatch.setattr(dualgpu.lanes, "BATCH_BYTES", 1)
+    # one run of f carries (those are bounded by dualgpu.core.lanes.BATCH_BYTES)
+    monkeypatch.setattr(dualgpu.core.lanes, "BATCH_BYTES", 1)
     n = 400
     u, w = np.linspace(1.0, 2.0, n), np.linspace(0.5, 1.5, n)
     jacobian(K.root_times_simulation, u[:8], w[:8], chunk_size=8, progress=False)  # compile

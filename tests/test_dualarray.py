@@ -6,7 +6,7 @@ from numba import njit
 
 import dualgpu
 from dualgpu import Dual, DualArray, dmath, dual_array
-from dualgpu._context import dual_allocation
+from dualgpu.core._context import dual_allocation
 
 
 @pytest.mark.parametrize("shape", [(5,), (3, 4), (2, 3, 4)])

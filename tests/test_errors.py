@@ -163,8 +163,8 @@ def test_complex_arithmetic_with_a_dual_in_cuda_compilation(offline_ptx):
     import numba.cuda
     from numba import types
 
-    from dualgpu.backends import gpu
-    from dualgpu.numba_types import dual_type
+    from dualgpu.backends.gpu import kernel as gpu
+    from dualgpu.compiled.types import dual_type
     from kernels_for_errors import phase_shift
 
     array = types.Array(types.complex128, 1, "C")
@@ -203,7 +203,7 @@ def test_to_device_of_a_differentiated_scalar_says_what_to_do(backend):
 
 def test_sparsity_tracer_element_read_on_the_host_says_what_to_do():
     """It said 'use the cpu backend', where detection always runs on the cpu backend."""
-    from dualgpu.dualarray import TRACER_DTYPE
+    from dualgpu.core.dualarray import TRACER_DTYPE
 
     tracer = DualArray(np.zeros(3), np.zeros((1, 3), TRACER_DTYPE))
     with pytest.raises(DualgpuError) as error:

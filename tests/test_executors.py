@@ -108,7 +108,7 @@ def test_bad_executor_and_options():
 def test_local_cluster_without_dask_says_how_to_install(monkeypatch):
     monkeypatch.setitem(sys.modules, "distributed", None)  # import distributed -> ImportError
     with pytest.raises(dualgpu.DualgpuError, match=r'pip install -e "\.\[distributed\]"'):
-        dualgpu.local_cluster(2)
+        dualgpu.distributed.local_cluster(2)
 
 
 # ---------------------------------------------------------------------------

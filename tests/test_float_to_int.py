@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 import dualgpu
-from dualgpu.dualarray import DualArray
-from dualgpu.float_to_int import INT64_MAX, INT64_MIN
+from dualgpu.core.dualarray import DualArray
+from dualgpu.core.float_to_int import INT64_MAX, INT64_MIN
 
 import kernels_float_to_int as kf
 

@@ -48,8 +48,8 @@ def test_sample_kernel_compiles_to_ptx_with_six_lanes(offline_ptx):
     import numba
     from numba import types
 
-    from dualgpu.backends import gpu
-    from dualgpu.numba_arrays import dual_array_type
+    from dualgpu.backends.gpu import kernel as gpu
+    from dualgpu.compiled.arrays import dual_array_type
 
     X = dual_array_type(types.float64, 2, 6)
     ptx, _ = numba.cuda.compile_ptx(

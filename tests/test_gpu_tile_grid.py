@@ -1,7 +1,7 @@
 """The GPU backend runs every lane tile of a dual launch in one launch when that is exact.
 
 A launch with L lanes and tiles of N lanes becomes one launch with a third grid dimension of
-L / N blocks (``dualgpu.backends.gpu_tile_grid``) unless the kernel reads and writes an array,
+L / N blocks (``dualgpu.backends.gpu.tile_grid``) unless the kernel reads and writes an array,
 uses atomics on its arguments, takes a Dual scalar, reads the grid's third dimension or syncs
 its grid; then it stays one launch per tile. No GPU here, so the generated wrapper kernel runs
 on the cpu backend standing in for numba.cuda (same source, same 3-D grid) and must equal, bit
@@ -21,12 +21,14 @@ import block_kernels as bk
 import kernels_tile_grid as kg
 import kernels_tiles as kt
 from tile_checks import assert_slice_equal, lane_slice
-from dualgpu import Dual, _context
+from dualgpu import Dual
+from dualgpu.core import _context
 from dualgpu import cuda as dcuda
-from dualgpu.backends import cpu, gpu
-from dualgpu.backends import gpu_tile_grid as tg
-from dualgpu.dualarray import DualArray
-from dualgpu.numba_arrays import dual_array_type
+from dualgpu.backends.cpu import kernel as cpu
+from dualgpu.backends.gpu import kernel as gpu
+from dualgpu.backends.gpu import tile_grid as tg
+from dualgpu.core.dualarray import DualArray
+from dualgpu.compiled.arrays import dual_array_type
 
 LANES, TILE = 24, 8
 
@@ -223,7 +225,7 @@ def _dual_launches(f, args, lanes=16):
     import warnings
 
     import dualgpu
-    from dualgpu.backends.cpu import CpuKernel
+    from dualgpu.backends.cpu.kernel import CpuKernel
 
     seen, launch = {}, CpuKernel.launch
 
@@ -236,7 +238,7 @@ def _dual_launches(f, args, lanes=16):
     monkey.setattr(CpuKernel, "launch", record)
     try:
         with dualgpu.using_backend("cpu"), warnings.catch_warnings():
-            warnings.simplefilter("ignore", dualgpu.lanes.ChunkSizeWarning)
+            warnings.simplefilter("ignore", dualgpu.core.lanes.ChunkSizeWarning)
             dualgpu.jvp_batch(f, args, tangents, chunk_size=TILE, progress=False)
     finally:
         monkey.undo()
@@ -252,7 +254,7 @@ def test_simulation_kernels_on_the_one_launch_path_compile_to_ptx(module_name, s
                                                                   per_tile, offline_ptx):
     import importlib
 
-    from dualgpu.backends.cudasim import uses_grid_group
+    from dualgpu.backends.cudasim.kernel import uses_grid_group
 
     module = importlib.import_module(f"simulations.{module_name}")
     state = module.default_initial_state(size)

@@ -9,7 +9,7 @@ import pytest
 
 import dualgpu
 from dualgpu import Dual, DualArray
-from dualgpu._host_lines import describe_host_line
+from dualgpu.core._host_lines import describe_host_line
 
 HERE = os.path.basename(__file__)
 

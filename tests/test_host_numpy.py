@@ -16,7 +16,7 @@ import pytest
 
 import dualgpu
 from dualgpu import Dual, DualArray, DualgpuError
-from dualgpu.host_ufuncs import UFUNC_RULES
+from dualgpu.host.ufuncs import UFUNC_RULES
 
 TOL = {np.float64: dict(rtol=1e-6, atol=1e-9), np.float32: dict(rtol=2e-3, atol=2e-4)}
 H = 1e-6  # relative step of the float64 central differences

@@ -285,7 +285,7 @@ def test_bad_arguments_say_what_was_expected():
 
 
 def test_sparsity_tracer_refuses_host_operations():
-    from dualgpu.dualarray import TRACER_DTYPE
+    from dualgpu.core.dualarray import TRACER_DTYPE
 
     tracer = DualArray(np.zeros(3), np.zeros((1, 3), TRACER_DTYPE))
     with pytest.raises(DualgpuError, match="structural tracer"):
@@ -295,7 +295,7 @@ def test_sparsity_tracer_refuses_host_operations():
 def test_sparsity_tracer_moves_through_functions_that_only_move_data():
     """np.stack / np.concatenate / reshape around a simulation's outputs under
     sparsity='detect' (they were refused with every other host operation)."""
-    from dualgpu.dualarray import TRACER_DTYPE
+    from dualgpu.core.dualarray import TRACER_DTYPE
 
     bits = (np.uint64(1) << np.arange(3, dtype=np.uint64)).reshape(1, 3)
     u = DualArray(np.arange(3.0), bits.copy())                       # u[j] depends on input j

@@ -12,7 +12,7 @@ import pytest
 
 import dualgpu
 from dualgpu import Dual
-from dualgpu.dualarray import DualArray
+from dualgpu.core.dualarray import DualArray
 
 import kernels_int_power as kp
 

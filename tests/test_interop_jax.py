@@ -178,7 +178,7 @@ def test_float32_kernels_inside():
 
 
 def test_sparse_jacobian_through_jacrev():
-    g = to_jax(heat_field, sparsity=dualgpu.banded_pattern(N, STEPS), argnums=0)
+    g = to_jax(heat_field, sparsity=dualgpu.sparse.banded_pattern(N, STEPS), argnums=0)
     with jax.enable_x64(True):
         J = jax.jacrev(lambda x: g(x, 1.0))(jnp.asarray(U0))
         grad = jax.grad(lambda x: jnp.sum(g(x, 1.0) ** 2))(jnp.asarray(U0))

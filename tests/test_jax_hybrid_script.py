@@ -35,9 +35,9 @@ def test_variable_diffusivity_kernel_compiles_to_ptx(offline_ptx, dtype):
     dual diffusivity field, 4 lanes, compiled offline to PTX."""
     from numba import cuda as numba_cuda, types
 
-    from dualgpu.backends import gpu
-    from dualgpu.numba_arrays import dual_array_type
-    from dualgpu.numba_types import dual_type
+    from dualgpu.backends.gpu import kernel as gpu
+    from dualgpu.compiled.arrays import dual_array_type
+    from dualgpu.compiled.types import dual_type
     from simulations import heat1d_variable
 
     kernel = heat1d_variable.step

@@ -6,7 +6,7 @@ import pytest
 
 import dualgpu
 from dualgpu import Dual, DualArray, cuda
-from dualgpu.kernel import DeviceFunction, Kernel
+from dualgpu.porting.kernel import DeviceFunction, Kernel
 
 import kernels_numba_original as original
 
@@ -96,8 +96,8 @@ def test_backend_selection(monkeypatch):
 def test_gpu_backend_accepts_the_options_of_a_wrapped_numba_kernel(offline_ptx):
     from numba import cuda as numba_cuda, types
 
-    from dualgpu.backends import gpu
-    from dualgpu.numba_arrays import dual_array_type
+    from dualgpu.backends.gpu import kernel as gpu
+    from dualgpu.compiled.arrays import dual_array_type
 
     kernel = dualgpu.jit(original.apply_smooth)
     compiled = gpu.compile_kernel(kernel.py_func, **kernel.options)

@@ -96,10 +96,10 @@ def test_lifted_factory_compiles_to_ptx(offline_ptx, dtype):
     import numba.cuda
     from numba import types
 
-    from dualgpu.backends import gpu
-    from dualgpu.captured_duals import captured_duals, lift
-    from dualgpu.numba_arrays import dual_array_type
-    from dualgpu.numba_types import dual_type
+    from dualgpu.backends.gpu import kernel as gpu
+    from dualgpu.porting.captured_duals import captured_duals, lift
+    from dualgpu.compiled.arrays import dual_array_type
+    from dualgpu.compiled.types import dual_type
 
     lanes = 4
     k = dualgpu.Dual(0.7, np.ones(lanes), dtype=np.dtype(dtype))

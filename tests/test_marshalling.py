@@ -1,6 +1,6 @@
 """The GPU launch path: dual arguments are flattened into the kernel's PTX parameters.
 
-``dualgpu.backends.gpu.marshal`` turns a DualArray into the tuple (values, partials)
+``dualgpu.backends.gpu.kernel.marshal`` turns a DualArray into the tuple (values, partials)
 and a Dual into (value, partials tuple); numba's launcher flattens tuples in data-model
 order, an array into meminfo, parent, nitems, itemsize, data, shape..., strides...
 (5 + 2*ndim parameters), a float into 1 and a UniTuple of n floats into n. The count
@@ -16,7 +16,7 @@ import pytest
 
 import kernels_ported as K
 from dualgpu import Dual, DualArray, cuda
-from dualgpu.backends import gpu
+from dualgpu.backends.gpu import kernel as gpu
 
 
 @cuda.jit
@@ -85,8 +85,8 @@ def test_marshal_leaves_plain_arguments_alone(rng):
 # --- every ported kernel's dual specialisation compiles for the GPU -------------------------
 
 def _dual_signatures(lanes):
-    from dualgpu.numba_arrays import dual_array_type
-    from dualgpu.numba_types import dual_type
+    from dualgpu.compiled.arrays import dual_array_type
+    from dualgpu.compiled.types import dual_type
 
     f64, f32 = numba.float64, numba.float32
 
@@ -135,7 +135,7 @@ def test_local_array_with_a_dynamic_shape_is_a_clear_error(offline_ptx):
         tmp[0] = x[0]
         out[0] = tmp[0]
 
-    from dualgpu.numba_arrays import dual_array_type
+    from dualgpu.compiled.arrays import dual_array_type
 
     t = dual_array_type(numba.float64, 1, 2)
     with pytest.raises(TypingError, match="constant int or tuple"):

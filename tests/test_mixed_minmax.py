@@ -57,8 +57,8 @@ def test_nested_mixed_max_compiles_to_ptx(offline_ptx):
     from numba import cuda as numba_cuda
     from numba import types
 
-    from dualgpu.numba_nested import tagged_type
-    from dualgpu.numba_types import dual_type
+    from dualgpu.compiled.nested import tagged_type
+    from dualgpu.compiled.types import dual_type
 
     def both(x, lo):
         return max(x, lo) + min(lo, x, 2.0)

@@ -124,7 +124,7 @@ def test_host_numpy(dtype):
 def test_ptx(offline_ptx, dtype):
     from numba import cuda as numba_cuda
 
-    from dualgpu.numba_arrays import dual_array_type
+    from dualgpu.compiled.arrays import dual_array_type
 
     def kernel(x, y, out):
         i = numba_cuda.grid(1)
@@ -140,7 +140,7 @@ def test_ptx(offline_ptx, dtype):
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_compiled_rint_rounds_half_to_even(dtype):
-    from dualgpu.numba_types import float_rint
+    from dualgpu.compiled.types import float_rint
 
     xs = np.array([0.5, 1.5, 2.5, -0.5, -1.5, 0.49999997, 9.0000001, -9.9999999, 1e20,
                    np.inf, -np.inf, np.nan, 3.0, -0.0], dtype)

@@ -6,8 +6,8 @@ import pytest
 from numba import cuda, njit, types
 
 from dualgpu import Dual, MissingRuleError, rules
-from dualgpu.dual import apply_rule
-from dualgpu.numba_arrays import dual_array_type
+from dualgpu.core.dual import apply_rule
+from dualgpu.compiled.arrays import dual_array_type
 
 UNARY = [u for u, r in rules.NUMPY_UFUNCS.items() if r in rules.UNARY_RULES]
 BINARY = [u for u, r in rules.NUMPY_UFUNCS.items() if r in rules.BINARY_RULES]

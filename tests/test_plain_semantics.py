@@ -15,7 +15,7 @@ from numba import njit
 
 import dualgpu
 from dualgpu import Dual, DualArray, dmath
-from dualgpu.driver import jacobian
+from dualgpu.autodiff.driver import jacobian
 
 import kernels_edge_cases as K
 
@@ -187,7 +187,7 @@ def test_allocated_dual_arrays_start_at_zero(path):
     with dualgpu.using_backend(path):
         J = jacobian(_accumulated, u, chunk_size=5, progress=False)
         allocated = [dualgpu.cuda.device_array_like(dualgpu.dual_array(u, lanes=3))]
-        with dualgpu._context.dual_allocation(2):
+        with dualgpu.core._context.dual_allocation(2):
             allocated.append(dualgpu.cuda.device_array(7))
     np.testing.assert_array_equal(J, 2.0 * np.eye(5))
     for array in allocated:

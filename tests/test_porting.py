@@ -20,7 +20,7 @@ import dualgpu.cuda
 import kernels_ported as K
 from dualgpu import Dual, DualArray, DualgpuError, cuda
 from unported import original
-from dualgpu.kernel import LaunchCoverageWarning
+from dualgpu.porting.kernel import LaunchCoverageWarning
 
 BACKENDS = ("cpu", "cudasim")
 LANES = 2

@@ -14,7 +14,8 @@ import numpy as np
 import pytest
 
 import dualgpu
-from dualgpu import Dual, _primals, cuda
+from dualgpu import Dual, cuda
+from dualgpu.core import _primals
 
 _FNS = (operator.mul, operator.add, operator.truediv, operator.pow, operator.sub,
         math.atan2, math.hypot, math.copysign, math.fmod, operator.mod, operator.floordiv)

@@ -1,4 +1,4 @@
-"""When progress bars show: only on a terminal or in a notebook unless asked (dualgpu._progress)."""
+"""When progress bars show: only on a terminal or in a notebook unless asked (dualgpu.autodiff._progress)."""
 import io
 import sys
 import types
@@ -6,7 +6,7 @@ import types
 import pytest
 
 from dualgpu import DualgpuError
-from dualgpu._progress import interactive, progress_bar, wants_progress
+from dualgpu.autodiff._progress import interactive, progress_bar, wants_progress
 
 
 class Terminal(io.StringIO):

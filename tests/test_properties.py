@@ -140,7 +140,7 @@ def run_path(module, path, dtype, program, inputs, consts):
             except ZeroDivisionError as error:  # checked by _check_zero_division
                 return error
         else:
-            warnings.simplefilter("ignore", dualgpu.kernel.LaunchCoverageWarning)
+            warnings.simplefilter("ignore", dualgpu.porting.kernel.LaunchCoverageWarning)
             with dualgpu.using_backend(path):  # one thread: the interpreter is serial
                 try:
                     getattr(module, f"kernel_{dtype}")[1, 1](program, consts, x, stack, out)
@@ -356,7 +356,7 @@ def _answer_rounding(op, operand, answer, dtype):
     allowed on top of the oracles' tolerance.
     """
     rule = rules.UNARY_RULES.get(op.rule) or rules.BINARY_RULES[op.rule]
-    factors = dualgpu.dual._RUNTIME[op.rule][1]
+    factors = dualgpu.core.dual._RUNTIME[op.rule][1]
     t = np.dtype(dtype).type
     args, const = _plain_args(op, operand)
     x, y = (const, args[0]) if op.kinds == "nd" else (args[0], const if args[1] is None else args[1])

@@ -5,8 +5,8 @@ import math
 import pytest
 from numba import cuda, types
 
-from dualgpu.numba_arrays import dual_array_type
-from dualgpu.numba_types import dual_type
+from dualgpu.compiled.arrays import dual_array_type
+from dualgpu.compiled.types import dual_type
 
 from rule_harness import BINARY_CASES, UNARY_CASES, build_function, case_id, kernel_source
 

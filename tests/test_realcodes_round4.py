@@ -223,7 +223,7 @@ def test_to_device_of_a_written_host_buffer_keeps_its_partials():
 
 def test_host_buffers_dropped_by_host_code_are_freed():
     """A fresh host buffer per step: the hidden DualArrays of dropped ones do not pile up."""
-    from dualgpu import host_buffers
+    from dualgpu.host import buffers as host_buffers
 
     sizes = []
 

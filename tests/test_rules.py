@@ -12,7 +12,7 @@ from numba import njit
 
 import dualgpu
 from dualgpu import Dual, DualArray, dmath, rules
-from dualgpu.dual import apply_rule
+from dualgpu.core.dual import apply_rule
 
 from rule_harness import (
     BINARY_CASES,

@@ -57,7 +57,7 @@ def test_ptxas_errors_are_reported():
 
 # --- block-level kernels (shared memory, syncthreads, warp shuffles) --------------------------
 def _block_signatures(lanes):
-    from dualgpu.numba_arrays import dual_array_type
+    from dualgpu.compiled.arrays import dual_array_type
 
     f64 = types.float64
 
@@ -80,7 +80,7 @@ def test_block_kernels_assemble(name, lanes):
     import numba.cuda
 
     import block_kernels
-    from dualgpu.backends import gpu
+    from dualgpu.backends.gpu import kernel as gpu
 
     kernel = getattr(block_kernels, name)
 

@@ -19,7 +19,7 @@ from numba import njit
 
 import dualgpu
 from dualgpu import Dual, DualArray, cuda, dmath
-from dualgpu.numba_types import MAX_LANES
+from dualgpu.compiled.types import MAX_LANES
 
 from rule_harness import BINARY_CASES, UNARY_CASES, build_function, kernel_source
 from second_order_harness import (
@@ -285,8 +285,8 @@ def test_second_derivative_float32_stays_float32():
 # errors
 # ---------------------------------------------------------------------------
 def test_lanes_are_bounded_per_order():
-    from dualgpu.numba_nested import tagged_type
-    from dualgpu.numba_types import dual_type
+    from dualgpu.compiled.nested import tagged_type
+    from dualgpu.compiled.types import dual_type
 
     inner = dual_type(__import__("numba").types.float64, MAX_LANES)
     assert tagged_type(inner, MAX_LANES, 1).n == MAX_LANES  # both orders at the limit
@@ -300,7 +300,7 @@ def test_lanes_are_bounded_per_order():
 def test_gpu_register_estimate_is_a_clear_error(monkeypatch):
     import importlib
 
-    backend_module = importlib.import_module("dualgpu.backend")  # dualgpu.backend is a function
+    backend_module = importlib.import_module("dualgpu.core.selection")
     monkeypatch.setattr(backend_module, "backend", lambda: "cuda")  # the driver's check only
     with pytest.raises(dualgpu.DualgpuError, match=r"\(1 \+ 9\) x \(1 \+ 9\) = 100 floats"):
         dualgpu.hessian(_cube_sin_total, np.ones(9), 1.0, chunk_size=9)
@@ -373,9 +373,9 @@ def test_nested_ptx_compiles(offline_ptx):
     from numba import cuda as numba_cuda
     from numba import types
 
-    from dualgpu.numba_arrays import dual_array_type
-    from dualgpu.numba_nested import tagged_array_type
-    from dualgpu.numba_types import dual_type
+    from dualgpu.compiled.arrays import dual_array_type
+    from dualgpu.compiled.nested import tagged_array_type
+    from dualgpu.compiled.types import dual_type
 
     def stencil(u, un, a):
         i = numba_cuda.grid(1)
@@ -400,7 +400,7 @@ def test_nested_arguments_marshal_to_the_ptx_parameter_list(offline_ptx):
     """A real launch passes what gpu.marshal flattens: it must match the kernel's .entry."""
     import numba
 
-    from dualgpu.backends import gpu
+    from dualgpu.backends.gpu import kernel as gpu
     from test_marshalling import _entry_params, _flat_count
 
     a = empty_nested(4, np.float64)
@@ -413,7 +413,7 @@ def test_nested_arguments_marshal_to_the_ptx_parameter_list(offline_ptx):
     # arrays: 4 members of 1-D..3-D (5 + 2 ndim each); s: (1 + 2) * (1 + 2); t: 3; w: 3; f: 1
     array = (5 + 2) + (5 + 4) + (5 + 4) + (5 + 6)
     assert expected == 2 * array + 9 + 3 + 3 + 1
-    key = __import__("dualgpu").nested.lane_key(args, "test")
+    key = __import__("dualgpu.core.nested").core.nested.lane_key(args, "test")
     ptx, _ = numba.cuda.compile_ptx(gpu.prepare_function(_mixed_nested.py_func, key), argtypes,
                                     cc=offline_ptx)
     assert _entry_params(ptx) == expected

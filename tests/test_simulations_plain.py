@@ -12,7 +12,7 @@ pickle and are compared here with independent NumPy implementations of the same 
 (``reference_*``) to 1e-12 relative, and checked for physical invariants.
 
 ``test_kernels_compile_to_ptx`` compiles every kernel as the GPU backend prepares it
-(``dualgpu.backends.gpu.prepare_function``) for sm_90 offline (the ``offline_ptx`` fixture),
+(``dualgpu.backends.gpu.kernel.prepare_function``) for sm_90 offline (the ``offline_ptx`` fixture),
 which the simulator cannot check (numba typing). ``test_on_gpu`` runs the same cases on a real GPU
 in-process when one is present, and is skipped otherwise.
 """
@@ -441,7 +441,7 @@ def test_kernels_compile_to_ptx(offline_ptx, module_name, kernel_name):
     """The function the GPU backend hands numba.cuda (``cuda`` rebound to numba.cuda)."""
     from numba import cuda
 
-    from dualgpu.backends import gpu
+    from dualgpu.backends.gpu import kernel as gpu
 
     kernel = getattr(importlib.import_module(f"simulations.{module_name}"), kernel_name)
     signature = _kernel_signatures()[(module_name, kernel_name)]

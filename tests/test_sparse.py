@@ -5,7 +5,7 @@ import scipy.sparse as sp
 
 import dualgpu
 from dualgpu import DualgpuError, sparse
-from dualgpu.sparsity import banded_pattern
+from dualgpu.autodiff.sparsity import banded_pattern
 from simulations import heat1d, heat2d, mass_spring
 
 

@@ -12,9 +12,12 @@ import pytest
 
 import kernels_tiles as kt
 from tile_checks import assert_slice_equal, lane_slice
-from dualgpu import _context
-from dualgpu.backends import _access, cpu, cpu_parallel, cpu_tiles
-from dualgpu.dualarray import DualArray
+from dualgpu.core import _context
+from dualgpu.backends.common import access as _access
+from dualgpu.backends.cpu import kernel as cpu
+from dualgpu.backends.cpu import parallel as cpu_parallel
+from dualgpu.backends.cpu import tiles as cpu_tiles
+from dualgpu.core.dualarray import DualArray
 
 
 def _dual(rng, shape, lanes, dtype=np.float64):
@@ -141,7 +144,7 @@ def test_parallel_and_serial_launchers_agree(rng, monkeypatch):
 
 
 def test_max_lanes_agrees_with_the_compiled_dual():
-    from dualgpu.numba_types import MAX_LANES
+    from dualgpu.compiled.types import MAX_LANES
 
     assert cpu_tiles.MAX_LANES == MAX_LANES
 
@@ -183,7 +186,7 @@ def k(a, b, c, d):
 
 # --- the driver: many tiles per run of f ------------------------------------------
 def _jacobian(f, args, argnums, chunk_size):
-    from dualgpu.driver import jacobian
+    from dualgpu.autodiff.driver import jacobian
 
     return jacobian(f, *args, argnums=argnums, chunk_size=chunk_size, progress=False)
 
@@ -202,7 +205,7 @@ def test_batched_jacobian_equals_one_tile_per_run(name, monkeypatch):
     f, args, argnums = CASES[name]()
     with dualgpu.using_backend("cpu"):
         batched = _jacobian(f, args, argnums, chunk_size=4)
-        monkeypatch.setattr(dualgpu.lanes, "BATCH_BYTES", 1)  # one tile per run, as before
+        monkeypatch.setattr(dualgpu.core.lanes, "BATCH_BYTES", 1)  # one tile per run, as before
         single = _jacobian(f, args, argnums, chunk_size=4)
     for got, want in zip(_flat(batched), _flat(single)):
         np.testing.assert_array_equal(got, want)
@@ -257,7 +260,8 @@ class _CpuStandIn:
 ])
 def test_gpu_tiles_run_one_launch_per_tile_with_restores(kernel, make, restored, rng,
                                                          monkeypatch):
-    from dualgpu.backends import gpu, gpu_tiles
+    from dualgpu.backends.gpu import kernel as gpu
+    from dualgpu.backends.common import tiles as gpu_tiles
 
     gpu_kernel = gpu.GpuKernel.__new__(gpu.GpuKernel)  # no numba.cuda dispatcher needed
     gpu_kernel.py_func = kernel.py_func
@@ -279,7 +283,7 @@ def test_gpu_tiles_run_one_launch_per_tile_with_restores(kernel, make, restored,
 
 
 def test_gpu_source_analysis_matches_the_cpu_translation():
-    from dualgpu.backends import _access
+    from dualgpu.backends.common import access as _access
 
     for kernel, ndims in ((kt.axpy_in_place, (1, 1, 0)), (kt.count_and_scale, (1, 1, 1)),
                           (kt.bump_through_device, (1, 1)), (kt.rows_in_place, (2, 0)),

@@ -1,7 +1,7 @@
 """Kernels given tuples that hold duals: ``kernel[g, b]((u, v), out, (a, b))`` under the driver.
 
 The cpu and GPU backends run such a launch as a generated kernel taking the tuples' members
-one by one (``dualgpu.tuple_arguments``), so lane tiles work: a Jacobian of more directions
+one by one (``dualgpu.porting.tuple_arguments``), so lane tiles work: a Jacobian of more directions
 than a compiled dual holds (64) used to be refused on the cpu backend. Derivatives are
 compared with central differences and with the cudasim backend, which runs tuples as they are.
 """
@@ -13,11 +13,11 @@ from numba import types as nbtypes
 import dualgpu
 import kernels_tuple_args as K
 from dualgpu import cuda
-from dualgpu.backends import gpu
-from dualgpu.numba_arrays import dual_array_type
-from dualgpu.numba_types import dual_type
+from dualgpu.backends.gpu import kernel as gpu
+from dualgpu.compiled.arrays import dual_array_type
+from dualgpu.compiled.types import dual_type
 from dualgpu.testing import check_jacobian
-from dualgpu.tuple_arguments import flat_kernel, structure
+from dualgpu.porting.tuple_arguments import flat_kernel, structure
 
 N = 150  # 150 + 150 + 1 directions: more than the 64 lanes of one compiled dual
 

@@ -8,7 +8,7 @@ import pytest
 
 import dualgpu
 from dualgpu import DualgpuError, propagate, sparse
-from dualgpu import uncertainty
+from dualgpu.autodiff import uncertainty
 from simulations import heat1d, pendulums
 
 HEAT_STEPS = 10

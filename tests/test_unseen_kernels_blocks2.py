@@ -26,9 +26,9 @@ from numba import types
 import dualgpu
 import unseen_kernels_blocks2 as K
 from dualgpu import DualArray, DualgpuError, cuda
-from dualgpu.backends import gpu
-from dualgpu.numba_arrays import dual_array_type
-from dualgpu.numba_types import dual_type
+from dualgpu.backends.gpu import kernel as gpu
+from dualgpu.compiled.arrays import dual_array_type
+from dualgpu.compiled.types import dual_type
 from dualgpu.testing import check_jacobian
 
 F64, F32, I64 = types.float64, types.float32, types.int64

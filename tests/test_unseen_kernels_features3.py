@@ -23,9 +23,9 @@ import pytest
 import dualgpu
 import unseen_kernels_features3 as K
 from dualgpu import Dual, cuda, dual_array
-from dualgpu.backends import gpu
+from dualgpu.backends.gpu import kernel as gpu
 from dualgpu.testing import check_jacobian
-from dualgpu.backends._rebind import rebind
+from dualgpu.backends.common.rebind import rebind
 from unported import run_unported
 
 _RNG = np.random.default_rng(23)
@@ -156,7 +156,7 @@ def test_jacobian_matches_differences(name, backend):
     f, args, _ = SIMS[name]
     f32 = any(np.asarray(a).dtype == np.float32 for a in args)
     with dualgpu.using_backend(backend), warnings.catch_warnings():
-        warnings.simplefilter("ignore", dualgpu.lanes.ChunkSizeWarning)
+        warnings.simplefilter("ignore", dualgpu.core.lanes.ChunkSizeWarning)
         check_jacobian(f, *args, argnums=_float_argnums(args), n_directions=2,
                        **({"rtol": 2e-3} if f32 else {}))
 
@@ -165,7 +165,7 @@ def test_jacobian_matches_differences(name, backend):
 
 def _dual_launch_types(f, args):
     """{py_func: argument types} of every kernel launch of a 2-lane jvp of ``f`` on the cpu."""
-    from dualgpu.backends.cpu import CpuKernel
+    from dualgpu.backends.cpu.kernel import CpuKernel
 
     seen, launch = {}, CpuKernel.launch
 
@@ -177,7 +177,7 @@ def _dual_launch_types(f, args):
     CpuKernel.launch = record
     try:
         with dualgpu.using_backend("cpu"), warnings.catch_warnings():
-            warnings.simplefilter("ignore", dualgpu.lanes.ChunkSizeWarning)
+            warnings.simplefilter("ignore", dualgpu.core.lanes.ChunkSizeWarning)
             dualgpu.jvp_batch(f, args, tuple(None if t is None else np.stack([t, t])
                                              for t in tangents))
     finally:
@@ -339,7 +339,7 @@ def test_libdevice_function_given_a_dual_names_itself(offline_ptx):
     """cuda.libdevice.exp(dual) was numba's typing error on the cuda backend."""
     from numba import types
 
-    from dualgpu.numba_arrays import dual_array_type
+    from dualgpu.compiled.arrays import dual_array_type
 
     @dualgpu.jit
     def libdevice_exp(u, out):
@@ -358,7 +358,7 @@ def test_libdevice_function_given_a_dual_names_itself(offline_ptx):
 
 def _plain_launch_types():
     """{kernel py_func: argument types} of every kernel launch of the plain simulations."""
-    from dualgpu.backends.cudasim import SimulatorKernel
+    from dualgpu.backends.cudasim.kernel import SimulatorKernel
 
     kernels = {getattr(K, n).py_func for n in dir(K)
                if getattr(getattr(K, n), "__dualgpu_kernel__", 0)}

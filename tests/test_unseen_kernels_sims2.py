@@ -19,7 +19,7 @@ import pytest
 import dualgpu
 import unseen_kernels_sims2 as K
 from dualgpu import DualgpuError, dual_array
-from dualgpu.backends import gpu
+from dualgpu.backends.gpu import kernel as gpu
 from dualgpu.testing import check_jacobian
 from unported import run_unported
 
@@ -88,7 +88,7 @@ def test_plain_run_equals_unported(name, backend, unported_results):
 def test_jacobian_matches_differences(name, backend):
     f, args, _ = SIMS[name]
     with dualgpu.using_backend(backend), warnings.catch_warnings():
-        warnings.simplefilter("ignore", dualgpu.lanes.ChunkSizeWarning)
+        warnings.simplefilter("ignore", dualgpu.core.lanes.ChunkSizeWarning)
         check_jacobian(f, *args, argnums=_float_argnums(args), n_directions=2)
 
 
@@ -96,7 +96,7 @@ def test_jacobian_matches_differences(name, backend):
 
 def _dual_launch_types(f, args):
     """{py_func: argument types} of every kernel launch of a 2-lane jvp of ``f`` on the cpu."""
-    from dualgpu.backends.cpu import CpuKernel
+    from dualgpu.backends.cpu.kernel import CpuKernel
 
     seen, launch = {}, CpuKernel.launch
 
@@ -130,7 +130,7 @@ def test_dual_kernels_compile_to_ptx(offline_ptx, name):
 def test_atomic_max_of_duals_on_the_gpu_names_the_op(offline_ptx):
     from numba import types
 
-    from dualgpu.numba_arrays import dual_array_type
+    from dualgpu.compiled.arrays import dual_array_type
 
     @dualgpu.jit
     def running_max(x, m):

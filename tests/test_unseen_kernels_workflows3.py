@@ -94,8 +94,8 @@ CASES = [pytest.param(name, "cudasim", id=f"{name}-cudasim") for name in SIMS] +
     pytest.param(name, "cpu", id=f"{name}-cpu") for name, s in SIMS.items() if s[2]]
 
 # the Mur boundary kernel runs 2 threads on purpose: it must not warn about launch coverage
-pytestmark = pytest.mark.filterwarnings("error::dualgpu.kernel.LaunchCoverageWarning",
-                                        "ignore::dualgpu.lanes.ChunkSizeWarning")
+pytestmark = pytest.mark.filterwarnings("error::dualgpu.porting.kernel.LaunchCoverageWarning",
+                                        "ignore::dualgpu.core.lanes.ChunkSizeWarning")
 
 
 def _tuple(x):
@@ -471,7 +471,7 @@ def test_dual_kernels_compile_to_ptx(offline_ptx, name):
     instruction in the PTX)."""
     import numba.cuda
 
-    from dualgpu.backends import gpu
+    from dualgpu.backends.gpu import kernel as gpu
     from test_unseen_kernels_sims2 import _dual_launch_types
 
     f, args, _ = SIMS[name]

@@ -3,7 +3,7 @@ each N-lane slice of its arguments (``test_tiles.py``, ``test_gpu_tile_grid.py``
 import numpy as np
 
 from dualgpu import Dual
-from dualgpu.dualarray import DualArray
+from dualgpu.core.dualarray import DualArray
 
 
 def lane_slice(arg, start, stop, memo):

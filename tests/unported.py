@@ -10,7 +10,7 @@ import numpy as np
 from numba.cuda import simulator
 
 import dualgpu.cuda
-from dualgpu.backends._rebind import rebind
+from dualgpu.backends.common.rebind import rebind
 
 
 def _unport(value):

@@ -26,7 +26,7 @@ def to_jax(f, **options):
         default all), ``result_shape_dtypes`` (pytree of ``jax.ShapeDtypeStruct``: ``f``'s
         outputs, needed only when ``g`` is first called under ``jax.jit`` or ``jax.vmap``),
         ``compute_dtype`` (numpy dtype the float inputs are cast to before ``f`` runs),
-        ``sparsity`` (a pattern, a :class:`dualgpu.Coloring` or ``"detect"``: a colored
+        ``sparsity`` (a pattern, a :class:`dualgpu.sparse.Coloring` or ``"detect"``: a colored
         sparse Jacobian), ``chunk_size`` (lanes per kernel tile), ``max_lanes`` (refuse a
         derivative needing more lanes; default ``DEFAULT_MAX_LANES`` = 16384, None: no
         limit) and ``warn_lanes`` (give a :class:`JaxBridgeCostWarning` above this many
@@ -66,14 +66,14 @@ def to_jax(f, **options):
     array([[2., 0.],
            [0., 2.]], dtype=float32)
     """
-    from .jax import to_jax as _to_jax
+    from dualgpu.interop.jax import to_jax as _to_jax
 
     return _to_jax(f, **options)
 
 
 def __getattr__(name):
     if name == "JaxBridgeCostWarning":
-        from .jax import JaxBridgeCostWarning
+        from dualgpu.interop.jax import JaxBridgeCostWarning
 
         return JaxBridgeCostWarning
     raise AttributeError(f"module 'dualgpu.interop' has no attribute {name!r}")

@@ -14,7 +14,7 @@ through :func:`jax.pure_callback` and whose derivatives come from dualgpu's forw
   dual run with as many lanes as differentiated input entries. JAX transposes the product,
   so a gradient with respect to p inputs costs one dual run of p lanes, whatever the number
   of outputs; ``jacfwd`` and ``jvp`` cost the same (all tangents reuse the one ``J``). With
-  ``sparsity=`` the Jacobian is the colored sparse one (:func:`dualgpu.sparse.sparse_jacobian`:
+  ``sparsity=`` the Jacobian is the colored sparse one (:func:`dualgpu.autodiff.sparse.sparse_jacobian`:
   as many lanes as colors) and the product a segment sum over the pattern.
 * **second derivatives** (``jax.hessian``, ``jax.jvp`` of ``jax.grad``): the Jacobian
   callback is itself a custom JVP whose tangent map contracts the second-derivative tensor,
@@ -34,8 +34,8 @@ import warnings
 
 import numpy as np
 
-from .._protect import protect
-from ..errors import DualgpuError
+from dualgpu.autodiff._protect import protect
+from dualgpu.errors import DualgpuError
 
 __all__ = ["to_jax", "JaxBridgeCostWarning", "DEFAULT_MAX_LANES", "DEFAULT_WARN_LANES",
            "MAX_ORDER"]
@@ -197,10 +197,10 @@ def to_jax(f, *, argnums=None, result_shape_dtypes=None, compute_dtype=None, spa
         returned in JAX's dtype: float32 when ``jax_enable_x64`` is off.
     sparsity : pattern, Coloring or "detect", optional
         A sparsity pattern (rows: output elements, columns: input elements, both in C order)
-        or a :class:`dualgpu.Coloring` of it, for ``f`` with one output array differentiated
+        or a :class:`dualgpu.sparse.Coloring` of it, for ``f`` with one output array differentiated
         with respect to one array argument: the Jacobian is then the colored sparse one
         (lanes = colors). ``"detect"`` finds the pattern with dualgpu's structural tracer
-        (:func:`dualgpu.sparse.detect_sparsity`) the first time concrete inputs are seen
+        (:func:`dualgpu.autodiff.sparse.detect_sparsity`) the first time concrete inputs are seen
         (needs ``argnums`` naming the array argument; cached per input signature; it sees
         only the branches taken at that input). Second derivatives are not available with
         it.
@@ -266,7 +266,7 @@ def to_jax(f, *, argnums=None, result_shape_dtypes=None, compute_dtype=None, spa
                 f"Jacobian is sparse; got argnums={argnums!r}. Fix: e.g. argnums=0.")
         coloring = "detect"
     elif sparsity is not None:
-        from ..coloring import Coloring, color_columns
+        from dualgpu.autodiff.coloring import Coloring, color_columns
 
         coloring = sparsity if isinstance(sparsity, Coloring) else color_columns(sparsity)
     return _Wrapped(f, argnums, result_shape_dtypes, compute_dtype, coloring, chunk_size,
@@ -482,8 +482,8 @@ class _Call:
         """Detect the sparsity pattern of the one output w.r.t. the argnums leaf (cached)."""
         if self.key in self.w.colorings:
             return
-        from ..coloring import color_columns
-        from ..sparse import detect_sparsity
+        from dualgpu.autodiff.coloring import color_columns
+        from dualgpu.autodiff.sparse import detect_sparsity
 
         positions = [i for i, p in enumerate(self.owner) if p in self.allowed]
         if len(positions) != 1 or len(self.in_shapes[positions[0]]) == 0:
@@ -502,7 +502,7 @@ class _Call:
         tensor of ``chain[:-1]`` too (the values of the dual run): it is kept in ``memo`` so
         that the callback of ``chain[:-1]`` with the same inputs does not run ``f`` again.
         """
-        from ..driver import jacobian
+        from dualgpu.autodiff.driver import jacobian
 
         fn = self.flat_f
         for depth, level in enumerate(chain):
@@ -518,7 +518,7 @@ class _Call:
         return fn
 
     def _values_and_jacobian(self, fn, level, inner_chain):
-        from ..driver import jvp_batch
+        from dualgpu.autodiff.driver import jvp_batch
 
         sizes = [int(np.prod(self.in_shapes[d], dtype=np.int64)) for d in level]
         total = sum(sizes)
@@ -560,7 +560,7 @@ class _Call:
         return values
 
     def _sparse_values(self, fn):
-        from ..sparse import sparse_jacobian
+        from dualgpu.autodiff.sparse import sparse_jacobian
 
         coloring = self.coloring
         pattern = coloring.pattern.tocoo()

@@ -23,14 +23,14 @@ Examples
 >>> r.ranking()
 ['a', 'b']
 """
-from . import problem as _problem
-from .gradients import model_gradients
-from .measures import analyze, dgsm
-from .poincare import poincare_constant
-from .problem import Problem, check_problem
-from .result import DGSMResult
-from .salib import salib_sobol
-from .sampling import sample
+from dualgpu.sensitivity import problem as _problem
+from dualgpu.sensitivity.gradients import model_gradients
+from dualgpu.sensitivity.measures import analyze, dgsm
+from dualgpu.sensitivity.poincare import poincare_constant
+from dualgpu.sensitivity.problem import Problem, check_problem
+from dualgpu.sensitivity.result import DGSMResult
+from dualgpu.sensitivity.salib import salib_sobol
+from dualgpu.sensitivity.sampling import sample
 
 __all__ = ["dgsm", "analyze", "sample", "model_gradients", "poincare_constant",
            "check_problem", "Problem", "DISTRIBUTIONS", "DGSMResult", "salib_sobol",

@@ -23,8 +23,8 @@ derivatives) and reported by index.
 """
 import numpy as np
 
-from ..driver import jvp_batch
-from ..errors import DualgpuError
+from dualgpu.autodiff.driver import jvp_batch
+from dualgpu.errors import DualgpuError
 
 __all__ = ["model_gradients"]
 

@@ -20,13 +20,13 @@ import warnings
 
 import numpy as np
 
-from ..errors import DualgpuError
-from .bootstrap import bootstrap_intervals
-from .gradients import model_gradients
-from .poincare import poincare_constant, weighted_derivative
-from .problem import check_problem
-from .result import DGSMResult
-from .sampling import sample
+from dualgpu.errors import DualgpuError
+from dualgpu.sensitivity.bootstrap import bootstrap_intervals
+from dualgpu.sensitivity.gradients import model_gradients
+from dualgpu.sensitivity.poincare import poincare_constant, weighted_derivative
+from dualgpu.sensitivity.problem import check_problem
+from dualgpu.sensitivity.result import DGSMResult
+from dualgpu.sensitivity.sampling import sample
 
 __all__ = ["analyze", "dgsm", "NON_FINITE_POLICIES"]
 

@@ -20,8 +20,8 @@ from matplotlib import colormaps
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from ..errors import DualgpuError
-from ..plot import NAN_COLOR, NEGATIVE_COLOR, POSITIVE_COLOR, ZERO_COLOR, _figure_and_axes
+from dualgpu.errors import DualgpuError
+from dualgpu.plot import NAN_COLOR, NEGATIVE_COLOR, POSITIVE_COLOR, ZERO_COLOR, _figure_and_axes
 
 __all__ = ["dgsm_bars", "dgsm_maps"]
 
@@ -104,7 +104,7 @@ def dgsm_bars(result, *, output=None, measure="total_upper", ax=None, title=None
     ypos = np.arange(k)[::-1].astype(float)
     sobol = None
     if measure == "total_upper" and result.sobol_total is not None and not aggregated:
-        from .result import _entry
+        from dualgpu.sensitivity.result import _entry
 
         sobol = _entry(result.sobol_total, output)
         sobol_ci = _entry(result.sobol_total_ci, output)

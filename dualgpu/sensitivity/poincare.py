@@ -61,7 +61,7 @@ import numpy as np
 from scipy import sparse
 from scipy.sparse import linalg as sparse_linalg
 
-from ..errors import DualgpuError
+from dualgpu.errors import DualgpuError
 
 __all__ = ["poincare_constant", "weighted_derivative"]
 

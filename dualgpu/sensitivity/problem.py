@@ -36,7 +36,7 @@ import math
 import numpy as np
 from scipy import stats
 
-from ..errors import DualgpuError
+from dualgpu.errors import DualgpuError
 
 __all__ = ["Problem", "check_problem", "DISTRIBUTIONS"]
 

@@ -1,7 +1,7 @@
 """The result of a DGSM analysis: measures, their intervals, a table and plots."""
 import numpy as np
 
-from ..errors import DualgpuError
+from dualgpu.errors import DualgpuError
 
 __all__ = ["DGSMResult"]
 
@@ -301,13 +301,13 @@ class DGSMResult:
 
     def plot(self, **kwargs):
         """Ranked bars with intervals (:func:`dualgpu.sensitivity.plots.dgsm_bars`)."""
-        from .plots import dgsm_bars
+        from dualgpu.sensitivity.plots import dgsm_bars
 
         return dgsm_bars(self, **kwargs)
 
     def plot_maps(self, **kwargs):
         """Sensitivity maps of a field output (:func:`dualgpu.sensitivity.plots.dgsm_maps`)."""
-        from .plots import dgsm_maps
+        from dualgpu.sensitivity.plots import dgsm_maps
 
         return dgsm_maps(self, **kwargs)
 

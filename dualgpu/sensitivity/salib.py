@@ -6,8 +6,8 @@ The total Sobol index ``S_i^tot`` must lie below the DGSM bound
 """
 import numpy as np
 
-from ..errors import DualgpuError
-from .problem import check_problem
+from dualgpu.errors import DualgpuError
+from dualgpu.sensitivity.problem import check_problem
 
 __all__ = ["salib_sobol"]
 

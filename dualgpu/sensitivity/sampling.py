@@ -9,8 +9,8 @@ coverage; a Sobol' design is best balanced when ``n`` is a power of 2.
 import numpy as np
 from scipy.stats import qmc
 
-from ..errors import DualgpuError
-from .problem import check_problem
+from dualgpu.errors import DualgpuError
+from dualgpu.sensitivity.problem import check_problem
 
 __all__ = ["sample", "METHODS"]
 

@@ -1,0 +1,1025 @@
+"""Forward-mode drivers: ``jvp``, ``jvp_batch``, ``jacfwd`` and ``jacobian`` (JAX conventions).
+
+A *simulation function* ``f`` is ordinary Python that takes arrays and scalars,
+moves arrays to the device with :mod:`dualgpu.cuda`, launches dualgpu kernels
+and returns host results. The driver differentiates it without changes:
+
+1. **seed** -- each differentiated array argument is passed to ``f`` as a host
+   :class:`~dualgpu.DualArray` (a copy of the values, plus L seed lanes); each
+   differentiated scalar as a :class:`~dualgpu.Dual`. Other float arrays stay
+   plain: ``f``'s ``cuda.to_device`` turns them into zero-partial DualArrays,
+   because ``f`` runs inside :func:`dualgpu.core._context.dual_allocation`.
+2. **evaluate** -- one run of ``f`` per *batch* of L directions (see
+   :func:`run_chunk`);
+3. **extract** -- the output partials of the batch are written straight into the
+   result's final layout (:mod:`dualgpu.autodiff._results`): a dense Jacobian peaks at its own
+   size. The result is allocated after the first run, when the output's shape is known,
+   and refused with a clear error if it would not fit in the memory available;
+4. repeat until every direction is done.
+
+Every run of ``f`` gets fresh copies of every array reachable from its arguments
+(positional, keyword, inside tuples, lists and dicts; :mod:`dualgpu.autodiff._protect`), so
+an ``f`` that updates an argument in place changes neither the caller's data nor
+the next run's. A non-finite derivative is refused with its source where it can
+be told (:mod:`dualgpu.autodiff._non_finite`): non-finite inputs, a non-finite value, or an
+infinite derivative factor.
+
+Chunk size and batches
+----------------------
+Kernels run the lanes of a launch in *tiles* of N lanes. One run of f carries
+L lanes, all directions when they fit the memory budget of
+:func:`dualgpu.core.lanes.batch_lanes` (else as few runs as fit), so a Jacobian of n
+directions costs about as many host steps as one run of f; the cpu backend
+runs a launch's L / N tiles inside one compiled call, the GPU backend launches
+once per tile. Runs for an executor's workers and derivatives nested in another
+carry one tile each. ``chunk_size=None``: with many directions
+(:data:`dualgpu.core.lanes.TUNE_MIN_DIRECTIONS`) L is a multiple of 16 and each
+kernel times tiles of 8 and 16 lanes and keeps the faster
+(:data:`dualgpu.core.lanes.TILE_CANDIDATES`); with few, N is the fewest tiles of at
+most :data:`dualgpu.core.lanes.TILE_LANES` lanes, then the N that leaves the fewest
+padded lanes (ForwardDiff.jl's rule, :func:`default_chunk_size`). A
+``chunk_size`` sets N for every kernel; any N from 1 to n and at most
+:data:`dualgpu.compiled.types.MAX_LANES` works, more than the backend's measured
+good range warns (:class:`dualgpu.core.lanes.ChunkSizeWarning`). Memory does not
+grow with the number of time steps (forward mode). The last run reuses the
+same L with zero-padded lanes, so kernels compile once per tile size.
+"""
+import numbers
+import threading
+
+import numpy as np
+
+from dualgpu.autodiff import _non_finite
+from dualgpu.host import buffers as host_buffers
+from dualgpu.core import lanes as _lanes
+from dualgpu.core._context import active_levels, dual_allocation
+from dualgpu.autodiff._progress import progress_bar
+from dualgpu.autodiff._protect import protect, protect_call
+from dualgpu.autodiff._results import DirectionMajor, JacobianBlocks
+from dualgpu.core.selection import backend
+from dualgpu.core.dual import Dual
+from dualgpu.core.dualarray import DualArray
+from dualgpu.errors import DualgpuError
+from dualgpu.compiled.types import MAX_LANES
+from dualgpu.core.object_arrays import from_object_array, is_object_array
+
+__all__ = [
+    "jvp", "jvp_batch", "jacfwd", "jacobian", "default_chunk_size", "run_chunk", "Chunk",
+    "DEFAULT_CHUNK_LIMIT", "PROGRESS_MIN_CHUNKS",
+]
+
+#: Largest N :func:`default_chunk_size` picks unless given a limit (the
+#: driver's limit is the backend's :data:`dualgpu.core.lanes.TILE_LANES`).
+DEFAULT_CHUNK_LIMIT = 8
+#: With ``progress=None`` a tqdm bar is shown on an interactive terminal or in a notebook
+#: when there are more chunks than this (see :mod:`dualgpu.autodiff._progress`).
+PROGRESS_MIN_CHUNKS = 4
+#: Largest number of array dimensions a differentiated argument may have.
+_MAX_NDIM = 3
+
+
+def default_chunk_size(n, limit=DEFAULT_CHUNK_LIMIT):
+    """Return the default lane count N for ``n`` directions.
+
+    The fewest chunks of at most ``limit`` lanes, spread evenly: ``n=200`` gives
+    8 (25 chunks), ``n=9`` gives 5 (2 chunks, one padded lane), ``n=3`` gives 3.
+
+    Examples
+    --------
+    >>> default_chunk_size(200), default_chunk_size(9), default_chunk_size(3)
+    (8, 5, 3)
+    """
+    n = int(n)
+    if n < 1:
+        raise DualgpuError(f"default_chunk_size: expected at least 1 direction; got {n}.")
+    limit = max(1, min(int(limit), MAX_LANES))
+    chunks = -(-n // limit)
+    return -(-n // chunks)
+
+
+# ---------------------------------------------------------------------------
+# inputs
+# ---------------------------------------------------------------------------
+class _Input:
+    """One differentiated argument: where its directions sit and how it is seeded."""
+
+    __slots__ = ("position", "kind", "value", "shape", "size", "dtype", "offset",
+                 "values_buffer", "lanes_buffer", "weak")
+
+    def __init__(self, position, kind, value, dtype, offset, weak=False):
+        self.weak = weak  # a Python float: seeded as a weak Dual (NEP 50 promotion)
+        self.position = position
+        self.kind = kind  # "array" or "scalar"
+        self.value = value  # private copy (array) or numpy scalar
+        self.shape = tuple(np.shape(value)) if kind == "array" else ()
+        self.size = int(np.prod(self.shape)) if kind == "array" else 1
+        self.dtype = dtype
+        self.offset = offset
+        self.values_buffer = None
+        self.lanes_buffer = None
+
+    def __getstate__(self):
+        # shipped to workers without the seed buffers (each worker allocates its own)
+        state = {name: getattr(self, name) for name in self.__slots__}
+        state["values_buffer"] = state["lanes_buffer"] = None
+        return None, state
+
+    def fresh(self):
+        """Return a copy of this input without buffers (one per thread that runs chunks)."""
+        other = object.__new__(_Input)
+        for name, value in self.__getstate__()[1].items():
+            setattr(other, name, value)
+        return other
+
+    def allocate(self, lanes):
+        """Make the reused seed buffers for ``lanes`` lanes."""
+        self.lanes_buffer = np.zeros((lanes, self.size), self.dtype)
+        if self.kind == "array":
+            self.values_buffer = np.empty(self.shape, self.dtype)
+
+    def argument(self):
+        """The argument passed to ``f`` for the current contents of the lane buffer."""
+        levels = active_levels()
+        if levels:  # inside another driver's f: duals of duals (see dualgpu.core.nested)
+            from dualgpu.core.nested import seed
+
+            lanes = self.lanes_buffer.shape[0]
+            seeds = self.lanes_buffer[:, 0] if self.kind == "scalar" else \
+                self.lanes_buffer.reshape((lanes,) + self.shape)
+            return seed(self.value, seeds, levels, self.dtype)
+        if self.kind == "scalar":
+            return Dual(self.value, self.lanes_buffer[:, 0], dtype=self.dtype, weak=self.weak)
+        # fresh values every chunk: f may have written into the previous one
+        np.copyto(self.values_buffer, self.value)
+        lanes = self.lanes_buffer.shape[0]
+        return DualArray(self.values_buffer, self.lanes_buffer.reshape((lanes,) + self.shape))
+
+    def where(self, flat):
+        """Describe direction ``flat`` of this input for messages."""
+        if self.kind == "scalar":
+            return f"argument {self.position} (scalar)"
+        index = ", ".join(map(str, np.unravel_index(flat, self.shape)))
+        return f"argument {self.position}[{index}]"
+
+
+def _is_python_float(arg):
+    """A Python float (not a numpy float64, which numpy's promotion treats as strong)."""
+    return isinstance(arg, float) and not isinstance(arg, np.floating)
+
+
+def _classify(arg):
+    """Return ``(kind, value, dtype)`` for a float argument, or ``(None, reason, None)``."""
+    if isinstance(arg, (bool, np.bool_)):
+        return None, "a bool", None
+    if isinstance(arg, DualArray) or isinstance(arg, Dual):
+        if active_levels() and arg.tag < len(active_levels()):
+            # a dual of an enclosing driver, differentiated again here (second order)
+            if isinstance(arg, Dual):
+                return "scalar", arg, np.dtype(arg.dtype)
+            if arg.ndim > _MAX_NDIM:
+                return None, f"a DualArray of {arg.ndim} dimensions {arg.shape}", None
+            return "array", arg.copy_to_host() if arg.is_device else arg.copy(), np.dtype(
+                arg.dtype)
+        return None, f"a {type(arg).__name__} (the driver seeds its own)", None
+    if isinstance(arg, float):
+        return "scalar", np.float64(arg), np.dtype(np.float64)
+    if isinstance(arg, np.floating):
+        if arg.dtype not in (np.float32, np.float64):
+            return None, f"a numpy {arg.dtype} scalar", None
+        return "scalar", arg, arg.dtype
+    if isinstance(arg, np.ndarray):
+        if arg.dtype not in (np.float32, np.float64):
+            return None, f"an array of dtype {arg.dtype}", None
+        if arg.ndim == 0:
+            return "scalar", arg.dtype.type(arg[()]), arg.dtype
+        if arg.ndim > _MAX_NDIM:
+            return None, f"an array of {arg.ndim} dimensions {arg.shape}", None
+        if arg.size == 0:
+            return None, f"an empty array (shape {arg.shape}: nothing to differentiate)", None
+        return "array", np.array(arg, copy=True, order="C"), arg.dtype
+    if hasattr(arg, "copy_to_host"):
+        return None, f"a device array ({type(arg).__name__})", None
+    if isinstance(arg, numbers.Integral):
+        return None, f"an int ({arg!r})", None
+    return None, f"{type(arg).__name__}", None
+
+
+#: Drivers that may run nested: a derivative inside another (second order, e.g. hessian).
+MAX_DRIVER_DEPTH = 2
+
+
+def check_depth(fname):
+    """Refuse a driver started while ``MAX_DRIVER_DEPTH`` others run (a third derivative)."""
+    depth = len(active_levels())
+    if depth >= MAX_DRIVER_DEPTH:
+        raise DualgpuError(
+            f"{fname}: called while {depth} derivatives run around it, this is a derivative "
+            f"of order {depth + 1} (e.g. jacobian of hessian, jacfwd(jacfwd(jacfwd(f))), or "
+            f"ensemble_jacobian inside hessian). dualgpu nests derivatives to second order "
+            f"({MAX_DRIVER_DEPTH} drivers): its nested duals, their kernels and its host numpy "
+            "support two levels. Fix: take the third derivative by central differences of "
+            "the second, e.g. (dualgpu.hessian(f, x + h * e_k) - dualgpu.hessian(f, x - h * "
+            "e_k)) / (2 * h) for each input direction e_k."
+        )
+
+
+def _normalize_argnums(argnums, nargs, fname):
+    single = isinstance(argnums, (numbers.Integral,)) and not isinstance(argnums, bool)
+    items = (argnums,) if single else argnums
+    try:
+        items = tuple(items)
+    except TypeError:
+        items = None
+    if not items or any(isinstance(a, bool) or not isinstance(a, numbers.Integral) for a in items):
+        raise DualgpuError(
+            f"{fname}: argnums must be an int or a non-empty tuple of ints (positions of the "
+            f"arguments to differentiate); got {argnums!r}. Fix: e.g. argnums=0 or argnums=(0, 2)."
+        )
+    positions = []
+    for a in items:
+        if not -nargs <= a < nargs:
+            raise DualgpuError(
+                f"{fname}: argnums={argnums!r} points at argument {a}, but f was called with "
+                f"{nargs} positional argument(s) (valid: 0..{nargs - 1} or negative from the "
+                "end). Fix: pass the argument positionally or change argnums."
+            )
+        positions.append(int(a) % nargs)
+    if len(set(positions)) != len(positions):
+        raise DualgpuError(f"{fname}: argnums={argnums!r} names an argument twice.")
+    return single, positions
+
+
+def _make_inputs(args, positions, fname):
+    check_depth(fname)
+    inputs = []
+    offset = 0
+    for p in positions:
+        kind, value, dtype = _classify(args[p])
+        if kind is None:
+            raise DualgpuError(
+                f"{fname}: argument {p} is {value}; expected a float32/float64 array of 1 to "
+                f"{_MAX_NDIM} dimensions or a float scalar (Python float, numpy float) to "
+                "differentiate. Fix: remove it from argnums, or pass floats (e.g. "
+                "np.asarray(x, dtype=np.float64), or 1.0 instead of 1)."
+            )
+        inputs.append(_Input(p, kind, value, dtype, offset, weak=_is_python_float(args[p])))
+        offset += inputs[-1].size
+    return inputs
+
+
+def _check_chunk_size(chunk_size, n, fname):
+    """Return ``(unit, hint)``: runs of f carry a multiple of ``unit`` lanes, kernels use
+    tiles of ``hint`` lanes (0: their own choice); the user's chunk_size is both (checked)."""
+    name = backend()
+    if chunk_size is None:
+        unit, hint = _lanes.driver_tiles(n, name)
+        return min(unit, MAX_LANES), min(hint, MAX_LANES)
+    valid = isinstance(chunk_size, numbers.Integral) and not isinstance(chunk_size, bool)
+    if not valid or not 1 <= chunk_size <= min(n, MAX_LANES):
+        raise DualgpuError(
+            f"{fname}: chunk_size={chunk_size!r}; expected an int from 1 to "
+            f"{min(n, MAX_LANES)} (at most the {n} input direction(s) and at most "
+            f"dualgpu.compiled.types.MAX_LANES={MAX_LANES} lanes). Fix: pass chunk_size=None "
+            f"for the default ({min(_lanes.tile_lanes(n, name), MAX_LANES)} here) or a value in "
+            "range."
+        )
+    _lanes.check_chunk_size(int(chunk_size), name, fname)
+    return int(chunk_size), int(chunk_size)
+
+
+# ---------------------------------------------------------------------------
+# outputs
+# ---------------------------------------------------------------------------
+def _to_numpy(array):
+    if hasattr(array, "copy_to_host") and not isinstance(array, np.ndarray):
+        array = array.copy_to_host()
+    return np.array(array, copy=True)  # HostArray -> plain ndarray
+
+
+def _unpack(result, lanes, fname, levels=()):
+    """Return ``(is_tuple, [(values, partials or None), ...])`` of one run of f.
+
+    Inside another driver's f (a nested derivative: ``levels``, the lane counts of the
+    enclosing drivers, is not empty) values and partials are the duals of the enclosing
+    drivers packed into a trailing axis (:func:`dualgpu.core.nested.pack`).
+    """
+    is_tuple = isinstance(result, (tuple, list))
+    items = list(result) if is_tuple else [result]
+    unpacked = []
+    for i, item in enumerate(items):
+        packed = None
+        if levels:
+            from dualgpu.core.nested import pack_output
+
+            packed = pack_output(item, levels, lanes)
+        if packed is None and is_object_array(item):  # np.array([dual, dual]) as f's result
+            item = from_object_array(item, f"{fname}: output {i} of f")
+        if packed is not None:
+            values, partials = packed
+        elif isinstance(item, DualArray):
+            values, partials = _to_numpy(item.values), _to_numpy(item.partials)
+        elif isinstance(item, Dual):
+            values, partials = np.asarray(item.value), np.array(item.partials, copy=True)
+        else:
+            try:
+                values = _to_numpy(item)
+            except Exception:
+                values = None
+            if values is None or values.dtype.kind not in "biuf":
+                raise DualgpuError(
+                    f"{fname}: output {i} of f is {type(item).__name__}; expected a DualArray, "
+                    "a Dual, a number or an array (or a tuple of them)."
+                )
+            partials = None
+        if partials is not None and partials.shape[0] != lanes:
+            raise DualgpuError(
+                f"{fname}: output {i} of f has {partials.shape[0]} lanes; the driver seeded "
+                f"{lanes}. Fix: let the driver allocate (dualgpu.cuda.to_device/device_array*) "
+                "rather than building duals with a fixed lane count inside f."
+            )
+        unpacked.append((values, partials))
+    if all(p is None for _, p in unpacked):
+        got = ", ".join(f"{type(v).__name__} of shape {v.shape}" for v, _ in unpacked)
+        raise DualgpuError(
+            f"{fname}: the output of f does not depend on the seeded inputs through dual "
+            f"arithmetic: expected a DualArray or a Dual (or a tuple holding one); got {got}. "
+            "This happens when f converts to numpy or float (np.asarray(u), float(x), "
+            "u.values, .value), or allocates with numba.cuda instead of dualgpu.cuda. Fix: "
+            "keep the computation in dualgpu.cuda arrays and kernels and return "
+            "u.copy_to_host()."
+        )
+    return is_tuple, unpacked
+
+
+def _progress_bar(n_chunks, progress, desc):
+    return progress_bar(n_chunks, progress, desc, unit="chunk", minimum=PROGRESS_MIN_CHUNKS)
+
+
+class Chunk:
+    """One run of f: directions ``start .. start + count - 1`` seeded in ``lanes`` lanes.
+
+    ``tile`` is the lanes per kernel tile the driver asks for (a divisor of
+    ``lanes``), or 0 when each kernel picks its own; lanes beyond ``count`` are
+    zero. Made by :func:`plan_chunks`; run by :func:`run_chunk` (a local loop,
+    or an executor, calls it once per chunk).
+    """
+
+    __slots__ = ("index", "start", "count", "lanes", "tile", "wide")
+
+    def __init__(self, index, start, count, lanes, tile, wide=False):
+        self.index, self.start, self.count, self.lanes, self.tile = index, start, count, lanes, tile
+        self.wide = wide  # more lanes than one tile: a derivative nested in f must re-plan
+
+    def __repr__(self):
+        return (f"Chunk({self.index}: directions {self.start}..{self.start + self.count - 1}, "
+                f"{self.lanes} lanes in tiles of {self.tile})")
+
+
+def plan_chunks(n_directions, tiles, inputs, narrow=False):
+    """Return the :class:`Chunk` list covering ``n_directions`` (see :mod:`dualgpu.core.lanes`).
+
+    ``tiles`` is ``(unit, hint)`` from :func:`dualgpu.core.lanes.driver_tiles` (or
+    the user's chunk size twice): every run carries a multiple of ``unit`` lanes,
+    as many as the memory budget allows, or exactly ``unit`` when ``narrow``
+    (chunks for an executor's workers, and derivatives nested in another).
+    """
+    unit, hint = tiles
+    if narrow:
+        lanes = unit
+    else:
+        per_lane = _lanes.LIVE_ARRAYS * sum(item.size * item.dtype.itemsize for item in inputs)
+        lanes = _lanes.batch_lanes(n_directions, unit, per_lane)
+    return [
+        Chunk(k, start, min(lanes, n_directions - start), lanes, hint, lanes > unit)
+        for k, start in enumerate(range(0, n_directions, lanes))
+    ]
+
+
+#: The runs of f in progress in this thread, outermost first: True for a run that
+#: carries more lanes than one tile (a derivative nested inside needs narrow runs).
+_RUNS = threading.local()
+
+
+class _NarrowRuns(BaseException):
+    """Raised by a driver nested in a wide run of another: the outer one must re-plan.
+
+    A BaseException, so that an ``except Exception`` in f does not swallow it.
+    """
+
+
+def _run_chunk(f, args, kwargs, inputs, lanes, start, count, fill, fname, tile=0, wide=False):
+    """Run f once on directions ``start .. start+count-1``, zero-padded to ``lanes`` lanes.
+
+    ``fill(inputs, start, count)`` writes the tangents of those directions into the
+    inputs' lane buffers (allocated for ``lanes``); the other lanes stay zero. Kernels
+    run the lanes in tiles of ``tile`` (0: their own choice); ``wide``: the run carries
+    more than one tile (see :func:`plan_chunks`). Returns ``(is_tuple,
+    [(values, partials or None), ...])`` of f's outputs (see :func:`_unpack`). This is
+    one task of the distributed driver (:mod:`dualgpu.autodiff.distributed`).
+    """
+    for item in inputs:
+        item.lanes_buffer.fill(0)
+    fill(inputs, start, count)
+    seeded = {item.position for item in inputs}
+    # copies of every array reachable from the arguments: f may write into them; neither
+    # the caller nor the next chunk may see that
+    call_args, call_kwargs = protect_call(
+        [None if p in seeded else a for p, a in enumerate(args)], kwargs)
+    call_args = list(call_args)
+    for item in inputs:
+        call_args[item.position] = item.argument()
+    levels = active_levels()  # the enclosing drivers, if this one is nested
+    runs = getattr(_RUNS, "wide", ())
+    _RUNS.wide = runs + (wide,)
+    try:
+        with dual_allocation(lanes, tile=tile), host_buffers.scope() as buffers:
+            result = f(*call_args, **call_kwargs)
+            if buffers is not None:  # host numpy buffers that kernels wrote duals into
+                result = buffers.resolve(result, fname)
+    finally:
+        _RUNS.wide = runs
+    return _unpack(result, lanes, fname, levels)
+
+
+def run_chunk(f, args, kwargs, inputs, chunk, fill, fname):
+    """Run f once for ``chunk``; return ``(is_tuple, [(values, partials or None), ...])``.
+
+    ``fill(inputs, start, count)`` writes the tangents of directions ``start ..
+    start + count - 1`` into the inputs' lane buffers (allocated here for
+    ``chunk.lanes`` lanes; the rest stays zero). Each output's partials have
+    ``chunk.lanes`` lanes, of which the first ``chunk.count`` are directions.
+    """
+    for item in inputs:
+        if item.lanes_buffer is None or item.lanes_buffer.shape[0] != chunk.lanes:
+            item.allocate(chunk.lanes)
+    return _run_chunk(f, args, kwargs, inputs, chunk.lanes, chunk.start, chunk.count, fill,
+                      fname, chunk.tile, chunk.wide)
+
+
+class _Assembly:
+    """Checks each chunk's outputs and hands its partials to ``sink`` in direction order.
+
+    ``sink`` (see :mod:`dualgpu.autodiff._results`) allocates the result after the first chunk,
+    once it has checked that it fits, and receives each chunk's partials in their final
+    layout. ``sources()`` names the non-finite inputs when a derivative is not finite.
+    """
+
+    def __init__(self, where, fname, sink, sources):
+        self.where = where
+        self.fname = fname
+        self.sink = sink
+        self.sources = sources
+        self.is_tuple = self.values = self.layouts = None
+
+    def add(self, start, count, chunk_tuple, unpacked):
+        """Check one chunk's outputs against the first chunk's and store its ``count`` lanes."""
+        fname = self.fname
+        if self.values is None:
+            self.is_tuple = chunk_tuple
+            self.values = [v for v, _ in unpacked]
+            self.layouts = [None if p is None else (p.shape[1:], p.dtype) for _, p in unpacked]
+            self.sink.allocate(self.values, self.layouts, fname)
+        elif chunk_tuple != self.is_tuple or len(unpacked) != len(self.values):
+            raise DualgpuError(f"{fname}: f returned differently shaped outputs between runs.")
+        for o, (_, p) in enumerate(unpacked):
+            if p is None:
+                continue
+            if self.layouts[o] is None or p.shape[1:] != self.layouts[o][0]:
+                raise DualgpuError(
+                    f"{fname}: output {o} of f changed between runs; f must be deterministic."
+                )
+            used = p[:count]
+            if not np.all(np.isfinite(used)):
+                _raise_non_finite(used, o, start, self.values[o], self.where, fname,
+                                  self.sources())
+            self.sink.store(o, start, count, used)
+
+
+def _push_forward(f, args, kwargs, inputs, n_directions, tiles, fill, where, progress, fname,
+                  sink, executor=None, tangents=()):
+    """Run f once per chunk of directions (see :func:`plan_chunks` and :func:`run_chunk`).
+
+    ``fill(inputs, start, count)`` writes the tangents of directions ``start .. start+count-1``
+    into the inputs' lane buffers (the rest stays zero). ``sink`` (see
+    :mod:`dualgpu.autodiff._results`) receives the partials of all directions in their final layout.
+    Returns ``is_tuple`` and the output values. With an ``executor`` the chunks run as
+    tasks on its workers (:mod:`dualgpu.autodiff.distributed`) and are assembled in the same order.
+    ``tangents``: the jvp tangents, for messages.
+    """
+    seeded = {item.position for item in inputs}
+
+    def sources():
+        positional = [a if item is None else item.value
+                      for item, a in zip(_by_position(inputs, len(args)), args)]
+        return _non_finite.non_finite_inputs(positional, kwargs, seeded, tangents)
+
+    assembly = _Assembly(where, fname, sink, sources)
+    levels = active_levels()
+    if levels:
+        if getattr(_RUNS, "wide", ())[-1:] == (True,):
+            raise _NarrowRuns()
+        _check_nested(levels, tiles[0], executor, fname)
+    narrow = bool(levels) or executor is not None
+    try:
+        return _push_chunks(f, args, kwargs, inputs, plan_chunks(n_directions, tiles, inputs,
+                                                                  narrow),
+                            assembly, fill, where, progress, fname, executor)
+    except _NarrowRuns:
+        if narrow:
+            raise
+    # a derivative nested in f needs runs of one tile: start again with those
+    assembly = _Assembly(where, fname, sink, sources)
+    return _push_chunks(f, args, kwargs, inputs, plan_chunks(n_directions, tiles, inputs, True),
+                        assembly, fill, where, progress, fname, executor)
+
+
+def _push_chunks(f, args, kwargs, inputs, chunks, assembly, fill, where, progress, fname,
+                 executor):
+    """Run ``chunks`` (locally, or on ``executor``) into ``assembly``; ``(is_tuple, values)``."""
+    if executor is not None:
+        from dualgpu.autodiff.distributed import ChunkPlan, run_chunks
+
+        plan = ChunkPlan(f, args, kwargs, inputs, fill, chunks[0].lanes, fname, chunks[0].tile)
+        spans = [(chunk.start, chunk.count) for chunk in chunks]
+        for (start, count), result in zip(spans, run_chunks(executor, plan, spans, where,
+                                                            progress)):
+            assembly.add(start, count, *result)
+        return assembly.is_tuple, assembly.values
+    bar = _progress_bar(len(chunks), progress, fname)
+    try:
+        for chunk in chunks:
+            result = run_chunk(f, args, kwargs, inputs, chunk, fill, fname)
+            assembly.add(chunk.start, chunk.count, *result)
+            if bar is not None:
+                bar.update(1)
+    finally:
+        if bar is not None:
+            bar.close()
+    return assembly.is_tuple, assembly.values
+
+
+def _check_nested(levels, lanes, executor, fname):
+    """A driver called inside another one's f: refuse what nesting does not support."""
+    from dualgpu.core.selection import backend
+    from dualgpu.core.nested import MAX_GPU_DUAL_FLOATS, MAX_TAG
+
+    if executor is not None:
+        raise DualgpuError(
+            f"{fname}: executor= inside another derivative (this driver runs inside another "
+            "driver's f) is not supported; give the executor to the outermost driver."
+        )
+    if len(levels) >= MAX_TAG:
+        raise DualgpuError(f"{fname}: derivatives nested more than {MAX_TAG} deep.")
+    floats = int(np.prod([1 + n for n in levels + (lanes,)]))
+    if backend() == "cuda" and floats > MAX_GPU_DUAL_FLOATS:
+        sizes = " x ".join(f"(1 + {n})" for n in levels + (lanes,))
+        raise DualgpuError(
+            f"{fname}: a nested dual here holds {sizes} = {floats} floats, more than "
+            f"dualgpu.core.nested.MAX_GPU_DUAL_FLOATS = {MAX_GPU_DUAL_FLOATS} that fit a GPU "
+            "thread's registers with a few duals live at once. Fix: smaller chunk sizes for "
+            "the two derivatives (chunk_size=4 gives 25 floats), or raise that limit if you "
+            "have measured that your kernel does not spill."
+        )
+
+
+class _UnitSeeds:
+    """Seeds of a Jacobian: direction d is the unit vector of entry d of the inputs."""
+
+    def __call__(self, inputs, start, count):
+        for item in inputs:
+            lo = max(start, item.offset)
+            hi = min(start + count, item.offset + item.size)
+            if lo < hi:
+                k = np.arange(lo, hi)
+                item.lanes_buffer[k - start, k - item.offset] = 1
+
+
+class _GivenSeeds:
+    """Seeds given by the caller: ``seeds[i]`` holds input i's tangents, one row per direction."""
+
+    def __init__(self, seeds):
+        self.seeds = seeds
+
+    def __call__(self, inputs, start, count):
+        for item, seed in zip(inputs, self.seeds):
+            item.lanes_buffer[:count] = seed[start:start + count]
+
+def _by_position(inputs, nargs):
+    """The differentiated input at each argument position (None elsewhere)."""
+    at = {item.position: item for item in inputs}
+    return [at.get(p) for p in range(nargs)]
+
+
+def _raise_non_finite(used, output, start, values, where, fname, sources):
+    bad = ~np.isfinite(used.reshape(used.shape[0], -1))
+    lane = int(np.argmax(bad.any(axis=1)))
+    flat = int(np.argmax(bad[lane]))
+    shape = used.shape[1:]
+    index = list(map(int, np.unravel_index(flat, shape))) if shape else ""
+    value = used.reshape(used.shape[0], -1)[lane, flat]
+    primal = np.asarray(values).reshape(-1)[flat]
+    raise DualgpuError(_non_finite.message(fname, value, output, index, primal,
+                                           where(start + lane), sources))
+
+
+def _output_values(values, is_tuple, levels=()):
+    if levels:
+        out = [_structured(v, levels) for v in values]
+    else:
+        out = [v[()] if v.ndim == 0 else v for v in values]
+    return tuple(out) if is_tuple else out[0]
+
+
+def _structured(array, levels, axis=-1):
+    """Inside a nested derivative: the packed duals of the enclosing drivers (along ``axis``)
+    back as a Dual or DualArray (:func:`dualgpu.core.nested.unpack`); else ``array`` itself."""
+    if not levels:
+        return array
+    from dualgpu.core.nested import unpack
+
+    return unpack(np.moveaxis(array, axis, -1), levels)
+
+
+# ---------------------------------------------------------------------------
+# Jacobians
+# ---------------------------------------------------------------------------
+def _jacobian(f, args, kwargs, argnums, chunk_size, progress, fname, executor=None):
+    args = tuple(args)
+    levels = active_levels()
+    single, positions = _normalize_argnums(argnums, len(args), fname)
+    inputs = _make_inputs(args, positions, fname)
+    n = sum(item.size for item in inputs)
+    tiles = _check_chunk_size(chunk_size, n, fname)
+
+    def where(direction):
+        for item in inputs:
+            if item.offset <= direction < item.offset + item.size:
+                return item.where(direction - item.offset)
+        return f"direction {direction}"
+
+    sink = JacobianBlocks(inputs)
+    is_tuple, values = _push_forward(
+        f, args, kwargs, inputs, n, tiles, _UnitSeeds(), where, progress, fname, sink, executor)
+    results = []
+    for o, v in enumerate(values):
+        blocks = [_structured(block, levels, axis=v.ndim - 1) for block in sink.result(o)]
+        results.append(blocks[0] if single else tuple(blocks))
+    return tuple(results) if is_tuple else results[0]
+
+
+def jacobian(f, *args, argnums=0, chunk_size=None, progress=None, sparsity=None, validate=False,
+             executor=None):
+    """Return the Jacobian of ``f(*args)`` with respect to ``args[argnums]``.
+
+    Parameters
+    ----------
+    f : callable
+        The simulation function (see :mod:`dualgpu.autodiff.driver`). It returns a
+        DualArray, a Dual, or a tuple of them (plain outputs count as constant).
+    *args
+        f's positional arguments.
+    argnums : int or tuple of int
+        Which arguments to differentiate: float32/float64 arrays of 1 to 3
+        dimensions, or float scalars (Python float, numpy float).
+    chunk_size : int, optional
+        Lanes N per kernel tile, 1 to min(n, MAX_LANES) where n is the total
+        number of input entries; default :func:`dualgpu.core.lanes.tile_lanes`. One
+        run of f carries many tiles (all n directions when memory allows).
+    progress : bool, optional
+        tqdm progress bar. None (default) shows it only when standard error
+        is an interactive terminal or in a notebook, and only above
+        PROGRESS_MIN_CHUNKS chunks; True always; False never.
+    sparsity : None, "detect", pattern or Coloring, optional
+        Dense (None, the default) or sparse forward mode: a boolean pattern
+        (array or scipy.sparse, rows = output elements, columns = input
+        elements), ``"detect"`` to find it with the structural tracer, or a
+        Coloring from an earlier result; see :mod:`dualgpu.autodiff.sparse`. Sparse mode
+        takes one array argnum and one array output, and returns a
+        ``scipy.sparse.csr_matrix`` of shape ``(output.size, input.size)``
+        (rows and columns in C order); ``dualgpu.autodiff.sparse.to_dense(J)`` gives
+        the dense shape ``output.shape + input.shape``.
+    validate : bool or "detect"
+        Sparse mode only: check that the pattern misses no entry (see
+        :func:`dualgpu.autodiff.sparse.sparse_jacobian`).
+    executor : dask.distributed.Client or concurrent.futures.Executor, optional
+        Run the chunks as tasks on its workers (see :mod:`dualgpu.autodiff.distributed`);
+        the result is bit-identical to the local run.
+
+    Returns
+    -------
+    ndarray or tuple
+        Shape ``output.shape + input.shape``. JAX nesting: a tuple over
+        outputs when f returns a tuple, each a tuple over argnums when argnums
+        is a tuple.
+
+    Examples
+    --------
+    >>> import numpy as np, dualgpu
+    >>> from dualgpu.autodiff.driver import jacobian
+    >>> def identity(x):
+    ...     return dualgpu.cuda.to_device(x).copy_to_host()
+    >>> jacobian(identity, np.ones(3)).tolist()
+    [[1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]]
+    """
+    if sparsity is not None:
+        return _sparse(f, args, {}, argnums, chunk_size, progress, sparsity, validate, executor)
+    return _jacobian(f, args, {}, argnums, chunk_size, progress, "jacobian", executor)
+
+
+def jacfwd(f, argnums=0, *, chunk_size=None, progress=None, sparsity=None, validate=False,
+           executor=None):
+    """Return a function computing the Jacobian of ``f`` (forward mode, like ``jax.jacfwd``).
+
+    The returned function takes f's arguments (keyword arguments pass through
+    to f undifferentiated) and returns what :func:`jacobian` returns.
+
+    Parameters
+    ----------
+    f : callable
+        The simulation: plain arrays and numbers in, arrays or numbers (or tuples of them) out.
+    argnums, chunk_size, progress, sparsity, validate, executor
+        As for :func:`jacobian`.
+
+    Returns
+    -------
+    callable
+        ``jacobian_of_f(*args, **kwargs)``, which returns what :func:`jacobian` returns for
+        those arguments.
+
+    Examples
+    --------
+    >>> import numpy as np, dualgpu
+    >>> from dualgpu.autodiff.driver import jacfwd
+    >>> def identity(x):
+    ...     return dualgpu.cuda.to_device(x).copy_to_host()
+    >>> jacfwd(identity)(np.zeros((2, 3))).shape
+    (2, 3, 2, 3)
+    """
+
+    return JacobianOf(f, argnums, chunk_size, progress, sparsity, validate, executor)
+
+
+class JacobianOf:
+    """The function :func:`jacfwd` returns: f's Jacobian at the arguments it is called with.
+
+    A module-level class (not a closure), so that it pickles whenever ``f`` does:
+    ``hessian(f, x, executor=ProcessPoolExecutor())`` sends it to worker processes.
+
+    Parameters
+    ----------
+    f : callable
+    argnums, chunk_size, progress, sparsity, validate, executor
+        As in :func:`jacfwd`.
+
+    Examples
+    --------
+    >>> import pickle
+    >>> import numpy as np
+    >>> g = pickle.loads(pickle.dumps(JacobianOf(np.sin, 0)))
+    >>> g.__name__
+    'jacfwd_sin'
+    """
+
+    def __init__(self, f, argnums=0, chunk_size=None, progress=None, sparsity=None,
+                 validate=False, executor=None):
+        self.f = f
+        self.argnums = argnums
+        self.chunk_size = chunk_size
+        self.progress = progress
+        self.sparsity = sparsity
+        self.validate = validate
+        self.executor = executor
+        self.__name__ = f"jacfwd_{getattr(f, '__name__', 'f')}"
+        self.__doc__ = f"Jacobian of {getattr(f, '__name__', 'f')} w.r.t. argnums={argnums}."
+
+    def __call__(self, *args, **kwargs):
+        if self.sparsity is not None:
+            return _sparse(self.f, args, kwargs, self.argnums, self.chunk_size, self.progress,
+                           self.sparsity, self.validate, self.executor)
+        return _jacobian(self.f, args, kwargs, self.argnums, self.chunk_size, self.progress,
+                         "jacfwd", self.executor)
+
+    def __getstate__(self):
+        state = dict(self.__dict__)
+        state["executor"] = None  # an outer driver's executor stays with the caller
+        return state
+
+    def __repr__(self):
+        return f"<dualgpu jacfwd of {getattr(self.f, '__name__', self.f)!r}>"
+
+
+def _sparse(f, args, kwargs, argnums, chunk_size, progress, sparsity, validate, executor=None):
+    from dualgpu.autodiff.sparse import sparse_jacobian
+
+    if active_levels():
+        raise DualgpuError(
+            "sparse Jacobians cannot be taken inside another derivative (this driver runs "
+            "inside another driver's f); use the dense driver for the inner derivative, or "
+            "the sparse one outermost."
+        )
+
+    if not isinstance(argnums, (int, np.integer)) or isinstance(argnums, bool):
+        raise DualgpuError(
+            f"sparse Jacobians take one array argument; got argnums={argnums!r}. Pass a single "
+            "int, and use the dense driver for the others."
+        )
+    # each run gets its own copies of the keyword arguments (sparse_jacobian copies the rest)
+    call = (lambda *a: f(*a, **protect(kwargs))) if kwargs else f
+    return sparse_jacobian(call, args, int(argnums), sparsity=sparsity, chunk_size=chunk_size,
+                           validate=validate, progress=progress, executor=executor)
+
+
+# ---------------------------------------------------------------------------
+# Jacobian-vector products
+# ---------------------------------------------------------------------------
+def _tangent_inputs(primals, tangents, batch, fname):
+    """Return the differentiated inputs and their tangents, shaped (B, size)."""
+    check_depth(fname)
+    primals, tangents = tuple(primals), tuple(tangents)
+    if len(primals) != len(tangents):
+        raise DualgpuError(
+            f"{fname}: got {len(primals)} primals and {len(tangents)} tangents; expected one "
+            "tangent per primal (None for arguments not differentiated)."
+        )
+    inputs, seeds = [], []
+    offset = 0
+    size_b = None
+    for p, (x, t) in enumerate(zip(primals, tangents)):
+        if t is None:
+            continue
+        kind, value, dtype = _classify(x)
+        t = np.asarray(t)
+        if t.dtype.kind == "c":
+            raise DualgpuError(
+                f"{fname}: tangent {p} is complex (dtype {t.dtype}); the imaginary parts would be "
+                "dropped. Expected real tangents. Fix: pass the real part, or run the real and "
+                "imaginary parts as two directions (jvp_batch)."
+            )
+        if t.dtype.kind not in "biuf":
+            raise DualgpuError(
+                f"{fname}: tangent {p} is {type(t).__name__} of dtype {t.dtype}; expected real "
+                "numbers shaped like the primal (or None)."
+            )
+        if kind is None:
+            if t.dtype.kind in "biuf" and not np.any(t):
+                continue  # zero tangent of an int/bool argument: not differentiated
+            raise DualgpuError(
+                f"{fname}: argument {p} is {value} and cannot carry a tangent; expected a "
+                "float array or float scalar. Fix: pass None as its tangent."
+            )
+        shape = tuple(np.shape(value)) if kind == "array" else ()
+        expected = ((batch,) if batch else ()) + shape
+        b = t.shape[0] if batch and t.ndim >= 1 else None
+        if batch and (t.ndim != len(shape) + 1 or tuple(t.shape[1:]) != shape):
+            raise DualgpuError(
+                f"{fname}: tangent {p} has shape {t.shape}; expected (B,) + {shape} (a leading "
+                "batch axis over the primal's shape)."
+            )
+        if not batch and t.shape != shape:
+            raise DualgpuError(
+                f"{fname}: tangent {p} has shape {t.shape}; expected {expected}, the shape of "
+                "its primal."
+            )
+        if batch:
+            if size_b is None:
+                size_b = b
+            elif b != size_b:
+                raise DualgpuError(
+                    f"{fname}: tangents have different batch sizes {size_b} and {b}; all must "
+                    "share the leading axis B."
+                )
+        item = _Input(p, kind, value, dtype, offset, weak=_is_python_float(x))
+        inputs.append(item)
+        seeds.append(np.asarray(t, dtype).reshape((size_b if batch else 1), item.size))
+        offset += item.size
+    if not inputs:
+        raise DualgpuError(
+            f"{fname}: every tangent is None (or zero for non-float arguments); expected at "
+            "least one float argument with a tangent."
+        )
+    return inputs, seeds, (size_b if batch else 1)
+
+
+def jvp_batch(f, primals, tangents, *, chunk_size=None, progress=None, executor=None):
+    """Return ``(outputs, output_tangents)`` for a batch of B tangent directions.
+
+    Each tangent is None (argument not differentiated) or an array of shape
+    ``(B,) + primal.shape`` (``(B,)`` for scalars). Kernels run the B
+    directions in tiles of ``chunk_size`` lanes (default
+    :func:`dualgpu.core.lanes.tile_lanes` of B), many tiles per run of f;
+    ``progress`` is as in :func:`jacobian`.
+    ``executor`` (a Dask client or a ``concurrent.futures.Executor``) runs the
+    chunks as tasks on its workers (see :mod:`dualgpu.autodiff.distributed`).
+
+    Parameters
+    ----------
+    f : callable
+        The simulation.
+    primals : tuple
+        f's positional arguments.
+    tangents : tuple
+        One per primal: None, or an array of shape ``(B,) + primal.shape``.
+    chunk_size : int, optional
+        Lanes per kernel tile.
+    progress : bool, optional
+        As in :func:`jacobian`.
+    executor : dask.distributed.Client or concurrent.futures.Executor, optional
+        Runs the chunks as tasks on its workers.
+
+    Returns
+    -------
+    outputs
+        f's output values (plain numpy), same structure as f's result.
+    output_tangents
+        For each output, its tangents with a leading axis B.
+
+    Raises
+    ------
+    DualgpuError
+        When the tangents do not match the primals, the batch sizes differ, or a
+        derivative is not finite.
+
+    Examples
+    --------
+    >>> import numpy as np, dualgpu
+    >>> def double(x):
+    ...     return 2.0 * dualgpu.cuda.to_device(x).copy_to_host()
+    >>> out, tangents = dualgpu.jvp_batch(double, (np.ones(3),), (np.eye(3)[:2],))
+    >>> tangents.tolist()
+    [[2.0, 0.0, 0.0], [0.0, 2.0, 0.0]]
+    """
+    fname = "jvp_batch"
+    primals = tuple(primals)
+    levels = active_levels()
+    inputs, seeds, b = _tangent_inputs(primals, tangents, True, fname)
+    tiles = _check_chunk_size(chunk_size, b, fname)
+
+    def where(direction):
+        return f"tangent direction {direction}"
+
+    sink = DirectionMajor(b)
+    is_tuple, values = _push_forward(
+        f, primals, {}, inputs, b, tiles, _GivenSeeds(seeds), where, progress, fname, sink,
+        executor, tangents=[(item.position, seed) for item, seed in zip(inputs, seeds)])
+    tangents_out = [_structured(sink.result(o), levels) for o in range(len(values))]
+    outs = _output_values(values, is_tuple, levels)
+    return outs, (tuple(tangents_out) if is_tuple else tangents_out[0])
+
+
+def jvp(f, primals, tangents):
+    """Return ``(outputs, output_tangents)``: f's outputs and their directional derivatives.
+
+    Like ``jax.jvp``: ``primals`` is the tuple of f's positional arguments and
+    ``tangents`` a tuple of the same length, each None (not differentiated) or
+    shaped like its primal. One run of f with one lane. For many directions at
+    once use :func:`jvp_batch`.
+
+    Parameters
+    ----------
+    f : callable
+        The simulation.
+    primals : tuple
+        f's positional arguments.
+    tangents : tuple
+        One per primal: None (not differentiated), a number for a scalar, or an array
+        shaped like its primal.
+
+    Returns
+    -------
+    outputs
+        f's output values (plain numpy), the same structure as f's result.
+    output_tangents
+        The directional derivative of each output, shaped like it.
+
+    Raises
+    ------
+    DualgpuError
+        When ``tangents`` does not match ``primals`` in length, shape or kind, or a
+        derivative is not finite (the message names its source).
+
+    Examples
+    --------
+    >>> import numpy as np, dualgpu
+    >>> from dualgpu.autodiff.driver import jvp
+    >>> def identity(x):
+    ...     return dualgpu.cuda.to_device(x).copy_to_host()
+    >>> out, tangent = jvp(identity, (np.ones(2),), (np.array([1.0, -1.0]),))
+    >>> tangent.tolist()
+    [1.0, -1.0]
+    """
+    fname = "jvp"
+    primals, tangents = tuple(primals), tuple(tangents)
+    levels = active_levels()
+    inputs, seeds, _ = _tangent_inputs(primals, tangents, False, fname)
+
+    sink = DirectionMajor(1)
+    is_tuple, values = _push_forward(
+        f, primals, {}, inputs, 1, (1, 1), _GivenSeeds(seeds), lambda d: "the tangent", False,
+        fname, sink, tangents=[(item.position, seed) for item, seed in zip(inputs, seeds)])
+    tangents_out = [sink.result(o)[0] for o in range(len(values))]
+    if levels:
+        tangents_out = [_structured(t, levels) for t in tangents_out]
+    else:
+        tangents_out = [t[()] if t.ndim == 0 else t for t in tangents_out]
+    outs = _output_values(values, is_tuple, levels)
+    return outs, (tuple(tangents_out) if is_tuple else tangents_out[0])

@@ -1,0 +1,1 @@
+"""Pieces every backend shares: source translation, rebinding, access analysis, lane tiles."""

@@ -1,0 +1,1 @@
+"""The ``cudasim`` backend: numba's CUDA simulator, with duals as Python objects."""

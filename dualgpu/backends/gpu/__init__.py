@@ -1,0 +1,1 @@
+"""The ``cuda`` backend: real numba.cuda kernels, with dual arguments marshalled in."""

@@ -1,0 +1,81 @@
+"""``for v in dual_array:`` in compiled code (CPU and CUDA alike).
+
+numba iterates over an array's first axis: the elements of a 1-D array, the rows of a
+2-D one. A DualArray does the same: a 1-D DualArray yields duals, an N-D one DualArray
+rows (views), exactly what ``a[i]`` gives for ``i in range(len(a))``. The iterator is
+a struct of the array and a pointer to the next index, as numba's own array iterator.
+"""
+import operator
+
+from numba import types
+from numba.core import cgutils
+from numba.core.extending import lower_builtin, models, register_model
+from numba.core.imputils import impl_ret_borrowed, impl_ret_new_ref
+from numba.core.typing.templates import signature
+
+from dualgpu.compiled.arrays import DualArrayType
+
+__all__ = ["DualArrayIterType"]
+
+
+class DualArrayIterType(types.SimpleIteratorType):
+    """Iterator over the first axis of a DualArray (yields what ``a[i]`` yields)."""
+
+    def __init__(self, array_type):
+        self.array_type = array_type
+        super().__init__(f"iter({array_type})", _element_type(array_type))
+
+    @property
+    def key(self):
+        # the array type's key, not the name: DualArray names leave out the partials' layout
+        return self.array_type.key
+
+
+def _element_type(array_type):
+    """The type of ``a[i]`` for an integer ``i``: a dual (1-D) or a DualArray row view."""
+    if array_type.ndim == 1:
+        return array_type.dual
+    values = array_type.values_type
+    partials = array_type.partials_type
+    row = values.copy(ndim=values.ndim - 1, layout="C" if values.layout == "C" else "A")
+    lanes_row = partials.copy(ndim=partials.ndim - 1, layout="A")
+    return DualArrayType(row, lanes_row, array_type.n)
+
+
+@register_model(DualArrayIterType)
+class DualArrayIterModel(models.StructModel):
+    def __init__(self, dmm, fe_type):
+        members = [("array", fe_type.array_type), ("index", types.EphemeralPointer(types.intp))]
+        super().__init__(dmm, fe_type, members)
+
+
+@lower_builtin("getiter", DualArrayType)
+def _getiter(context, builder, sig, args):
+    (array,) = args
+    it = context.make_helper(builder, sig.return_type)
+    it.index = cgutils.alloca_once_value(builder, context.get_constant(types.intp, 0))
+    it.array = array
+    if context.enable_nrt:  # NRT is off on CUDA
+        context.nrt.incref(builder, sig.args[0], array)
+    return impl_ret_new_ref(context, builder, sig.return_type, it._getvalue())
+
+
+@lower_builtin("iternext", DualArrayIterType)
+def _iternext(context, builder, sig, args):
+    # the (value, valid) pair built here, not with numba's iternext_impl: numba-cuda takes
+    # only lowerings defined outside numba's modules, and that wrapper is numba's
+    (iter_type,) = sig.args
+    it = context.make_helper(builder, iter_type, value=args[0])
+    array_type = iter_type.array_type
+    pair = context.make_helper(builder, sig.return_type)
+    index = builder.load(it.index)
+    length = context.compile_internal(builder, lambda a: len(a),
+                                      signature(types.intp, array_type), [it.array])
+    valid = builder.icmp_signed("<", index, length)
+    pair.second = valid
+    with builder.if_then(valid):
+        pair.first = context.compile_internal(
+            builder, lambda a, i: operator.getitem(a, i),
+            signature(iter_type.yield_type, array_type, types.intp), [it.array, index])
+        builder.store(builder.add(index, context.get_constant(types.intp, 1)), it.index)
+    return impl_ret_borrowed(context, builder, sig.return_type, pair._getvalue())

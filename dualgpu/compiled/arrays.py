@@ -1,0 +1,440 @@
+"""numba typing and lowering of :class:`dualgpu.DualArray` (CPU and CUDA alike).
+
+A ``DualArrayType`` is a struct of two arrays: ``values`` (shape S) and
+``partials`` (shape (N, *S)). Indexing with integers yields a dual whose lanes
+are read from ``partials[k, index]``; storing a dual writes them back; storing
+a plain number writes zero partials. Any other index (slices, fewer indices
+than dimensions) yields a DualArray view, and storing through it
+(``tile[0:8] = u[8:16]``, ``out[k, :] = d``, ``row[:] = 0.0``) stores values and
+partials alike. The lane count N is part of the type.
+"""
+import operator
+import sys
+
+import numpy as np
+from numba import types
+from numba.core import cgutils
+from numba.core.errors import TypingError
+from numba.core.extending import (
+    NativeValue,
+    box,
+    intrinsic,
+    make_attribute_wrapper,
+    models,
+    overload,
+    register_jitable,
+    register_model,
+    typeof_impl,
+    unbox,
+)
+from numba.core.typing.typeof import typeof
+
+from dualgpu.core.dualarray import DualArray
+from dualgpu.errors import DualgpuError, UnportedKernelError
+from dualgpu.compiled.attributes import array_attributes
+from dualgpu import nansafe
+from dualgpu.compiled.types import DualType, MAX_LANES, make_dual, tracer_of_lane
+
+__all__ = ["DualArrayType", "dual_array_type", "empty_dual_array", "make_dual_array",
+           "unbox_struct"]
+
+
+class DualArrayType(types.IterableType):
+    """numba type of a DualArray: two array types and the lane count ``n``."""
+
+    def __init__(self, values_type, partials_type, n):
+        if values_type.dtype not in (types.float32, types.float64):
+            raise DualgpuError(f"DualArray: dtype must be float32 or float64; got {values_type.dtype}.")
+        if not 1 <= n <= MAX_LANES:
+            raise DualgpuError(
+                f"DualArray: {n} lanes requested; compiled duals support 1..{MAX_LANES}. "
+                "Use a smaller chunk_size."
+            )
+        self.values_type = values_type
+        self.partials_type = partials_type
+        self.n = n
+        self.dtype = values_type.dtype
+        self.ndim = values_type.ndim
+        self.mode = nansafe.TYPE_KEY  # the NaN-safe mode, as DualType's
+        self._hash = hash((values_type, partials_type, n) + self.mode)
+        suffix = "".join(f", {m}" for m in self.mode)
+        super().__init__(name=f"DualArray({values_type}, lanes={n}{suffix})")
+
+    @property
+    def key(self):
+        return (self.values_type, self.partials_type, self.n) + self.mode
+
+    def __hash__(self):
+        # dispatch hashes argument types on every launch; the key's arrays hash slowly
+        try:
+            return self._hash
+        except AttributeError:  # unpickled: hash again in this process
+            self._hash = hash(self.key)
+            return self._hash
+
+    def __getstate__(self):
+        # str hashes differ between processes: a _hash unpickled from numba's cache index
+        # would match nothing, and a user's cache=True function on DualArrays never load
+        state = dict(self.__dict__)
+        state.pop("_hash", None)
+        return state
+
+    @property
+    def tracer(self):
+        """True for a structural tracer array (uint64 dependency-bitset lanes), "global" for
+        a global one (int64 lanes), False for tangents."""
+        return tracer_of_lane(self.partials_type.dtype)
+
+    @property
+    def dual(self):
+        from dualgpu.compiled.types import dual_type
+
+        return dual_type(self.dtype, self.n, self.tracer)
+
+    @property
+    def iterator_type(self):
+        """``for v in a``: duals of a 1-D DualArray, row views of an N-D one."""
+        from dualgpu.compiled.array_iter import DualArrayIterType
+
+        return DualArrayIterType(self)
+
+
+def dual_array_type(dtype, ndim, n, layout="C"):
+    """Return the DualArrayType of C-contiguous arrays of ``dtype`` with ``ndim`` dims and ``n`` lanes."""
+    return DualArrayType(types.Array(dtype, ndim, layout), types.Array(dtype, ndim + 1, layout), n)
+
+
+@register_model(DualArrayType)
+class DualArrayModel(models.StructModel):
+    def __init__(self, dmm, fe_type):
+        members = [("values", fe_type.values_type), ("partials", fe_type.partials_type)]
+        super().__init__(dmm, fe_type, members)
+
+
+make_attribute_wrapper(DualArrayType, "values", "values")
+make_attribute_wrapper(DualArrayType, "partials", "partials")
+
+
+def _unported_cuda_kernel():
+    """The plain numba.cuda dispatcher typing this argument for a launch, or None.
+
+    A kernel compiled by ``from numba import cuda`` cannot take duals (and, without a GPU,
+    fails with numba's driver error): the user has to port it. dualgpu's own GPU kernels
+    carry the ``DualArguments`` extension and pass.
+    """
+    frame = sys._getframe(2)
+    for _ in range(8):
+        if frame is None:
+            return None
+        if frame.f_code.co_name == "typeof_pyval":
+            owner = frame.f_locals.get("self")
+            if not type(owner).__module__.startswith("numba.cuda"):
+                return None
+            extensions = (getattr(owner, "targetoptions", None) or {}).get("extensions") or ()
+            ported = any(type(e).__name__ == "DualArguments" for e in extensions)
+            return None if ported else owner
+        frame = frame.f_back
+    return None
+
+
+def _refuse_unported_kernel():
+    owner = _unported_cuda_kernel()
+    if owner is None:
+        return
+    name = getattr(getattr(owner, "py_func", None), "__name__", "the kernel")
+    raise UnportedKernelError(
+        f"kernel {name!r} is a plain numba.cuda kernel and was given a DualArray; numba.cuda "
+        "cannot launch it with dual arguments (and needs a GPU). Port it: in its module change "
+        "'from numba import cuda' to 'from dualgpu import cuda', or wrap it: "
+        f"dualgpu.jit({name}). Ported kernels run on the 'cuda', 'cpu' and 'cudasim' backends."
+    )
+
+
+@typeof_impl.register(DualArray)
+def _typeof_dual_array(val, c):
+    if val.tag:  # tagged or nested (second order): dualgpu.compiled.nested
+        from dualgpu.compiled.nested import typeof_tagged_array
+
+        return typeof_tagged_array(val, c)
+    # kernels are launched thousands of times with the same arrays: type them once
+    cache = val._numba_type_cache
+    if cache is not None and cache[0] is val.values and cache[1] is val.partials:
+        return cache[2]
+    _refuse_unported_kernel()  # only on first typing: launches stay cheap
+    ty = DualArrayType(typeof(val.values, c), typeof(val.partials, c), val.lanes)
+    val._numba_type_cache = (val.values, val.partials, ty)
+    return ty
+
+
+@intrinsic
+def make_dual_array(typingctx, values, partials, lanes):
+    """Build a DualArray from two arrays; ``lanes`` must be a compile-time integer."""
+    if not isinstance(lanes, types.IntegerLiteral):
+        raise TypingError("make_dual_array: the lane count must be a compile-time constant")
+    if not isinstance(values, types.Array) or not isinstance(partials, types.Array):
+        raise TypingError(f"make_dual_array(values, partials): got {values}, {partials}")
+    ret = DualArrayType(values, partials, lanes.literal_value)
+
+    def codegen(context, builder, sig, args):
+        s = cgutils.create_struct_proxy(ret)(context, builder)
+        s.values = args[0]
+        s.partials = args[1]
+        if context.enable_nrt:
+            context.nrt.incref(builder, values, args[0])
+            context.nrt.incref(builder, partials, args[1])
+        return s._getvalue()
+
+    return ret(values, partials, lanes), codegen
+
+
+@register_jitable
+def _empty_pair(shape, dtype, lanes):
+    return np.empty(shape, dtype), np.empty((lanes,) + shape, dtype)
+
+
+def empty_dual_array(shape, dtype, lanes):
+    """Return an uninitialised host DualArray (callable from Python and compiled CPU code)."""
+    shape = (shape,) if np.ndim(shape) == 0 else tuple(shape)
+    return DualArray(np.empty(shape, dtype), np.empty((lanes,) + shape, dtype))
+
+
+@overload(empty_dual_array, prefer_literal=True)
+def _empty_dual_array(shape, dtype, lanes):
+    if not isinstance(lanes, types.IntegerLiteral):
+        raise TypingError("empty_dual_array: lanes must be a compile-time constant")
+    if isinstance(shape, types.Integer):
+        def impl(shape, dtype, lanes):
+            return make_dual_array(np.empty(shape, dtype), np.empty((lanes, shape), dtype), lanes)
+    else:
+        def impl(shape, dtype, lanes):
+            return make_dual_array(np.empty(shape, dtype), np.empty((lanes,) + shape, dtype), lanes)
+    return impl
+
+
+# --- indexing ------------------------------------------------------------------------
+
+def _index_parts(index, ndim):
+    """Describe an index type: ('full', k) for k integer indices covering all dims, else None."""
+    if isinstance(index, types.Integer):
+        return 1 if ndim == 1 else None
+    if isinstance(index, types.BaseTuple) and len(index) == ndim:
+        if all(isinstance(t, types.Integer) for t in index):
+            return ndim
+    return None
+
+
+_GETITEM = {}
+_SETITEM = {}
+
+
+def _element_getter(ndim, n, index_is_tuple):
+    key = (ndim, n, index_is_tuple)
+    if key not in _GETITEM:
+        names = [f"i{k}" for k in range(ndim)] if index_is_tuple else ["i"]
+        unpack = f"    {', '.join(names)}, = i\n" if index_is_tuple else ""
+        idx = ", ".join(names)
+        lanes = ", ".join(f"p[{k}, {idx}]" for k in range(n))
+        src = (
+            "def getitem(a, i):\n" + unpack +
+            "    p = a.partials\n"
+            f"    return _make_dual(a.values[{idx}], ({lanes},))\n"
+        )
+        ns = {"_make_dual": make_dual}
+        exec(compile(src, f"<dualgpu getitem {key}>", "exec"), ns)
+        _GETITEM[key] = ns["getitem"]
+    return _GETITEM[key]
+
+
+def _element_setter(ndim, n, index_is_tuple, kind):
+    key = (ndim, n, index_is_tuple, kind)
+    if key not in _SETITEM:
+        names = [f"i{k}" for k in range(ndim)] if index_is_tuple else ["i"]
+        unpack = f"    {', '.join(names)}, = i\n" if index_is_tuple else ""
+        idx = ", ".join(names)
+        if kind == "dual":
+            body = f"    a.values[{idx}] = v.value\n    q = v.partials\n" + "".join(
+                f"    p[{k}, {idx}] = q[{k}]\n" for k in range(n)
+            )
+        else:
+            body = f"    a.values[{idx}] = v\n" + "".join(f"    p[{k}, {idx}] = 0\n" for k in range(n))
+        src = "def setitem(a, i, v):\n" + unpack + "    p = a.partials\n" + body
+        ns = {}
+        exec(compile(src, f"<dualgpu setitem {key}>", "exec"), ns)
+        _SETITEM[key] = ns["setitem"]
+    return _SETITEM[key]
+
+
+def _view_index_source(index, ndim):
+    """Source for the partials index of a view: ``(slice(None), *index)``."""
+    if isinstance(index, types.BaseTuple):
+        return ", ".join(["p_all"] + [f"i[{k}]" for k in range(len(index))])
+    return "p_all, i"
+
+
+@overload(operator.getitem)
+def _dual_array_getitem(a, i):
+    if not isinstance(a, DualArrayType):
+        return None
+    full = _index_parts(i, a.ndim)
+    if full is not None:
+        return _element_getter(a.ndim, a.n, isinstance(i, types.BaseTuple))
+    ok = isinstance(i, (types.Integer, types.SliceType)) or (
+        isinstance(i, types.BaseTuple) and all(isinstance(t, (types.Integer, types.SliceType)) for t in i)
+    )
+    if not ok:
+        raise TypingError(
+            f"DualArray indexing: expected integers or slices, got {i}. Fancy/boolean "
+            "indexing is not supported inside kernels."
+        )
+    n = a.n
+    src = (
+        "def getitem(a, i):\n"
+        "    p_all = slice(None)\n"
+        f"    return _make_dual_array(a.values[i], a.partials[{_view_index_source(i, a.ndim)}], _N)\n"
+    )
+    ns = {"_make_dual_array": make_dual_array, "_N": n}
+    exec(compile(src, "<dualgpu getitem view>", "exec"), ns)
+    return ns["getitem"]
+
+
+@overload(operator.setitem)
+def _dual_array_setitem(a, i, v):
+    if isinstance(a, types.Array) and isinstance(v, DualType):
+        raise TypingError(
+            f"a Dual ({v}) is stored into a plain {a.dtype} array: its partials would be "
+            "dropped. Allocate that array as a DualArray (dualgpu.dual_array, or "
+            "dualgpu.cuda.device_array_like of a DualArray), or run the simulation under "
+            "the driver (dualgpu.jvp / jacfwd), which allocates dual arrays for you."
+        )
+    if not isinstance(a, DualArrayType):
+        return None
+    full = _index_parts(i, a.ndim)
+    if full is None:
+        return _slice_setter(a, i, v)
+    if isinstance(v, DualType):
+        if v.tracer != a.tracer:
+            raise TypingError(
+                f"cannot store {v} into {a}: tracers and tangent duals do not mix; seed every "
+                "input of a sparsity detection run as a tracer."
+            )
+        if v.n != a.n:
+            raise TypingError(
+                f"storing a dual with {v.n} lanes into a DualArray with {a.n} lanes; every "
+                "dual in one computation must have the same lane count."
+            )
+        kind = "dual"
+    elif isinstance(v, (types.Float, types.Integer, types.Boolean)):
+        kind = "number"
+    else:
+        raise TypingError(f"cannot store {v} into {a}; expected a Dual or a number.")
+    return _element_setter(a.ndim, a.n, isinstance(i, types.BaseTuple), kind)
+
+
+def _check_compatible(a, v):
+    if v.tracer != a.tracer:
+        raise TypingError(
+            f"cannot store {v} into {a}: tracers and tangent duals do not mix; seed every "
+            "input of a sparsity detection run as a tracer."
+        )
+    if v.n != a.n:
+        raise TypingError(
+            f"storing a dual with {v.n} lanes into a DualArray with {a.n} lanes; every "
+            "dual in one computation must have the same lane count."
+        )
+
+
+def _slice_setter(a, i, v):
+    """``a[i] = v`` for an index with slices (``tile[0:8] = u[8:16]``, ``out[k, :] = d``).
+
+    The values take ``v`` as numpy would (broadcasting included); the partials take
+    ``v``'s lanes (a DualArray's partials, a dual's lanes broadcast) or zeros for plain
+    numbers and arrays.
+    """
+    ok = isinstance(i, (types.Integer, types.SliceType)) or (
+        isinstance(i, types.BaseTuple) and all(isinstance(t, (types.Integer, types.SliceType)) for t in i)
+    )
+    if not ok:
+        raise TypingError(
+            f"DualArray assignment: expected integers or slices as index, got {i}. Fancy or "
+            "boolean indexing is not supported inside kernels."
+        )
+    where = _view_index_source(i, a.ndim)
+    if isinstance(v, DualArrayType):
+        _check_compatible(a, v)
+        body = ("    a.values[i] = v.values\n"
+                f"    a.partials[{where}] = v.partials\n")
+        key = ("array", where)
+    elif isinstance(v, DualType):
+        _check_compatible(a, v)
+        lane_index = where.replace("p_all", "{k}", 1)
+        body = "    a.values[i] = v.value\n    q = v.partials\n" + "".join(
+            f"    a.partials[{lane_index.format(k=k)}] = q[{k}]\n" for k in range(a.n)
+        )
+        key = ("dual", where, a.n)
+    elif isinstance(v, (types.Array, types.Float, types.Integer, types.Boolean)):
+        if isinstance(v, types.Array) and not isinstance(v.dtype, (types.Float, types.Integer,
+                                                                   types.Boolean)):
+            raise TypingError(f"cannot store {v} into {a}; expected numbers or a DualArray.")
+        body = f"    a.values[i] = v\n    a.partials[{where}] = 0\n"
+        key = ("plain", where)
+    else:
+        raise TypingError(
+            f"cannot store {v} into a slice of {a}; expected a DualArray, a dual, a number "
+            "or an array of numbers."
+        )
+    if key not in _SLICE_SETITEM:
+        src = "def setitem(a, i, v):\n    p_all = slice(None)\n" + body
+        ns = {}
+        exec(compile(src, f"<dualgpu slice setitem {key}>", "exec"), ns)
+        _SLICE_SETITEM[key] = ns["setitem"]
+    return _SLICE_SETITEM[key]
+
+
+_SLICE_SETITEM = {}
+
+
+@overload(len)
+def _dual_array_len(a):
+    if isinstance(a, DualArrayType):
+        return lambda a: len(a.values)
+
+
+array_attributes(DualArrayType)
+
+from dualgpu.compiled import array_iter as numba_array_iter  # noqa: E402,F401  (for v in a: lowering; needs DualArrayType)
+
+
+# --- boxing (CPU: DualArray arguments and results of @njit functions) -----------
+
+def unbox_struct(typ, obj, c, fields):
+    """Unbox a Python object into the struct of ``typ``: ``fields`` are ``(attribute of obj,
+    struct member, numba type)`` (a DualArray's values and partials, a tagged dual's value and
+    partials tuple)."""
+    s = cgutils.create_struct_proxy(typ)(c.context, c.builder)
+    is_error = cgutils.false_bit
+    for attribute, member, member_type in fields:
+        member_obj = c.pyapi.object_getattr_string(obj, attribute)
+        native = c.unbox(member_type, member_obj)
+        c.pyapi.decref(member_obj)
+        setattr(s, member, native.value)
+        is_error = c.builder.or_(is_error, native.is_error)
+    return NativeValue(s._getvalue(), is_error=is_error)
+
+
+@unbox(DualArrayType)
+def _unbox_dual_array(typ, obj, c):
+    return unbox_struct(typ, obj, c, (("values", "values", typ.values_type),
+                                      ("partials", "partials", typ.partials_type)))
+
+
+@box(DualArrayType)
+def _box_dual_array(typ, val, c):
+    s = cgutils.create_struct_proxy(typ)(c.context, c.builder, value=val)
+    values_obj = c.box(typ.values_type, s.values)
+    partials_obj = c.box(typ.partials_type, s.partials)
+    cls = c.pyapi.unserialize(c.pyapi.serialize_object(DualArray))
+    out = c.pyapi.call_function_objargs(cls, (values_obj, partials_obj))
+    c.pyapi.decref(values_obj)
+    c.pyapi.decref(partials_obj)
+    c.pyapi.decref(cls)
+    return out

@@ -1,0 +1,453 @@
+"""The pure-Python dual number, generated from :mod:`dualgpu.rules`.
+
+This class is what ``dualgpu.Dual`` is on the host and inside kernels run by
+the CUDA simulator. Compiled code (``@njit``, ``@cuda.jit``) sees the same
+class as a numba extension type whose lanes live in registers
+(:mod:`dualgpu.compiled.types`). There is deliberately no working ``__float__``:
+``float(d)`` or ``math.sin(d)`` would silently drop the partials.
+"""
+import builtins
+import dis
+import math
+import numbers
+import operator
+import sys
+
+import numpy as np
+
+from dualgpu import nansafe, rules
+from dualgpu.core import _primals
+from dualgpu.core._expressions import expression
+from dualgpu.errors import DualgpuError
+
+__all__ = ["Dual", "check_dtype", "apply_rule", "DTYPES"]
+
+DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+
+#: numpy stand-ins for math functions, so that float32 inputs stay float32.
+_NUMPY_NAMES = {
+    "asin": "arcsin", "acos": "arccos", "atan": "arctan", "asinh": "arcsinh",
+    "acosh": "arccosh", "atanh": "arctanh", "atan2": "arctan2", "pow": "power",
+}
+
+
+def _same(a, b):
+    """True when two numpy floats have the same bits (NaNs and signed zeros count)."""
+    return a.dtype == b.dtype and a.tobytes() == b.tobytes()
+
+
+_EXPRESSION_NAMESPACE = {
+    name: _same if name == "same" else getattr(np, _NUMPY_NAMES.get(name, name))
+    for name in rules.EXPRESSION_FUNCTIONS
+}
+
+
+def check_dtype(dtype, what):
+    """Return ``dtype`` as a numpy dtype, or raise unless it is float32/float64."""
+    dtype = np.dtype(dtype)
+    if dtype not in DTYPES:
+        raise DualgpuError(
+            f"{what}: expected dtype float32 or float64; got {dtype}. Cast with "
+            ".astype(np.float64) (or np.float32) first."
+        )
+    return dtype
+
+
+def _resolve(dotted):
+    module, _, name = dotted.rpartition(".")
+    return getattr({"math": math, "operator": operator, "builtins": builtins}[module], name)
+
+
+class _CompiledFactor:
+    """A rule expression compiled for Python, evaluated per dtype.
+
+    A gated factor (``A if test else 0``) is evaluated in two steps, as in
+    compiled code: :meth:`active` says whether the term contributes at all.
+    """
+
+    def __init__(self, text):
+        self.expression = expression(text)
+        gate = self.expression.gate
+        self.code = compile(gate.source if gate else self.expression.source, f"<rule {text}>",
+                            "eval")
+        self.unit = gate.unit if gate else self.expression.unit
+        self.test = compile(gate.test, f"<rule {text} test>", "eval") if gate else None
+        self._namespaces = {}
+
+    def _namespace(self, dtype):
+        ns = self._namespaces.get(dtype)
+        if ns is None:
+            ns = dict(_EXPRESSION_NAMESPACE)
+            ns.update({k: dtype.type(v) for k, v in self.expression.constants.items()})
+            self._namespaces[dtype] = ns
+        return ns
+
+    def active(self, dtype, x, y, ans):
+        """False where a gated factor's term contributes nothing (always True ungated)."""
+        if self.test is None:
+            return True
+        test = eval(self.test, self._namespace(dtype), {"x": x, "y": y, "ans": ans})
+        return bool(test) == self.expression.gate.when
+
+    def __call__(self, dtype, x, y, ans):
+        return dtype.type(eval(self.code, self._namespace(dtype), {"x": x, "y": y, "ans": ans}))
+
+
+def _real_value(value):
+    """``value`` as a real number, or a DualgpuError saying what came instead."""
+    if isinstance(value, Dual):
+        raise DualgpuError("Dual(value, ...): value must be a number, not a Dual.")
+    if isinstance(value, np.ndarray) and value.ndim == 0:
+        value = value[()]
+    if isinstance(value, (numbers.Real, np.floating, np.integer, np.bool_)):
+        return value
+    if isinstance(value, (numbers.Complex, np.complexfloating)):
+        raise DualgpuError(
+            f"Dual(value, ...): value {value!r} is complex; expected a real number (dualgpu's "
+            "duals are real). Fix: pass value.real, or split real and imaginary parts into "
+            "two duals."
+        )
+    raise DualgpuError(
+        f"Dual(value, ...): expected a real number (int, float or numpy float) as value; got "
+        f"{type(value).__name__} {value!r}. Fix: convert it first, e.g. Dual(float(text), ...)."
+    )
+
+
+def _real_lanes(partials, dtype):
+    """``partials`` as a new 1-D array of ``dtype`` with at least one lane, or a DualgpuError."""
+    raw = np.asarray(partials)
+    if raw.dtype.kind == "c":
+        raise DualgpuError(
+            f"Dual: the partials {raw.tolist()!r} are complex; the imaginary parts would be "
+            "dropped. Expected real tangents. Fix: pass partials.real (or split real and "
+            "imaginary parts into two duals)."
+        )
+    if raw.dtype.kind not in "biuf":
+        raise DualgpuError(
+            f"Dual: expected the partials as real numbers (a sequence or 1-D array of floats); "
+            f"got {type(partials).__name__} of dtype {raw.dtype}. Fix: e.g. Dual(x, [1.0, 0.0])."
+        )
+    lanes = np.array(raw, dtype=dtype, copy=True).reshape(-1)
+    if lanes.size < 1:
+        raise DualgpuError("Dual: partials need at least one lane (N >= 1).")
+    return lanes
+
+
+def _lanes(item):
+    return len(item.partials)
+
+
+class Dual:
+    """A dual number: a value and N tangent lanes (partials) of one float dtype.
+
+    Parameters
+    ----------
+    value : float
+    partials : sequence of float or 1-D ndarray
+        The N tangent lanes (N >= 1).
+    dtype : float32 or float64, optional
+        Defaults to the partials' dtype when they are an ndarray, else to the
+        value's dtype when it is a numpy float, else float64.
+    weak : bool, optional
+        A *weak* dual stands for a Python float (the driver seeds Python float
+        arguments so): on the host, numpy's promotion treats it as a Python
+        scalar (NEP 50), so a float32 operand keeps the result float32, as in
+        the plain run. Compiled kernels type it as numba types a float
+        argument (float64). Default False: a dual of its dtype.
+    tag : int, optional
+        The perturbation this dual belongs to (0, the default, for first-order
+        work). A dual whose ``value`` is itself a Dual (a *nested* dual, second
+        order) has a higher tag than its value; duals of different tags never
+        mix their lanes: see :mod:`dualgpu.core.nested`.
+
+    Examples
+    --------
+    >>> import math
+    >>> from dualgpu import Dual, dmath
+    >>> d = dmath.sin(Dual(0.0, [1.0, 2.0]))
+    >>> float(d.value), d.partials.tolist()
+    (0.0, [1.0, 2.0])
+    """
+
+    __slots__ = ("value", "partials", "tag", "weak")
+    __array_priority__ = 1000  # numpy scalars defer to our reflected operators
+
+    def __init__(self, value, partials, dtype=None, *, tag=0, weak=False):
+        self.tag = _check_tag(tag) if tag else 0
+        self.weak = bool(weak)
+        if isinstance(value, Dual) or (
+            (not isinstance(partials, np.ndarray) or partials.dtype.kind == "O")
+            and _is_nested_input(value, partials)
+        ):
+            _init_nested(self, value, partials, dtype)
+            return
+        if dtype is None:
+            if isinstance(partials, np.ndarray) and partials.dtype.kind == "f":
+                dtype = partials.dtype
+            elif isinstance(value, np.floating):
+                dtype = value.dtype
+            else:
+                dtype = np.float64
+        dtype = check_dtype(dtype, "Dual")
+        value = _real_value(value)
+        partials = _real_lanes(partials, dtype)
+        self.value = dtype.type(value)
+        self.partials = partials
+
+    @property
+    def lanes(self):
+        """N, the number of tangent lanes."""
+        return self.partials.size
+
+    @property
+    def _partials_tuple(self):
+        # read by the compiled code's unboxing
+        return tuple(self.partials.tolist())
+
+    @classmethod
+    def _from_float32(cls, value, partials):
+        # called by the compiled code's boxing
+        return cls(value, partials, dtype=np.float32)
+
+    @classmethod
+    def _from_float64(cls, value, partials):
+        # called by the compiled code's boxing
+        return cls(value, partials, dtype=np.float64)
+
+    @property
+    def dtype(self):
+        return self.value.dtype if isinstance(self.value, Dual) else self.partials.dtype
+
+    def __repr__(self):
+        tag = f", tag={self.tag}" if self.tag else ""
+        if isinstance(self.value, Dual):
+            return f"Dual({self.value!r}, {list(self.partials)!r}{tag})"
+        return f"Dual({self.value!r}, {self.partials.tolist()!r}, dtype={self.dtype}{tag})"
+
+    # -- conversions ------------------------------------------------------------
+    def __float__(self):
+        # a store into a plain numpy buffer (state[0] = p) names the array and its fix
+        # (dualgpu.host.buffers); otherwise the message names the host line, what it does
+        # (math.*, float(), np.float32) and the fix that keeps the partials (dualgpu.core._host_lines)
+        from dualgpu.core._host_lines import float_message_here
+        from dualgpu.host.buffers import host_store_message
+
+        message = host_store_message(sys._getframe(1))
+        if message is not None:
+            raise TypeError(message)
+        raise TypeError(float_message_here(2))
+
+    def __complex__(self):
+        raise TypeError("complex(Dual) would drop the partials; use d.value.")
+
+    def _primal(self):
+        # the innermost value (a float), also of a nested dual
+        value = self.value
+        while isinstance(value, Dual):
+            value = value.value
+        return float(value)
+
+    def __int__(self):
+        return int(self._primal())
+
+    def __bool__(self):
+        return bool(self._primal())
+
+    def __round__(self, ndigits=None):
+        return round(self._primal(), ndigits) if ndigits is not None else round(self._primal())
+
+    def __floor__(self):
+        return math.floor(self._primal())
+
+    def __ceil__(self):
+        return math.ceil(self._primal())
+
+    def __trunc__(self):
+        return math.trunc(self._primal())
+
+    __hash__ = None
+
+    def astype(self, dtype):
+        """Return this dual cast to ``dtype`` (float32/float64 keep the partials).
+
+        ``np.float32(d)`` cannot keep them (numpy calls ``float(d)``); use
+        ``d.astype(np.float32)`` or ``dualgpu.float32(d)``. An integer or bool dtype
+        gives the value alone, as ``int(d)`` does.
+        """
+        dtype = np.dtype(dtype)
+        if dtype.kind != "f":
+            return dtype.type(self.value)
+        return Dual(self.value, self.partials, dtype=dtype)
+
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        # np.sin(d), np.float64(2) * d, 0-d array < d: numpy ufuncs on scalars follow the
+        # rule table (comparisons compare values). Arrays, DualArrays, ufunc methods and
+        # ufuncs without a math rule go to the host array machinery (array_protocol).
+        scalars = [a[()] if isinstance(a, np.ndarray) and a.ndim == 0 else a for a in inputs]
+        rule_name = rules.NUMPY_UFUNCS.get(ufunc.__name__)
+        if method != "__call__" or kwargs or not all(_is_operand(a) for a in scalars) or (
+                rule_name is None and ufunc.__name__ not in _UFUNC_COMPARISONS):
+            from dualgpu.host.protocol import array_ufunc
+
+            return array_ufunc(ufunc, method, inputs, kwargs)
+        if ufunc.__name__ in _UFUNC_COMPARISONS:
+            values = [a.value if isinstance(a, Dual) else a for a in scalars]
+            return ufunc(*values)
+        if _called_by_operator():
+            # np.float32(2) - d: numpy's scalar runs the ufunc for the operator; the plain
+            # code is the operator (numba types int32 - float32 as float64, np.subtract as
+            # float32), so the rule's own primal applies
+            return apply_rule(rule_name, *scalars)
+        return apply_rule(rule_name, *scalars, primal=ufunc)  # the value is numpy's own
+
+    def __array_function__(self, func, types, args, kwargs):
+        # np.sum(d), np.stack([d0, d1]), np.clip(d, 0, 1): see dualgpu.host.protocol
+        from dualgpu.host.protocol import array_function
+
+        return array_function(func, types, args, kwargs)
+
+
+_UFUNC_COMPARISONS = {"less", "less_equal", "greater", "greater_equal", "equal", "not_equal"}
+_OPERATOR_OPCODES = {op for op in dis.opmap if op.startswith(("BINARY_", "INPLACE_"))} - {
+    "BINARY_SUBSCR", "BINARY_SLICE"}
+
+
+def _called_by_operator():
+    """True when ``__array_ufunc__`` runs for a binary operator (``x - d``), not a call.
+
+    A numpy scalar on the left of an operator hands it to the ufunc; the Python frame that
+    started it is then executing a binary-operator instruction rather than a call.
+    """
+    frame = sys._getframe(2)  # 0: this function, 1: __array_ufunc__, 2: the caller
+    code = frame.f_code.co_code
+    lasti = frame.f_lasti
+    return 0 <= lasti < len(code) and dis.opname[code[lasti]] in _OPERATOR_OPCODES
+
+
+def apply_rule(name, *args, primal=None):
+    """Apply the rule ``name`` of :mod:`dualgpu.rules` to Dual/number arguments.
+
+    ``primal`` is the function the user called (``math.pow`` for the ``pow``
+    rule, ``np.minimum`` for ``min``...); default: the rule's own. Its value is
+    computed as numba's compiled code computes it, in the dtype numba's typing
+    gives (see :mod:`dualgpu.core._primals`). Tagged and nested duals (second order)
+    apply the same table to their dual values (:func:`dualgpu.core.nested.apply_tagged`).
+    """
+    for a in args:
+        if isinstance(a, Dual) and a.tag:
+            return _apply_tagged(name, *args)  # tagged or nested duals: one table, applied twice
+    rule = rules.UNARY_RULES.get(name) or rules.BINARY_RULES[name]
+    default_primal, factors = _RUNTIME[name]
+    primal = default_primal if primal is None else primal
+    duals = [a for a in args if isinstance(a, Dual)]
+    lanes = {d.lanes for d in duals}
+    if len(lanes) > 1:
+        raise DualgpuError(
+            f"{rule.primal}: the duals have different lane counts {sorted(lanes)}; "
+            "all duals in one computation must be seeded with the same N."
+        )
+    values = [a.value if isinstance(a, Dual) else a for a in args]
+    with np.errstate(all="ignore"):
+        dtype = check_dtype(_primals.result_dtype(primal, args), rule.primal)
+        ans = _primals.primal(primal)(dtype, *values)
+        cast = [dtype.type(v) for v in values]
+        x = cast[0]
+        y = cast[1] if len(cast) > 1 else None
+        partials = None
+        for arg, factor in zip(args, factors):
+            if not isinstance(arg, Dual) or not factor.active(dtype, x, y, ans):
+                continue
+            unit = factor.unit
+            lanes_in = arg.partials.astype(dtype, copy=False)
+            if unit == 0:
+                term = None
+            elif unit == 1:
+                term = lanes_in
+            elif unit == -1:
+                term = -lanes_in
+            elif nansafe.NANSAFE_MODE_ENABLED:  # a zero partial stays zero, whatever the factor
+                term = np.where(lanes_in == 0, dtype.type(0), factor(dtype, x, y, ans) * lanes_in)
+            else:
+                term = factor(dtype, x, y, ans) * lanes_in
+            if term is not None:
+                partials = term if partials is None else partials + term
+        if partials is None:
+            partials = np.zeros(duals[0].lanes, dtype)
+    return Dual(ans, partials, dtype=dtype, weak=_stays_weak(args))
+
+
+def _stays_weak(args):
+    """A result of weak duals and Python numbers only is weak too (as Python floats are)."""
+    return all(a.weak if isinstance(a, Dual) else _is_python_number(a) for a in args) and any(
+        isinstance(a, Dual) for a in args)
+
+
+def _is_python_number(a):
+    return isinstance(a, (int, float)) and not isinstance(a, (np.generic, bool))
+
+
+_RUNTIME = {}
+for _name, _rule in {**rules.UNARY_RULES, **rules.BINARY_RULES}.items():
+    _RUNTIME[_name] = (
+        _resolve(_rule.primal),
+        tuple(_CompiledFactor(t) for t in _rule.derivatives),
+    )
+
+
+def _is_operand(other):
+    return isinstance(other, (Dual, int, float, np.integer, np.floating))
+
+
+_SYMBOLS = {"add": "+", "sub": "-", "mul": "*", "truediv": "/", "floordiv": "//", "mod": "%",
+            "pow": "**"}
+
+
+def _binary_method(name, reflected=False):
+    def method(self, other):
+        if not _is_operand(other):
+            if isinstance(other, (complex, np.complexfloating)):
+                from dualgpu.errors import complex_dual_message
+
+                symbol = _SYMBOLS.get(name, name)
+                operands = (type(other).__name__, "Dual")
+                raise TypeError(complex_dual_message(
+                    f" {symbol} ".join(operands if reflected else operands[::-1])))
+            return NotImplemented
+        return apply_rule(name, other, self) if reflected else apply_rule(name, self, other)
+
+    method.__name__ = f"__{'r' if reflected else ''}{name}__"
+    return method
+
+
+def _unary_method(name):
+    def method(self):
+        return apply_rule(name, self)
+
+    method.__name__ = f"__{name}__"
+    return method
+
+
+def _comparison_method(op):
+    def method(self, other):
+        if isinstance(other, Dual):
+            return op(self.value, other.value)
+        if not _is_operand(other):
+            return NotImplemented
+        return op(self.value, other)
+
+    return method
+
+
+for _name in ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow"):
+    setattr(Dual, f"__{_name}__", _binary_method(_name))
+    setattr(Dual, f"__r{_name}__", _binary_method(_name, reflected=True))
+for _name in ("neg", "pos", "abs"):
+    setattr(Dual, f"__{_name}__", _unary_method(_name))
+for _name, _dotted in rules.COMPARISONS.items():
+    setattr(Dual, f"__{_name}__", _comparison_method(_resolve(_dotted)))
+
+# tagged and nested duals (second order) live in their own module, which builds on this one
+from dualgpu.core.nested import apply_tagged as _apply_tagged  # noqa: E402
+from dualgpu.core.nested import check_tag as _check_tag  # noqa: E402
+from dualgpu.core.nested import init_nested as _init_nested  # noqa: E402
+from dualgpu.core.nested import is_nested_input as _is_nested_input  # noqa: E402

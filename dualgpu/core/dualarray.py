@@ -1,0 +1,677 @@
+"""DualArray: values of shape S plus partials of shape (N, *S), on host or device.
+
+The partials are lane-major (structure of arrays): lane k of every cell is one
+contiguous array ``partials[k]``, so neighbouring GPU threads read neighbouring
+addresses. Inside compiled kernels a DualArray is indexed like an ordinary
+array (see :mod:`dualgpu.compiled.arrays`); in plain Python (the CUDA simulator and
+host code) this class does the same with :class:`dualgpu.Dual` elements.
+"""
+import numpy as np
+
+from dualgpu.core.dual import Dual, check_dtype
+from dualgpu.errors import DualgpuError
+from dualgpu.core.nested import check_tag as _check_tag
+
+__all__ = ["DualArray", "dual_array", "zeros_like_lanes"]
+
+MAX_NDIM = 3
+#: Partials of this dtype make a structural tracer (dependency bitsets, cpu backend).
+TRACER_DTYPE = np.dtype(np.uint64)
+#: Partials of this dtype make a *global* structural tracer (``detect_sparsity(mode="global")``):
+#: the same dependency bitsets, but a kernel that branches on a traced value is refused.
+GLOBAL_TRACER_DTYPE = np.dtype(np.int64)
+TRACER_DTYPES = (TRACER_DTYPE, GLOBAL_TRACER_DTYPE)
+
+
+def _is_device(array):
+    # numba.cuda device arrays and the simulator's stand-ins; HostArray (cpu backend) is numpy
+    return hasattr(array, "copy_to_host") and not isinstance(array, np.ndarray)
+
+
+def _device_copy(array):
+    """A copy of a device array in device memory (numba.cuda's, or the simulator's)."""
+    if "simulator" in type(array).__module__:
+        from numba.cuda import simulator
+
+        return simulator.to_device(array.copy_to_host())
+    from numba import cuda
+
+    copy = cuda.device_array_like(array)
+    copy.copy_to_device(array)
+    return copy
+
+
+def _as_index(index):
+    return index if isinstance(index, tuple) else (index,)
+
+
+def _basic_ndim(index, ndim):
+    """The number of axes ``values[index]`` has for a basic index (ints, slices, Ellipsis,
+    None: a view), or -1 when the index holds arrays, lists or bools (advanced indexing)."""
+    for item in index:
+        if item is None:
+            ndim += 1
+        elif isinstance(item, (int, np.integer)) and not isinstance(item, (bool, np.bool_)):
+            ndim -= 1
+        elif not (isinstance(item, slice) or item is Ellipsis):
+            return -1
+    return ndim
+
+
+class DualArray:
+    """An array of dual numbers stored as ``values`` and lane-major ``partials``.
+
+    Parameters
+    ----------
+    values : ndarray or device array, shape S (1 to 3 dimensions)
+    partials : ndarray or device array, shape ``(N, *S)``, same dtype and kind
+        as ``values``. Both are used as given (not copied): use
+        :func:`dual_array` to build one from a caller's data safely.
+    tag : int, optional
+        The perturbation of these lanes (0 for first order). With ``values``
+        and ``partials`` themselves DualArrays of a lower tag, this is an array
+        of nested (second-order) duals: see :mod:`dualgpu.core.nested`.
+
+    Raises
+    ------
+    DualgpuError
+        When the partials' shape or dtype does not fit the values (the message gives both
+        and the fix), or ``tag`` does not fit nested members.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from dualgpu import DualArray
+    >>> u = DualArray(np.zeros(3), np.ones((2, 3)))
+    >>> u.lanes, u.shape, u.dtype
+    (2, (3,), dtype('float64'))
+    """
+
+    __slots__ = ("values", "partials", "tag", "_numba_type_cache")
+
+    def __init__(self, values, partials, *, tag=0):
+        self.tag = _check_tag(tag) if tag else 0
+        if isinstance(values, DualArray) or isinstance(partials, DualArray):
+            _check_nested_members(values, partials, self.tag)
+            self.values = values
+            self.partials = partials
+            self._numba_type_cache = None
+            return
+        for what, member in (("values", values), ("partials", partials)):
+            if not (isinstance(member, np.ndarray) or _is_device(member)):
+                raise DualgpuError(
+                    f"DualArray: {what} must be a numpy or device array; got "
+                    f"{type(member).__name__}. DualArray(values, partials) uses its arrays as "
+                    "given; to build one from lists or scalars (copied and converted), use "
+                    "dualgpu.dual_array(values, partials) or dual_array(values, lanes=N)."
+                )
+        if _is_device(values) != _is_device(partials):
+            raise DualgpuError(
+                "DualArray: values and partials must both be host (numpy) arrays or both "
+                f"device arrays; got {type(values).__name__} and {type(partials).__name__}. "
+                "Use dualgpu.cuda.to_device(dual_array) to move both."
+            )
+        if not (1 <= values.ndim <= MAX_NDIM):
+            fix = ("for a single number use dualgpu.Dual(value, partials)" if values.ndim == 0
+                   else "reshape to at most 3 dimensions")
+            raise DualgpuError(
+                f"DualArray: values must have 1 to {MAX_NDIM} dimensions; got shape "
+                f"{tuple(values.shape)}. Fix: {fix}."
+            )
+        check_dtype(values.dtype, "DualArray values")
+        if partials.dtype != values.dtype and partials.dtype not in TRACER_DTYPES:
+            raise DualgpuError(
+                f"DualArray: partials dtype {partials.dtype} differs from values dtype "
+                f"{values.dtype}; cast one of them (both must be float32 or both float64)."
+            )
+        if partials.ndim != values.ndim + 1 or tuple(partials.shape[1:]) != tuple(values.shape):
+            raise DualgpuError(
+                f"DualArray: partials must have shape (N, *{tuple(values.shape)}) for values "
+                f"of shape {tuple(values.shape)}; got {tuple(partials.shape)}."
+            )
+        if partials.shape[0] < 1:
+            raise DualgpuError("DualArray: partials need at least one lane (N >= 1).")
+        self.values = values
+        self.partials = partials
+        self._numba_type_cache = None  # (values, partials, numba type): see numba_arrays
+
+    # -- array-like attributes -------------------------------------------------
+    @property
+    def lanes(self):
+        """N, the number of tangent lanes."""
+        return self.partials.shape[0]
+
+    @property
+    def shape(self):
+        return tuple(self.values.shape)
+
+    @property
+    def dtype(self):
+        return self.values.dtype
+
+    @property
+    def ndim(self):
+        return self.values.ndim
+
+    @property
+    def size(self):
+        return self.values.size
+
+    @property
+    def is_nested(self):
+        """True for an array of nested duals (values and partials are DualArrays)."""
+        return isinstance(self.values, DualArray)
+
+    @property
+    def is_tracer(self):
+        """True when the lanes are dependency bitsets (sparsity detection), not tangents."""
+        return self.partials.dtype in TRACER_DTYPES
+
+    @property
+    def is_device(self):
+        """True when the members are numba.cuda device arrays."""
+        if isinstance(self.values, DualArray):
+            return self.values.is_device
+        return _is_device(self.values)
+
+    def __len__(self):
+        return self.shape[0]
+
+    def __repr__(self):
+        where = "device" if self.is_device else "host"
+        tag = f", tag={self.tag}" if self.tag else ""
+        inner = f", values={self.values!r}" if self.is_nested else ""
+        return (
+            f"DualArray(shape={self.shape}, dtype={self.dtype}, lanes={self.lanes}{tag}{inner}, "
+            f"{where})"
+        )
+
+    # -- element and slice access (plain Python: simulator and host code) -------
+    def __getitem__(self, index):
+        index = _as_index(index)
+        if _basic_ndim(index, self.values.ndim) < 0:
+            from dualgpu.host.indexing import getitem
+
+            return getitem(self, index)
+        value = self.values[index]
+        partials = self.partials[(slice(None),) + index]
+        if self.tag or self.is_nested:
+            scalar = not isinstance(value, DualArray) and np.ndim(value) == 0
+            if isinstance(value, Dual) or scalar:
+                return Dual(value, partials if self.is_nested else np.asarray(partials),
+                            tag=self.tag)
+            return DualArray(value, partials, tag=self.tag)
+        if np.ndim(value) == 0:
+            if self.is_tracer:
+                raise DualgpuError(
+                    "host code read the element "
+                    f"[{', '.join(str(int(k)) for k in index)}] of an array that sparsity detection "
+                    "(sparsity='detect') traces; the detector follows kernels only and cannot "
+                    "trace host code on single elements (nor host numpy operations). Fix: "
+                    "compute that value in a kernel, keep it an array (u[0:1] instead of u[0]), "
+                    "give the sparsity pattern yourself (sparsity=pattern, "
+                    "dualgpu.sparse.banded_pattern), or post-process the result outside f."
+                )
+            return Dual(value, np.asarray(partials))
+        return DualArray(value, partials)
+
+    def __setitem__(self, index, item):
+        """Store a Dual, a DualArray, a number or an array (zero partials) at ``index``.
+
+        Items broadcast as in numpy (a Dual or a number into a slice, a row into a
+        block); basic and advanced indices (masks, index arrays) are supported on host
+        arrays.
+        """
+        index = _as_index(index)
+        if self.tag or self.is_nested or getattr(item, "tag", 0):
+            _set_tagged(self, index, item)
+            return
+        if isinstance(item, (Dual, DualArray)):
+            if item.lanes != self.lanes:
+                raise DualgpuError(
+                    f"cannot store a dual with {item.lanes} lanes into a DualArray with "
+                    f"{self.lanes} lanes; seed both with the same lane count."
+                )
+            values = item.value if isinstance(item, Dual) else item.values
+            partials = item.partials
+        elif (hasattr(item, "__cuda_array_interface__") or isinstance(item, np.ndarray)
+              or np.isscalar(item) or isinstance(item, (list, tuple))):
+            values, partials = item, None
+        else:
+            raise DualgpuError(
+                f"cannot store {type(item).__name__} into a DualArray; expected a Dual, a "
+                "DualArray, a number or an array."
+            )
+        target_ndim = _basic_ndim(index, self.values.ndim)
+        if target_ndim < 0:
+            from dualgpu.host.indexing import store_advanced
+
+            store_advanced(self, index, values, partials)
+            return
+        self.values[index] = values
+        lanes_index = (slice(None),) + index
+        if partials is None:
+            self.partials[lanes_index] = 0
+            return
+        # the item's partials (N, *S_item) broadcast into (N, *S_target): ones after N
+        extra = target_ndim - (partials.ndim - 1)
+        if extra > 0:
+            partials = partials.reshape((partials.shape[0],) + (1,) * extra + partials.shape[1:])
+        elif extra < 0:  # numpy drops the item's leading length-one axes: (1, 4) into (4,)
+            partials = partials.reshape((partials.shape[0],) + partials.shape[1 - extra:])
+        self.partials[lanes_index] = partials
+
+    def tolist(self):
+        """Return the elements as nested lists of :class:`~dualgpu.Dual` scalars.
+
+        As numpy's ``ndarray.tolist`` gives Python floats, each element keeps its
+        value and partials (a copy: later stores into the array do not change it).
+        A device array is copied to the host first.
+
+        Returns
+        -------
+        list or Dual
+            Nested lists ``ndim`` deep (a Dual for a 0-d array).
+
+        Examples
+        --------
+        >>> import numpy as np, dualgpu
+        >>> u = dualgpu.DualArray(np.array([1.0, 2.0]), np.array([[1.0, 0.0], [0.0, 1.0]]))
+        >>> items = u.tolist()
+        >>> [(float(d.value), d.partials.tolist()) for d in items]
+        [(1.0, [1.0, 0.0]), (2.0, [0.0, 1.0])]
+        """
+        host = self.copy_to_host() if self.is_device else self
+        return _nested_list(host)
+
+    # -- host/device transfer ---------------------------------------------------
+    def copy_to_host(self, ary=None, stream=0):
+        """Return a host DualArray (numpy members): a copy, or ``ary`` (a DualArray) filled in.
+
+        A plain numpy ``ary`` cannot receive the partials: allocate the host buffer as a
+        DualArray (``dualgpu.dual_array(np.empty(shape), lanes=N)``) or call
+        ``copy_to_host()`` without one.
+        """
+        if self.is_nested:
+            host = DualArray(self.values.copy_to_host(), self.partials.copy_to_host(), tag=self.tag)
+            if ary is None:
+                return host
+            ary[...] = host
+            return ary
+        values = self.values.copy_to_host() if self.is_device else np.array(self.values)
+        partials = self.partials.copy_to_host() if self.is_device else np.array(self.partials)
+        if ary is None:
+            return DualArray(np.asarray(values), np.asarray(partials), tag=self.tag)
+        if not isinstance(ary, DualArray):
+            from dualgpu.host.buffers import copy_to_plain
+
+            return copy_to_plain(self, ary)
+        ary[...] = DualArray(values, partials)
+        return ary
+
+    def copy_to_device(self, ary, stream=0):
+        """Copy ``ary`` into this DualArray in place (numba's device-array method).
+
+        ``ary`` is a DualArray with the same shape and lanes (values and partials are
+        copied) or a plain array of the same shape (values copied, partials set to zero),
+        in host or device memory.
+        """
+        from dualgpu.core._transfer import copy_into
+
+        copy_into(self, ary, stream)
+
+    # -- numpy on the host: objectives and post-processing keep the partials ------
+    # (dualgpu.host.protocol holds the machinery; the methods below mirror ndarray's)
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        from dualgpu.host.protocol import array_ufunc
+
+        return array_ufunc(ufunc, method, inputs, kwargs)
+
+    def __array_function__(self, func, types, args, kwargs):
+        from dualgpu.host.protocol import array_function
+
+        return array_function(func, types, args, kwargs)
+
+    def __array__(self, dtype=None, copy=None):
+        raise TypeError(
+            "a DualArray cannot become a plain numpy array without dropping its partials. "
+            "numpy functions and operators work on it directly (np.sum(u), u * x, u @ x, "
+            "np.linalg.norm(u - data)) and keep the partials; allocate arrays like it with "
+            "np.zeros_like(u) or dualgpu.cuda.device_array_like(u); read the values alone "
+            "with u.values. Storing it into a plain numpy array (a trajectory buffer "
+            "traj[t] = u) lands here too: collect the steps in a list and np.stack(frames) "
+            "them, or allocate the buffer with np.zeros_like(u, shape=(steps,) + u.shape)."
+        )
+
+    def sum(self, axis=None, dtype=None, out=None, keepdims=False):
+        """The sum over ``axis`` (all elements by default): a Dual, or a DualArray."""
+        if (self.is_nested or self.tag) and axis is None and not keepdims and out is None:
+            return _sum_tagged(self)  # duals of a nested derivative: the total only
+        return np.sum(self, axis=axis, dtype=dtype, out=out, keepdims=keepdims)
+
+    def mean(self, axis=None, dtype=None, out=None, keepdims=False):
+        """The mean over ``axis`` (all elements by default): a Dual, or a DualArray."""
+        if (self.is_nested or self.tag) and axis is None and not keepdims and out is None:
+            return _sum_tagged(self) / self.size
+        return np.mean(self, axis=axis, dtype=dtype, out=out, keepdims=keepdims)
+
+    def prod(self, axis=None, dtype=None, out=None, keepdims=False):
+        """The product over ``axis`` (exact partials with zeros)."""
+        return np.prod(self, axis=axis, dtype=dtype, out=out, keepdims=keepdims)
+
+    def max(self, axis=None, out=None, keepdims=False):
+        """The maximum over ``axis``, with the partials of the element it came from."""
+        return np.max(self, axis=axis, out=out, keepdims=keepdims)
+
+    def min(self, axis=None, out=None, keepdims=False):
+        """The minimum over ``axis``, with the partials of the element it came from."""
+        return np.min(self, axis=axis, out=out, keepdims=keepdims)
+
+    def argmax(self, axis=None, out=None, keepdims=False):
+        """The index of the maximum of the values (a plain integer or array)."""
+        return np.argmax(self, axis=axis, out=out, keepdims=keepdims)
+
+    def argmin(self, axis=None, out=None, keepdims=False):
+        """The index of the minimum of the values (a plain integer or array)."""
+        return np.argmin(self, axis=axis, out=out, keepdims=keepdims)
+
+    def cumsum(self, axis=None, dtype=None, out=None):
+        """The running sum along ``axis`` (of the flattened array by default)."""
+        return np.cumsum(self, axis=axis, dtype=dtype, out=out)
+
+    def var(self, axis=None, dtype=None, out=None, ddof=0, keepdims=False):
+        """The variance over ``axis``."""
+        return np.var(self, axis=axis, dtype=dtype, out=out, ddof=ddof, keepdims=keepdims)
+
+    def std(self, axis=None, dtype=None, out=None, ddof=0, keepdims=False):
+        """The standard deviation over ``axis``."""
+        return np.std(self, axis=axis, dtype=dtype, out=out, ddof=ddof, keepdims=keepdims)
+
+    def dot(self, other):
+        """``np.dot(self, other)``."""
+        return np.dot(self, other)
+
+    def clip(self, min=None, max=None):
+        """``np.clip(self, min, max)``: the partials of whichever bound or element won."""
+        return np.clip(self, min, max)
+
+    def round(self, decimals=0):
+        """The values rounded (zero partials)."""
+        return np.round(self, decimals)
+
+    def reshape(self, *shape, order="C"):
+        """A DualArray of the same data with a new shape (``u.reshape(2, 3)`` or ``((2, 3))``)."""
+        if len(shape) == 1 and not isinstance(shape[0], (int, np.integer)):
+            shape = tuple(shape[0])
+        return np.reshape(self, shape, order=order)
+
+    def ravel(self, order="C"):
+        """The flattened DualArray."""
+        return np.ravel(self, order=order)
+
+    def flatten(self, order="C"):
+        """A flattened copy."""
+        return np.ravel(self, order=order).copy()
+
+    def transpose(self, *axes):
+        """The DualArray with its axes permuted (reversed when none are given)."""
+        if len(axes) == 1 and not isinstance(axes[0], (int, np.integer)):
+            axes = axes[0]
+        return np.transpose(self, axes if axes else None)
+
+    @property
+    def T(self):
+        """The transposed DualArray."""
+        return np.transpose(self)
+
+    def swapaxes(self, axis1, axis2):
+        """The DualArray with two axes interchanged."""
+        return np.swapaxes(self, axis1, axis2)
+
+    def squeeze(self, axis=None):
+        """The DualArray without its length-one axes."""
+        return np.squeeze(self, axis=axis)
+
+    def take(self, indices, axis=None, mode="raise"):
+        """``np.take(self, indices, axis)``."""
+        return np.take(self, indices, axis=axis, mode=mode)
+
+    def repeat(self, repeats, axis=None):
+        """``np.repeat(self, repeats, axis)``."""
+        return np.repeat(self, repeats, axis=axis)
+
+    def fill(self, value):
+        """Set every element to ``value`` (a number: zero partials; a Dual: its partials)."""
+        self[...] = value
+
+    def astype(self, dtype, copy=True):
+        """This array cast to ``dtype`` on the same side (host or device).
+
+        A float dtype (float32, float64) keeps the partials; an integer or bool dtype
+        gives the plain values (zero derivative).
+        """
+        from dualgpu.core.casting import astype_dual_array
+
+        return astype_dual_array(self, dtype, copy)
+
+    def copy(self):
+        """Return a deep copy on the same side (host or device)."""
+        if self.is_nested or not self.is_device:  # nested members copy themselves
+            return DualArray(self.values.copy(), self.partials.copy(), tag=self.tag)
+        return DualArray(_device_copy(self.values), _device_copy(self.partials), tag=self.tag)
+
+
+# -- operators: numpy's ufuncs (dualgpu.host.ufuncs applies the rule table) -----------
+_BINARY_OPERATORS = {
+    "add": np.add, "sub": np.subtract, "mul": np.multiply, "truediv": np.true_divide,
+    "floordiv": np.floor_divide, "mod": np.remainder, "pow": np.power, "matmul": np.matmul,
+}
+_COMPARISON_OPERATORS = {
+    "lt": np.less, "le": np.less_equal, "gt": np.greater, "ge": np.greater_equal,
+    "eq": np.equal, "ne": np.not_equal,
+}
+_UNARY_OPERATORS = {"neg": np.negative, "pos": np.positive, "abs": np.absolute}
+
+
+def _defers(other):
+    return getattr(type(other), "__array_ufunc__", False) is None
+
+
+def _operator(ufunc, name, reflected=False, inplace=False):
+    if inplace:
+        def method(self, other):
+            return ufunc(self, other, out=(self,))
+    elif reflected:
+        def method(self, other):
+            return NotImplemented if _defers(other) else ufunc(other, self)
+    else:
+        def method(self, other):
+            return NotImplemented if _defers(other) else ufunc(self, other)
+    method.__name__ = name
+    method.__doc__ = f"numpy.{ufunc.__name__} with partials (see dualgpu.host.ufuncs)."
+    return method
+
+
+for _name, _ufunc in _BINARY_OPERATORS.items():
+    setattr(DualArray, f"__{_name}__", _operator(_ufunc, f"__{_name}__"))
+    setattr(DualArray, f"__r{_name}__", _operator(_ufunc, f"__r{_name}__", reflected=True))
+    setattr(DualArray, f"__i{_name}__", _operator(_ufunc, f"__i{_name}__", inplace=True))
+for _name, _ufunc in _COMPARISON_OPERATORS.items():
+    setattr(DualArray, f"__{_name}__", _operator(_ufunc, f"__{_name}__"))
+for _name, _ufunc in _UNARY_OPERATORS.items():
+    setattr(DualArray, f"__{_name}__", lambda self, _u=_ufunc: _u(self))
+DualArray.__hash__ = None  # like ndarray: == compares elements
+
+
+def _check_nested_members(values, partials, tag):
+    """Raise unless ``values``/``partials`` make an array of nested duals of tag ``tag``."""
+    if not (isinstance(values, DualArray) and isinstance(partials, DualArray)):
+        raise DualgpuError(
+            "DualArray(values, partials): for nested duals both members must be DualArrays (of "
+            f"a lower tag); got {type(values).__name__} and {type(partials).__name__}."
+        )
+    if values.tag >= tag:
+        raise DualgpuError(
+            f"DualArray(values, partials, tag={tag}): the members have tag {values.tag}; a "
+            f"nested array's tag must be higher than its members' (e.g. tag={values.tag + 1})."
+        )
+    if (partials.tag, partials.lanes, partials.is_nested) != (values.tag, values.lanes,
+                                                             values.is_nested):
+        raise DualgpuError(
+            "DualArray(values, partials): the members must be duals of the same kind (tag, "
+            f"lanes); got tag {values.tag} with {values.lanes} lanes and tag {partials.tag} "
+            f"with {partials.lanes} lanes."
+        )
+    if partials.ndim != values.ndim + 1 or tuple(partials.shape[1:]) != tuple(values.shape):
+        raise DualgpuError(
+            f"DualArray: partials must have shape (N, *{tuple(values.shape)}) for values of "
+            f"shape {tuple(values.shape)}; got {tuple(partials.shape)}."
+        )
+    if values.is_device != partials.is_device:
+        raise DualgpuError(
+            "DualArray: values and partials must both be on the host or both on the device."
+        )
+
+
+def _set_tagged(array, index, item):
+    """``array[index] = item`` when tags are involved (nested or tagged arrays, tagged items)."""
+    lanes_index = (slice(None),) + index
+    item_tag = item.tag if isinstance(item, (Dual, DualArray)) else -1
+    if item_tag == array.tag:
+        if item.lanes != array.lanes:
+            raise DualgpuError(
+                f"cannot store a dual with {item.lanes} lanes into a DualArray with "
+                f"{array.lanes} lanes; seed both with the same lane count."
+            )
+        if isinstance(item, Dual):
+            array.values[index] = item.value
+            for k in range(array.lanes):
+                array.partials[(k,) + index] = item.partials[k]
+        else:
+            array.values[index] = item.values
+            array.partials[lanes_index] = item.partials
+    elif item_tag > array.tag:
+        raise DualgpuError(
+            f"cannot store a dual of tag {item_tag} into a DualArray of tag {array.tag}: the "
+            "partials of the outer derivative would be dropped. Allocate the array through "
+            "dualgpu.cuda while the driver runs (it allocates arrays of every active level)."
+        )
+    elif item_tag >= 0 and not array.is_nested:
+        raise DualgpuError(
+            f"cannot store a dual of tag {item_tag} into a first-order DualArray of tag "
+            f"{array.tag}, whose values are plain floats: its partials would be dropped. "
+            "Allocate the array through dualgpu.cuda while the driver runs (it allocates "
+            "arrays of every active level)."
+        )
+    else:  # a number, an array or a lower-tag dual: a constant of this array's perturbation
+        array.values[index] = item
+        array.partials[lanes_index] = 0
+
+
+def _sum_tagged(array):
+    host = array.copy_to_host() if array.is_device else array
+    if not host.is_nested:  # first order, tagged
+        return Dual(host.values.sum(), host.partials.reshape(host.lanes, -1).sum(axis=1),
+                    dtype=host.dtype, tag=host.tag)
+    total = host.values.sum()
+    lanes = [host.partials[k].sum() for k in range(host.lanes)]
+    return Dual(total, lanes, tag=host.tag)
+
+
+def _nested_list(array):
+    """Nested lists of the elements of a host DualArray (a Dual for 0-d)."""
+    if array.ndim == 0:
+        return array[()]
+    if array.ndim == 1:
+        return [array[i] for i in range(array.shape[0])]
+    return [_nested_list(array[i]) for i in range(array.shape[0])]
+
+
+def dual_array(values, partials=None, *, lanes=None, dtype=None):
+    """Return a new host :class:`DualArray` built from copies of the inputs.
+
+    Parameters
+    ----------
+    values : array_like, 1 to 3 dimensions
+    partials : array_like of shape ``(N, *values.shape)``, optional
+        The tangent lanes. When omitted, ``lanes`` zero lanes are made.
+    lanes : int, optional
+        Number of zero lanes when ``partials`` is omitted.
+    dtype : float32 or float64, optional
+        Defaults to the dtype of ``values`` (float64 for integer input).
+
+    Returns
+    -------
+    DualArray
+        On the host, owning copies of ``values`` and ``partials``.
+
+    Raises
+    ------
+    DualgpuError
+        When neither ``partials`` nor ``lanes`` is given, they disagree, or an input is
+        complex or already a DualArray.
+
+    Examples
+    --------
+    >>> import numpy as np, dualgpu
+    >>> u = dualgpu.dual_array(np.linspace(0.0, 1.0, 4), lanes=2)
+    >>> u.shape, u.lanes, u.partials.shape
+    ((4,), 2, (2, 4))
+    """
+    values = _real_array(values, "values")
+    if dtype is None:
+        dtype = values.dtype if values.dtype.kind == "f" else np.float64
+    dtype = check_dtype(dtype, "dual_array dtype")
+    values = np.array(values, dtype=dtype, copy=True, order="C")
+    if lanes is not None:
+        if isinstance(lanes, (bool, np.bool_)) or not isinstance(lanes, (int, np.integer)) \
+                or lanes < 1:
+            raise DualgpuError(
+                f"dual_array: lanes must be a positive int (the number of tangent lanes N); got "
+                f"{lanes!r}. Fix: e.g. lanes=2."
+            )
+        lanes = int(lanes)
+    if partials is None:
+        if lanes is None:
+            raise DualgpuError(
+                "dual_array: give either partials (shape (N, *values.shape)) or lanes=N."
+            )
+        partials = np.zeros((lanes,) + values.shape, dtype=dtype)
+    else:
+        partials = np.array(_real_array(partials, "partials"), dtype=dtype, copy=True, order="C")
+        if lanes is not None and partials.shape[0] != lanes:
+            raise DualgpuError(
+                f"dual_array: partials have {partials.shape[0]} lanes but lanes={lanes}."
+            )
+    return DualArray(values, partials)
+
+
+def _real_array(data, what):
+    """``data`` as a real numpy array, or a DualgpuError (complex parts are never dropped)."""
+    if isinstance(data, DualArray):
+        raise DualgpuError(
+            f"dual_array: {what} is a DualArray; expected plain values. Fix: use "
+            "u.copy() for a copy of a DualArray, or pass u.values and u.partials."
+        )
+    if _is_device(data):
+        data = data.copy_to_host()
+    array = np.asarray(data)
+    if array.dtype.kind == "c":
+        raise DualgpuError(
+            f"dual_array: {what} are complex (dtype {array.dtype}); the imaginary parts would "
+            "be dropped. Expected real numbers. Fix: pass the real part (.real), or split real "
+            "and imaginary parts into two dual arrays."
+        )
+    if array.dtype.kind not in "biuf":
+        raise DualgpuError(
+            f"dual_array: expected {what} as real numbers; got dtype {array.dtype}. Fix: convert "
+            "first, e.g. np.asarray(values, dtype=np.float64)."
+        )
+    return array
+
+
+def zeros_like_lanes(like, lanes):
+    """Return a host DualArray of zeros shaped and typed like ``like`` with ``lanes`` lanes."""
+    dtype = check_dtype(like.dtype, "zeros_like_lanes")
+    shape = tuple(like.shape)
+    return DualArray(np.zeros(shape, dtype), np.zeros((lanes,) + shape, dtype))

@@ -1,0 +1,620 @@
+"""Host numpy buffers under the driver: numba.cuda's host-array idiom, and ``dualgpu.zeros``.
+
+numba.cuda users often keep a simulation's state in a host numpy array and hand it to
+kernels directly (numba copies a host array to the device before the launch and back
+after it), or copy a device array back into one::
+
+    state = np.zeros((6, n))
+    step[blocks, threads](state, p)        # numba copies state in and out
+    d_u.copy_to_host(host_buffer)
+
+A numpy float array cannot hold partials. While the driver runs the user's function
+(``dualgpu.jacobian`` and the others), this module keeps them beside it instead: a
+*registry* (one per run of f) maps each such array (by identity of the array that owns
+the memory, so views such as ``state[0]`` find it too) to a hidden host
+:class:`~dualgpu.DualArray` holding the same values and their partials.
+
+* a kernel launch with dual arguments (or one given a registered buffer) runs on the
+  hidden DualArray in place of each float host array, then writes the values back into
+  the user's array, exactly as numba copies a host array back;
+* ``dual_array.copy_to_host(host_buffer)`` writes the values into ``host_buffer`` and its
+  partials into the registry;
+* a registered array given to a later launch, to ``cuda.to_device``, or returned by f
+  (itself or a view of it) brings its partials back;
+* host code may write plain numbers into a registered array between launches: the
+  elements whose values changed get zero partials (a plain number is a constant).
+
+What cannot be seen is host code that *reads* a registered array with numpy
+(``state.sum()``, ``state[0, 3]``, ``state.copy()``): it gets plain floats. Where such
+a plain result is returned by f, the run is refused with the buffer's name and the fix,
+never differentiated with a silently missing term. Outside the driver, and in nested
+derivatives, nothing is registered and the stores are refused with the array, the line
+and the one-line fix (:func:`host_store_message`, :func:`launch_store_fix`).
+
+``state[0] = p`` itself, a Dual stored into a plain numpy array by host code, cannot
+work: numpy converts with ``float()`` inside ``ndarray.__setitem__``, which no library
+can intercept for a plain array. It is refused with the array's name, the line and the
+fix: make the buffer with :func:`zeros` (or ``cuda.to_device(np.zeros(...))``), a
+DualArray under the driver that takes duals in host stores and kernels alike.
+"""
+import contextlib
+import contextvars
+import linecache
+import os
+import re
+import sys
+import weakref
+
+import numpy as np
+
+from dualgpu.core._context import active_lanes, active_levels, lane_dtype
+from dualgpu.core.dual import Dual
+from dualgpu.core.dualarray import DualArray
+from dualgpu.errors import DualgpuError
+from dualgpu.core._paths import PACKAGE_DIR
+
+__all__ = ["zeros", "keep_host_buffers", "scope", "active", "Registry", "host_store_message",
+           "caller_line", "launch_store_fix", "copy_to_plain", "substitute"]
+
+_PACKAGE_DIR = PACKAGE_DIR
+_SUBSCRIPT_STORE = re.compile(r"^\s*([A-Za-z_]\w*)\s*\[.*\]\s*(?:[-+*/%]|//|\*\*)?=(?!=)")
+
+_REGISTRY = contextvars.ContextVar("dualgpu_host_buffers", default=None)
+#: True inside ``keep_host_buffers()``; the environment's DUALGPU_HOST_BUFFERS=keep sets the default
+_KEEP = contextvars.ContextVar("dualgpu_keep_host_buffers", default=None)
+
+
+def zeros(shape, dtype=np.float64):
+    """A zero-filled host array that holds duals while the driver runs, plain floats otherwise.
+
+    The one-line fix for host buffers that receive duals (``state[0] = p`` with ``p`` a
+    differentiated parameter): under the driver it is a host :class:`~dualgpu.DualArray`
+    with the driver's lanes (zero partials), which takes Duals in host stores and can be
+    passed to kernels; outside the driver it is ``np.zeros(shape, dtype)``.
+
+    Parameters
+    ----------
+    shape : int or tuple of int
+        1 to 3 dimensions under the driver (any for the plain array).
+    dtype : float32 or float64 (other dtypes always give a plain array)
+
+    Returns
+    -------
+    numpy.ndarray or DualArray
+
+    Examples
+    --------
+    >>> import numpy as np, dualgpu
+    >>> def f(p):
+    ...     state = dualgpu.zeros((2, 3))
+    ...     state[0] = p          # a Dual under the driver: kept
+    ...     state[1] = 2.0 * p
+    ...     return state
+    >>> dualgpu.jacobian(f, 1.5).ravel().tolist()
+    [1.0, 1.0, 1.0, 2.0, 2.0, 2.0]
+    >>> f(1.5)[1].tolist()
+    [3.0, 3.0, 3.0]
+    """
+    shape = (int(shape),) if np.ndim(shape) == 0 else tuple(int(s) for s in shape)
+    dtype = np.dtype(dtype)
+    levels = active_levels()
+    if dtype.kind != "f" or not levels:
+        return np.zeros(shape, dtype)
+    if len(levels) > 1:
+        from dualgpu.core.nested import zeros as nested_zeros
+
+        return nested_zeros(shape, levels, dtype, np.zeros)
+    return DualArray(np.zeros(shape, dtype), np.zeros((levels[-1],) + shape, lane_dtype(dtype)))
+
+
+def active():
+    """The registry of the run of f in progress, or None (outside the driver, or nested)."""
+    return _REGISTRY.get()
+
+
+def _keeping():
+    keep = _KEEP.get()
+    if keep is None:
+        keep = os.environ.get("DUALGPU_HOST_BUFFERS", "").strip().lower() == "keep"
+    return keep
+
+
+@contextlib.contextmanager
+def keep_host_buffers(enabled=True):
+    """Within the block, derivatives keep the partials of host numpy buffers that kernels write.
+
+    numba.cuda code often hands host numpy arrays to kernels (numba copies them in and out)
+    or copies device arrays back into them (``d_u.copy_to_host(buf)``). A numpy float array
+    cannot hold partials, so by default such a kernel store under the driver is refused
+    with the array's name, the line and the one-line fix (:func:`zeros`). Inside this
+    block the driver (``dualgpu.jacobian``, ``jvp``, ``jacfwd``...; not nested
+    derivatives) keeps the partials beside each such array instead, so the code runs as
+    written. Opt in knowingly: host code that *reads* such a buffer with plain numpy
+    (``u.sum()``, ``u + dt * g``, ``u.copy()``) gets plain floats, and where that result
+    is mixed with duals its share of the derivative is lost without an error (a plain
+    result returned by f is still refused). Setting the environment variable
+    ``DUALGPU_HOST_BUFFERS=keep`` makes this the default.
+
+    Parameters
+    ----------
+    enabled : bool, optional
+        False turns keeping off inside the block (default True).
+
+    Yields
+    ------
+    None
+
+    Examples
+    --------
+    >>> import numpy as np, dualgpu
+    >>> from dualgpu import cuda
+    >>> from simulations.heat1d import step_dirichlet
+    >>> def f(r):
+    ...     u, u_new = np.linspace(0.0, 1.0, 5) ** 2, np.zeros(5)  # host buffers
+    ...     step_dirichlet[1, 8](u, u_new, r, 0.0, 1.0)
+    ...     return u_new
+    >>> with dualgpu.keep_host_buffers():
+    ...     J = dualgpu.jacobian(f, 0.1)
+    >>> np.round(J, 4).tolist()
+    [0.0, 0.125, 0.125, 0.125, 0.0]
+    """
+    token = _KEEP.set(bool(enabled))
+    try:
+        yield
+    finally:
+        _KEEP.reset(token)
+
+
+@contextlib.contextmanager
+def scope():
+    """Within the block (one run of f by the driver) host buffers may receive duals.
+
+    Only inside :func:`keep_host_buffers` (or with ``DUALGPU_HOST_BUFFERS=keep``); else
+    the stores are refused with the fix.
+    """
+    registry = Registry() if len(active_levels()) == 1 and _keeping() else None
+    token = _REGISTRY.set(registry)
+    try:
+        yield registry
+    finally:
+        _REGISTRY.reset(token)
+
+
+def caller_line():
+    """``(filename, lineno, source line)`` of the innermost frame outside dualgpu, or None."""
+    frame = sys._getframe(1)
+    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE_DIR):
+        frame = frame.f_back
+    if frame is None:
+        return None
+    filename, lineno = frame.f_code.co_filename, frame.f_lineno
+    return filename, lineno, linecache.getline(filename, lineno).strip()
+
+
+def _at(where):
+    return f" at {where[0]}:{where[1]} (`{where[2]}`)" if where else ""
+
+
+def _root(array):
+    while isinstance(array.base, np.ndarray):
+        array = array.base
+    return array
+
+
+def _shape_text(shape):
+    return f"({shape[0]},)" if len(shape) == 1 else repr(tuple(shape))
+
+
+def _fix(name, array):
+    shape, dtype = _shape_text(array.shape), np.dtype(array.dtype).name
+    return (f"{name} = dualgpu.zeros({shape}, np.{dtype}) where it is made (or "
+            f"{name} = cuda.to_device(np.zeros({shape}, np.{dtype})) to keep it on the device): "
+            "under the driver that is a DualArray, which holds duals in host stores and "
+            "kernel launches alike; outside the driver, the same plain array")
+
+
+def host_store_message(frame):
+    """The message for ``name[...] = dual`` on a plain numpy array in host code, or None.
+
+    ``frame`` is the frame that executes the store (the caller of ``Dual.__float__``);
+    None when it is not a subscript store into a numpy array outside dualgpu and numba.
+    """
+    from dualgpu.core.selection import _in_simulated_thread
+
+    if frame is None or _in_simulated_thread():
+        return None
+    filename = frame.f_code.co_filename
+    if filename.startswith(_PACKAGE_DIR) or f"{os.sep}numba" in filename:
+        return None
+    line = linecache.getline(filename, frame.f_lineno)
+    match = _SUBSCRIPT_STORE.match(line)
+    if match is None:
+        return None
+    name = match.group(1)
+    target = frame.f_locals.get(name, frame.f_globals.get(name))
+    if not isinstance(target, np.ndarray) or target.dtype.kind != "f":
+        return None
+    return (
+        f"float(Dual) would drop the partials: at {filename}:{frame.f_lineno}, "
+        f"`{line.strip()}` stores a Dual into the numpy array "
+        f"{name!r} (shape {tuple(target.shape)}, {target.dtype}), which holds plain floats: "
+        "numpy converts the Dual with float(), and float(Dual) would drop the partials "
+        "(numpy offers no hook in a plain array's stores). Fix, one line: "
+        f"{_fix(name, target)}."
+    )
+
+
+def launch_store_fix(name, array, where):
+    """The fix for a kernel that stores duals into the plain host array ``name`` (no driver)."""
+    if isinstance(array, np.ndarray):
+        caller = _name_in(_root(array))
+        if not caller.startswith("a host") and caller != name:
+            name = caller  # the host code's name of the array, not the kernel's
+        fix = _fix(name, array)
+    else:
+        fix = f"allocate {name} with dualgpu.cuda (to_device, device_array_like) or dualgpu.zeros"
+    if len(active_levels()) > 1:
+        why = ("; in a nested derivative (hessian, a driver inside f) host numpy buffers do not "
+               "keep partials")
+    elif active_levels():
+        why = _keep_hint()
+    else:
+        why = ("; or run the simulation under the driver (dualgpu.jacobian / jvp) inside "
+               "`with dualgpu.keep_host_buffers():`, which keeps the partials of host buffers "
+               "that kernels write")
+    return f" Launched{_at(where)}. Fix, one line: {fix}{why}."
+
+
+def _name_in(array):
+    """The name ``array`` (or a same-shaped view of it) has in the caller's frame, or a
+    description."""
+    frame = sys._getframe(1)
+    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE_DIR):
+        frame = frame.f_back
+    if frame is not None:
+        for scope_ in (frame.f_locals, frame.f_globals):
+            for key, value in scope_.items():
+                if value is array or (isinstance(value, np.ndarray) and _root(value) is array
+                                      and value.shape == array.shape):
+                    return key
+    return f"a host array of shape {tuple(array.shape)}"
+
+
+class _Shadow:
+    """The hidden DualArray of one host array (the owner of the memory) and its history."""
+
+    __slots__ = ("_root", "values", "partials", "flat_values", "flat_partials", "name",
+                 "writer", "live", "shape", "dtype")
+
+    def __init__(self, root, lanes, forget):
+        # held weakly: a buffer host code drops (a fresh np.zeros per step) frees its hidden
+        # DualArray; ``forget`` removes the registry's entry before the id can be reused
+        self._root = weakref.ref(root, forget)
+        self.shape, self.dtype = tuple(root.shape), root.dtype
+        self.values = np.empty_like(root, order="K")
+        self.values[...] = root
+        dtype = lane_dtype(root.dtype)
+        self.flat_partials = np.zeros(lanes * root.size, dtype)
+        self.partials = np.lib.stride_tricks.as_strided(
+            self.flat_partials, (lanes,) + root.shape,
+            (root.size * dtype.itemsize,) + tuple(s // root.itemsize * dtype.itemsize
+                                                  for s in root.strides))
+        self.flat_values = self.values.ravel(order="K")
+        self.name, self.writer, self.live = None, None, False
+
+    @property
+    def root(self):
+        return self._root()
+
+    def sync(self):
+        """Take the values host code wrote into the array since: their partials are zero."""
+        root, values = self.root, self.values
+        same = (root == values) | (np.isnan(root) & np.isnan(values))
+        if not same.all():
+            changed = ~same
+            values[changed] = root[changed]
+            self.partials[:, changed] = 0
+
+    def view(self, array):
+        """The DualArray for ``array``, a view of the root (or the root itself)."""
+        if array is self.root:
+            return DualArray(self.values, self.partials)
+        item = self.root.itemsize
+        offset = (array.__array_interface__["data"][0]
+                  - self.root.__array_interface__["data"][0])
+        if (array.dtype != self.root.dtype or offset % item
+                or any(s % item for s in array.strides)):
+            return None
+        start = offset // item
+        values = np.lib.stride_tricks.as_strided(self.flat_values[start:], array.shape,
+                                                 array.strides)
+        pitem = self.flat_partials.itemsize
+        partials = np.lib.stride_tricks.as_strided(
+            self.flat_partials[start:], (self.partials.shape[0],) + array.shape,
+            (self.root.size * pitem,) + tuple(s // item * pitem for s in array.strides))
+        return DualArray(values, partials)
+
+    def write_back(self):
+        np.copyto(self.root, self.values)
+        self.live = self.live or bool(np.any(self.partials))
+
+
+def _read_only_params(kernel):
+    """``{parameter: k}`` for the kernel's parameters that its source only reads, with ``k``
+    the fewest indices of a read (``u[i]``: 1, ``u[i, j]``: 2; ``u.shape``, ``len(u)`` do not
+    count). An array of at most ``k`` dimensions there is read element by element only, so a
+    plain host array stays plain in a dual launch (nothing can store a dual in it). A slice,
+    a chained index (``u[i][j]``), a call or an assignment of the array itself may alias it:
+    such parameters are absent."""
+    import ast
+
+    cached = kernel.__dict__.get("_read_only_params")
+    if cached is not None:
+        return cached
+    tree = kernel._source_tree
+    params = set(kernel._params)
+    reads = {}
+    if tree is not None:
+        parents = {}
+        for node in ast.walk(tree):
+            for child in ast.iter_child_nodes(node):
+                parents[child] = node
+        escaped = set()
+        for node in ast.walk(tree):
+            if not (isinstance(node, ast.Name) and node.id in params):
+                continue
+            parent = parents.get(node)
+            if isinstance(node.ctx, ast.Store) or isinstance(parent, ast.arguments):
+                escaped.add(node.id)  # rebound
+            elif isinstance(parent, ast.Subscript) and parent.value is node:
+                index = parent.slice
+                above = parents.get(parent)
+                if (not isinstance(parent.ctx, ast.Load)
+                        or any(isinstance(n, ast.Slice) for n in ast.walk(index))
+                        or (isinstance(above, ast.Subscript) and above.value is parent)):
+                    escaped.add(node.id)  # a store, a slice (a view), u[i][j]
+                else:
+                    k = len(index.elts) if isinstance(index, ast.Tuple) else 1
+                    reads[node.id] = min(reads.get(node.id, k), k)
+            elif isinstance(parent, ast.Attribute) and parent.attr in (
+                    "shape", "size", "ndim", "dtype"):
+                pass
+            elif (isinstance(parent, ast.Call) and isinstance(parent.func, ast.Name)
+                  and parent.func.id == "len"):
+                pass
+            else:
+                escaped.add(node.id)  # passed to a call (atomics, device functions), aliased
+        reads = {p: reads.get(p, 3) for p in params - escaped}
+    kernel.__dict__["_read_only_params"] = reads
+    return reads
+
+
+def _contiguous(root):
+    return root.flags.c_contiguous or root.flags.f_contiguous
+
+
+def _holds_duals(arg):
+    from dualgpu.porting.tuple_arguments import holds_duals
+
+    return isinstance(arg, (Dual, DualArray)) or holds_duals(arg)
+
+
+class Registry:
+    """The host arrays of one run of f that hold duals, each with its hidden DualArray."""
+
+    def __init__(self):
+        self.lanes = active_lanes()
+        self._shadows = {}
+        self._gone = []  # buffers with partials that host code dropped: for messages
+
+    def _forget(self, key):
+        """A registered array was freed: drop its hidden DualArray, keep a note for messages."""
+        shadow = self._shadows.pop(key, None)
+        if shadow is not None and shadow.live:
+            shadow.values = shadow.partials = shadow.flat_values = shadow.flat_partials = None
+            self._gone = self._gone[-7:] + [shadow]
+
+    def find(self, array):
+        """The registered shadow of ``array``'s memory, synced, or None."""
+        if not isinstance(array, np.ndarray) or isinstance(array, DualArray):
+            return None
+        shadow = self._shadows.get(id(_root(array)))
+        if shadow is not None:
+            shadow.sync()
+        return shadow
+
+    def _shadow(self, array, name):
+        root = _root(array)
+        shadow = self._shadows.get(id(root))
+        if shadow is None:
+            if not _contiguous(root) or root.ndim == 0:
+                return None
+            key = id(root)
+            shadow = self._shadows[key] = _Shadow(root, self.lanes,
+                                                  lambda _, key=key: self._forget(key))
+            shadow.name = name
+        else:
+            shadow.sync()
+        return shadow
+
+    def lookup(self, array, live=False):
+        """The DualArray standing for ``array`` (a registered buffer or a view of one), or None.
+
+        ``live``: only a buffer that holds nonzero partials.
+        """
+        if live and not any(s.live for s in list(self._shadows.values())):
+            return None
+        shadow = self.find(array)
+        if shadow is None or (live and not shadow.live):
+            return None
+        return shadow.view(array)
+
+    def before_launch(self, kernel, args, captured=False):
+        """Replace the float host arrays of a dual launch by their hidden DualArrays.
+
+        Returns ``(args, token)``; :meth:`after_launch(token) <after_launch>` writes the
+        values back (``token`` is None when nothing was replaced).
+        """
+        float_arrays = [i for i, a in enumerate(args)
+                        if isinstance(a, np.ndarray) and a.dtype.kind == "f"
+                        and 1 <= a.ndim <= 3]
+        if not float_arrays:
+            return args, None
+        live = [i for i in float_arrays
+                if (s := self._shadows.get(id(_root(args[i])))) is not None and s.live]
+        if not (live or captured or any(_holds_duals(a) for a in args)):
+            return args, None
+        read_only = _read_only_params(kernel)
+        float_arrays = [i for i in float_arrays
+                        if i in live or args[i].ndim > read_only.get(kernel._params[i], 0)]
+        from dualgpu.core.selection import backend
+
+        args = list(args)
+        used, pairs = [], []
+        on_gpu = backend() == "cuda"
+        where = caller_line()
+        for i in float_arrays:
+            shadow = self._shadow(args[i], None)
+            if shadow is not None and shadow.name is None:
+                name = _name_in(shadow.root)
+                shadow.name = kernel._params[i] if name.startswith("a host") else name
+            view = None if shadow is None else shadow.view(args[i])
+            if view is None:
+                continue  # left plain: a store of a dual into it is refused as before
+            if on_gpu:  # numba copies a host array in and out: here, values and partials
+                from dualgpu.cuda import to_device
+
+                device = to_device(view)
+                pairs.append((view, device))
+                view = device
+            args[i] = view
+            if shadow not in used:
+                used.append(shadow)
+            shadow.writer = f"kernel {kernel.__name__}{_at(where)}"
+        return args, (used, pairs)
+
+    @staticmethod
+    def after_launch(token):
+        """Copy what the launch wrote back into the hidden arrays and the user's arrays."""
+        used, pairs = token
+        for view, device in pairs:
+            device.copy_to_host(view)
+        for shadow in used:
+            shadow.write_back()
+
+    def copy_into(self, host, source):
+        """``source.copy_to_host(host)``: the values into ``host``, the partials kept here."""
+        where = caller_line()
+        shadow = self._shadow(host, _name_in(_root(host)))
+        view = None if shadow is None else shadow.view(host)
+        if view is None:
+            return False
+        if tuple(host.shape) != tuple(source.shape):
+            raise DualgpuError(
+                f"copy_to_host(ary){_at(where)}: ary has shape {tuple(host.shape)}, the "
+                f"DualArray {tuple(source.shape)}; give a buffer of the same shape."
+            )
+        host_copy = source.copy_to_host()
+        view[...] = host_copy
+        shadow.writer = f"copy_to_host{_at(where)}"
+        shadow.write_back()
+        return True
+
+    def resolve(self, result, fname):
+        """f's result with registered host arrays (and views) as their DualArrays.
+
+        Refuses a plain float output while a registered buffer holds partials: it was
+        read with numpy (``buf.sum()``, ``buf[0, 3]``, ``buf.copy()``) and lost them.
+        """
+        is_tuple = isinstance(result, (tuple, list))
+        items = list(result) if is_tuple else [result]
+        plain = []
+        for k, item in enumerate(items):
+            if isinstance(item, np.ndarray) and item.dtype.kind == "f":
+                found = self.lookup(item)
+                if found is not None:
+                    items[k] = found.copy_to_host()
+                    continue
+            if (isinstance(item, (np.ndarray, np.generic, float))
+                    and np.asarray(item).dtype.kind == "f"):
+                plain.append(k)
+        alive = [s for s in list(self._shadows.values()) if s.live and s.root is not None]
+        live = self._gone + alive
+        if plain and live:
+            buffers = "; ".join(f"{s.name or 'a host array'} (shape {s.shape}, "
+                                f"written by {s.writer})" for s in live)
+            outputs = ", ".join(str(k) for k in plain)
+            values = [np.asarray(items[k], np.float64).ravel() for k in plain]
+            holds = [s for s in alive if any(np.isin(v, s.root).any() for v in values)]
+            first = (holds or live)[-1]  # the buffer the plain output was read from, if seen
+            name = first.name or "buf"
+            raise DualgpuError(
+                f"{fname}: output {outputs} of f is a plain numpy value, but the host "
+                f"buffer(s) {buffers} hold duals whose partials dualgpu keeps beside them. "
+                "Host code that reads such a buffer with numpy (buf.sum(), buf[0, 3], "
+                "buf.copy(), float(buf[i])) gets plain floats and drops the partials, so "
+                "this output would be differentiated without them. Fix: return the buffer "
+                f"itself or a slice of it (return {name}, or {name}[0:1] rather than "
+                f"{name}[0]), or make it a DualArray where it is made, so that numpy "
+                f"reads keep the partials: {_fix(name, first)}."
+            )
+        if not is_tuple:
+            return items[0]
+        return type(result)(items) if isinstance(result, list) else tuple(items)
+
+
+_COPY_CALL = re.compile(r"copy_to_host\(\s*(?:ary\s*=\s*)?([A-Za-z_]\w*)\s*(?:\[[^\]]*\])?\s*[,)]")
+
+
+def copy_to_plain(source, ary):
+    """``source.copy_to_host(ary)`` for a plain ``ary``: kept by the registry, or refused.
+
+    Raises
+    ------
+    DualgpuError
+        Outside the driver (or in a nested derivative), or for a buffer whose memory
+        cannot be mirrored: the message names the buffer, the line and the fix.
+    """
+    registry = active()
+    if (registry is not None and isinstance(ary, np.ndarray) and ary.dtype.kind == "f"
+            and not source.tag and registry.copy_into(ary, source)):
+        return ary
+    where = caller_line()
+    found = _COPY_CALL.search(where[2]) if where else None
+    name = found.group(1) if found else "ary"
+    shape = _shape_text(source.shape)
+    raise DualgpuError(
+        f"copy_to_host({name}){_at(where)}: {name} is a plain {type(ary).__name__}, which "
+        f"would drop the {source.lanes} lanes of partials. Fix, one line: "
+        f"{name} = <device array>.copy_to_host() (a new host DualArray that keeps them), or "
+        f"make the buffer with {name} = dualgpu.zeros({shape}) (a DualArray under the "
+        "driver, plain outside it)" + _keep_hint() + "."
+    )
+
+
+def _keep_hint():
+    """The opt-in, for a refusal in a first-level driver run that does not keep buffers."""
+    if len(active_levels()) != 1:
+        return ""
+    return ("; or leave the code as it is and take the derivative (dualgpu.jacobian / jvp) "
+            "inside `with dualgpu.keep_host_buffers():`, which keeps the partials of host "
+            "buffers that kernels write (but not of plain numpy reads of them: see that "
+            "function's docstring)")
+
+
+def substitute(items):
+    """``items`` (a ufunc's inputs, a numpy function's arguments) with each registered host
+    buffer that holds partials replaced by its DualArray (one level into lists and tuples):
+    ``u * p`` with ``u`` a host array a kernel wrote duals into keeps u's partials."""
+    registry = active()
+    if registry is None or not any(s.live for s in list(registry._shadows.values())):
+        return items
+    out = []
+    for item in items:
+        if isinstance(item, np.ndarray) and item.dtype.kind == "f":
+            found = registry.lookup(item, live=True)
+            item = item if found is None else found
+        elif type(item) in (list, tuple):
+            item = type(item)(substitute(item))
+        out.append(item)
+    return tuple(out) if isinstance(items, tuple) else out

@@ -1,0 +1,286 @@
+"""Duals a kernel captures (closure cells, module globals), lifted into hidden arguments.
+
+Kernel factories bake constants in by closure::
+
+    def model(g_Na):
+        @cuda.jit
+        def step(v, out, dt):
+            ...  g_Na ...
+        return step
+
+Under the driver ``g_Na`` is a :class:`~dualgpu.Dual`. The simulator reads it as a Python
+object and differentiates it; compiled backends (``cpu``, ``cuda``) would freeze it as a
+constant, which numba cannot type (and which would drop its partials). Here such a Dual,
+read by the kernel or by a device function it calls (closure cell or module global, found
+at launch time), becomes a hidden argument: the kernel's source (and that of each device
+function on the way) is rewritten with extra parameters ``_lifted_dual_0 ...`` that replace
+the captured names, and call sites of the rewritten device functions pass them on. The
+Dual's value is an argument, never a constant of compiled (or cached) code, so a second
+run with another value computes with that value.
+
+A captured :class:`~dualgpu.DualArray` is not lifted: the launch is refused with the
+variable's name and "pass it as an argument".
+"""
+import ast
+import copy
+import dis
+import hashlib
+import linecache
+import types
+
+import numpy as np
+
+from dualgpu.core.dual import Dual
+from dualgpu.core.dualarray import DualArray
+from dualgpu.errors import DualgpuError
+
+__all__ = ["captured_duals", "lift"]
+
+#: the hidden parameters' prefix
+PREFIX = "_lifted_dual_"
+
+
+def _global_reads(code):
+    """The names ``code`` (and the code nested in it) reads as globals (LOAD_GLOBAL)."""
+    names = set()
+    for instruction in dis.get_instructions(code):
+        if instruction.opname == "LOAD_GLOBAL":
+            names.add(instruction.argval)
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            names |= _global_reads(const)
+    return names
+
+
+def _fixed(value):
+    """True for what a kernel reads as code, not data (modules, functions, classes, kernels):
+    such a name is not watched for duals at each launch."""
+    return (isinstance(value, (types.ModuleType, types.FunctionType, types.BuiltinFunctionType,
+                               type))
+            or callable(value) and not isinstance(value, (Dual, DualArray, np.ndarray)))
+
+
+def _sources(py_func, everything=False):
+    """``[(name, cell, globals)]``: each closure cell and global name ``py_func`` reads
+    (``everything=False``: those that do not hold code now)."""
+    code = py_func.__code__
+    found = [(name, cell, None) for name, cell in zip(code.co_freevars, py_func.__closure__ or ())]
+    namespace = py_func.__globals__
+    found += [(name, None, namespace) for name in sorted(_global_reads(code))
+              if name not in code.co_freevars]
+    if everything:
+        return found
+    return [(name, cell, namespace) for name, cell, namespace in found
+            if not _fixed(_read(cell, namespace, name))]
+
+
+def _read(cell, namespace, name):
+    if cell is not None:
+        try:
+            return cell.cell_contents
+        except ValueError:  # assigned later in the enclosing function
+            return None
+    return namespace.get(name)
+
+
+def _device_funcs(py_func):
+    """The Python functions of the device functions ``py_func`` names (closure and globals)."""
+    from dualgpu.backends.common.translate import device_py_func
+
+    found = []
+    for name, cell, namespace in _sources(py_func, everything=True):
+        inner = device_py_func(_read(cell, namespace, name))
+        if inner is not None and inner is not py_func:
+            found.append((name, inner))
+    return found
+
+
+class Plan:
+    """Where a kernel (and the device functions it reaches) may read a captured value.
+
+    Built once per kernel; :meth:`scan` reads the values at each launch.
+    """
+
+    def __init__(self, py_func):
+        self.kernel = py_func
+        self.functions = {}  # py_func -> its sources
+        self.calls = {}  # py_func -> [(name, callee py_func)]
+        self._visit(py_func)
+
+    def _visit(self, py_func):
+        if py_func in self.functions:
+            return
+        self.functions[py_func] = _sources(py_func)
+        self.calls[py_func] = _device_funcs(py_func)
+        for _, callee in self.calls[py_func]:
+            self._visit(callee)
+
+    def scan(self):
+        """``[(py_func, name, value)]`` of every Dual read now; refuses captured DualArrays."""
+        found = []
+        for py_func, sources in self.functions.items():
+            for name, cell, namespace in sources:
+                value = _read(cell, namespace, name)
+                if isinstance(value, Dual):
+                    found.append((py_func, name, value))
+                elif isinstance(value, DualArray):
+                    where = "its closure" if cell is not None else "a module global"
+                    raise DualgpuError(
+                        f"kernel {self.kernel.__name__}: {_who(py_func, self.kernel)} reads the "
+                        f"DualArray {name!r} from {where}; a compiled kernel cannot capture an "
+                        f"array that carries partials. Pass it as an argument: add a "
+                        f"parameter for {name} to the kernel and give {name} at the launch."
+                    )
+        return found
+
+
+def _who(py_func, kernel):
+    return "it" if py_func is kernel else f"its device function {py_func.__name__}"
+
+
+def captured_duals(kernel):
+    """``[(py_func, name, value)]``: the Duals ``kernel`` (a :class:`~dualgpu.porting.kernel.Kernel`)
+    and its device functions capture now; empty when none.
+
+    Parameters
+    ----------
+    kernel : dualgpu.porting.kernel.Kernel
+
+    Returns
+    -------
+    list of tuple
+
+    Examples
+    --------
+    >>> import dualgpu
+    >>> from dualgpu import cuda
+    >>> def model(k):
+    ...     def step(u):
+    ...         u[0] = k
+    ...     return cuda.jit(step)
+    >>> found = captured_duals(model(dualgpu.Dual(2.0, [1.0])))
+    >>> [(name, float(value.value)) for _, name, value in found]
+    [('k', 2.0)]
+    >>> captured_duals(model(2.0))
+    []
+    """
+    plan = kernel.__dict__.get("_capture_plan")
+    if plan is None:
+        plan = kernel.__dict__["_capture_plan"] = Plan(kernel.py_func)
+    return plan.scan()
+
+
+class _Rename(ast.NodeTransformer):
+    """Captured names become hidden parameters; calls of lifted device functions pass them on."""
+
+    def __init__(self, own, callees, hidden):
+        self.own, self.callees, self.hidden = own, callees, hidden
+
+    def visit_Name(self, node):
+        if isinstance(node.ctx, ast.Load) and node.id in self.own:
+            return ast.copy_location(ast.Name(self.own[node.id], ast.Load()), node)
+        return node
+
+    def visit_Call(self, node):
+        self.generic_visit(node)
+        if isinstance(node.func, ast.Name) and node.func.id in self.callees:
+            node.args = node.args + [ast.Name(h, ast.Load()) for h in self.hidden]
+        return node
+
+
+def _compile(tree, namespace, py_func):
+    """Compile the rewritten definition ``tree``; its text is kept in :mod:`linecache` so that
+    the compiled backends, which read a function's source, read the rewritten one."""
+    body = ast.unparse(ast.fix_missing_locations(tree))
+    text = "\n" * max(getattr(tree, "lineno", 1) - 1, 0) + body + "\n"
+    digest = hashlib.sha1(text.encode()).hexdigest()[:12]
+    filename = f"<dualgpu lifted {py_func.__module__}.{py_func.__qualname__} {digest}>"
+    linecache.cache[filename] = (len(text), None, text.splitlines(True), filename)
+    scope = {}
+    exec(compile(text, filename, "exec"), namespace, scope)
+    function = scope[tree.name]
+    function.__qualname__ = py_func.__qualname__
+    return function
+
+
+def lift(kernel, found, backend_name):
+    """Return ``(lifted_kernel, values)``: launch ``lifted_kernel`` with ``args + values``.
+
+    Parameters
+    ----------
+    kernel : dualgpu.porting.kernel.Kernel
+    found : list of tuple
+        :func:`captured_duals`' answer for ``kernel``.
+    backend_name : str
+        The backend launching (for messages).
+
+    Returns
+    -------
+    tuple
+        The lifted :class:`~dualgpu.porting.kernel.Kernel`, cached on ``kernel`` per set of
+        captured names (values are arguments, never compiled in), and the Duals to pass.
+
+    Raises
+    ------
+    DualgpuError
+        If the source of the kernel or of a device function that captures a Dual cannot
+        be read: names the variable and says to pass it as an argument.
+    """
+    from dualgpu.backends.common.translate import _closure_values, _local_names, function_source
+    from dualgpu.porting.kernel import DeviceFunction, Kernel
+
+    keys = tuple((id(f), name) for f, name, _ in found)
+    cache = kernel.__dict__.setdefault("_lifted", {})
+    values = [value for _, _, value in found]
+    if keys in cache:
+        return cache[keys], values
+    index = {(f, name): i for i, (f, name, _) in enumerate(found)}
+    hidden = [f"{PREFIX}{i}" for i in range(len(found))]
+    plan = kernel.__dict__["_capture_plan"]
+    needs = {f for f, _, _ in found}
+    changed = True
+    while changed:  # a function needs the hidden arguments if a callee does
+        changed = False
+        for f, calls in plan.calls.items():
+            if f not in needs and any(c in needs for _, c in calls):
+                needs.add(f)
+                changed = True
+    built = {}
+
+    def build(py_func, what):
+        if py_func in built:
+            return built[py_func]
+        try:
+            source = function_source(py_func, what, backend_name)
+        except DualgpuError:
+            names = ", ".join(repr(n) for f, n, _ in found if f is py_func) or "a captured dual"
+            raise DualgpuError(
+                f"kernel {kernel.__name__}: {_who(py_func, kernel.py_func)} captures the dual "
+                f"{names} (closure or module global) and its source cannot be read to turn it "
+                f"into an argument. Pass it as an argument: add a parameter to the kernel and "
+                "give the value at the launch."
+            ) from None
+        tree = copy.deepcopy(source.tree)
+        local = _local_names(tree)
+        own = {name: hidden[i] for (f, name), i in index.items() if f is py_func
+               and name not in local}
+        namespace = dict(py_func.__globals__)
+        namespace.update(_closure_values(py_func))
+        callees = {}
+        for name, callee in plan.calls.get(py_func, ()):
+            if callee in needs and name not in local:
+                callees[name] = build(callee, "device function")
+        namespace.update(callees)
+        tree = _Rename(own, set(callees), hidden).visit(tree)
+        tree.args.args = tree.args.args + [ast.arg(h) for h in hidden]
+        function = _compile(tree, namespace, py_func)
+        if what == "kernel":
+            result = Kernel(function, kernel.options)
+        else:
+            result = DeviceFunction(function, {})
+        built[py_func] = result
+        return result
+
+    lifted = build(kernel.py_func, "kernel")
+    cache[keys] = lifted
+    return lifted, values
