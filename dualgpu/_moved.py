@@ -14,7 +14,9 @@ import warnings
 __all__ = ["MOVED", "install"]
 
 #: old module path (under ``dualgpu.``) -> new module path (under ``dualgpu.``). ``backend`` and
-#: ``hessian`` are not here: ``dualgpu.backend`` and ``dualgpu.hessian`` are the functions.
+#: ``hessian`` are not here: ``dualgpu.backend`` and ``dualgpu.hessian`` are the functions; nor are
+#: ``backends.cpu``, ``backends.gpu`` and ``backends.cudasim``, which are packages now (their
+#: kernels are in ``backends.<name>.kernel``).
 MOVED = {
     "dual": "core.dual",
     "dualarray": "core.dualarray",
@@ -56,7 +58,6 @@ MOVED = {
     "backends._translate": "backends.common.translate",
     "backends._local_array_types": "backends.common.local_array_types",
     "backends.gpu_tiles": "backends.common.tiles",
-    "backends.cpu": "backends.cpu.kernel",
     "backends.cpu_cache": "backends.cpu.cache",
     "backends.cpu_launchers": "backends.cpu.launchers",
     "backends.cpu_parallel": "backends.cpu.parallel",
@@ -71,11 +72,9 @@ MOVED = {
     "backends.blocks.runtime": "backends.cpu.blocks.runtime",
     "backends.blocks.storage": "backends.cpu.blocks.storage",
     "backends.blocks.structure": "backends.cpu.blocks.structure",
-    "backends.gpu": "backends.gpu.kernel",
     "backends._gpu_dual_ops": "backends.gpu.dual_ops",
     "backends._gpu_shared": "backends.gpu.shared",
     "backends.gpu_tile_grid": "backends.gpu.tile_grid",
-    "backends.cudasim": "backends.cudasim.kernel",
     "backends._sim_casts": "backends.cudasim.casts",
     "backends._sim_module": "backends.cudasim.module",
     "backends._sim_threads": "backends.cudasim.threads",
@@ -134,5 +133,7 @@ _FINDER = _MovedFinder()
 
 def install():
     """Put the finder of moved modules on :data:`sys.meta_path` (once)."""
+    # first on the path: an old package path (backends.blocks) must not be found again by the
+    # path finder through its alias's __path__, which would load its modules twice
     if _FINDER not in sys.meta_path:
-        sys.meta_path.append(_FINDER)
+        sys.meta_path.insert(0, _FINDER)

@@ -1,10 +1,47 @@
-"""Exceptions raised by dualgpu."""
+"""Exceptions and warnings raised by dualgpu.
 
-__all__ = ["DualgpuError", "MissingRuleError", "UnportedKernelError", "UnsupportedFeatureError",
-           "missing_rule_message"]
+Every exception derives from :class:`DualgpuBaseError` (``except DualgpuBaseError`` catches
+them all) and keeps its builtin base: :class:`DualgpuError` is a :class:`ValueError`, the
+other three are :class:`TypeError` s. Every warning derives from :class:`DualgpuWarning`.
+"""
+
+__all__ = ["DualgpuBaseError", "DualgpuError", "MissingRuleError", "UnportedKernelError",
+           "UnsupportedFeatureError", "DualgpuWarning", "missing_rule_message"]
 
 
-class DualgpuError(ValueError):
+class DualgpuBaseError(Exception):
+    """The root of dualgpu's exceptions: ``except DualgpuBaseError`` catches every one of them.
+
+    Each subclass also keeps its builtin base (:class:`ValueError` or :class:`TypeError`), so code
+    that catches those still catches dualgpu's.
+
+    Examples
+    --------
+    >>> import dualgpu
+    >>> try:
+    ...     dualgpu.set_backend("tpu")
+    ... except dualgpu.errors.DualgpuBaseError as error:
+    ...     print(type(error).__name__)
+    DualgpuError
+    """
+
+
+class DualgpuWarning(UserWarning):
+    """The root of dualgpu's warnings: filter them all with ``warnings.simplefilter(..., DualgpuWarning)``.
+
+    Examples
+    --------
+    >>> import warnings
+    >>> from dualgpu.errors import DualgpuWarning
+    >>> with warnings.catch_warnings(record=True) as caught:
+    ...     warnings.simplefilter("always", DualgpuWarning)
+    ...     warnings.warn("a chunk did not fit", DualgpuWarning)
+    >>> caught[0].category.__name__
+    'DualgpuWarning'
+    """
+
+
+class DualgpuError(DualgpuBaseError, ValueError):
     """Bad input to dualgpu: the message says what was expected, what came and the fix.
 
     A :class:`ValueError`, so code that catches bad values catches it too.
@@ -20,7 +57,7 @@ class DualgpuError(ValueError):
     """
 
 
-class MissingRuleError(TypeError):
+class MissingRuleError(DualgpuBaseError, TypeError):
     """A function was applied to a dual but has no derivative rule.
 
     The message names the function and the line to add to :mod:`dualgpu.rules`
@@ -37,7 +74,7 @@ class MissingRuleError(TypeError):
     """
 
 
-class UnportedKernelError(TypeError):
+class UnportedKernelError(DualgpuBaseError, TypeError):
     """A plain numba.cuda kernel (not ported to dualgpu) was launched with dual arguments.
 
     The message says how to port it (``from dualgpu import cuda``) or wrap it
@@ -51,7 +88,7 @@ class UnportedKernelError(TypeError):
     """
 
 
-class UnsupportedFeatureError(TypeError):
+class UnsupportedFeatureError(DualgpuBaseError, TypeError):
     """A kernel feature the active backend cannot run on duals.
 
     The message names the feature, the backends that run it and the workaround. Raised while
