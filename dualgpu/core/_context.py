@@ -13,6 +13,8 @@ import contextvars
 
 import numpy as np
 
+from dualgpu.errors import DualgpuError
+
 __all__ = ["active_lanes", "active_levels", "active_tile_lanes", "lane_dtype", "dual_allocation"]
 
 #: (levels, tracer, tile) of the innermost dual_allocation block: the lane counts of the
@@ -64,8 +66,6 @@ def dual_allocation(lanes, tracer=False, tile=0):
     """
     levels, tracing, _ = _STATE.get()
     if levels and (tracer or tracing):
-        from dualgpu.errors import DualgpuError
-
         raise DualgpuError(
             "sparsity detection cannot run inside another derivative (or contain one); detect "
             "the pattern outside, then pass it as sparsity=pattern."

@@ -18,12 +18,17 @@ import math
 import os
 import sys
 import threading
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
-from dualgpu.core._paths import PACKAGE_DIR
 
-__all__ = ["HostLine", "describe_host_line", "float_message", "user_frame"]
+from dualgpu.core import dmath
+from dualgpu.core._paths import PACKAGE_DIR
+from dualgpu.core.dual import Dual
+
+__all__ = ["HostLine", "describe_host_line", "float_message", "float_message_at",
+           "float_message_here", "user_frame"]
 
 _PACKAGE_DIR = PACKAGE_DIR
 _NUMPY_DIR = os.path.dirname(os.path.abspath(np.__file__)) + os.sep
@@ -176,11 +181,7 @@ def _math_name(function):
 
 def _works(fn, nargs):
     """Whether ``fn`` takes Duals (tried on ``nargs`` Duals at harmless values)."""
-    from dualgpu.core.dual import Dual
-
     try:
-        import warnings
-
         with warnings.catch_warnings(), np.errstate(all="ignore"):
             warnings.simplefilter("ignore")
             fn(*[Dual(0.5, [1.0]) for _ in range(max(nargs, 1))])
@@ -190,8 +191,6 @@ def _works(fn, nargs):
 
 
 def _math_fix(line, name):
-    from dualgpu.core import dmath
-
     args = ", ".join(line.args) or "x"
     nargs = len(line.args)
     options = []
@@ -287,11 +286,19 @@ _WRITING = threading.local()
 
 def float_message_here(depth=2):
     """:func:`float_message` for the host line that called ``float()`` (``depth`` frames up)."""
+    return float_message_at(sys._getframe(depth))
+
+
+def float_message_at(frame):
+    """:func:`float_message` for the host line at or above ``frame`` (the caller of ``float()``).
+
+    Never raises: a line it cannot read gives the message without a line.
+    """
     if getattr(_WRITING, "active", False):  # a replacement tried while writing one message
         return float_message(None)
     _WRITING.active = True
     try:
-        found = user_frame(sys._getframe(depth))
+        found = user_frame(frame)
         return float_message(None if found is None else describe_host_line(found))
     except Exception:  # noqa: BLE001  (a message must never fail)
         return float_message(None)

@@ -45,6 +45,8 @@ import operator
 
 import numpy as np
 
+from dualgpu.core.selection import _in_simulated_thread
+
 __all__ = ["result_dtype", "numba_result_dtype", "primal", "numba_type_of", "in_kernel",
            "compiled_value"]
 
@@ -195,8 +197,6 @@ def _numpy_result(args):
 
 def in_kernel():
     """True inside a kernel run by the CUDA simulator (one of its threads)."""
-    from dualgpu.core.selection import _in_simulated_thread
-
     return _in_simulated_thread()
 
 

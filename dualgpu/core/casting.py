@@ -13,6 +13,7 @@ import numpy as np
 
 from dualgpu.core.dual import Dual
 from dualgpu.core.dualarray import DualArray
+from dualgpu.core.object_arrays import from_object_array
 
 __all__ = ["astype", "float32", "float64", "astype_dual_array"]
 
@@ -61,8 +62,6 @@ def astype(x, dtype):
 
 def _cast_sequence(items, dtype):
     """A list or tuple (nested too): a DualArray when it holds duals, else numpy's array."""
-    from dualgpu.core.object_arrays import from_object_array
-
     array = np.array(items, dtype=object)
     if not any(isinstance(item, Dual) for item in array.reshape(-1)):
         return np.asarray(items).astype(dtype)
@@ -121,19 +120,4 @@ def float64(x):
 
 def astype_dual_array(array, dtype, copy=True):
     """Return DualArray ``array`` cast to ``dtype`` on its side (see :meth:`DualArray.astype`)."""
-    from dualgpu.host.operands import host
-    from dualgpu.host.shapes import same_side
-
-    dtype = np.dtype(dtype)
-    if dtype == array.dtype and not copy:
-        return array
-    values = host(array.values)
-    if dtype.kind != "f":
-        return values.astype(dtype)
-    partials = host(array.partials)
-    lanes_dtype = partials.dtype if array.is_tracer else dtype  # dependency sets stay bitsets
-    cast = DualArray(values.astype(dtype), partials.astype(lanes_dtype))
-    if array.is_device:
-        cast = DualArray(same_side(array.values, cast.values),
-                         same_side(array.values, cast.partials))
-    return cast
+    return array.astype(dtype, copy)

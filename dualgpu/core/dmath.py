@@ -23,12 +23,13 @@ import math as _math
 
 import numpy as _np
 
-from dualgpu.core import _primals
 from dualgpu import rules as _rules
+from dualgpu.core import _primals
+from dualgpu.core import float_to_int as _float_to_int
 from dualgpu.core.dual import Dual as _Dual
 from dualgpu.core.dual import apply_rule as _apply_rule
+from dualgpu.core.dual import primal_value as _primal_value
 from dualgpu.errors import MissingRuleError as _MissingRuleError
-from dualgpu.core.nested import primal_value as _primal_value
 from dualgpu.errors import missing_rule_message as _missing_rule_message
 
 
@@ -72,10 +73,8 @@ def _on_value(name):
 def _rounded_to_int(name):
     """math.floor/ceil/trunc: in a kernel as numba.cuda compiles them (saturating int64,
     NaN -> 0, see dualgpu.core.float_to_int); on the host as Python's (which raise on inf/NaN)."""
-    from dualgpu.core import float_to_int
-
     plain = _on_value(name)
-    compiled = getattr(float_to_int, f"{name}_i64")
+    compiled = getattr(_float_to_int, f"{name}_i64")
 
     def fn(*args):
         if len(args) == 1 and _primals.in_kernel():

@@ -16,11 +16,14 @@ import sys
 import numpy as np
 
 from dualgpu import nansafe, rules
-from dualgpu.core import _primals
+from dualgpu.core import _primals, hooks
 from dualgpu.core._expressions import expression
-from dualgpu.errors import DualgpuError
+from dualgpu.errors import DualgpuError, complex_dual_message
 
-__all__ = ["Dual", "check_dtype", "apply_rule", "DTYPES"]
+__all__ = [
+    "Dual", "DualArrayBase", "check_dtype", "apply_rule", "DTYPES", "MAX_TAG", "check_tag",
+    "primal_value", "is_nested_input", "lift", "init_nested", "apply_tagged",
+]
 
 DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 
@@ -173,13 +176,13 @@ class Dual:
     __array_priority__ = 1000  # numpy scalars defer to our reflected operators
 
     def __init__(self, value, partials, dtype=None, *, tag=0, weak=False):
-        self.tag = _check_tag(tag) if tag else 0
+        self.tag = check_tag(tag) if tag else 0
         self.weak = bool(weak)
         if isinstance(value, Dual) or (
             (not isinstance(partials, np.ndarray) or partials.dtype.kind == "O")
-            and _is_nested_input(value, partials)
+            and is_nested_input(value, partials)
         ):
-            _init_nested(self, value, partials, dtype)
+            init_nested(self, value, partials, dtype)
             return
         if dtype is None:
             if isinstance(partials, np.ndarray) and partials.dtype.kind == "f":
@@ -226,16 +229,10 @@ class Dual:
 
     # -- conversions ------------------------------------------------------------
     def __float__(self):
-        # a store into a plain numpy buffer (state[0] = p) names the array and its fix
-        # (dualgpu.host.buffers); otherwise the message names the host line, what it does
-        # (math.*, float(), np.float32) and the fix that keeps the partials (dualgpu.core._host_lines)
-        from dualgpu.core._host_lines import float_message_here
-        from dualgpu.host.buffers import host_store_message
-
-        message = host_store_message(sys._getframe(1))
-        if message is not None:
-            raise TypeError(message)
-        raise TypeError(float_message_here(2))
+        # the message names the host line that needs a float and its fix: a store into a
+        # plain numpy buffer (state[0] = p, dualgpu.host.buffers), math.*, float(), np.float32
+        # (dualgpu.core._host_lines); dualgpu.host installs it into hooks.float_message
+        raise TypeError(hooks.float_message(sys._getframe(1)))
 
     def __complex__(self):
         raise TypeError("complex(Dual) would drop the partials; use d.value.")
@@ -282,14 +279,13 @@ class Dual:
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
         # np.sin(d), np.float64(2) * d, 0-d array < d: numpy ufuncs on scalars follow the
         # rule table (comparisons compare values). Arrays, DualArrays, ufunc methods and
-        # ufuncs without a math rule go to the host array machinery (array_protocol).
+        # ufuncs without a math rule go to the host array machinery (dualgpu.host.protocol,
+        # installed into hooks.array_ufunc).
         scalars = [a[()] if isinstance(a, np.ndarray) and a.ndim == 0 else a for a in inputs]
         rule_name = rules.NUMPY_UFUNCS.get(ufunc.__name__)
         if method != "__call__" or kwargs or not all(_is_operand(a) for a in scalars) or (
                 rule_name is None and ufunc.__name__ not in _UFUNC_COMPARISONS):
-            from dualgpu.host.protocol import array_ufunc
-
-            return array_ufunc(ufunc, method, inputs, kwargs)
+            return hooks.array_ufunc(ufunc, method, inputs, kwargs)
         if ufunc.__name__ in _UFUNC_COMPARISONS:
             values = [a.value if isinstance(a, Dual) else a for a in scalars]
             return ufunc(*values)
@@ -302,9 +298,7 @@ class Dual:
 
     def __array_function__(self, func, types, args, kwargs):
         # np.sum(d), np.stack([d0, d1]), np.clip(d, 0, 1): see dualgpu.host.protocol
-        from dualgpu.host.protocol import array_function
-
-        return array_function(func, types, args, kwargs)
+        return hooks.array_function(func, types, args, kwargs)
 
 
 _UFUNC_COMPARISONS = {"less", "less_equal", "greater", "greater_equal", "equal", "not_equal"}
@@ -331,11 +325,11 @@ def apply_rule(name, *args, primal=None):
     rule, ``np.minimum`` for ``min``...); default: the rule's own. Its value is
     computed as numba's compiled code computes it, in the dtype numba's typing
     gives (see :mod:`dualgpu.core._primals`). Tagged and nested duals (second order)
-    apply the same table to their dual values (:func:`dualgpu.core.nested.apply_tagged`).
+    apply the same table to their dual values (:func:`apply_tagged`).
     """
     for a in args:
         if isinstance(a, Dual) and a.tag:
-            return _apply_tagged(name, *args)  # tagged or nested duals: one table, applied twice
+            return apply_tagged(name, *args)  # tagged or nested duals: one table, applied twice
     rule = rules.UNARY_RULES.get(name) or rules.BINARY_RULES[name]
     default_primal, factors = _RUNTIME[name]
     primal = default_primal if primal is None else primal
@@ -406,8 +400,6 @@ def _binary_method(name, reflected=False):
     def method(self, other):
         if not _is_operand(other):
             if isinstance(other, (complex, np.complexfloating)):
-                from dualgpu.errors import complex_dual_message
-
                 symbol = _SYMBOLS.get(name, name)
                 operands = (type(other).__name__, "Dual")
                 raise TypeError(complex_dual_message(
@@ -446,8 +438,209 @@ for _name in ("neg", "pos", "abs"):
 for _name, _dotted in rules.COMPARISONS.items():
     setattr(Dual, f"__{_name}__", _comparison_method(_resolve(_dotted)))
 
-# tagged and nested duals (second order) live in their own module, which builds on this one
-from dualgpu.core.nested import apply_tagged as _apply_tagged  # noqa: E402
-from dualgpu.core.nested import check_tag as _check_tag  # noqa: E402
-from dualgpu.core.nested import init_nested as _init_nested  # noqa: E402
-from dualgpu.core.nested import is_nested_input as _is_nested_input  # noqa: E402
+# ---------------------------------------------------------------------------
+# tags and nested duals (second order): the scalar half; arrays: dualgpu.core.nested
+# ---------------------------------------------------------------------------
+#: Largest tag (nesting depth) a dual may carry.
+MAX_TAG = 7
+
+
+class DualArrayBase:
+    """The base class of :class:`~dualgpu.DualArray`, defined here so that a :class:`Dual`
+    recognises an array of duals (the lanes of a nested dual) without importing the array
+    module, which builds on this one (as ``jax.Array`` is the base of JAX's arrays)."""
+
+    __slots__ = ()
+
+
+def check_tag(tag):
+    """Return ``tag`` as an int, or raise unless it is an int from 0 to MAX_TAG."""
+    if isinstance(tag, bool) or not isinstance(tag, (int, np.integer)) or not 0 <= tag <= MAX_TAG:
+        raise DualgpuError(
+            f"Dual tag must be an int from 0 to {MAX_TAG} (the derivative's nesting depth); "
+            f"got {tag!r}."
+        )
+    return int(tag)
+
+
+def primal_value(x):
+    """The innermost value of ``x`` (a float), through any nesting of duals."""
+    while isinstance(x, Dual):
+        x = x.value
+    return x
+
+
+def is_nested_input(value, partials):
+    """True when ``Dual(value, partials)`` is a dual of duals."""
+    if isinstance(partials, np.ndarray) and partials.dtype.kind in "fiub":
+        return isinstance(value, Dual)
+    if isinstance(value, Dual) or isinstance(partials, DualArrayBase):
+        return True
+    try:
+        return any(isinstance(p, Dual) for p in partials)
+    except TypeError:
+        return False
+
+
+def _signature(x):
+    if isinstance(x, Dual):
+        return (x.tag, x.lanes, _signature(x.value))
+    return None
+
+
+def lift(x, like):
+    """Return ``x`` with the structure of ``like`` (a dual or a float); lower parts: constants.
+
+    A number or a dual of a lower tag than ``like`` becomes a dual of ``like``'s
+    tag with zero partials (recursively); a dual of ``like``'s tag keeps its
+    partials. A dual of a higher tag cannot be lowered: that would drop its
+    partials.
+    """
+    if not isinstance(like, Dual):
+        if isinstance(x, Dual):
+            raise DualgpuError(
+                f"a dual of tag {x.tag} cannot be used where a plain number is expected: its "
+                "partials would be dropped."
+            )
+        return np.dtype(like.dtype if hasattr(like, "dtype") else np.float64).type(x)
+    if isinstance(x, Dual) and x.tag == like.tag:
+        if x.lanes != like.lanes:
+            raise DualgpuError(
+                f"duals of tag {x.tag} with {x.lanes} and {like.lanes} lanes cannot be combined; "
+                "seed every dual of one derivative with the same lane count."
+            )
+        if _signature(x) == _signature(like):
+            return x
+        return Dual(lift(x.value, like.value), [lift(p, like.value) for p in x.partials],
+                    tag=like.tag)
+    if isinstance(x, Dual) and x.tag > like.tag:
+        raise DualgpuError(
+            f"a dual of tag {x.tag} cannot become part of a dual of tag {like.tag}: its partials "
+            "would be dropped (a higher tag is an outer derivative)."
+        )
+    zero = lift(0.0, like.value)
+    return Dual(lift(x, like.value), [zero] * like.lanes, tag=like.tag)
+
+
+def init_nested(self, value, partials, dtype):
+    """``Dual.__init__`` for a nested dual: ``value`` a dual of a lower tag, partials like it."""
+    if isinstance(partials, DualArrayBase):
+        if partials.ndim != 1:
+            raise DualgpuError(
+                f"Dual(value, partials): a DualArray of partials must be 1-D (one element per "
+                f"lane); got shape {partials.shape}."
+            )
+        partials = [partials[k] for k in range(partials.shape[0])]
+    items = list(partials)
+    if not items:
+        raise DualgpuError("Dual: partials need at least one lane (N >= 1).")
+    if not isinstance(value, Dual):
+        # partials are duals but the value is a number: the value is a constant of their tag
+        template = next(p for p in items if isinstance(p, Dual))
+        value = lift(value, template)
+    if value.tag >= self.tag:
+        raise DualgpuError(
+            f"Dual(value, partials, tag={self.tag}): the value is a dual of tag {value.tag}; a "
+            "nested dual's tag must be higher than its value's (give the outer derivative the "
+            f"higher tag, e.g. tag={value.tag + 1})."
+        )
+    if dtype is not None and np.dtype(dtype) != value.dtype:
+        raise DualgpuError(
+            f"Dual(..., dtype={np.dtype(dtype)}): a nested dual takes its dtype from its value "
+            f"({value.dtype}); cast the value first."
+        )
+    lanes = np.empty(len(items), dtype=object)
+    for k, p in enumerate(items):
+        lanes[k] = lift(p, value)
+    self.value = value
+    self.partials = lanes
+
+
+def _resolve_dtype(args):
+    # numpy's promotion of the innermost values: Python numbers are weak (float32 stays float32)
+    dtype = np.result_type(*(a.dtype.type(0) if isinstance(a, Dual) else a for a in args))
+    if dtype.kind != "f":
+        dtype = np.dtype(np.float64)
+    return check_dtype(np.promote_types(dtype, np.float32), "nested dual")
+
+
+def _dual_namespace():
+    """The rule expressions' functions, made dual-aware: ``cos(x)`` of a dual is the cos rule."""
+    namespace = {}
+    for name in rules.EXPRESSION_FUNCTIONS:
+        plain = _EXPRESSION_NAMESPACE[name]
+        if name in rules.VALUE_ONLY or name in ("same", "rint"):  # floor, trunc, rint, same
+            namespace[name] = (lambda plain: lambda *v: plain(*map(primal_value, v)))(plain)
+        else:
+            def call(*a, _name=name, _plain=plain):
+                if any(isinstance(v, Dual) for v in a):
+                    return apply_rule(_name, *a)
+                return _plain(*a)
+
+            namespace[name] = call
+    return namespace
+
+
+_DUAL_NAMESPACE = _dual_namespace()
+_DUAL_CONSTANTS = {}
+
+
+def _factor(factor, dtype, x, y, ans):
+    """A rule's derivative factor evaluated on dual values (the rule applied to them)."""
+    key = (id(factor), dtype)
+    ns = _DUAL_CONSTANTS.get(key)
+    if ns is None:
+        ns = dict(_DUAL_NAMESPACE)
+        ns.update({k: dtype.type(v) for k, v in factor.expression.constants.items()})
+        _DUAL_CONSTANTS[key] = ns
+    return eval(factor.code, ns, {"x": x, "y": y, "ans": ans})
+
+
+def apply_tagged(name, *args):
+    """Apply the rule ``name`` to arguments among which is a dual of a tag above 0.
+
+    The duals of the highest tag are differentiated; everything else is a
+    constant of that tag (see :mod:`dualgpu.core.nested`).
+    """
+    rule = rules.UNARY_RULES.get(name) or rules.BINARY_RULES[name]
+    factors = _RUNTIME[name][1]
+    top = max(a.tag for a in args if isinstance(a, Dual))
+    outer = [isinstance(a, Dual) and a.tag == top for a in args]
+    lanes = {a.lanes for a, o in zip(args, outer) if o}
+    if len(lanes) > 1:
+        raise DualgpuError(
+            f"{rule.primal}: duals of tag {top} with different lane counts {sorted(lanes)}; "
+            "all duals of one derivative must be seeded with the same N."
+        )
+    n = lanes.pop()
+    values = [a.value if o else a for a, o in zip(args, outer)]
+    if not any(isinstance(v, Dual) for v in values):
+        # first order at this tag: the ordinary rule, then the tag
+        plain = [Dual(a.value, a.partials) if o else a for a, o in zip(args, outer)]
+        result = apply_rule(name, *plain)
+        result.tag = top
+        return result
+    dtype = _resolve_dtype(args)
+    values = [v if isinstance(v, Dual) else dtype.type(v) for v in values]
+    with np.errstate(all="ignore"):
+        ans = apply_rule(name, *values)  # the value: the rule on the inner duals
+        x = values[0]
+        y = values[1] if len(values) > 1 else None
+        total = None
+        for arg, is_outer, factor in zip(args, outer, factors):
+            if not is_outer:
+                continue
+            unit = factor.expression.unit
+            if unit == 0:
+                continue
+            if unit == 1:
+                term = list(arg.partials)
+            elif unit == -1:
+                term = [-p for p in arg.partials]
+            else:
+                f = _factor(factor, dtype, x, y, ans)  # the factor: the rule on the inner duals
+                term = [f * p for p in arg.partials]
+            total = term if total is None else [s + t for s, t in zip(total, term)]
+    if total is None:
+        total = [0.0] * n
+    return Dual(ans, total, tag=top)

@@ -8,11 +8,13 @@ host code) this class does the same with :class:`dualgpu.Dual` elements.
 """
 import numpy as np
 
-from dualgpu.core.dual import Dual, check_dtype
+from dualgpu.core import hooks
+from dualgpu.core._memory import copy_member, device_copy, host, is_device, same_side, zero_fill
+from dualgpu.core.dual import Dual, DualArrayBase, check_dtype, check_tag
+from dualgpu.core.object_arrays import from_object_array, is_object_array
 from dualgpu.errors import DualgpuError
-from dualgpu.core.nested import check_tag as _check_tag
 
-__all__ = ["DualArray", "dual_array", "zeros_like_lanes"]
+__all__ = ["DualArray", "dual_array", "zeros_like_lanes", "copy_into"]
 
 MAX_NDIM = 3
 #: Partials of this dtype make a structural tracer (dependency bitsets, cpu backend).
@@ -21,24 +23,6 @@ TRACER_DTYPE = np.dtype(np.uint64)
 #: the same dependency bitsets, but a kernel that branches on a traced value is refused.
 GLOBAL_TRACER_DTYPE = np.dtype(np.int64)
 TRACER_DTYPES = (TRACER_DTYPE, GLOBAL_TRACER_DTYPE)
-
-
-def _is_device(array):
-    # numba.cuda device arrays and the simulator's stand-ins; HostArray (cpu backend) is numpy
-    return hasattr(array, "copy_to_host") and not isinstance(array, np.ndarray)
-
-
-def _device_copy(array):
-    """A copy of a device array in device memory (numba.cuda's, or the simulator's)."""
-    if "simulator" in type(array).__module__:
-        from numba.cuda import simulator
-
-        return simulator.to_device(array.copy_to_host())
-    from numba import cuda
-
-    copy = cuda.device_array_like(array)
-    copy.copy_to_device(array)
-    return copy
 
 
 def _as_index(index):
@@ -58,7 +42,7 @@ def _basic_ndim(index, ndim):
     return ndim
 
 
-class DualArray:
+class DualArray(DualArrayBase):
     """An array of dual numbers stored as ``values`` and lane-major ``partials``.
 
     Parameters
@@ -90,7 +74,7 @@ class DualArray:
     __slots__ = ("values", "partials", "tag", "_numba_type_cache")
 
     def __init__(self, values, partials, *, tag=0):
-        self.tag = _check_tag(tag) if tag else 0
+        self.tag = check_tag(tag) if tag else 0
         if isinstance(values, DualArray) or isinstance(partials, DualArray):
             _check_nested_members(values, partials, self.tag)
             self.values = values
@@ -98,14 +82,14 @@ class DualArray:
             self._numba_type_cache = None
             return
         for what, member in (("values", values), ("partials", partials)):
-            if not (isinstance(member, np.ndarray) or _is_device(member)):
+            if not (isinstance(member, np.ndarray) or is_device(member)):
                 raise DualgpuError(
                     f"DualArray: {what} must be a numpy or device array; got "
                     f"{type(member).__name__}. DualArray(values, partials) uses its arrays as "
                     "given; to build one from lists or scalars (copied and converted), use "
                     "dualgpu.dual_array(values, partials) or dual_array(values, lanes=N)."
                 )
-        if _is_device(values) != _is_device(partials):
+        if is_device(values) != is_device(partials):
             raise DualgpuError(
                 "DualArray: values and partials must both be host (numpy) arrays or both "
                 f"device arrays; got {type(values).__name__} and {type(partials).__name__}. "
@@ -172,7 +156,7 @@ class DualArray:
         """True when the members are numba.cuda device arrays."""
         if isinstance(self.values, DualArray):
             return self.values.is_device
-        return _is_device(self.values)
+        return is_device(self.values)
 
     def __len__(self):
         return self.shape[0]
@@ -189,10 +173,8 @@ class DualArray:
     # -- element and slice access (plain Python: simulator and host code) -------
     def __getitem__(self, index):
         index = _as_index(index)
-        if _basic_ndim(index, self.values.ndim) < 0:
-            from dualgpu.host.indexing import getitem
-
-            return getitem(self, index)
+        if _basic_ndim(index, self.values.ndim) < 0:  # masks, index arrays (dualgpu.host)
+            return hooks.advanced_getitem(self, index)
         value = self.values[index]
         partials = self.partials[(slice(None),) + index]
         if self.tag or self.is_nested:
@@ -243,10 +225,8 @@ class DualArray:
                 "DualArray, a number or an array."
             )
         target_ndim = _basic_ndim(index, self.values.ndim)
-        if target_ndim < 0:
-            from dualgpu.host.indexing import store_advanced
-
-            store_advanced(self, index, values, partials)
+        if target_ndim < 0:  # masks, index arrays: dualgpu.host.indexing
+            hooks.advanced_setitem(self, index, values, partials)
             return
         self.values[index] = values
         lanes_index = (slice(None),) + index
@@ -302,10 +282,8 @@ class DualArray:
         partials = self.partials.copy_to_host() if self.is_device else np.array(self.partials)
         if ary is None:
             return DualArray(np.asarray(values), np.asarray(partials), tag=self.tag)
-        if not isinstance(ary, DualArray):
-            from dualgpu.host.buffers import copy_to_plain
-
-            return copy_to_plain(self, ary)
+        if not isinstance(ary, DualArray):  # kept by the driver's registry, or refused
+            return hooks.copy_to_plain(self, ary)  # (dualgpu.host.buffers)
         ary[...] = DualArray(values, partials)
         return ary
 
@@ -316,21 +294,16 @@ class DualArray:
         copied) or a plain array of the same shape (values copied, partials set to zero),
         in host or device memory.
         """
-        from dualgpu.core._transfer import copy_into
-
         copy_into(self, ary, stream)
 
     # -- numpy on the host: objectives and post-processing keep the partials ------
-    # (dualgpu.host.protocol holds the machinery; the methods below mirror ndarray's)
+    # (dualgpu.host.protocol holds the machinery, installed into dualgpu.core.hooks; the
+    # methods below mirror ndarray's)
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
-        from dualgpu.host.protocol import array_ufunc
-
-        return array_ufunc(ufunc, method, inputs, kwargs)
+        return hooks.array_ufunc(ufunc, method, inputs, kwargs)
 
     def __array_function__(self, func, types, args, kwargs):
-        from dualgpu.host.protocol import array_function
-
-        return array_function(func, types, args, kwargs)
+        return hooks.array_function(func, types, args, kwargs)
 
     def __array__(self, dtype=None, copy=None):
         raise TypeError(
@@ -450,15 +423,25 @@ class DualArray:
         A float dtype (float32, float64) keeps the partials; an integer or bool dtype
         gives the plain values (zero derivative).
         """
-        from dualgpu.core.casting import astype_dual_array
-
-        return astype_dual_array(self, dtype, copy)
+        dtype = np.dtype(dtype)
+        if dtype == self.dtype and not copy:
+            return self
+        values = host(self.values)
+        if dtype.kind != "f":
+            return values.astype(dtype)
+        partials = host(self.partials)
+        lanes_dtype = partials.dtype if self.is_tracer else dtype  # dependency sets stay bitsets
+        cast = DualArray(values.astype(dtype), partials.astype(lanes_dtype))
+        if self.is_device:
+            cast = DualArray(same_side(self.values, cast.values),
+                             same_side(self.values, cast.partials))
+        return cast
 
     def copy(self):
         """Return a deep copy on the same side (host or device)."""
         if self.is_nested or not self.is_device:  # nested members copy themselves
             return DualArray(self.values.copy(), self.partials.copy(), tag=self.tag)
-        return DualArray(_device_copy(self.values), _device_copy(self.partials), tag=self.tag)
+        return DualArray(device_copy(self.values), device_copy(self.partials), tag=self.tag)
 
 
 # -- operators: numpy's ufuncs (dualgpu.host.ufuncs applies the rule table) -----------
@@ -653,7 +636,7 @@ def _real_array(data, what):
             f"dual_array: {what} is a DualArray; expected plain values. Fix: use "
             "u.copy() for a copy of a DualArray, or pass u.values and u.partials."
         )
-    if _is_device(data):
+    if is_device(data):
         data = data.copy_to_host()
     array = np.asarray(data)
     if array.dtype.kind == "c":
@@ -675,3 +658,53 @@ def zeros_like_lanes(like, lanes):
     dtype = check_dtype(like.dtype, "zeros_like_lanes")
     shape = tuple(like.shape)
     return DualArray(np.zeros(shape, dtype), np.zeros((lanes,) + shape, dtype))
+
+
+def copy_into(dest, src, stream=0):
+    """Copy ``src`` into ``dest`` in place; return ``dest``.
+
+    What ``cuda.to_device(x, to=buffer)`` and ``buffer.copy_to_device(x)`` do. Either side
+    may be a DualArray or a plain array, in host or device memory, on any backend:
+
+    * into a DualArray from a DualArray: values and partials are copied (same shape and
+      lane count);
+    * into a DualArray from a plain array: the values are copied and the partials set to
+      zero (a plain array carries no tangent);
+    * into a plain array from a DualArray: refused, since the partials would be lost;
+    * plain into plain: the array's own ``copy_to_device`` (or an assignment for numpy).
+
+    Examples
+    --------
+    >>> import numpy as np, dualgpu
+    >>> buffer = dualgpu.dual_array(np.zeros(2), lanes=1)
+    >>> copy_into(buffer, np.array([1.0, 2.0])).values.tolist()
+    [1.0, 2.0]
+    """
+    if is_object_array(src):  # np.array([dual, 0.0]) in host code
+        src = from_object_array(src, "the array copied into a buffer")
+    if isinstance(dest, DualArray):
+        if isinstance(src, DualArray):
+            if src.lanes != dest.lanes:
+                raise DualgpuError(
+                    f"copy into a DualArray with {dest.lanes} lane(s) from one with "
+                    f"{src.lanes}: allocate the buffer like the source "
+                    "(cuda.device_array_like(x)) so that the lane counts agree."
+                )
+            copy_member(dest.values, src.values, "values")
+            copy_member(dest.partials, src.partials, "partials")
+        else:
+            copy_member(dest.values, src, "values")
+            zero_fill(dest.partials)
+        return dest
+    if isinstance(src, DualArray):
+        raise DualgpuError(
+            f"copy of a DualArray ({src.lanes} lane(s)) into a plain {type(dest).__name__} "
+            "would drop its partials. Allocate the buffer through dualgpu.cuda "
+            "(device_array_like(x), or device_array under the driver), which makes it a "
+            "DualArray, or copy x.values if no derivative is wanted."
+        )
+    if is_device(dest):
+        dest.copy_to_device(src, stream=stream)
+    else:
+        copy_member(dest, src, "values")
+    return dest

@@ -25,6 +25,8 @@ import numpy as np
 from numba import types
 from numba.extending import overload, register_jitable
 
+from dualgpu.core.dual import Dual, primal_value
+
 __all__ = ["INT64_MAX", "INT64_MIN", "saturate_i64", "floor_i64", "ceil_i64", "trunc_i64"]
 
 INT64_MAX = 2 ** 63 - 1
@@ -73,9 +75,6 @@ def _saturate(rounded):
 
 def _python(rounding):
     def convert(x):
-        from dualgpu.core.dual import Dual
-        from dualgpu.core.nested import primal_value
-
         value = primal_value(x) if isinstance(x, Dual) else x  # a dual's innermost value
         if isinstance(value, (int, np.integer)):
             return int(value)

@@ -19,6 +19,10 @@ derivative factor is the rule's expression evaluated on the values (so
 with ordinary dual arithmetic. Second derivatives come out of applying the
 first-order rules twice; there is no second table.
 
+The scalar half (tags, :func:`lift`, :func:`apply_tagged`, nested :class:`~dualgpu.Dual`
+construction) lives with the dual in :mod:`dualgpu.core.dual` and is re-exported here; this
+module holds the arrays of nested duals and the nested driver's seeding and packing.
+
 Examples
 --------
 >>> from dualgpu import Dual
@@ -31,7 +35,10 @@ Examples
 """
 import numpy as np
 
-from dualgpu import rules
+from dualgpu.core.dual import (
+    MAX_TAG, Dual, apply_tagged, check_tag, init_nested, is_nested_input, lift, primal_value,
+)
+from dualgpu.core.dualarray import DualArray
 from dualgpu.errors import DualgpuError
 
 __all__ = [
@@ -39,235 +46,6 @@ __all__ = [
     "lane_key", "pack", "unpack", "seed", "zeros", "lift_array", "MAX_TAG",
     "MAX_GPU_DUAL_FLOATS",
 ]
-
-#: Largest tag (nesting depth) a dual may carry.
-MAX_TAG = 7
-
-
-_DUAL = []
-
-
-def _dual():
-    if not _DUAL:  # dual.py imports this module: the class is looked up on first use
-        from dualgpu.core.dual import Dual
-
-        _DUAL.append(Dual)
-    return _DUAL[0]
-
-
-def check_tag(tag):
-    """Return ``tag`` as an int, or raise unless it is an int from 0 to MAX_TAG."""
-    if isinstance(tag, bool) or not isinstance(tag, (int, np.integer)) or not 0 <= tag <= MAX_TAG:
-        raise DualgpuError(
-            f"Dual tag must be an int from 0 to {MAX_TAG} (the derivative's nesting depth); "
-            f"got {tag!r}."
-        )
-    return int(tag)
-
-
-def primal_value(x):
-    """The innermost value of ``x`` (a float), through any nesting of duals."""
-    Dual = _dual()
-    while isinstance(x, Dual):
-        x = x.value
-    return x
-
-
-def is_nested_input(value, partials):
-    """True when ``Dual(value, partials)`` is a dual of duals."""
-    if isinstance(partials, np.ndarray) and partials.dtype.kind in "fiub":
-        return isinstance(value, _dual())
-    Dual = _dual()
-    if isinstance(value, Dual):
-        return True
-    from dualgpu.core.dualarray import DualArray
-
-    if isinstance(partials, DualArray):
-        return True
-    try:
-        return any(isinstance(p, Dual) for p in partials)
-    except TypeError:
-        return False
-
-
-def _signature(x):
-    Dual = _dual()
-    if isinstance(x, Dual):
-        return (x.tag, x.lanes, _signature(x.value))
-    return None
-
-
-def lift(x, like):
-    """Return ``x`` with the structure of ``like`` (a dual or a float); lower parts: constants.
-
-    A number or a dual of a lower tag than ``like`` becomes a dual of ``like``'s
-    tag with zero partials (recursively); a dual of ``like``'s tag keeps its
-    partials. A dual of a higher tag cannot be lowered: that would drop its
-    partials.
-    """
-    Dual = _dual()
-    if not isinstance(like, Dual):
-        if isinstance(x, Dual):
-            raise DualgpuError(
-                f"a dual of tag {x.tag} cannot be used where a plain number is expected: its "
-                "partials would be dropped."
-            )
-        return np.dtype(like.dtype if hasattr(like, "dtype") else np.float64).type(x)
-    if isinstance(x, Dual) and x.tag == like.tag:
-        if x.lanes != like.lanes:
-            raise DualgpuError(
-                f"duals of tag {x.tag} with {x.lanes} and {like.lanes} lanes cannot be combined; "
-                "seed every dual of one derivative with the same lane count."
-            )
-        if _signature(x) == _signature(like):
-            return x
-        return Dual(lift(x.value, like.value), [lift(p, like.value) for p in x.partials],
-                    tag=like.tag)
-    if isinstance(x, Dual) and x.tag > like.tag:
-        raise DualgpuError(
-            f"a dual of tag {x.tag} cannot become part of a dual of tag {like.tag}: its partials "
-            "would be dropped (a higher tag is an outer derivative)."
-        )
-    zero = lift(0.0, like.value)
-    return Dual(lift(x, like.value), [zero] * like.lanes, tag=like.tag)
-
-
-def init_nested(self, value, partials, dtype):
-    """``Dual.__init__`` for a nested dual: ``value`` a dual of a lower tag, partials like it."""
-    Dual = _dual()
-    from dualgpu.core.dualarray import DualArray
-
-    if isinstance(partials, DualArray):
-        if partials.ndim != 1:
-            raise DualgpuError(
-                f"Dual(value, partials): a DualArray of partials must be 1-D (one element per "
-                f"lane); got shape {partials.shape}."
-            )
-        partials = [partials[k] for k in range(partials.shape[0])]
-    items = list(partials)
-    if not items:
-        raise DualgpuError("Dual: partials need at least one lane (N >= 1).")
-    if not isinstance(value, Dual):
-        # partials are duals but the value is a number: the value is a constant of their tag
-        template = next(p for p in items if isinstance(p, Dual))
-        value = lift(value, template)
-    if value.tag >= self.tag:
-        raise DualgpuError(
-            f"Dual(value, partials, tag={self.tag}): the value is a dual of tag {value.tag}; a "
-            "nested dual's tag must be higher than its value's (give the outer derivative the "
-            f"higher tag, e.g. tag={value.tag + 1})."
-        )
-    if dtype is not None and np.dtype(dtype) != value.dtype:
-        raise DualgpuError(
-            f"Dual(..., dtype={np.dtype(dtype)}): a nested dual takes its dtype from its value "
-            f"({value.dtype}); cast the value first."
-        )
-    lanes = np.empty(len(items), dtype=object)
-    for k, p in enumerate(items):
-        lanes[k] = lift(p, value)
-    self.value = value
-    self.partials = lanes
-
-
-def _resolve_dtype(args):
-    from dualgpu.core.dual import check_dtype
-
-    # numpy's promotion of the innermost values: Python numbers are weak (float32 stays float32)
-    Dual = _dual()
-    dtype = np.result_type(*(a.dtype.type(0) if isinstance(a, Dual) else a for a in args))
-    if dtype.kind != "f":
-        dtype = np.dtype(np.float64)
-    return check_dtype(np.promote_types(dtype, np.float32), "nested dual")
-
-
-def _expression_namespace():
-    """The rule expressions' functions, made dual-aware: ``cos(x)`` of a dual is the cos rule."""
-    from dualgpu.core.dual import _EXPRESSION_NAMESPACE, apply_rule
-
-    Dual = _dual()
-    namespace = {}
-    for name in rules.EXPRESSION_FUNCTIONS:
-        plain = _EXPRESSION_NAMESPACE[name]
-        if name in rules.VALUE_ONLY or name in ("same", "rint"):  # floor, trunc, rint, same
-            namespace[name] = (lambda plain: lambda *v: plain(*map(primal_value, v)))(plain)
-        else:
-            def call(*a, _name=name, _plain=plain):
-                if any(isinstance(v, Dual) for v in a):
-                    return apply_rule(_name, *a)
-                return _plain(*a)
-
-            namespace[name] = call
-    return namespace
-
-
-_NAMESPACE = None
-_CONSTANTS = {}
-
-
-def _factor(factor, dtype, x, y, ans):
-    global _NAMESPACE
-    if _NAMESPACE is None:
-        _NAMESPACE = _expression_namespace()
-    key = (id(factor), dtype)
-    ns = _CONSTANTS.get(key)
-    if ns is None:
-        ns = dict(_NAMESPACE)
-        ns.update({k: dtype.type(v) for k, v in factor.expression.constants.items()})
-        _CONSTANTS[key] = ns
-    return eval(factor.code, ns, {"x": x, "y": y, "ans": ans})
-
-
-def apply_tagged(name, *args):
-    """Apply the rule ``name`` to arguments among which is a dual of a tag above 0.
-
-    The duals of the highest tag are differentiated; everything else is a
-    constant of that tag (see the module documentation).
-    """
-    from dualgpu.core.dual import _RUNTIME, apply_rule
-
-    Dual = _dual()
-    rule = rules.UNARY_RULES.get(name) or rules.BINARY_RULES[name]
-    factors = _RUNTIME[name][1]
-    top = max(a.tag for a in args if isinstance(a, Dual))
-    outer = [isinstance(a, Dual) and a.tag == top for a in args]
-    lanes = {a.lanes for a, o in zip(args, outer) if o}
-    if len(lanes) > 1:
-        raise DualgpuError(
-            f"{rule.primal}: duals of tag {top} with different lane counts {sorted(lanes)}; "
-            "all duals of one derivative must be seeded with the same N."
-        )
-    n = lanes.pop()
-    values = [a.value if o else a for a, o in zip(args, outer)]
-    if not any(isinstance(v, Dual) for v in values):
-        # first order at this tag: the ordinary rule, then the tag
-        plain = [Dual(a.value, a.partials) if o else a for a, o in zip(args, outer)]
-        result = apply_rule(name, *plain)
-        result.tag = top
-        return result
-    dtype = _resolve_dtype(args)
-    values = [v if isinstance(v, Dual) else dtype.type(v) for v in values]
-    with np.errstate(all="ignore"):
-        ans = apply_rule(name, *values)  # the value: the rule on the inner duals
-        x = values[0]
-        y = values[1] if len(values) > 1 else None
-        total = None
-        for arg, is_outer, factor in zip(args, outer, factors):
-            if not is_outer:
-                continue
-            unit = factor.expression.unit
-            if unit == 0:
-                continue
-            if unit == 1:
-                term = list(arg.partials)
-            elif unit == -1:
-                term = [-p for p in arg.partials]
-            else:
-                f = _factor(factor, dtype, x, y, ans)  # the factor: the rule on the inner duals
-                term = [f * p for p in arg.partials]
-            total = term if total is None else [s + t for s, t in zip(total, term)]
-    if total is None:
-        total = [0.0] * n
-    return Dual(ans, total, tag=top)
 
 
 def _levels(arg):
@@ -332,8 +110,6 @@ def zeros(shape, levels, dtype, allocate=np.zeros):
     shape = tuple(shape)
     if not levels:
         return allocate(shape, dtype)
-    from dualgpu.core.dualarray import DualArray
-
     below = levels[:-1]
     return DualArray(zeros(shape, below, dtype, allocate),
                      zeros((levels[-1],) + shape, below, dtype, allocate), tag=len(levels) - 1)
@@ -344,8 +120,6 @@ def lift_array(x, levels, allocate=np.zeros):
 
     Parts of lower levels that ``x`` lacks are zero; ``x``'s own members are used as given.
     """
-    from dualgpu.core.dualarray import DualArray
-
     if not levels:
         if isinstance(x, DualArray):
             raise DualgpuError(
@@ -374,7 +148,6 @@ def lift_array(x, levels, allocate=np.zeros):
 
 def template(levels, dtype):
     """A zero dual with one level per entry of ``levels`` (a float for no levels)."""
-    Dual = _dual()
     value = np.dtype(dtype).type(0)
     for tag, n in enumerate(levels):
         value = Dual(value, [value] * n, tag=tag) if tag else Dual(value, np.zeros(n, dtype))
@@ -389,9 +162,6 @@ def seed(value, lanes, levels, dtype):
     an array). Every level of ``levels`` is present in the result (zero where the
     input has none), and the new level gets the tag ``len(levels)``.
     """
-    from dualgpu.core.dualarray import DualArray
-
-    Dual = _dual()
     tag = len(levels)
     if isinstance(value, DualArray) or np.ndim(value) > 0:
         if isinstance(value, DualArray):
@@ -409,7 +179,6 @@ def pack(x, levels):
     if not levels:
         return np.asarray(x)[..., None]
     below = levels[:-1]
-    Dual = _dual()
     if isinstance(x, Dual):
         values = pack(x.value, below)
         partials = _stack(x.partials) if isinstance(x.value, Dual) else x.partials
@@ -423,9 +192,6 @@ def pack(x, levels):
 
 def _stack(duals):
     """Lanes of a nested dual (an object array of first-order duals) as a DualArray (n,)."""
-    from dualgpu.core.dualarray import DualArray
-
-    Dual = _dual()
     first = duals[0]
     if isinstance(first.value, Dual):
         raise DualgpuError(
@@ -441,9 +207,6 @@ def unpack(a, levels):
 
     Returns a DualArray, or a Dual for a 0-d result, of tag ``len(levels) - 1``.
     """
-    from dualgpu.core.dualarray import DualArray
-
-    Dual = _dual()
     if not levels:
         return np.array(a[..., 0], copy=True, order="C")  # (keeps a 0-d array 0-d)
     below = levels[:-1]
@@ -472,9 +235,6 @@ def pack_output(item, levels, lanes):
     Values and partials are packed (:func:`pack`) over the enclosing levels; partials
     are None when the output does not carry this driver's tag.
     """
-    from dualgpu.core.dualarray import DualArray
-
-    Dual = _dual()
     tag = len(levels)
     if isinstance(item, DualArray) and item.is_device:
         item = item.copy_to_host()

@@ -15,6 +15,7 @@ import numbers
 
 import numpy as np
 
+from dualgpu.core._memory import host
 from dualgpu.core.dual import Dual
 from dualgpu.core.dualarray import DualArray
 from dualgpu.errors import DualgpuError
@@ -28,15 +29,6 @@ __all__ = [
 def is_dual(x):
     """True for a Dual or a DualArray."""
     return isinstance(x, (Dual, DualArray))
-
-
-def host(array):
-    """Return ``array`` as a plain host ndarray: device arrays are copied, subclasses viewed."""
-    if hasattr(array, "copy_to_host") and not isinstance(array, np.ndarray):
-        return np.asarray(array.copy_to_host())
-    if type(array) is not np.ndarray and isinstance(array, np.ndarray):
-        return array.view(np.ndarray)  # the cpu backend's HostArray
-    return array
 
 
 def split(x, what="operand"):

@@ -44,7 +44,7 @@ from dualgpu.host import ufuncs as host_ufuncs
 from dualgpu.core.dual import Dual
 from dualgpu.core.dualarray import DualArray
 from dualgpu.errors import DualgpuError, MissingRuleError
-from dualgpu.host.operands import split
+from dualgpu.host.operands import split, wrap
 from dualgpu.host import buffers as host_buffers
 
 __all__ = ["array_ufunc", "array_function", "HANDLED_FUNCTIONS", "supported_functions"]
@@ -62,8 +62,6 @@ HANDLED_FUNCTIONS = {
 def _vecdot(x1, x2, axis=-1, **kwargs):
     value = np.vecdot(split(x1)[0], split(x2)[0], axis=axis, **kwargs)
     partials = split(np.sum(np.multiply(x1, x2), axis=axis))[1]
-    from dualgpu.host.operands import wrap
-
     return wrap(value, partials)
 
 

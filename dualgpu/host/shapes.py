@@ -9,6 +9,7 @@ give a dual array with zero partials and the template's lanes, on the template's
 """
 import numpy as np
 
+from dualgpu.core._memory import same_side
 from dualgpu.core.dual import Dual
 from dualgpu.core.dualarray import DualArray
 from dualgpu.errors import DualgpuError
@@ -480,19 +481,6 @@ def gradient(f, *varargs, axis=None, edge_order=1):
 # ---------------------------------------------------------------------------
 # creation and copies, on the template's side (host or device)
 # ---------------------------------------------------------------------------
-def same_side(template, array):
-    """Return host ``array`` moved to where ``template`` lives (host, device, simulator)."""
-    if not (hasattr(template, "copy_to_host") and not isinstance(template, np.ndarray)):
-        return array
-    if "simulator" in type(template).__module__:
-        from numba.cuda import simulator
-
-        return simulator.to_device(array)
-    from numba import cuda
-
-    return cuda.to_device(array)
-
-
 def _like(fname, a, dtype, shape, fill):
     """A new array shaped like ``a`` (or ``shape``) filled with ``fill`` (values, partials)."""
     template_values = a.values if isinstance(a, DualArray) else None

@@ -28,6 +28,7 @@ from dualgpu.core._expressions import expression
 from dualgpu.core.dual import _EXPRESSION_NAMESPACE
 from dualgpu.core.dualarray import DualArray
 from dualgpu.errors import DualgpuError, MissingRuleError
+from dualgpu.host.indexing import lanes_last_key
 from dualgpu.host.operands import common_lanes, full_partials, is_dual, lift, shape_of, split, wrap
 
 __all__ = ["ArrayFactor", "UFUNC_RULES", "call", "outer", "at", "supported_ufuncs"]
@@ -277,8 +278,6 @@ def at(ufunc, inputs, kwargs):
         )
     values, partials = split(item) if item is not None else (None, None)
     common_lanes([target.partials, partials], f"numpy.{name}.at")
-    from dualgpu.host.indexing import lanes_last_key
-
     index = index if isinstance(index, tuple) else (index,)
     ufunc.at(target.values, index, values)
     if partials is not None:  # the lane axis moved last, where no index reaches it
