@@ -11,9 +11,10 @@ import time
 
 import numpy as np
 
+from benchmarks.harness import PROFILES
 from dualgpu import DualArray
 
-__all__ = ["HOST_SIZES", "HOST_LANES", "OBJECTIVES", "TARGET", "case_host_objective"]
+__all__ = ["HOST_SIZES", "HOST_LANES", "OBJECTIVES", "TARGET", "CASES", "case_host_objective"]
 
 #: cells per profile
 HOST_SIZES = {"full": 1_000_000, "quick": 1_000_000, "tiny": 1000}
@@ -69,8 +70,6 @@ def _interleaved(dual, plain, repeats):
 
 def case_host_objective(profile):
     """Host objectives on a DualArray (n cells, 8 lanes) vs plain arrays of 9 n elements."""
-    from benchmarks.cases_dualgpu import PROFILES
-
     repeats = 2 * PROFILES[profile]["repeats"] + 1
     n, lanes = HOST_SIZES[profile], HOST_LANES
     rng = np.random.default_rng(12)
@@ -92,3 +91,7 @@ def case_host_objective(profile):
                                            "met": ratio <= TARGET}},
             "note": "objective = np.sum(w * u**2) + np.linalg.norm(u - data) + u.max(); "
                     "medians of runs alternating dual and plain; cpu = process time"}
+
+
+#: case name -> function(profile) -> dict
+CASES = {"host_objective": case_host_objective}

@@ -2,9 +2,9 @@
 lanes per tile, coloring, and GPU register pressure (ptxas).
 
 Each ``case_<name>(profile)`` returns a JSON-serialisable dict with a ``targets`` entry
-(see :func:`benchmarks.cases_dualgpu.target`); :mod:`benchmarks.run` prints MET/MISSED.
+(see :func:`benchmarks.harness.target`); :mod:`benchmarks.run` prints MET/MISSED.
 Comparisons are measured side by side in one process, interleaved
-(:func:`benchmarks.cases_dualgpu.measure_side_by_side`), and reported as ratios.
+(:func:`benchmarks.harness.measure_side_by_side`), and reported as ratios.
 
 jvp_primal
     1-D heat, 10^6 cells: ``dualgpu.jvp`` of the whole simulation vs the plain run, and both
@@ -40,16 +40,19 @@ import time
 import numpy as np
 
 import dualgpu
-from benchmarks.cases_dualgpu import (
-    PROFILES, _heat_initial, heat_jvp_njit_serial, heat_njit_serial, heat_run, heat_simulate,
-    load_driver, measure_side_by_side, target,
+from benchmarks.harness import (
+    PROFILES, dual_heat_arrays, heat_initial, heat_jacobian, heat_jvp_njit_serial,
+    heat_njit_serial, heat_run, heat_simulate, load_driver, measure_side_by_side,
+    nbody_jacobian, pendulum_jacobian, serial_launches, target,
 )
+from dualgpu import sparse
+from dualgpu.core import lanes  # internal: the lane tiles and their warning, measured here
 
 __all__ = ["EXTRA", "CASES", "busy_process"]
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-#: Sizes of these cases per profile (the shared ones are in cases_dualgpu.PROFILES).
+#: Sizes of these cases per profile (the shared ones are in harness.PROFILES).
 EXTRA = {
     "full": {"load_heat": (1000, 100), "load_pendulum": (100_000, 100), "load_nbody": (256, 5),
              "load_stencil": (1_000_000, 20), "lanes_heat": (1000, 100), "lanes_nbody": (256, 10),
@@ -77,7 +80,7 @@ def case_jvp_primal(profile):
     """dualgpu.jvp of the 10^6-cell heat simulation vs the plain simulation."""
     p = PROFILES[profile]
     n, steps, r = p["heat_n"], p["heat_steps"], 0.25
-    u0 = _heat_initial(n)
+    u0 = heat_initial(n)
     v = np.cos(np.arange(n) * 0.1)
     driver = load_driver()
     bufs = [np.empty(n) for _ in range(4)]
@@ -199,7 +202,6 @@ def busy_process():
 
 
 def _workloads(profile):
-    from benchmarks.cases_dualgpu import _heat_jacobian, _nbody_jacobian, _pendulum_jacobian
     from benchmarks.peers import problems
 
     extra = EXTRA[profile]
@@ -208,26 +210,22 @@ def _workloads(profile):
     pend = problems.pendulum_setup(*extra["load_pendulum"])
     nb = problems.nbody_setup(*extra["load_nbody"])
     n, steps = extra["load_stencil"]
-    u0 = _heat_initial(n)
+    u0 = heat_initial(n)
     plain = (u0.copy(), np.zeros(n))
-    from benchmarks.cases_dualgpu import _dual_heat_arrays
-
-    dual = _dual_heat_arrays(u0, 8)
+    dual = dual_heat_arrays(u0, 8)
     return {
-        "heat jacobian": lambda: _heat_jacobian(driver, heat),
-        "pendulum jacobian": lambda: _pendulum_jacobian(driver, pend),
-        "nbody jacobian": lambda: _nbody_jacobian(driver, nb),
+        "heat jacobian": lambda: heat_jacobian(driver, heat),
+        "pendulum jacobian": lambda: pendulum_jacobian(driver, pend),
+        "nbody jacobian": lambda: nbody_jacobian(driver, nb),
         "stencil plain": lambda: heat_run(*plain, 0.25, steps),
         "stencil dual N=8": lambda: heat_run(*dual, 0.25, steps),
     }
 
 
 def _on_off(workloads, repeats):
-    from dualgpu.backends.cpu import parallel as cpu_parallel
-
     def serial(fn):
         def run():
-            with cpu_parallel.serial_launches():
+            with serial_launches():
                 return fn()
         return run
 
@@ -272,14 +270,12 @@ def case_lanes(profile):
     """Time per direction of the heat and N-body Jacobians at 4, 8 and 16 lanes per tile."""
     import warnings
 
-    from benchmarks.cases_dualgpu import _heat_jacobian, _nbody_jacobian
     from benchmarks.peers import problems
-    from dualgpu.core.lanes import ChunkSizeWarning
 
     p, extra = PROFILES[profile], EXTRA[profile]
     driver = load_driver()
-    cases = {"heat": (_heat_jacobian, problems.heat_setup(*extra["lanes_heat"])),
-             "nbody": (_nbody_jacobian, problems.nbody_setup(*extra["lanes_nbody"]))}
+    cases = {"heat": (heat_jacobian, problems.heat_setup(*extra["lanes_heat"])),
+             "nbody": (nbody_jacobian, problems.nbody_setup(*extra["lanes_nbody"]))}
     rows = []
     for name, (jacobian, setup) in cases.items():
         directions = setup["u0" if name == "heat" else "masses"].size
@@ -287,7 +283,7 @@ def case_lanes(profile):
         for tile in (t for t in (4, 8, 16) if t <= directions):
             def run(tile=tile):
                 with warnings.catch_warnings():
-                    warnings.simplefilter("ignore", ChunkSizeWarning)
+                    warnings.simplefilter("ignore", lanes.ChunkSizeWarning)
                     return jacobian(driver, setup, chunk_size=tile)
             fns[f"{tile}"] = run
         with dualgpu.using_backend("cpu"):
@@ -299,7 +295,7 @@ def case_lanes(profile):
             rows.append({"problem": name, "tile": int(tile), "median_s": t["median_s"],
                          "per_direction_us": 1e6 * t["median_s"] / directions,
                          "compile_s": t["compile_s"]})
-    return {"rows": rows, "default_tile": dualgpu.core.lanes.TILE_LANES["cpu"]}
+    return {"rows": rows, "default_tile": lanes.TILE_LANES["cpu"]}
 
 
 # ---------------------------------------------------------------------------
@@ -308,23 +304,20 @@ def case_lanes(profile):
 
 def case_coloring(profile):
     """Colors vs the lower bound: order="best" (structured + greedy) vs greedy largest-first."""
-    from dualgpu.autodiff.coloring import color_columns
-    from dualgpu.autodiff.sparsity import banded_pattern, stencil_pattern_2d
-
     small = profile == "tiny"
     patterns = {
-        "periodic heat, 1000 cells, 100 steps": (banded_pattern(1000, 100, periodic=True), None),
-        "heat, 1000 cells, 100 steps": (banded_pattern(1000, 100), None),
-        "2-D 5-point stencil, 300 x 300": ((stencil_pattern_2d(60, 60), (60, 60)) if small
-                                           else (stencil_pattern_2d(300, 300), (300, 300))),
-        "periodic 2-D stencil, 64 x 64": (stencil_pattern_2d(64, 64, periodic=True), (64, 64)),
+        "periodic heat, 1000 cells, 100 steps": (sparse.banded_pattern(1000, 100, periodic=True), None),
+        "heat, 1000 cells, 100 steps": (sparse.banded_pattern(1000, 100), None),
+        "2-D 5-point stencil, 300 x 300": ((sparse.stencil_pattern_2d(60, 60), (60, 60)) if small
+                                           else (sparse.stencil_pattern_2d(300, 300), (300, 300))),
+        "periodic 2-D stencil, 64 x 64": (sparse.stencil_pattern_2d(64, 64, periodic=True), (64, 64)),
     }
     rows = []
     for name, (pattern, grid) in patterns.items():
         t0 = time.perf_counter()
-        best = color_columns(pattern, grid=grid)
+        best = sparse.color_columns(pattern, grid=grid)
         seconds = time.perf_counter() - t0
-        greedy = color_columns(pattern, order="largest_first")
+        greedy = sparse.color_columns(pattern, order="largest_first")
         rows.append({"pattern": name, "best": best.n_colors, "largest_first": greedy.n_colors,
                      "lower_bound": best.lower_bound, "seconds": seconds})
     periodic = rows[0]

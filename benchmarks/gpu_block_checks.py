@@ -2,7 +2,7 @@
 
 Each case runs a host function of ``tests/block_kernels.py`` or
 ``tests/block_kernels_extra.py`` plain and with ``LANES`` tangent directions
-(``dualgpu.autodiff.driver.jvp_batch``) on the backend under test, and the same on a reference
+(``dualgpu.jvp_batch``) on the backend under test, and the same on a reference
 backend (``cpu``; ``cudasim`` where the cpu backend cannot run the kernel), and reports
 the largest relative differences. On a GPU this is the first real launch of dual shared
 tiles, dynamic shared memory carved into (1 + N) regions (one case needs more than 48 KB
@@ -69,14 +69,13 @@ def _rel(a, b):
 
 def _run(f, args, argnum, backend, lanes):
     import dualgpu
-    from dualgpu.autodiff import driver
 
     rng = np.random.default_rng(0)
     tangents = [None] * len(args)
     tangents[argnum] = rng.standard_normal((lanes,) + np.shape(args[argnum]))
     with dualgpu.using_backend(backend):
         plain = _flat(f(*args))
-        values, tangent = driver.jvp_batch(f, args, tangents, chunk_size=lanes, progress=False)
+        values, tangent = dualgpu.jvp_batch(f, args, tangents, chunk_size=lanes, progress=False)
     return plain, _flat(values), _flat(tangent)
 
 

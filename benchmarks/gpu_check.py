@@ -7,7 +7,7 @@ Usage::
 
 For every simulation in ``simulations/`` it runs, on the ``cuda`` backend, the
 plain simulation and a batch of 8 tangent directions through the driver
-(``dualgpu.autodiff.driver.jvp_batch``), compares both with the ``cpu`` backend and
+(``dualgpu.jvp_batch``), compares both with the ``cpu`` backend and
 reports the dual/plain time ratio. It then runs 24 directions in tiles of 8
 lanes and compares those tangents with the cpu backend too: on the GPU all three
 tiles run in one launch over a third grid dimension where no array is both read
@@ -16,7 +16,7 @@ those arrays restored between them (``dualgpu.backends.common.tiles``); the two
 paths are also compared with each other, and the launches per path are counted. Then
 the time per direction of 64 directions at tiles of 4, 8, 16 and 32 lanes, both paths
 (what the GPU's default tile should be chosen from). It then times the 1-D heat stencil
-(``benchmarks.cases_dualgpu.heat_step``) at N = 0 (plain), 1, 8, 16 lanes and
+(``benchmarks.harness.heat_step``) at N = 0 (plain), 1, 8, 16 lanes and
 reports the achieved memory bandwidth: bytes moved per step are
 ``(1 + N) * n * itemsize * 2`` (read u, write u_new; neighbours hit in cache).
 Last, the block-level kernels (shared tiles, dynamic shared memory, warp shuffles,
@@ -87,7 +87,6 @@ def check_tiles(name, backend, size, directions=3 * LANES, tile=LANES):
     import importlib
 
     import dualgpu
-    from dualgpu.autodiff import driver
 
     module_name, build, kwargs = SIMULATIONS[name]
     module = importlib.import_module(module_name)
@@ -99,7 +98,7 @@ def check_tiles(name, backend, size, directions=3 * LANES, tile=LANES):
     from dualgpu.backends.gpu import tile_grid as gpu_tile_grid
 
     def run():
-        return driver.jvp_batch(lambda *a: module.simulate(*a, **kwargs), args, tangents,
+        return dualgpu.jvp_batch(lambda *a: module.simulate(*a, **kwargs), args, tangents,
                                 chunk_size=tile, progress=False)[1]
 
     results = {}
@@ -128,7 +127,6 @@ def time_tiles(name, backend, size, directions=64, tiles=(4, 8, 16, 32)):
     import warnings
 
     import dualgpu
-    from dualgpu.autodiff import driver
     from dualgpu.backends.gpu import tile_grid as gpu_tile_grid
 
     module_name, build, kwargs = SIMULATIONS[name]
@@ -145,7 +143,7 @@ def time_tiles(name, backend, size, directions=64, tiles=(4, 8, 16, 32)):
             for path, enabled in (("one_launch", True), ("per_tile", False)):
                 gpu_tile_grid.ENABLED = enabled
                 try:
-                    _, seconds = _timed(lambda: driver.jvp_batch(
+                    _, seconds = _timed(lambda: dualgpu.jvp_batch(
                         lambda *a: module.simulate(*a, **kwargs), args, tangents,
                         chunk_size=tile, progress=False))
                 finally:
@@ -160,7 +158,6 @@ def check_simulation(name, backend, size, lanes=LANES):
     import importlib
 
     import dualgpu
-    from dualgpu.autodiff import driver
 
     module_name, build, kwargs = SIMULATIONS[name]
     module = importlib.import_module(module_name)
@@ -176,7 +173,7 @@ def check_simulation(name, backend, size, lanes=LANES):
         return f(*args)
 
     def dual():
-        return driver.jvp_batch(f, args, tangents, chunk_size=lanes, progress=False)
+        return dualgpu.jvp_batch(f, args, tangents, chunk_size=lanes, progress=False)
 
     results = {}
     for which in ("cpu", backend):
@@ -223,10 +220,9 @@ def stencil_bytes(n, lanes, itemsize=8):
 def heat_bandwidth(backend, n, steps, lanes_list=(0, 1, 8, 16)):
     """Time the heat stencil at each lane count on ``backend``; return rows with GB/s."""
     import dualgpu
-    from dualgpu import cuda
-    from dualgpu.core.dualarray import DualArray
+    from dualgpu import DualArray, cuda
 
-    from benchmarks.cases_dualgpu import heat_run
+    from benchmarks.harness import heat_run
 
     rows = []
     u0 = np.sin(np.linspace(0.0, np.pi, n))

@@ -22,14 +22,15 @@ def child(n, steps, lanes, repeats):
     """In this process: seconds per step of the heat stencil, one list per lane count."""
     sys.path[:0] = [_ROOT, _HERE]
     import dualgpu
-    from cases_dualgpu import _dual_heat_arrays, _heat_initial, heat_run, measure, \
-        serial_launches
+    from benchmarks.harness import (
+        dual_heat_arrays, heat_initial, heat_run, measure, serial_launches,
+    )
 
-    u0 = _heat_initial(n)
+    u0 = heat_initial(n)
     times = {}
     with dualgpu.using_backend("cpu"), serial_launches():
         for count in lanes:
-            du, dnew = _dual_heat_arrays(u0, count)
+            du, dnew = dual_heat_arrays(u0, count)
             _, t = measure(lambda: heat_run(du, dnew, 0.25, steps), repeats)
             times[count] = t["median_s"] / steps
     return {"nansafe": dualgpu.nansafe.NANSAFE_MODE_ENABLED, "per_step_s": times}

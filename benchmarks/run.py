@@ -10,8 +10,9 @@ Usage::
 Each case runs in its own Python process (fresh JIT caches, an empty dualgpu
 compile cache, its own peak memory), one after the other; a case that fails or
 times out is reported and the others still run. The table ends with every
-target's verdict (MET/MISSED) for this run on this machine. Case definitions
-and sizes: ``benchmarks/cases_dualgpu.py`` and ``benchmarks/cases_targets.py``.
+target's verdict (MET/MISSED) for this run on this machine. Case definitions:
+``benchmarks/cases_dualgpu.py``, ``cases_host.py`` and ``cases_targets.py``, gathered here
+(:func:`all_cases`); sizes and the timing helpers they share: ``benchmarks/harness.py``.
 """
 import argparse
 import json
@@ -26,7 +27,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
-__all__ = ["main", "run_cases", "format_table", "target_summary"]
+__all__ = ["main", "all_cases", "run_case", "run_cases", "format_table", "target_summary"]
 
 CASE_ORDER = ("overhead", "cpu_vs_njit", "launch", "memory", "sparse", "tiled_nbody", "peers_heat",
               "peers_nbody", "peers_nbody_small", "peers_pendulum", "host_objective", "jvp_primal",
@@ -36,10 +37,31 @@ CASE_ORDER = ("overhead", "cpu_vs_njit", "launch", "memory", "sparse", "tiled_nb
 CASE_TIMEOUT = {"full": 3600, "quick": 600, "tiny": 300}
 
 
-def _child(case, profile, out):
-    from benchmarks import cases_dualgpu
+def all_cases():
+    """Return ``{case name: function(profile) -> dict}`` of every case module.
 
-    result = cases_dualgpu.run_case(case, profile)
+    Imported on call, in the child process that runs one case: the case modules import
+    dualgpu and compile kernels, which the parent process (the table) never needs.
+    """
+    from benchmarks import cases_dualgpu, cases_host, cases_targets
+
+    return {**cases_dualgpu.CASES, **cases_host.CASES, **cases_targets.CASES}
+
+
+def run_case(name, profile):
+    """Run case ``name`` at ``profile`` in this process and return its dict."""
+    from benchmarks.harness import PROFILES
+
+    found = all_cases()
+    if name not in found:
+        raise KeyError(f"unknown case {name!r}; expected one of {sorted(found)}.")
+    if profile not in PROFILES:
+        raise KeyError(f"unknown profile {profile!r}; expected one of {sorted(PROFILES)}.")
+    return found[name](profile)
+
+
+def _child(case, profile, out):
+    result = run_case(case, profile)
     with open(out, "w") as fh:
         json.dump(result, fh)
 

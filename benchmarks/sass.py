@@ -154,8 +154,8 @@ def kernel_types(name, lanes=8, size=1):
     the lane count.
     """
     import dualgpu
-    from dualgpu.core import _context
-    from dualgpu.core.dualarray import DualArray
+    from dualgpu import DualArray
+    from dualgpu.core import _context  # internal: duals of a given lane count while compiling
 
     from benchmarks.gpu_check import SIMULATIONS
 

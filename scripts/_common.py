@@ -16,15 +16,9 @@ if str(REPO) not in sys.path:  # `python3 scripts/x.py` from a checkout finds si
     sys.path.insert(0, str(REPO))
 
 import dualgpu  # noqa: E402
-from dualgpu import Dual, DualArray, plot  # noqa: E402
-from dualgpu.core._context import dual_allocation  # noqa: E402
-from dualgpu.autodiff._progress import progress_bar, wants_progress  # noqa: E402
+from dualgpu import plot  # noqa: E402
 
-__all__ = ["MAX_LANES", "parser", "setup", "jacfwd", "segments", "print_table", "Figures",
-           "elapsed"]
-
-MAX_LANES = 64
-"""Most tangent lanes one compiled pass carries (the compiled dual types support 1..64)."""
+__all__ = ["parser", "setup", "jacfwd", "segments", "print_table", "Figures", "elapsed"]
 
 
 # ---------------------------------------------------------------- command line
@@ -85,66 +79,24 @@ def elapsed(start):
 
 # ---------------------------------------------------------------- derivatives
 
-def _driver_jacfwd():
-    try:
-        from dualgpu.autodiff.driver import jacfwd
-    except ImportError:
-        return None
-    return jacfwd
-
-
 def jacfwd(f, argnums=0, *, chunk_size=None, progress=None):
-    """Return a function computing the forward-mode Jacobian of ``f`` (the driver's API).
+    """Return a function computing the forward-mode Jacobian of ``f``: :func:`dualgpu.jacfwd`.
 
-    Uses :func:`dualgpu.autodiff.driver.jacfwd` when the package has it; otherwise an equivalent
-    in-script version: the inputs named by ``argnums`` (floats or float arrays) are seeded
-    ``chunk_size`` lanes at a time, ``f`` runs with dual inputs inside
-    ``dualgpu.core._context.dual_allocation`` and the partials of its outputs are collected.
-    The Jacobian has shape ``output.shape + input.shape``; a tuple ``argnums`` gives a tuple,
-    and a tuple of outputs gives a tuple of those.
+    The inputs named by ``argnums`` are seeded ``chunk_size`` lanes at a time; the Jacobian has
+    shape ``output.shape + input.shape``, a tuple ``argnums`` gives a tuple, and a tuple of
+    outputs gives a tuple of those.
     """
-    driver = _driver_jacfwd()
-    if driver is not None:
-        return driver(f, argnums, chunk_size=chunk_size, progress=progress)
+    return dualgpu.jacfwd(f, argnums, chunk_size=chunk_size, progress=progress)
 
-    def jacobian(*args):
-        numbers = (argnums,) if np.isscalar(argnums) else tuple(argnums)
-        inputs = [np.asarray(args[i], dtype=np.float64) for i in numbers]
-        sizes = [x.size for x in inputs]
-        total = sum(sizes)
-        lanes = min(total, chunk_size or MAX_LANES)
-        starts = range(0, total, lanes)
-        if wants_progress(progress) and len(starts) > 1:
-            from tqdm.auto import tqdm
-            starts = tqdm(starts, desc="tangent chunks", unit="chunk", leave=False)
-        offsets = np.cumsum([0] + sizes)
-        columns = None
-        for start in starts:
-            seeds = np.zeros((lanes, total))  # same lane count every pass: one compilation
-            width = min(lanes, total - start)
-            seeds[np.arange(width), start + np.arange(width)] = 1.0
-            dual_args = list(args)
-            for x, i, lo, hi in zip(inputs, numbers, offsets[:-1], offsets[1:]):
-                part = seeds[:, lo:hi].reshape((lanes,) + x.shape)
-                dual_args[i] = (Dual(float(x), part.reshape(lanes)) if x.ndim == 0
-                                else DualArray(x.copy(), part.copy()))
-            with dual_allocation(lanes):
-                out = f(*dual_args)
-            outs = out if isinstance(out, tuple) else (out,)
-            if columns is None:
-                columns = [np.zeros((total,) + np.shape(o.value if isinstance(o, Dual)
-                                                        else o.values)) for o in outs]
-            for o, c in zip(outs, columns):
-                c[start:start + width] = np.asarray(o.partials)[:width]
-        results = []
-        for c in columns:
-            J = np.moveaxis(c, 0, -1)  # output.shape + (total,)
-            per_input = tuple(J[..., lo:hi].reshape(J.shape[:-1] + x.shape)
-                              for x, lo, hi in zip(inputs, offsets[:-1], offsets[1:]))
-            results.append(per_input if not np.isscalar(argnums) else per_input[0])
-        return tuple(results) if isinstance(out, tuple) else results[0]
 
-    return jacobian
+def _shows_progress(progress):
+    """``--progress``/``--no-progress``, or by default (None) whether stderr is a terminal."""
+    if progress is None:
+        try:
+            return sys.stderr.isatty()
+        except (AttributeError, ValueError):  # no isatty, or a closed stream
+            return False
+    return bool(progress)
 
 
 def segments(n_steps, count, progress, desc="time steps"):
@@ -156,11 +108,12 @@ def segments(n_steps, count, progress, desc="time steps"):
     count = max(1, min(count, n_steps))
     bounds = np.linspace(0, n_steps, count + 1).round().astype(int)
     lengths = [int(b - a) for a, b in zip(bounds[:-1], bounds[1:]) if b > a]
-    bar = progress_bar(n_steps, progress, desc, unit="step")
-    if bar is None:
+    if not _shows_progress(progress):
         yield from lengths
         return
-    with bar:
+    from tqdm.auto import tqdm  # only when a bar is shown
+
+    with tqdm(total=n_steps, desc=desc, unit="step", leave=False) as bar:
         for length in lengths:
             yield length
             bar.update(length)

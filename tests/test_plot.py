@@ -14,6 +14,7 @@ from matplotlib.image import imread
 
 from dualgpu import plot
 from dualgpu.errors import DualgpuError
+from dualgpu.plot.jacobian import _pool_max_abs
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 NAMES = ["diffusivity", "reaction_rate", "inflow_velocity", "k", "boundary_temperature"]
@@ -203,7 +204,7 @@ def test_pool_keeps_sign_of_largest_magnitude_and_nan():
     rows = np.array([0, 0, 1, 3, 3])
     cols = np.array([0, 1, 1, 2, 3])
     vals = np.array([1.0, -4.0, 2.0, np.nan, 9.0])
-    grid = plot._pool_max_abs(rows, cols, vals, (4, 4), (2, 2))
+    grid = _pool_max_abs(rows, cols, vals, (4, 4), (2, 2))
     assert grid[0, 0] == -4.0 and np.isnan(grid[1, 1]) and grid[0, 1] == 0 and grid[1, 0] == 0
 
 

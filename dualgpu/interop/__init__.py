@@ -4,6 +4,8 @@
 into a differentiable JAX function; see :mod:`dualgpu.interop.jax`. JAX is imported only
 when :func:`to_jax` is called, so ``import dualgpu`` never needs it.
 """
+from dualgpu.interop.jax import JaxBridgeCostWarning
+from dualgpu.interop.jax import to_jax as _to_jax
 
 __all__ = ["to_jax", "JaxBridgeCostWarning"]
 
@@ -66,14 +68,4 @@ def to_jax(f, **options):
     array([[2., 0.],
            [0., 2.]], dtype=float32)
     """
-    from dualgpu.interop.jax import to_jax as _to_jax
-
     return _to_jax(f, **options)
-
-
-def __getattr__(name):
-    if name == "JaxBridgeCostWarning":
-        from dualgpu.interop.jax import JaxBridgeCostWarning
-
-        return JaxBridgeCostWarning
-    raise AttributeError(f"module 'dualgpu.interop' has no attribute {name!r}")

@@ -34,8 +34,10 @@ import warnings
 
 import numpy as np
 
+from dualgpu import jacobian, jvp_batch
 from dualgpu.autodiff._protect import protect
 from dualgpu.errors import DualgpuError
+from dualgpu.sparse import Coloring, color_columns, detect_sparsity, sparse_jacobian
 
 __all__ = ["to_jax", "JaxBridgeCostWarning", "DEFAULT_MAX_LANES", "DEFAULT_WARN_LANES",
            "MAX_ORDER"]
@@ -266,8 +268,6 @@ def to_jax(f, *, argnums=None, result_shape_dtypes=None, compute_dtype=None, spa
                 f"Jacobian is sparse; got argnums={argnums!r}. Fix: e.g. argnums=0.")
         coloring = "detect"
     elif sparsity is not None:
-        from dualgpu.autodiff.coloring import Coloring, color_columns
-
         coloring = sparsity if isinstance(sparsity, Coloring) else color_columns(sparsity)
     return _Wrapped(f, argnums, result_shape_dtypes, compute_dtype, coloring, chunk_size,
                     max_lanes, warn_lanes)
@@ -482,9 +482,6 @@ class _Call:
         """Detect the sparsity pattern of the one output w.r.t. the argnums leaf (cached)."""
         if self.key in self.w.colorings:
             return
-        from dualgpu.autodiff.coloring import color_columns
-        from dualgpu.autodiff.sparse import detect_sparsity
-
         positions = [i for i, p in enumerate(self.owner) if p in self.allowed]
         if len(positions) != 1 or len(self.in_shapes[positions[0]]) == 0:
             raise DualgpuError(
@@ -502,8 +499,6 @@ class _Call:
         tensor of ``chain[:-1]`` too (the values of the dual run): it is kept in ``memo`` so
         that the callback of ``chain[:-1]`` with the same inputs does not run ``f`` again.
         """
-        from dualgpu.autodiff.driver import jacobian
-
         fn = self.flat_f
         for depth, level in enumerate(chain):
             if level == "sparse":
@@ -518,8 +513,6 @@ class _Call:
         return fn
 
     def _values_and_jacobian(self, fn, level, inner_chain):
-        from dualgpu.autodiff.driver import jvp_batch
-
         sizes = [int(np.prod(self.in_shapes[d], dtype=np.int64)) for d in level]
         total = sum(sizes)
 
@@ -560,8 +553,6 @@ class _Call:
         return values
 
     def _sparse_values(self, fn):
-        from dualgpu.autodiff.sparse import sparse_jacobian
-
         coloring = self.coloring
         pattern = coloring.pattern.tocoo()
         rows, cols = pattern.row, pattern.col

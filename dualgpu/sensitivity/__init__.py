@@ -60,8 +60,7 @@ Examples
 def __getattr__(name):
     # matplotlib is imported only when plotting is asked for
     if name in ("dgsm_bars", "dgsm_maps", "plots"):
-        import importlib
+        import dualgpu.sensitivity.plots as plots
 
-        plots = importlib.import_module(".plots", __name__)
         return plots if name == "plots" else getattr(plots, name)
     raise AttributeError(f"module 'dualgpu.sensitivity' has no attribute {name!r}")

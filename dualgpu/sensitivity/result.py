@@ -203,6 +203,14 @@ class DGSMResult:
                 f"entry of the output shape {self.output_shape}.")
         return value, ci
 
+    def _sobol(self, output):
+        """The attached Sobol total indices and their half-widths for one output entry.
+
+        ``(sobol_total, sobol_total_ci)`` indexed at ``[:, output]`` (whole when ``output`` is
+        None); either is None when it was not attached.
+        """
+        return _entry(self.sobol_total, output), _entry(self.sobol_total_ci, output)
+
     def ranking(self, output=None):
         """Return the parameter names, most influential first (by ``total_upper``).
 
@@ -240,8 +248,7 @@ class DGSMResult:
         header += [f"S_tot <= [{level} CI]"]
         sobol = None
         if self.sobol_total is not None and (output is not None or self.output_shape == ()):
-            sobol, sobol_ci = (_entry(a, output) for a in (self.sobol_total,
-                                                            self.sobol_total_ci))
+            sobol, sobol_ci = self._sobol(output)
             header += ["Sobol ST (SALib)"]
         for r, i in enumerate(order, 1):
             unit = self.units.get(self.names[i])
@@ -300,14 +307,14 @@ class DGSMResult:
         return pd.DataFrame(columns, index=pd.Index(self.names, name="parameter"))
 
     def plot(self, **kwargs):
-        """Ranked bars with intervals (:func:`dualgpu.sensitivity.plots.dgsm_bars`)."""
-        from dualgpu.sensitivity.plots import dgsm_bars
+        """Ranked bars with intervals (:func:`dualgpu.sensitivity.dgsm_bars`)."""
+        from dualgpu.plot.dgsm import dgsm_bars  # matplotlib is imported only to draw
 
         return dgsm_bars(self, **kwargs)
 
     def plot_maps(self, **kwargs):
-        """Sensitivity maps of a field output (:func:`dualgpu.sensitivity.plots.dgsm_maps`)."""
-        from dualgpu.sensitivity.plots import dgsm_maps
+        """Sensitivity maps of a field output (:func:`dualgpu.sensitivity.dgsm_maps`)."""
+        from dualgpu.plot.dgsm import dgsm_maps  # matplotlib is imported only to draw
 
         return dgsm_maps(self, **kwargs)
 
