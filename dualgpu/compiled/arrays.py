@@ -7,6 +7,10 @@ a plain number writes zero partials. Any other index (slices, fewer indices
 than dimensions) yields a DualArray view, and storing through it
 (``tile[0:8] = u[8:16]``, ``out[k, :] = d``, ``row[:] = 0.0``) stores values and
 partials alike. The lane count N is part of the type.
+
+The type and its data model are :mod:`dualgpu.compiled.types`', its ``typeof``
+:mod:`dualgpu.compiled.typeof`'s and its boxing :mod:`dualgpu.compiled.boxing`'s; this
+module holds the operations: building, allocating, indexing, storing and ``len``.
 """
 import operator
 
@@ -171,16 +175,7 @@ def _dual_array_setitem(a, i, v):
     if full is None:
         return _slice_setter(a, i, v)
     if isinstance(v, DualType):
-        if v.tracer != a.tracer:
-            raise TypingError(
-                f"cannot store {v} into {a}: tracers and tangent duals do not mix; seed every "
-                "input of a sparsity detection run as a tracer."
-            )
-        if v.n != a.n:
-            raise TypingError(
-                f"storing a dual with {v.n} lanes into a DualArray with {a.n} lanes; every "
-                "dual in one computation must have the same lane count."
-            )
+        _check_compatible(a, v)
         kind = "dual"
     elif isinstance(v, (types.Float, types.Integer, types.Boolean)):
         kind = "number"
@@ -190,6 +185,7 @@ def _dual_array_setitem(a, i, v):
 
 
 def _check_compatible(a, v):
+    """Refuse to store ``v`` (a dual or DualArray) into ``a`` unless their lanes match."""
     if v.tracer != a.tracer:
         raise TypingError(
             f"cannot store {v} into {a}: tracers and tangent duals do not mix; seed every "

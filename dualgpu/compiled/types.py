@@ -25,20 +25,16 @@ from numba import types
 from numba.core import cgutils
 from numba.core.errors import TypingError
 from numba.core.extending import (
-    box,
     intrinsic,
     lower_cast,
-    register_jitable,
     make_attribute_wrapper,
     models,
+    register_jitable,
     register_model,
-    unbox,
-    NativeValue,
 )
 from numba.core.typeconv import Conversion
 
 from dualgpu import nansafe
-from dualgpu.core.dual import Dual
 from dualgpu.core.nested import MAX_TAG
 from dualgpu.errors import DualgpuError
 
@@ -502,33 +498,9 @@ def _cast_lanes(context, builder, tup, from_ty, to_dtype):
     return [context.cast(builder, v, from_ty.dtype, to_dtype) for v in _lanes(builder, tup, from_ty.count)]
 
 
-@intrinsic
-def lanes_scale(typingctx, factor, partials):
-    """``factor * partials`` lane by lane, in the dtype of ``factor``."""
-    ret = types.UniTuple(factor, partials.count)
-
-    def codegen(context, builder, sig, args):
-        f, tup = args
-        lanes = _cast_lanes(context, builder, tup, partials, factor)
-        return _pack(context, builder, ret, [builder.fmul(f, v) for v in lanes])
-
-    return ret(factor, partials), codegen
-
-
-@intrinsic
-def lanes_axpby(typingctx, a, p, b, q):
-    """``a * p + b * q`` lane by lane, in the dtype of ``a``."""
-    ret = types.UniTuple(a, p.count)
-
-    def codegen(context, builder, sig, args):
-        fa, tp, fb, tq = args
-        fb = context.cast(builder, fb, b, a)
-        lp = _cast_lanes(context, builder, tp, p, a)
-        lq = _cast_lanes(context, builder, tq, q, a)
-        out = [builder.fadd(builder.fmul(fa, x), builder.fmul(fb, y)) for x, y in zip(lp, lq)]
-        return _pack(context, builder, ret, out)
-
-    return ret(a, p, b, q), codegen
+def _plain_product(context, builder, factor, lane, dtype):
+    """``factor * lane``."""
+    return builder.fmul(factor, lane)
 
 
 def _nansafe_product(context, builder, factor, lane, dtype):
@@ -538,38 +510,58 @@ def _nansafe_product(context, builder, factor, lane, dtype):
     return builder.select(is_zero, zero, builder.fmul(factor, lane))
 
 
-@intrinsic
-def lanes_scale_nansafe(typingctx, factor, partials):
-    """``factor * partials`` lane by lane, a zero lane staying zero (NaN-safe mode)."""
-    ret = types.UniTuple(factor, partials.count)
+def _lanes_scale(name, product, doc):
+    """An intrinsic ``name(factor, partials)``: ``product(factor, lane)`` lane by lane."""
 
-    def codegen(context, builder, sig, args):
-        f, tup = args
-        lanes = _cast_lanes(context, builder, tup, partials, factor)
-        out = [_nansafe_product(context, builder, f, v, factor) for v in lanes]
-        return _pack(context, builder, ret, out)
+    def typer(typingctx, factor, partials):
+        ret = types.UniTuple(factor, partials.count)
 
-    return ret(factor, partials), codegen
+        def codegen(context, builder, sig, args):
+            f, tup = args
+            lanes = _cast_lanes(context, builder, tup, partials, factor)
+            out = [product(context, builder, f, v, factor) for v in lanes]
+            return _pack(context, builder, ret, out)
+
+        return ret(factor, partials), codegen
+
+    typer.__name__, typer.__doc__ = name, doc
+    return intrinsic(typer)
 
 
-@intrinsic
-def lanes_axpby_nansafe(typingctx, a, p, b, q):
-    """``a * p + b * q`` lane by lane, zero lanes contributing zero (NaN-safe mode)."""
-    ret = types.UniTuple(a, p.count)
+def _lanes_axpby(name, product, doc):
+    """An intrinsic ``name(a, p, b, q)``: ``product(a, p_k) + product(b, q_k)`` lane by lane."""
 
-    def codegen(context, builder, sig, args):
-        fa, tp, fb, tq = args
-        fb = context.cast(builder, fb, b, a)
-        lp = _cast_lanes(context, builder, tp, p, a)
-        lq = _cast_lanes(context, builder, tq, q, a)
-        out = [
-            builder.fadd(_nansafe_product(context, builder, fa, x, a),
-                         _nansafe_product(context, builder, fb, y, a))
-            for x, y in zip(lp, lq)
-        ]
-        return _pack(context, builder, ret, out)
+    def typer(typingctx, a, p, b, q):
+        ret = types.UniTuple(a, p.count)
 
-    return ret(a, p, b, q), codegen
+        def codegen(context, builder, sig, args):
+            fa, tp, fb, tq = args
+            fb = context.cast(builder, fb, b, a)
+            lp = _cast_lanes(context, builder, tp, p, a)
+            lq = _cast_lanes(context, builder, tq, q, a)
+            out = [builder.fadd(product(context, builder, fa, x, a),
+                                product(context, builder, fb, y, a))
+                   for x, y in zip(lp, lq)]
+            return _pack(context, builder, ret, out)
+
+        return ret(a, p, b, q), codegen
+
+    typer.__name__, typer.__doc__ = name, doc
+    return intrinsic(typer)
+
+
+lanes_scale = _lanes_scale(
+    "lanes_scale", _plain_product,
+    """``factor * partials`` lane by lane, in the dtype of ``factor``.""")
+lanes_axpby = _lanes_axpby(
+    "lanes_axpby", _plain_product,
+    """``a * p + b * q`` lane by lane, in the dtype of ``a``.""")
+lanes_scale_nansafe = _lanes_scale(
+    "lanes_scale_nansafe", _nansafe_product,
+    """``factor * partials`` lane by lane, a zero lane staying zero (NaN-safe mode).""")
+lanes_axpby_nansafe = _lanes_axpby(
+    "lanes_axpby_nansafe", _nansafe_product,
+    """``a * p + b * q`` lane by lane, zero lanes contributing zero (NaN-safe mode).""")
 
 
 @intrinsic
