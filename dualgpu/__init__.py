@@ -20,7 +20,7 @@ from dualgpu.core.casting import astype, float32, float64  # noqa: E402
 from dualgpu.core.selection import backend, set_backend, using_backend  # noqa: E402
 from dualgpu import dmath  # noqa: E402
 from dualgpu import host  # noqa: E402,F401  (numpy's protocols for Dual and DualArray)
-from dualgpu import compiled  # noqa: E402,F401  (numba's typing and lowering, in order)
+from dualgpu import compiled  # noqa: E402,F401  (numba typing and lowering; order: its __init__)
 from dualgpu.host.buffers import keep_host_buffers, zeros  # noqa: E402
 from dualgpu.porting.kernel import jit  # noqa: E402
 from dualgpu import cuda  # noqa: E402

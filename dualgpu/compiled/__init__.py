@@ -1,19 +1,32 @@
 """Floor 2b, compiled duals: numba typing and lowering of duals and dual arrays.
 
-Every numba extension of dualgpu is registered here, in this order (numba-cuda's
-``device_init`` plays the same role): see :func:`dualgpu.compiled.cpu_first.cpu_registries_first`.
+Every numba extension of dualgpu is registered by importing this package, and this module
+is the one place that states the order (numba-cuda's ``device_init`` plays the same role).
+No module of the package imports another for its registrations alone: each imports only
+the names it uses, and those imports form no cycle.
 """
-# The registration order. numba's CPU typing and lowering go first (cpu_first), so that no
-# CUDA compile can install its own in their place; then the dual type and its data model, the
-# rule overloads, dual arrays (with their iterator), casts, libdevice's refusals and the tagged
-# (nested) duals, which build on all of them.
-from dualgpu.compiled import cpu_math  # noqa: F401,E402
-from dualgpu.compiled import types  # noqa: F401,E402
-from dualgpu.compiled import rules  # noqa: F401,E402
-from dualgpu.compiled import arrays  # noqa: F401,E402
-from dualgpu.compiled import casts  # noqa: F401,E402
-from dualgpu.compiled import libdevice  # noqa: F401,E402
-from dualgpu.compiled import nested  # noqa: F401,E402
-from dualgpu.compiled.cpu_first import cpu_registries_first  # noqa: E402
+# The registration order:
+# 1. the CPU target's math functions that numba.cuda has (cpu_math);
+# 2. every numba type and data model, with the dual's intrinsics and number casts (types);
+# 3. the numba types of Python Duals and DualArrays, now that the types exist (typeof);
+# 4. boxing and unboxing of the four types (boxing);
+# 5. operations: the rule overloads of first-order duals (rules), dual arrays (arrays) and
+#    their iteration (array_iter), casts by number classes (casts), libdevice's refusals
+#    (libdevice), and tagged duals (nested), which build on the first-order overloads;
+# 6. numba's CPU typing and lowering installed under the CPU target (cpu_first), before
+#    anything can be compiled for CUDA (see dualgpu.compiled.cpu_first).
+from dualgpu.compiled import cpu_math  # noqa: F401
+from dualgpu.compiled import types  # noqa: F401
+from dualgpu.compiled import typeof  # noqa: F401
+from dualgpu.compiled import boxing  # noqa: F401
+from dualgpu.compiled import rules  # noqa: F401
+from dualgpu.compiled import arrays  # noqa: F401
+from dualgpu.compiled import array_iter  # noqa: F401
+from dualgpu.compiled import casts  # noqa: F401
+from dualgpu.compiled import libdevice  # noqa: F401
+from dualgpu.compiled import nested  # noqa: F401
+from dualgpu.compiled.cpu_first import cpu_registries_first
+
+__all__ = ["cpu_registries_first"]
 
 cpu_registries_first()

@@ -4,49 +4,20 @@ numba iterates over an array's first axis: the elements of a 1-D array, the rows
 2-D one. A DualArray does the same: a 1-D DualArray yields duals, an N-D one DualArray
 rows (views), exactly what ``a[i]`` gives for ``i in range(len(a))``. The iterator is
 a struct of the array and a pointer to the next index, as numba's own array iterator.
+The iterator's type and data model are :mod:`dualgpu.compiled.types`'
+(``DualArrayType.iterator_type``); this module lowers ``getiter`` and ``iternext``.
 """
 import operator
 
 from numba import types
 from numba.core import cgutils
-from numba.core.extending import lower_builtin, models, register_model
+from numba.core.extending import lower_builtin
 from numba.core.imputils import impl_ret_borrowed, impl_ret_new_ref
 from numba.core.typing.templates import signature
 
-from dualgpu.compiled.arrays import DualArrayType
+from dualgpu.compiled.types import DualArrayIterType, DualArrayType
 
-__all__ = ["DualArrayIterType"]
-
-
-class DualArrayIterType(types.SimpleIteratorType):
-    """Iterator over the first axis of a DualArray (yields what ``a[i]`` yields)."""
-
-    def __init__(self, array_type):
-        self.array_type = array_type
-        super().__init__(f"iter({array_type})", _element_type(array_type))
-
-    @property
-    def key(self):
-        # the array type's key, not the name: DualArray names leave out the partials' layout
-        return self.array_type.key
-
-
-def _element_type(array_type):
-    """The type of ``a[i]`` for an integer ``i``: a dual (1-D) or a DualArray row view."""
-    if array_type.ndim == 1:
-        return array_type.dual
-    values = array_type.values_type
-    partials = array_type.partials_type
-    row = values.copy(ndim=values.ndim - 1, layout="C" if values.layout == "C" else "A")
-    lanes_row = partials.copy(ndim=partials.ndim - 1, layout="A")
-    return DualArrayType(row, lanes_row, array_type.n)
-
-
-@register_model(DualArrayIterType)
-class DualArrayIterModel(models.StructModel):
-    def __init__(self, dmm, fe_type):
-        members = [("array", fe_type.array_type), ("index", types.EphemeralPointer(types.intp))]
-        super().__init__(dmm, fe_type, members)
+__all__ = []
 
 
 @lower_builtin("getiter", DualArrayType)

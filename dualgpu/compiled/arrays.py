@@ -7,163 +7,26 @@ a plain number writes zero partials. Any other index (slices, fewer indices
 than dimensions) yields a DualArray view, and storing through it
 (``tile[0:8] = u[8:16]``, ``out[k, :] = d``, ``row[:] = 0.0``) stores values and
 partials alike. The lane count N is part of the type.
+
+The type and its data model are :mod:`dualgpu.compiled.types`', its ``typeof``
+:mod:`dualgpu.compiled.typeof`'s and its boxing :mod:`dualgpu.compiled.boxing`'s; this
+module holds the operations: building, allocating, indexing, storing and ``len``.
 """
 import operator
-import sys
 
 import numpy as np
 from numba import types
 from numba.core import cgutils
 from numba.core.errors import TypingError
-from numba.core.extending import (
-    NativeValue,
-    box,
-    intrinsic,
-    make_attribute_wrapper,
-    models,
-    overload,
-    register_jitable,
-    register_model,
-    typeof_impl,
-    unbox,
-)
-from numba.core.typing.typeof import typeof
+from numba.core.extending import intrinsic, overload, register_jitable
 
-from dualgpu.core.dualarray import DualArray
-from dualgpu.errors import DualgpuError, UnportedKernelError
 from dualgpu.compiled.attributes import array_attributes
-from dualgpu import nansafe
-from dualgpu.compiled.types import DualType, MAX_LANES, make_dual, tracer_of_lane
+from dualgpu.compiled.types import DualArrayType, DualType, dual_array_type, make_dual
+from dualgpu.core.dualarray import DualArray
 
-__all__ = ["DualArrayType", "dual_array_type", "empty_dual_array", "make_dual_array",
-           "unbox_struct"]
-
-
-class DualArrayType(types.IterableType):
-    """numba type of a DualArray: two array types and the lane count ``n``."""
-
-    def __init__(self, values_type, partials_type, n):
-        if values_type.dtype not in (types.float32, types.float64):
-            raise DualgpuError(f"DualArray: dtype must be float32 or float64; got {values_type.dtype}.")
-        if not 1 <= n <= MAX_LANES:
-            raise DualgpuError(
-                f"DualArray: {n} lanes requested; compiled duals support 1..{MAX_LANES}. "
-                "Use a smaller chunk_size."
-            )
-        self.values_type = values_type
-        self.partials_type = partials_type
-        self.n = n
-        self.dtype = values_type.dtype
-        self.ndim = values_type.ndim
-        self.mode = nansafe.TYPE_KEY  # the NaN-safe mode, as DualType's
-        self._hash = hash((values_type, partials_type, n) + self.mode)
-        suffix = "".join(f", {m}" for m in self.mode)
-        super().__init__(name=f"DualArray({values_type}, lanes={n}{suffix})")
-
-    @property
-    def key(self):
-        return (self.values_type, self.partials_type, self.n) + self.mode
-
-    def __hash__(self):
-        # dispatch hashes argument types on every launch; the key's arrays hash slowly
-        try:
-            return self._hash
-        except AttributeError:  # unpickled: hash again in this process
-            self._hash = hash(self.key)
-            return self._hash
-
-    def __getstate__(self):
-        # str hashes differ between processes: a _hash unpickled from numba's cache index
-        # would match nothing, and a user's cache=True function on DualArrays never load
-        state = dict(self.__dict__)
-        state.pop("_hash", None)
-        return state
-
-    @property
-    def tracer(self):
-        """True for a structural tracer array (uint64 dependency-bitset lanes), "global" for
-        a global one (int64 lanes), False for tangents."""
-        return tracer_of_lane(self.partials_type.dtype)
-
-    @property
-    def dual(self):
-        from dualgpu.compiled.types import dual_type
-
-        return dual_type(self.dtype, self.n, self.tracer)
-
-    @property
-    def iterator_type(self):
-        """``for v in a``: duals of a 1-D DualArray, row views of an N-D one."""
-        from dualgpu.compiled.array_iter import DualArrayIterType
-
-        return DualArrayIterType(self)
-
-
-def dual_array_type(dtype, ndim, n, layout="C"):
-    """Return the DualArrayType of C-contiguous arrays of ``dtype`` with ``ndim`` dims and ``n`` lanes."""
-    return DualArrayType(types.Array(dtype, ndim, layout), types.Array(dtype, ndim + 1, layout), n)
-
-
-@register_model(DualArrayType)
-class DualArrayModel(models.StructModel):
-    def __init__(self, dmm, fe_type):
-        members = [("values", fe_type.values_type), ("partials", fe_type.partials_type)]
-        super().__init__(dmm, fe_type, members)
-
-
-make_attribute_wrapper(DualArrayType, "values", "values")
-make_attribute_wrapper(DualArrayType, "partials", "partials")
-
-
-def _unported_cuda_kernel():
-    """The plain numba.cuda dispatcher typing this argument for a launch, or None.
-
-    A kernel compiled by ``from numba import cuda`` cannot take duals (and, without a GPU,
-    fails with numba's driver error): the user has to port it. dualgpu's own GPU kernels
-    carry the ``DualArguments`` extension and pass.
-    """
-    frame = sys._getframe(2)
-    for _ in range(8):
-        if frame is None:
-            return None
-        if frame.f_code.co_name == "typeof_pyval":
-            owner = frame.f_locals.get("self")
-            if not type(owner).__module__.startswith("numba.cuda"):
-                return None
-            extensions = (getattr(owner, "targetoptions", None) or {}).get("extensions") or ()
-            ported = any(type(e).__name__ == "DualArguments" for e in extensions)
-            return None if ported else owner
-        frame = frame.f_back
-    return None
-
-
-def _refuse_unported_kernel():
-    owner = _unported_cuda_kernel()
-    if owner is None:
-        return
-    name = getattr(getattr(owner, "py_func", None), "__name__", "the kernel")
-    raise UnportedKernelError(
-        f"kernel {name!r} is a plain numba.cuda kernel and was given a DualArray; numba.cuda "
-        "cannot launch it with dual arguments (and needs a GPU). Port it: in its module change "
-        "'from numba import cuda' to 'from dualgpu import cuda', or wrap it: "
-        f"dualgpu.jit({name}). Ported kernels run on the 'cuda', 'cpu' and 'cudasim' backends."
-    )
-
-
-@typeof_impl.register(DualArray)
-def _typeof_dual_array(val, c):
-    if val.tag:  # tagged or nested (second order): dualgpu.compiled.nested
-        from dualgpu.compiled.nested import typeof_tagged_array
-
-        return typeof_tagged_array(val, c)
-    # kernels are launched thousands of times with the same arrays: type them once
-    cache = val._numba_type_cache
-    if cache is not None and cache[0] is val.values and cache[1] is val.partials:
-        return cache[2]
-    _refuse_unported_kernel()  # only on first typing: launches stay cheap
-    ty = DualArrayType(typeof(val.values, c), typeof(val.partials, c), val.lanes)
-    val._numba_type_cache = (val.values, val.partials, ty)
-    return ty
+# the type is dualgpu.compiled.types'; DualArrayType and dual_array_type are re-exported
+# here, next to the operations on dual arrays, as their users know them
+__all__ = ["DualArrayType", "dual_array_type", "empty_dual_array", "make_dual_array"]
 
 
 @intrinsic
@@ -312,16 +175,7 @@ def _dual_array_setitem(a, i, v):
     if full is None:
         return _slice_setter(a, i, v)
     if isinstance(v, DualType):
-        if v.tracer != a.tracer:
-            raise TypingError(
-                f"cannot store {v} into {a}: tracers and tangent duals do not mix; seed every "
-                "input of a sparsity detection run as a tracer."
-            )
-        if v.n != a.n:
-            raise TypingError(
-                f"storing a dual with {v.n} lanes into a DualArray with {a.n} lanes; every "
-                "dual in one computation must have the same lane count."
-            )
+        _check_compatible(a, v)
         kind = "dual"
     elif isinstance(v, (types.Float, types.Integer, types.Boolean)):
         kind = "number"
@@ -331,6 +185,7 @@ def _dual_array_setitem(a, i, v):
 
 
 def _check_compatible(a, v):
+    """Refuse to store ``v`` (a dual or DualArray) into ``a`` unless their lanes match."""
     if v.tracer != a.tracer:
         raise TypingError(
             f"cannot store {v} into {a}: tracers and tangent duals do not mix; seed every "
@@ -400,41 +255,3 @@ def _dual_array_len(a):
 
 
 array_attributes(DualArrayType)
-
-from dualgpu.compiled import array_iter as numba_array_iter  # noqa: E402,F401  (for v in a: lowering; needs DualArrayType)
-
-
-# --- boxing (CPU: DualArray arguments and results of @njit functions) -----------
-
-def unbox_struct(typ, obj, c, fields):
-    """Unbox a Python object into the struct of ``typ``: ``fields`` are ``(attribute of obj,
-    struct member, numba type)`` (a DualArray's values and partials, a tagged dual's value and
-    partials tuple)."""
-    s = cgutils.create_struct_proxy(typ)(c.context, c.builder)
-    is_error = cgutils.false_bit
-    for attribute, member, member_type in fields:
-        member_obj = c.pyapi.object_getattr_string(obj, attribute)
-        native = c.unbox(member_type, member_obj)
-        c.pyapi.decref(member_obj)
-        setattr(s, member, native.value)
-        is_error = c.builder.or_(is_error, native.is_error)
-    return NativeValue(s._getvalue(), is_error=is_error)
-
-
-@unbox(DualArrayType)
-def _unbox_dual_array(typ, obj, c):
-    return unbox_struct(typ, obj, c, (("values", "values", typ.values_type),
-                                      ("partials", "partials", typ.partials_type)))
-
-
-@box(DualArrayType)
-def _box_dual_array(typ, val, c):
-    s = cgutils.create_struct_proxy(typ)(c.context, c.builder, value=val)
-    values_obj = c.box(typ.values_type, s.values)
-    partials_obj = c.box(typ.partials_type, s.partials)
-    cls = c.pyapi.unserialize(c.pyapi.serialize_object(DualArray))
-    out = c.pyapi.call_function_objargs(cls, (values_obj, partials_obj))
-    c.pyapi.decref(values_obj)
-    c.pyapi.decref(partials_obj)
-    c.pyapi.decref(cls)
-    return out

@@ -29,159 +29,23 @@ import numpy as np
 from numba import types
 from numba.core import cgutils
 from numba.core.errors import TypingError
-from numba.core.extending import (
-    box,
-    intrinsic,
-    lower_cast,
-    make_attribute_wrapper,
-    models,
-    overload,
-    register_jitable,
-    register_model,
-    unbox,
-)
-from numba.core.typeconv import Conversion
+from numba.core.extending import intrinsic, lower_cast, overload, register_jitable
 
-from dualgpu import nansafe, rules
-from dualgpu.core._expressions import expression
-from dualgpu.errors import DualgpuError, missing_rule_message
-from dualgpu.core.nested import MAX_TAG
-from dualgpu.compiled.arrays import DualArrayType, unbox_struct
+from dualgpu import rules
 from dualgpu.compiled.attributes import array_attributes, lanes_attribute
-from dualgpu.compiled.rules import resolve_primal, rule_targets
-from dualgpu.compiled.types import (
-    MAX_LANES, DualType, dual_type, float_floor, float_rint, float_trunc, promote, same_bits,
+from dualgpu.compiled.rules import (
+    _round_ndigits_typer, register_variadic, resolve_primal, result_dtype, rule_targets,
 )
+from dualgpu.compiled.types import (
+    DualArrayType, DualType, TaggedDualArrayType, TaggedDualType, combine, float_floor,
+    float_rint, float_trunc, innermost, level, same_bits, tagged_array_type, tagged_type,
+)
+from dualgpu.core._expressions import expression
+from dualgpu.errors import missing_rule_message
 
-__all__ = [
-    "TaggedDualType", "TaggedDualArrayType", "tagged_type", "tagged_array_type", "combine",
-    "typeof_tagged_dual", "typeof_tagged_array",
-]
-
-_FLOATS = (types.float32, types.float64)
-
-
-def _is_number(ty):
-    return isinstance(ty, (types.Float, types.Integer, types.Boolean))
-
-
-def level(ty):
-    """-1 for a number type, 0 for a first-order dual, the tag for a tagged dual; None otherwise."""
-    if _is_number(ty):
-        return -1
-    if isinstance(ty, DualType):
-        return None if ty.tracer else 0
-    if isinstance(ty, TaggedDualType):
-        return ty.tag
-    return None
-
-
-def innermost(ty):
-    """The float (or number) type inside any nesting of dual types."""
-    while isinstance(ty, (DualType, TaggedDualType)):
-        ty = ty.value_type if isinstance(ty, TaggedDualType) else ty.dtype
-    return ty
-
-
-class TaggedDualType(types.Type):
-    """numba type of a dual of tag ``tag`` >= 1 whose value (and each lane) is ``value_type``."""
-
-    def __init__(self, value_type, n, tag):
-        if not 1 <= tag <= MAX_TAG:
-            raise DualgpuError(f"Dual: tag must be 1..{MAX_TAG} for a tagged dual; got {tag}.")
-        if not 1 <= n <= MAX_LANES:
-            raise DualgpuError(
-                f"Dual of tag {tag}: lane count must be 1..{MAX_LANES}; got {n}. Lanes are "
-                "bounded per order: use a smaller chunk_size for this derivative."
-            )
-        inner = level(value_type)
-        if inner is None or inner >= tag:
-            raise DualgpuError(
-                f"Dual of tag {tag}: its value must be a float or a dual of a lower tag; got "
-                f"{value_type}."
-            )
-        self.value_type = value_type
-        self.dtype = innermost(value_type)
-        self.n = n
-        self.tag = tag
-        self.partials_type = types.UniTuple(value_type, n)
-        self.mode = nansafe.TYPE_KEY  # the NaN-safe mode, as DualType's
-        super().__init__(name=f"Dual[tag={tag}]({value_type}, {n})")
-
-    @property
-    def key(self):
-        return (self.value_type, self.n, self.tag) + self.mode
-
-    def unify(self, typingctx, other):
-        return combine(self, other)
-
-    def can_convert_from(self, typingctx, other):
-        if combine(self, other) == self:
-            return Conversion.safe
-        return None
-
-
-_TAGGED = {}
-
-
-def tagged_type(value_type, n, tag):
-    """Return the (cached) :class:`TaggedDualType`."""
-    key = (value_type, n, tag)
-    if key not in _TAGGED:
-        _TAGGED[key] = TaggedDualType(value_type, n, tag)
-    return _TAGGED[key]
-
-
-def _value_of(ty):
-    return ty.value_type if isinstance(ty, TaggedDualType) else ty.dtype
-
-
-def _rebuild(ty, value):
-    if isinstance(ty, TaggedDualType):
-        return tagged_type(value, ty.n, ty.tag)
-    return dual_type(value, ty.n) if isinstance(value, types.Float) else None
-
-
-def combine(a, b):
-    """The dual type holding both ``a`` and ``b`` (numbers, duals of any tags); None if none does.
-
-    The higher tag is the outer dual; the lower-tag operand joins its value. Two
-    duals of the same tag must have the same lane count.
-    """
-    la, lb = level(a), level(b)
-    if la is None or lb is None:
-        return None
-    if la < lb:
-        a, b, la, lb = b, a, lb, la
-    if la == -1:
-        return promote(a, b)
-    if la > lb:
-        value = combine(_value_of(a), b)
-    elif a.n != b.n:
-        return None
-    else:
-        value = combine(_value_of(a), _value_of(b))
-    return None if value is None else _rebuild(a, value)
-
-
-def _combine_all(tys):
-    result = tys[0]
-    for ty in tys[1:]:
-        result = combine(result, ty)
-        if result is None:
-            return None
-    return result
-
-
-@register_model(TaggedDualType)
-class TaggedDualModel(models.StructModel):
-    def __init__(self, dmm, fe_type):
-        members = [("value", fe_type.value_type), ("partials", fe_type.partials_type)]
-        super().__init__(dmm, fe_type, members)
-
-
-make_attribute_wrapper(TaggedDualType, "value", "value")
-make_attribute_wrapper(TaggedDualType, "partials", "partials")
+# the types are dualgpu.compiled.types'; tagged_type and tagged_array_type are re-exported
+# here, next to the overloads, as their users know them
+__all__ = ["maker", "array_maker", "tagged_type", "tagged_array_type"]
 
 
 lanes_attribute(TaggedDualType)
@@ -192,6 +56,15 @@ def _build(context, builder, ty, value, lanes):
     d.value = value
     d.partials = context.make_tuple(builder, ty.partials_type, lanes)
     return d._getvalue()
+
+
+def _combine_all(tys):
+    result = tys[0]
+    for ty in tys[1:]:
+        result = combine(result, ty)
+        if result is None:
+            return None
+    return result
 
 
 _MAKERS = {}
@@ -269,7 +142,7 @@ def _innermost_value(x):
 
 @overload(_innermost_value)
 def _ov_innermost_value(x):
-    if _is_number(x):
+    if level(x) == -1:  # a number
         return lambda x: x
     if isinstance(x, (DualType, TaggedDualType)):
         return lambda x: _innermost_value(x.value)
@@ -325,8 +198,6 @@ def _generate(rule_name, rule, kinds, dtype, tag, n):
     key = (rule_name, kinds, dtype, tag, n)
     if key in _IMPLS:
         return _IMPLS[key]
-    from dualgpu.compiled.rules import resolve_primal
-
     params = ["a", "b"][: len(kinds)]
     ns = dict(_NAMESPACE)
     T = np.float32 if dtype == types.float32 else np.float64
@@ -367,8 +238,6 @@ def _generate(rule_name, rule, kinds, dtype, tag, n):
 
 
 def _register_rule(fn, rule_name, rule):
-    from dualgpu.compiled.rules import result_dtype
-
     nargs = len(rule.derivatives)
 
     def typer(*args):
@@ -415,8 +284,6 @@ def _register_value_only(fn):
 
     overload(fn)(typer)
     if fn is round:  # round(x, ndigits) of a tagged dual: of its value, as for a float
-        from dualgpu.compiled.rules import _round_ndigits_typer
-
         overload(fn)(_round_ndigits_typer(TaggedDualType))
 
 
@@ -425,20 +292,6 @@ def _register_missing(fn, dotted):
         if any(isinstance(a, TaggedDualType) for a in args):
             raise TypingError(missing_rule_message(dotted))
         return None
-
-    overload(fn)(typer)
-
-
-def _register_many(fn):
-    def typer(*args):
-        if len(args) <= 2 or not _accepts(args):
-            return None
-        folded = "args[0]"
-        for k in range(1, len(args)):
-            folded = f"_fn({folded}, args[{k}])"
-        ns = {"_fn": fn}
-        exec(f"def impl(*args):\n    return {folded}\n", ns)
-        return ns["impl"]
 
     overload(fn)(typer)
 
@@ -453,8 +306,8 @@ def _register_all():
             _register_comparison(fn)
         else:
             _register_missing(fn, name)
-    _register_many(min)
-    _register_many(max)
+    register_variadic(min, _accepts)
+    register_variadic(max, _accepts)
 
 
 _register_all()
@@ -471,124 +324,7 @@ def _float_of_tagged(x):
         )
 
 
-# --- boxing (CPU: tagged Dual arguments and results of @njit functions) -----------------
-
-def typeof_tagged_dual(val, c):
-    """numba type of a Python Dual with a tag above 0 (called by numba_types' typeof)."""
-    from numba.core.typing.typeof import typeof
-
-    from dualgpu.core.dual import Dual
-
-    if isinstance(val.value, Dual):
-        value_type = typeof(val.value, c)
-    else:
-        value_type = types.float32 if val.dtype == np.float32 else types.float64
-    return tagged_type(value_type, val.lanes, val.tag)
-
-
-def _box_tagged(value, partials, tag, dtype):
-    from dualgpu.core.dual import Dual
-
-    if isinstance(value, Dual):
-        return Dual(value, list(partials), tag=tag)
-    return Dual(value, partials, dtype=dtype, tag=tag)
-
-
-@unbox(TaggedDualType)
-def _unbox_tagged(typ, obj, c):
-    return unbox_struct(typ, obj, c, (("value", "value", typ.value_type),
-                                      ("_partials_tuple", "partials", typ.partials_type)))
-
-
-@box(TaggedDualType)
-def _box_tagged_dual(typ, val, c):
-    d = cgutils.create_struct_proxy(typ)(c.context, c.builder, value=val)
-    value_obj = c.box(typ.value_type, d.value)
-    tuple_obj = c.box(typ.partials_type, d.partials)
-    tag_obj = c.pyapi.long_from_longlong(c.context.get_constant(types.longlong, typ.tag))
-    dtype_obj = c.pyapi.unserialize(c.pyapi.serialize_object(str(typ.dtype)))
-    maker_obj = c.pyapi.unserialize(c.pyapi.serialize_object(_box_tagged))
-    out = c.pyapi.call_function_objargs(maker_obj, (value_obj, tuple_obj, tag_obj, dtype_obj))
-    for obj in (value_obj, tuple_obj, tag_obj, dtype_obj, maker_obj):
-        c.pyapi.decref(obj)
-    return out
-
-
 # --- arrays -------------------------------------------------------------------------------------
-
-def _element(ty):
-    if isinstance(ty, types.Array):
-        return ty.dtype
-    return ty.dual
-
-
-class TaggedDualArrayType(types.Type):
-    """numba type of a DualArray of tag ``tag`` >= 1: values and lane-major partials are float
-    arrays (a first-order tagged array) or DualArrays of a lower tag (nested duals)."""
-
-    def __init__(self, values_type, partials_type, n, tag):
-        for member in (values_type, partials_type):
-            if not isinstance(member, (types.Array, DualArrayType, TaggedDualArrayType)):
-                raise DualgpuError(f"DualArray of tag {tag}: unsupported member type {member}.")
-        self.values_type = values_type
-        self.partials_type = partials_type
-        self.n = n
-        self.tag = tag
-        self.ndim = values_type.ndim
-        self.dual = tagged_type(_element(values_type), n, tag)
-        self.dtype = self.dual.dtype
-        self.mode = nansafe.TYPE_KEY  # the NaN-safe mode, as DualType's
-        self._hash = hash((values_type, partials_type, n, tag) + self.mode)
-        super().__init__(name=f"DualArray[tag={tag}]({values_type}, lanes={n})")
-
-    @property
-    def key(self):
-        return (self.values_type, self.partials_type, self.n, self.tag) + self.mode
-
-    def __hash__(self):
-        try:
-            return self._hash
-        except AttributeError:  # unpickled: hash again in this process (see DualArrayType)
-            self._hash = hash(self.key)
-            return self._hash
-
-    def __getstate__(self):
-        state = dict(self.__dict__)
-        state.pop("_hash", None)
-        return state
-
-    @property
-    def tracer(self):
-        return False
-
-
-def tagged_array_type(values_type, partials_type, n, tag):
-    """Return the :class:`TaggedDualArrayType` of the given members."""
-    return TaggedDualArrayType(values_type, partials_type, n, tag)
-
-
-@register_model(TaggedDualArrayType)
-class TaggedDualArrayModel(models.StructModel):
-    def __init__(self, dmm, fe_type):
-        members = [("values", fe_type.values_type), ("partials", fe_type.partials_type)]
-        super().__init__(dmm, fe_type, members)
-
-
-make_attribute_wrapper(TaggedDualArrayType, "values", "values")
-make_attribute_wrapper(TaggedDualArrayType, "partials", "partials")
-
-
-def typeof_tagged_array(val, c):
-    """numba type of a Python DualArray with a tag above 0 or nested members."""
-    from numba.core.typing.typeof import typeof
-
-    cache = val._numba_type_cache
-    if cache is not None and cache[0] is val.values and cache[1] is val.partials:
-        return cache[2]
-    ty = TaggedDualArrayType(typeof(val.values, c), typeof(val.partials, c), val.lanes, val.tag)
-    val._numba_type_cache = (val.values, val.partials, ty)
-    return ty
-
 
 _ARRAY_MAKERS = {}
 
@@ -728,28 +464,3 @@ def _tagged_len(a):
 
 
 array_attributes(TaggedDualArrayType)
-
-
-def _box_tagged_array(values, partials, tag):
-    from dualgpu.core.dualarray import DualArray
-
-    return DualArray(values, partials, tag=tag)
-
-
-@unbox(TaggedDualArrayType)
-def _unbox_tagged_array(typ, obj, c):
-    return unbox_struct(typ, obj, c, (("values", "values", typ.values_type),
-                                      ("partials", "partials", typ.partials_type)))
-
-
-@box(TaggedDualArrayType)
-def _box_tagged_dual_array(typ, val, c):
-    s = cgutils.create_struct_proxy(typ)(c.context, c.builder, value=val)
-    values_obj = c.box(typ.values_type, s.values)
-    partials_obj = c.box(typ.partials_type, s.partials)
-    tag_obj = c.pyapi.long_from_longlong(c.context.get_constant(types.longlong, typ.tag))
-    maker_obj = c.pyapi.unserialize(c.pyapi.serialize_object(_box_tagged_array))
-    out = c.pyapi.call_function_objargs(maker_obj, (values_obj, partials_obj, tag_obj))
-    for obj in (values_obj, partials_obj, tag_obj, maker_obj):
-        c.pyapi.decref(obj)
-    return out

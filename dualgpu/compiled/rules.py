@@ -38,6 +38,7 @@ from numba.core.target_extension import current_target
 from dualgpu import nansafe, rules
 from dualgpu.core._expressions import expression
 from dualgpu.core.dual import Dual
+from dualgpu.core.int_power import float_int_power
 from dualgpu.errors import MissingRuleError, complex_dual_message, missing_rule_message
 from dualgpu.compiled.attributes import lanes_attribute
 from dualgpu.compiled.types import (
@@ -60,7 +61,8 @@ from dualgpu.compiled.types import (
     same_bits,
 )
 
-__all__ = ["resolve_primal", "result_dtype"]
+__all__ = ["resolve_primal", "result_dtype", "rule_targets", "register_variadic",
+           "GLOBAL_BRANCH_MESSAGE"]
 
 _MODULES = {"math": math, "operator": operator, "builtins": builtins}
 #: what the expression functions of the rule table mean in compiled code
@@ -333,8 +335,6 @@ def _register_rule(fn, rule_name, rule):
         if (rule_name == "pow" and not raises and isinstance(args[1], types.Integer)
                 and isinstance(args[0], DualType) and _on_cpu()):
             # numba's CPU float ** int raises at 0 whatever the error model: inf, as on GPUs
-            from dualgpu.core.int_power import float_int_power
-
             primal = float_int_power
         return _generate(rule_name, rule, kinds, dtype, tracer, primal, raises)
 
@@ -515,11 +515,12 @@ for _op, _symbol in _OPERATOR_SYMBOLS.items():
 # --- hand-written: min/max of more than two arguments ----------------------------
 # (the table's rule takes two; min(a, b, c) folds it left to right, ties to the first)
 
-def _register_many(fn):
+def register_variadic(fn, accepts):
+    """Overload ``fn`` (``min``, ``max``) for three or more arguments of types that
+    ``accepts(args)``: the two-argument overload folded left to right (ties to the first).
+    First-order and tagged duals (:mod:`dualgpu.compiled.nested`) share it."""
     def typer(*args):
-        if len(args) <= 2 or not any(isinstance(a, DualType) for a in args):
-            return None
-        if not all(isinstance(a, DualType) or _is_number(a) for a in args):
+        if len(args) <= 2 or not accepts(args):
             return None
         folded = "args[0]"
         for k in range(1, len(args)):
@@ -531,8 +532,14 @@ def _register_many(fn):
     overload(fn)(typer)
 
 
-_register_many(min)
-_register_many(max)
+def _first_order_operands(args):
+    """True for argument types among which a dual is and every one is a dual or a number."""
+    return any(isinstance(a, DualType) for a in args) and all(
+        isinstance(a, DualType) or _is_number(a) for a in args)
+
+
+register_variadic(min, _first_order_operands)
+register_variadic(max, _first_order_operands)
 
 
 # --- hand-written: conversions that would drop partials ------------------------

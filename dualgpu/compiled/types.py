@@ -1,11 +1,21 @@
-"""numba typing and data model of the dual number (CPU and CUDA alike).
+"""numba types and data models of duals and dual arrays (CPU and CUDA alike).
 
-``DualType(dtype, n)`` is a struct of the value and a ``UniTuple(dtype, n)`` of
-partials, so the lanes live in registers. Everything here is registered with
-numba core's generic registries from a module outside the ``numba.``
-namespace, which both ``@njit`` and numba-cuda load (see the documentation's
-"numba notes" page, ``docs/dev/numba-notes.md``).
-The lane arithmetic is done by a few intrinsics that emit straight-line LLVM.
+Every numba type dualgpu defines is here, with its data model, so that the modules that
+type Python values (:mod:`dualgpu.compiled.typeof`) and lower operations on them
+(``rules``, ``arrays``, ``array_iter``, ``nested``) all build on this one:
+
+* ``DualType(dtype, n)``, the first-order dual: a struct of the value and a
+  ``UniTuple(dtype, n)`` of partials, so the lanes live in registers;
+* ``DualArrayType``, a DualArray: its ``values`` (shape S) and ``partials`` (shape (N, *S));
+* ``DualArrayIterType``, the iterator of ``for v in a``;
+* ``TaggedDualType`` and ``TaggedDualArrayType``, duals and dual arrays of tag 1 or more
+  (second order, duals of duals; see :mod:`dualgpu.compiled.nested`).
+
+The dual's own lane arithmetic is here too: a few intrinsics that emit straight-line LLVM
+(``make_dual``, ``lanes_*``), and its number casts. Everything is registered with numba
+core's generic registries from a module outside the ``numba.`` namespace, which both
+``@njit`` and numba-cuda load (see the documentation's "numba notes" page,
+``docs/dev/numba-notes.md``).
 """
 import math
 
@@ -15,26 +25,33 @@ from numba import types
 from numba.core import cgutils
 from numba.core.errors import TypingError
 from numba.core.extending import (
-    box,
     intrinsic,
     lower_cast,
-    register_jitable,
     make_attribute_wrapper,
     models,
+    register_jitable,
     register_model,
-    typeof_impl,
-    unbox,
-    NativeValue,
 )
 from numba.core.typeconv import Conversion
 
 from dualgpu import nansafe
-from dualgpu.core.dual import Dual
+from dualgpu.core.nested import MAX_TAG
 from dualgpu.errors import DualgpuError
 
 __all__ = [
     "DualType",
     "dual_type",
+    "DualArrayType",
+    "dual_array_type",
+    "DualArrayIterType",
+    "TaggedDualType",
+    "tagged_type",
+    "TaggedDualArrayType",
+    "tagged_array_type",
+    "promote",
+    "combine",
+    "level",
+    "innermost",
     "as_float_type",
     "make_dual",
     "lanes_scale",
@@ -156,13 +173,290 @@ make_attribute_wrapper(DualType, "value", "value")
 make_attribute_wrapper(DualType, "partials", "partials")
 
 
-@typeof_impl.register(Dual)
-def _typeof_dual(val, c):
-    if val.tag:  # tagged or nested (second order): dualgpu.compiled.nested
-        from dualgpu.compiled.nested import typeof_tagged_dual
+# --- dual arrays ---------------------------------------------------------------------
 
-        return typeof_tagged_dual(val, c)
-    return dual_type(types.float32 if val.dtype == np.float32 else types.float64, val.lanes)
+class DualArrayType(types.IterableType):
+    """numba type of a DualArray: two array types and the lane count ``n``."""
+
+    def __init__(self, values_type, partials_type, n):
+        if values_type.dtype not in (types.float32, types.float64):
+            raise DualgpuError(f"DualArray: dtype must be float32 or float64; got {values_type.dtype}.")
+        if not 1 <= n <= MAX_LANES:
+            raise DualgpuError(
+                f"DualArray: {n} lanes requested; compiled duals support 1..{MAX_LANES}. "
+                "Use a smaller chunk_size."
+            )
+        self.values_type = values_type
+        self.partials_type = partials_type
+        self.n = n
+        self.dtype = values_type.dtype
+        self.ndim = values_type.ndim
+        self.mode = nansafe.TYPE_KEY  # the NaN-safe mode, as DualType's
+        self._hash = hash((values_type, partials_type, n) + self.mode)
+        suffix = "".join(f", {m}" for m in self.mode)
+        super().__init__(name=f"DualArray({values_type}, lanes={n}{suffix})")
+
+    @property
+    def key(self):
+        return (self.values_type, self.partials_type, self.n) + self.mode
+
+    def __hash__(self):
+        # dispatch hashes argument types on every launch; the key's arrays hash slowly
+        try:
+            return self._hash
+        except AttributeError:  # unpickled: hash again in this process
+            self._hash = hash(self.key)
+            return self._hash
+
+    def __getstate__(self):
+        # str hashes differ between processes: a _hash unpickled from numba's cache index
+        # would match nothing, and a user's cache=True function on DualArrays never load
+        state = dict(self.__dict__)
+        state.pop("_hash", None)
+        return state
+
+    @property
+    def tracer(self):
+        """True for a structural tracer array (uint64 dependency-bitset lanes), "global" for
+        a global one (int64 lanes), False for tangents."""
+        return tracer_of_lane(self.partials_type.dtype)
+
+    @property
+    def dual(self):
+        """The type of the array's elements."""
+        return dual_type(self.dtype, self.n, self.tracer)
+
+    @property
+    def iterator_type(self):
+        """``for v in a``: duals of a 1-D DualArray, row views of an N-D one."""
+        return DualArrayIterType(self)
+
+
+def dual_array_type(dtype, ndim, n, layout="C"):
+    """Return the DualArrayType of C-contiguous arrays of ``dtype`` with ``ndim`` dims and ``n`` lanes."""
+    return DualArrayType(types.Array(dtype, ndim, layout), types.Array(dtype, ndim + 1, layout), n)
+
+
+@register_model(DualArrayType)
+class DualArrayModel(models.StructModel):
+    def __init__(self, dmm, fe_type):
+        members = [("values", fe_type.values_type), ("partials", fe_type.partials_type)]
+        super().__init__(dmm, fe_type, members)
+
+
+make_attribute_wrapper(DualArrayType, "values", "values")
+make_attribute_wrapper(DualArrayType, "partials", "partials")
+
+
+# --- iteration over a dual array (its lowering: dualgpu.compiled.array_iter) ------
+
+class DualArrayIterType(types.SimpleIteratorType):
+    """Iterator over the first axis of a DualArray (yields what ``a[i]`` yields)."""
+
+    def __init__(self, array_type):
+        self.array_type = array_type
+        super().__init__(f"iter({array_type})", _element_type(array_type))
+
+    @property
+    def key(self):
+        # the array type's key, not the name: DualArray names leave out the partials' layout
+        return self.array_type.key
+
+
+def _element_type(array_type):
+    """The type of ``a[i]`` for an integer ``i``: a dual (1-D) or a DualArray row view."""
+    if array_type.ndim == 1:
+        return array_type.dual
+    values = array_type.values_type
+    partials = array_type.partials_type
+    row = values.copy(ndim=values.ndim - 1, layout="C" if values.layout == "C" else "A")
+    lanes_row = partials.copy(ndim=partials.ndim - 1, layout="A")
+    return DualArrayType(row, lanes_row, array_type.n)
+
+
+@register_model(DualArrayIterType)
+class DualArrayIterModel(models.StructModel):
+    def __init__(self, dmm, fe_type):
+        members = [("array", fe_type.array_type), ("index", types.EphemeralPointer(types.intp))]
+        super().__init__(dmm, fe_type, members)
+
+
+# --- tagged and nested duals (second order; overloads: dualgpu.compiled.nested) ----
+
+def _is_number(ty):
+    return isinstance(ty, (types.Float, types.Integer, types.Boolean))
+
+
+def level(ty):
+    """-1 for a number type, 0 for a first-order dual, the tag for a tagged dual; None otherwise."""
+    if _is_number(ty):
+        return -1
+    if isinstance(ty, DualType):
+        return None if ty.tracer else 0
+    if isinstance(ty, TaggedDualType):
+        return ty.tag
+    return None
+
+
+def innermost(ty):
+    """The float (or number) type inside any nesting of dual types."""
+    while isinstance(ty, (DualType, TaggedDualType)):
+        ty = ty.value_type if isinstance(ty, TaggedDualType) else ty.dtype
+    return ty
+
+
+class TaggedDualType(types.Type):
+    """numba type of a dual of tag ``tag`` >= 1 whose value (and each lane) is ``value_type``."""
+
+    def __init__(self, value_type, n, tag):
+        if not 1 <= tag <= MAX_TAG:
+            raise DualgpuError(f"Dual: tag must be 1..{MAX_TAG} for a tagged dual; got {tag}.")
+        if not 1 <= n <= MAX_LANES:
+            raise DualgpuError(
+                f"Dual of tag {tag}: lane count must be 1..{MAX_LANES}; got {n}. Lanes are "
+                "bounded per order: use a smaller chunk_size for this derivative."
+            )
+        inner = level(value_type)
+        if inner is None or inner >= tag:
+            raise DualgpuError(
+                f"Dual of tag {tag}: its value must be a float or a dual of a lower tag; got "
+                f"{value_type}."
+            )
+        self.value_type = value_type
+        self.dtype = innermost(value_type)
+        self.n = n
+        self.tag = tag
+        self.partials_type = types.UniTuple(value_type, n)
+        self.mode = nansafe.TYPE_KEY  # the NaN-safe mode, as DualType's
+        super().__init__(name=f"Dual[tag={tag}]({value_type}, {n})")
+
+    @property
+    def key(self):
+        return (self.value_type, self.n, self.tag) + self.mode
+
+    def unify(self, typingctx, other):
+        return combine(self, other)
+
+    def can_convert_from(self, typingctx, other):
+        if combine(self, other) == self:
+            return Conversion.safe
+        return None
+
+
+_TAGGED = {}
+
+
+def tagged_type(value_type, n, tag):
+    """Return the (cached) :class:`TaggedDualType`."""
+    key = (value_type, n, tag)
+    if key not in _TAGGED:
+        _TAGGED[key] = TaggedDualType(value_type, n, tag)
+    return _TAGGED[key]
+
+
+def _value_of(ty):
+    return ty.value_type if isinstance(ty, TaggedDualType) else ty.dtype
+
+
+def _rebuild(ty, value):
+    if isinstance(ty, TaggedDualType):
+        return tagged_type(value, ty.n, ty.tag)
+    return dual_type(value, ty.n) if isinstance(value, types.Float) else None
+
+
+def combine(a, b):
+    """The dual type holding both ``a`` and ``b`` (numbers, duals of any tags); None if none does.
+
+    The higher tag is the outer dual; the lower-tag operand joins its value. Two
+    duals of the same tag must have the same lane count.
+    """
+    la, lb = level(a), level(b)
+    if la is None or lb is None:
+        return None
+    if la < lb:
+        a, b, la, lb = b, a, lb, la
+    if la == -1:
+        return promote(a, b)
+    if la > lb:
+        value = combine(_value_of(a), b)
+    elif a.n != b.n:
+        return None
+    else:
+        value = combine(_value_of(a), _value_of(b))
+    return None if value is None else _rebuild(a, value)
+
+
+@register_model(TaggedDualType)
+class TaggedDualModel(models.StructModel):
+    def __init__(self, dmm, fe_type):
+        members = [("value", fe_type.value_type), ("partials", fe_type.partials_type)]
+        super().__init__(dmm, fe_type, members)
+
+
+make_attribute_wrapper(TaggedDualType, "value", "value")
+make_attribute_wrapper(TaggedDualType, "partials", "partials")
+
+
+def _element(ty):
+    if isinstance(ty, types.Array):
+        return ty.dtype
+    return ty.dual
+
+
+class TaggedDualArrayType(types.Type):
+    """numba type of a DualArray of tag ``tag`` >= 1: values and lane-major partials are float
+    arrays (a first-order tagged array) or DualArrays of a lower tag (nested duals)."""
+
+    def __init__(self, values_type, partials_type, n, tag):
+        for member in (values_type, partials_type):
+            if not isinstance(member, (types.Array, DualArrayType, TaggedDualArrayType)):
+                raise DualgpuError(f"DualArray of tag {tag}: unsupported member type {member}.")
+        self.values_type = values_type
+        self.partials_type = partials_type
+        self.n = n
+        self.tag = tag
+        self.ndim = values_type.ndim
+        self.dual = tagged_type(_element(values_type), n, tag)
+        self.dtype = self.dual.dtype
+        self.mode = nansafe.TYPE_KEY  # the NaN-safe mode, as DualType's
+        self._hash = hash((values_type, partials_type, n, tag) + self.mode)
+        super().__init__(name=f"DualArray[tag={tag}]({values_type}, lanes={n})")
+
+    @property
+    def key(self):
+        return (self.values_type, self.partials_type, self.n, self.tag) + self.mode
+
+    def __hash__(self):
+        try:
+            return self._hash
+        except AttributeError:  # unpickled: hash again in this process (see DualArrayType)
+            self._hash = hash(self.key)
+            return self._hash
+
+    def __getstate__(self):
+        state = dict(self.__dict__)
+        state.pop("_hash", None)
+        return state
+
+    @property
+    def tracer(self):
+        return False
+
+
+def tagged_array_type(values_type, partials_type, n, tag):
+    """Return the :class:`TaggedDualArrayType` of the given members."""
+    return TaggedDualArrayType(values_type, partials_type, n, tag)
+
+
+@register_model(TaggedDualArrayType)
+class TaggedDualArrayModel(models.StructModel):
+    def __init__(self, dmm, fe_type):
+        members = [("values", fe_type.values_type), ("partials", fe_type.partials_type)]
+        super().__init__(dmm, fe_type, members)
+
+
+make_attribute_wrapper(TaggedDualArrayType, "values", "values")
+make_attribute_wrapper(TaggedDualArrayType, "partials", "partials")
 
 
 # --- intrinsics: straight-line lane arithmetic ---------------------------------
@@ -204,33 +498,9 @@ def _cast_lanes(context, builder, tup, from_ty, to_dtype):
     return [context.cast(builder, v, from_ty.dtype, to_dtype) for v in _lanes(builder, tup, from_ty.count)]
 
 
-@intrinsic
-def lanes_scale(typingctx, factor, partials):
-    """``factor * partials`` lane by lane, in the dtype of ``factor``."""
-    ret = types.UniTuple(factor, partials.count)
-
-    def codegen(context, builder, sig, args):
-        f, tup = args
-        lanes = _cast_lanes(context, builder, tup, partials, factor)
-        return _pack(context, builder, ret, [builder.fmul(f, v) for v in lanes])
-
-    return ret(factor, partials), codegen
-
-
-@intrinsic
-def lanes_axpby(typingctx, a, p, b, q):
-    """``a * p + b * q`` lane by lane, in the dtype of ``a``."""
-    ret = types.UniTuple(a, p.count)
-
-    def codegen(context, builder, sig, args):
-        fa, tp, fb, tq = args
-        fb = context.cast(builder, fb, b, a)
-        lp = _cast_lanes(context, builder, tp, p, a)
-        lq = _cast_lanes(context, builder, tq, q, a)
-        out = [builder.fadd(builder.fmul(fa, x), builder.fmul(fb, y)) for x, y in zip(lp, lq)]
-        return _pack(context, builder, ret, out)
-
-    return ret(a, p, b, q), codegen
+def _plain_product(context, builder, factor, lane, dtype):
+    """``factor * lane``."""
+    return builder.fmul(factor, lane)
 
 
 def _nansafe_product(context, builder, factor, lane, dtype):
@@ -240,38 +510,58 @@ def _nansafe_product(context, builder, factor, lane, dtype):
     return builder.select(is_zero, zero, builder.fmul(factor, lane))
 
 
-@intrinsic
-def lanes_scale_nansafe(typingctx, factor, partials):
-    """``factor * partials`` lane by lane, a zero lane staying zero (NaN-safe mode)."""
-    ret = types.UniTuple(factor, partials.count)
+def _lanes_scale(name, product, doc):
+    """An intrinsic ``name(factor, partials)``: ``product(factor, lane)`` lane by lane."""
 
-    def codegen(context, builder, sig, args):
-        f, tup = args
-        lanes = _cast_lanes(context, builder, tup, partials, factor)
-        out = [_nansafe_product(context, builder, f, v, factor) for v in lanes]
-        return _pack(context, builder, ret, out)
+    def typer(typingctx, factor, partials):
+        ret = types.UniTuple(factor, partials.count)
 
-    return ret(factor, partials), codegen
+        def codegen(context, builder, sig, args):
+            f, tup = args
+            lanes = _cast_lanes(context, builder, tup, partials, factor)
+            out = [product(context, builder, f, v, factor) for v in lanes]
+            return _pack(context, builder, ret, out)
+
+        return ret(factor, partials), codegen
+
+    typer.__name__, typer.__doc__ = name, doc
+    return intrinsic(typer)
 
 
-@intrinsic
-def lanes_axpby_nansafe(typingctx, a, p, b, q):
-    """``a * p + b * q`` lane by lane, zero lanes contributing zero (NaN-safe mode)."""
-    ret = types.UniTuple(a, p.count)
+def _lanes_axpby(name, product, doc):
+    """An intrinsic ``name(a, p, b, q)``: ``product(a, p_k) + product(b, q_k)`` lane by lane."""
 
-    def codegen(context, builder, sig, args):
-        fa, tp, fb, tq = args
-        fb = context.cast(builder, fb, b, a)
-        lp = _cast_lanes(context, builder, tp, p, a)
-        lq = _cast_lanes(context, builder, tq, q, a)
-        out = [
-            builder.fadd(_nansafe_product(context, builder, fa, x, a),
-                         _nansafe_product(context, builder, fb, y, a))
-            for x, y in zip(lp, lq)
-        ]
-        return _pack(context, builder, ret, out)
+    def typer(typingctx, a, p, b, q):
+        ret = types.UniTuple(a, p.count)
 
-    return ret(a, p, b, q), codegen
+        def codegen(context, builder, sig, args):
+            fa, tp, fb, tq = args
+            fb = context.cast(builder, fb, b, a)
+            lp = _cast_lanes(context, builder, tp, p, a)
+            lq = _cast_lanes(context, builder, tq, q, a)
+            out = [builder.fadd(product(context, builder, fa, x, a),
+                                product(context, builder, fb, y, a))
+                   for x, y in zip(lp, lq)]
+            return _pack(context, builder, ret, out)
+
+        return ret(a, p, b, q), codegen
+
+    typer.__name__, typer.__doc__ = name, doc
+    return intrinsic(typer)
+
+
+lanes_scale = _lanes_scale(
+    "lanes_scale", _plain_product,
+    """``factor * partials`` lane by lane, in the dtype of ``factor``.""")
+lanes_axpby = _lanes_axpby(
+    "lanes_axpby", _plain_product,
+    """``a * p + b * q`` lane by lane, in the dtype of ``a``.""")
+lanes_scale_nansafe = _lanes_scale(
+    "lanes_scale_nansafe", _nansafe_product,
+    """``factor * partials`` lane by lane, a zero lane staying zero (NaN-safe mode).""")
+lanes_axpby_nansafe = _lanes_axpby(
+    "lanes_axpby_nansafe", _nansafe_product,
+    """``a * p + b * q`` lane by lane, zero lanes contributing zero (NaN-safe mode).""")
 
 
 @intrinsic
@@ -414,32 +704,3 @@ def _dual_to_dual(context, builder, fromty, toty, val):
     value = context.cast(builder, src.value, fromty.dtype, toty.dtype)
     lanes = _cast_lanes(context, builder, src.partials, fromty.partials_type, toty.lane_dtype)
     return _build_dual(context, builder, toty, value, _pack(context, builder, toty.partials_type, lanes))
-
-
-# --- boxing (CPU: Dual arguments and results of @njit functions) ---------------
-
-@unbox(DualType)
-def _unbox_dual(typ, obj, c):
-    value_obj = c.pyapi.object_getattr_string(obj, "value")
-    tuple_obj = c.pyapi.object_getattr_string(obj, "_partials_tuple")
-    value = c.unbox(typ.dtype, value_obj)
-    partials = c.unbox(typ.partials_type, tuple_obj)
-    c.pyapi.decref(value_obj)
-    c.pyapi.decref(tuple_obj)
-    result = _build_dual(c.context, c.builder, typ, value.value, partials.value)
-    is_error = c.builder.or_(value.is_error, partials.is_error)
-    return NativeValue(result, is_error=is_error)
-
-
-@box(DualType)
-def _box_dual(typ, val, c):
-    d = cgutils.create_struct_proxy(typ)(c.context, c.builder, value=val)
-    value_obj = c.box(typ.dtype, d.value)
-    tuple_obj = c.box(typ.partials_type, d.partials)
-    maker = Dual._from_float32 if typ.dtype == types.float32 else Dual._from_float64
-    cls = c.pyapi.unserialize(c.pyapi.serialize_object(maker))
-    out = c.pyapi.call_function_objargs(cls, (value_obj, tuple_obj))
-    c.pyapi.decref(value_obj)
-    c.pyapi.decref(tuple_obj)
-    c.pyapi.decref(cls)
-    return out
