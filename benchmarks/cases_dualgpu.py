@@ -234,15 +234,15 @@ def measure(fn, repeats, budget_s=None):
 
 
 def load_driver():
-    """Return ``dualgpu.autodiff.driver`` if it exists and has ``jacfwd`` and ``jvp``, else None."""
+    """Return ``dualgpu.autodiff.api`` if it exists and has ``jacfwd`` and ``jvp``, else None."""
     try:
-        driver = importlib.import_module("dualgpu.autodiff.driver")
+        driver = importlib.import_module("dualgpu.autodiff.api")
     except ImportError as exc:
-        print(f"note: dualgpu.autodiff.driver is not available ({exc}); driver cases are skipped.",
+        print(f"note: dualgpu.autodiff.api is not available ({exc}); driver cases are skipped.",
               file=sys.stderr)
         return None
     if not (hasattr(driver, "jacfwd") and hasattr(driver, "jvp")):
-        print("note: dualgpu.autodiff.driver has no jacfwd/jvp yet; driver cases are skipped.",
+        print("note: dualgpu.autodiff.api has no jacfwd/jvp yet; driver cases are skipped.",
               file=sys.stderr)
         return None
     return driver
@@ -485,7 +485,7 @@ def _peer_case(profile, problem, case, jacobian, size_key=None):
     timed = measure_side_by_side(fns, p["repeats"], p["peer_budget_s"])
     ours, t, note = None, None, None
     if driver is None:
-        note = "dualgpu.autodiff.driver missing: dualgpu side skipped"
+        note = "dualgpu.autodiff.api missing: dualgpu side skipped"
     else:
         ours, t = timed.pop("dualgpu")
         if "error" in t:

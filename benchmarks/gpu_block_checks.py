@@ -2,7 +2,7 @@
 
 Each case runs a host function of ``tests/block_kernels.py`` or
 ``tests/block_kernels_extra.py`` plain and with ``LANES`` tangent directions
-(``dualgpu.autodiff.driver.jvp_batch``) on the backend under test, and the same on a reference
+(``dualgpu.autodiff.api.jvp_batch``) on the backend under test, and the same on a reference
 backend (``cpu``; ``cudasim`` where the cpu backend cannot run the kernel), and reports
 the largest relative differences. On a GPU this is the first real launch of dual shared
 tiles, dynamic shared memory carved into (1 + N) regions (one case needs more than 48 KB
@@ -69,7 +69,7 @@ def _rel(a, b):
 
 def _run(f, args, argnum, backend, lanes):
     import dualgpu
-    from dualgpu.autodiff import driver
+    from dualgpu.autodiff import api as driver
 
     rng = np.random.default_rng(0)
     tangents = [None] * len(args)

@@ -7,7 +7,7 @@ Usage::
 
 For every simulation in ``simulations/`` it runs, on the ``cuda`` backend, the
 plain simulation and a batch of 8 tangent directions through the driver
-(``dualgpu.autodiff.driver.jvp_batch``), compares both with the ``cpu`` backend and
+(``dualgpu.autodiff.api.jvp_batch``), compares both with the ``cpu`` backend and
 reports the dual/plain time ratio. It then runs 24 directions in tiles of 8
 lanes and compares those tangents with the cpu backend too: on the GPU all three
 tiles run in one launch over a third grid dimension where no array is both read
@@ -87,7 +87,7 @@ def check_tiles(name, backend, size, directions=3 * LANES, tile=LANES):
     import importlib
 
     import dualgpu
-    from dualgpu.autodiff import driver
+    from dualgpu.autodiff import api as driver
 
     module_name, build, kwargs = SIMULATIONS[name]
     module = importlib.import_module(module_name)
@@ -128,7 +128,7 @@ def time_tiles(name, backend, size, directions=64, tiles=(4, 8, 16, 32)):
     import warnings
 
     import dualgpu
-    from dualgpu.autodiff import driver
+    from dualgpu.autodiff import api as driver
     from dualgpu.backends.gpu import tile_grid as gpu_tile_grid
 
     module_name, build, kwargs = SIMULATIONS[name]
@@ -160,7 +160,7 @@ def check_simulation(name, backend, size, lanes=LANES):
     import importlib
 
     import dualgpu
-    from dualgpu.autodiff import driver
+    from dualgpu.autodiff import api as driver
 
     module_name, build, kwargs = SIMULATIONS[name]
     module = importlib.import_module(module_name)

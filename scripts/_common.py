@@ -87,7 +87,7 @@ def elapsed(start):
 
 def _driver_jacfwd():
     try:
-        from dualgpu.autodiff.driver import jacfwd
+        from dualgpu import jacfwd
     except ImportError:
         return None
     return jacfwd
@@ -96,7 +96,7 @@ def _driver_jacfwd():
 def jacfwd(f, argnums=0, *, chunk_size=None, progress=None):
     """Return a function computing the forward-mode Jacobian of ``f`` (the driver's API).
 
-    Uses :func:`dualgpu.autodiff.driver.jacfwd` when the package has it; otherwise an equivalent
+    Uses :func:`dualgpu.jacfwd` when the package has it; otherwise an equivalent
     in-script version: the inputs named by ``argnums`` (floats or float arrays) are seeded
     ``chunk_size`` lanes at a time, ``f`` runs with dual inputs inside
     ``dualgpu.core._context.dual_allocation`` and the partials of its outputs are collected.

@@ -502,7 +502,7 @@ class _Call:
         tensor of ``chain[:-1]`` too (the values of the dual run): it is kept in ``memo`` so
         that the callback of ``chain[:-1]`` with the same inputs does not run ``f`` again.
         """
-        from dualgpu.autodiff.driver import jacobian
+        from dualgpu.autodiff.api import jacobian
 
         fn = self.flat_f
         for depth, level in enumerate(chain):
@@ -518,7 +518,7 @@ class _Call:
         return fn
 
     def _values_and_jacobian(self, fn, level, inner_chain):
-        from dualgpu.autodiff.driver import jvp_batch
+        from dualgpu.autodiff.api import jvp_batch
 
         sizes = [int(np.prod(self.in_shapes[d], dtype=np.int64)) for d in level]
         total = sum(sizes)

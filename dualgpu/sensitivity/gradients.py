@@ -23,7 +23,7 @@ derivatives) and reported by index.
 """
 import numpy as np
 
-from dualgpu.autodiff.driver import jvp_batch
+from dualgpu.autodiff.api import jvp_batch
 from dualgpu.errors import DualgpuError
 
 __all__ = ["model_gradients"]
