@@ -31,9 +31,10 @@ import sys
 
 from numba import cuda as _cuda
 
+from dualgpu.porting import devices as _devices
 from dualgpu.porting import random
 from dualgpu.porting.devices import (  # numba.cuda's device API, on every backend
-    close, current_context, detect, get_current_device, gpus, list_devices, select_device,
+    close, current_context, detect, get_current_device, list_devices, select_device,
 )
 from dualgpu.porting.host_api import (  # numba.cuda's names, working on every backend
     defer_cleanup, event, event_elapsed_time, managed_array, mapped, mapped_array, pinned,
@@ -55,8 +56,27 @@ __all__ = [
     "HostStream", "stream", "default_stream", "event", "event_elapsed_time", "pinned",
     "pinned_array", "pinned_array_like", "mapped", "mapped_array", "managed_array",
     "defer_cleanup", "vectorize", "guvectorize", "select_device", "get_current_device",
-    "current_context", "list_devices", "gpus", "detect", "close",
+    "current_context", "list_devices", "gpus", "detect", "close", "random",
 ]
+
+gpus = _devices.gpus
+"""The devices, as numba.cuda's ``gpus``: ``len(cuda.gpus)``, ``cuda.gpus[i]``, iteration.
+
+On the ``cuda`` backend it is numba.cuda's device list; on ``cpu`` and ``cudasim`` a list
+of one :class:`~dualgpu.porting.devices.HostDevice` (id 0; another index raises
+:class:`~dualgpu.DualgpuError`). Either way an entry is a context manager, so the
+multi-GPU idiom ``with cuda.gpus[i]: ...`` runs everywhere, and ``cuda.gpus.current`` is
+the current device (the same object as ``dualgpu.porting.devices.gpus``).
+
+Examples
+--------
+>>> import dualgpu
+>>> from dualgpu import cuda
+>>> with dualgpu.using_backend("cpu"):
+...     with cuda.gpus[0] as dev:
+...         print(len(cuda.gpus), dev.id, cuda.gpus.current.WARP_SIZE)
+1 0 32
+"""
 
 # kernel-side names: numba.cuda's own objects (backends give them meaning). With
 # NUMBA_ENABLE_CUDASIM=1 numba.cuda has none of them outside a launch.

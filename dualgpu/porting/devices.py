@@ -328,23 +328,7 @@ def current_context(devnum=None):
 
 
 class _DeviceList:
-    """``cuda.gpus``: numba.cuda's device list on the GPU, one :class:`HostDevice` elsewhere.
-
-    ``len(cuda.gpus)``, ``cuda.gpus[i]`` and iteration work as with numba.cuda's ``gpus``.
-    Off the GPU another index than 0 raises :class:`~dualgpu.DualgpuError`. Either way an
-    entry is a context manager, so the multi-GPU idiom ``with cuda.gpus[i]: ...`` runs
-    everywhere, and ``cuda.gpus.current`` is the current device (``dualgpu.cuda.gpus`` is
-    ``dualgpu.porting.devices.gpus``).
-
-    Examples
-    --------
-    >>> import dualgpu
-    >>> from dualgpu import cuda
-    >>> with dualgpu.using_backend("cpu"):
-    ...     with cuda.gpus[0] as dev:
-    ...         print(len(cuda.gpus), dev.id, cuda.gpus.current.WARP_SIZE)
-    1 0 32
-    """
+    """``cuda.gpus``: numba.cuda's device list on the GPU, one :class:`HostDevice` elsewhere."""
 
     def _items(self):
         return _cuda.gpus if _on_gpu() else (_host_device(),)
