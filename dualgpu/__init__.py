@@ -24,7 +24,7 @@ from dualgpu import compiled  # noqa: E402,F401  (numba typing and lowering; ord
 from dualgpu.host.buffers import keep_host_buffers, zeros  # noqa: E402
 from dualgpu.porting.kernel import jit  # noqa: E402
 from dualgpu import cuda  # noqa: E402
-from dualgpu.autodiff.driver import jacfwd, jacobian, jvp, jvp_batch  # noqa: E402
+from dualgpu.autodiff.api import jacfwd, jacobian, jvp, jvp_batch  # noqa: E402
 from dualgpu.autodiff.hessian import hessian, hvp  # noqa: E402
 from dualgpu.autodiff.ensemble import ensemble_jacobian  # noqa: E402
 from dualgpu.autodiff.uncertainty import propagate  # noqa: E402

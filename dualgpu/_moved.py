@@ -86,7 +86,7 @@ MOVED = {
     "host_api": "porting.host_api",
     "host_devices": "porting.devices",
     "cuda_random": "porting.random",
-    "driver": "autodiff.driver",
+    "driver": "autodiff.api",
     "_protect": "autodiff._protect",
     "_results": "autodiff._results",
     "_non_finite": "autodiff._non_finite",

@@ -31,7 +31,8 @@ import warnings
 
 import numpy as np
 
-from dualgpu.autodiff import driver
+from dualgpu.autodiff import engine
+from dualgpu.autodiff.api import jacobian, jvp
 from dualgpu.autodiff._protect import protect
 from dualgpu.errors import DualgpuError
 from dualgpu.autodiff.fd_error import MAX_FD_ERROR, UNIT_ROUNDOFF, computes_in_float32, fd_estimate
@@ -46,7 +47,7 @@ EPS = {np.dtype(np.float64): 6e-6, np.dtype(np.float32): 5e-3}
 
 def _float_kind(x):
     """``(kind, dtype)`` of a differentiable argument, or ``(None, None)``."""
-    kind, _, dtype = driver._classify(x)
+    kind, _, dtype = engine._classify(x)
     return kind, dtype
 
 
@@ -61,8 +62,8 @@ def _positions(primals, argnums, fname):
         if not found:
             raise DualgpuError(f"{fname}: f has no float argument to differentiate.")
         return found
-    _, positions = driver._normalize_argnums(argnums, len(primals), fname)
-    driver._make_inputs(primals, positions, fname)  # raises for non-float arguments
+    _, positions = engine._normalize_argnums(argnums, len(primals), fname)
+    engine._make_inputs(primals, positions, fname)  # raises for non-float arguments
     return positions
 
 
@@ -92,7 +93,7 @@ def _shift(x, t, h):
 
 def _outputs(result):
     items = list(result) if isinstance(result, (tuple, list)) else [result]
-    return [np.asarray(driver._to_numpy(item), dtype=np.float64) for item in items]
+    return [np.asarray(engine._to_numpy(item), dtype=np.float64) for item in items]
 
 
 def _step(primals, tangents, eps):
@@ -266,7 +267,7 @@ def check_jvp(f, primals, tangents=None, *, rtol=None, atol=None, eps=None, seed
         positions = _positions(primals, argnums, fname)
         tangents = _random_tangents(primals, positions, np.random.default_rng(seed))
     tangents = tuple(tangents)
-    outputs, ad = driver.jvp(f, primals, tangents)
+    outputs, ad = jvp(f, primals, tangents)
     ad = list(ad) if isinstance(outputs, tuple) else [ad]
     dtypes = {_float_kind(x)[1] for x, t in zip(primals, tangents) if t is not None}
     dtypes |= {np.asarray(a).dtype for a in ad}
@@ -329,7 +330,7 @@ def check_jacobian(f, *args, argnums=0, chunk_size=None, n_directions=3, rtol=No
         args = args[0]
     fname = "check_jacobian"
     args = tuple(args)
-    single, positions = driver._normalize_argnums(argnums, len(args), fname)
+    single, positions = engine._normalize_argnums(argnums, len(args), fname)
     for p in positions:
         if isinstance(args[p], (tuple, list)):
             raise DualgpuError(
@@ -338,7 +339,7 @@ def check_jacobian(f, *args, argnums=0, chunk_size=None, n_directions=3, rtol=No
                 "does. Fix: check_jacobian(f, *args, argnums=...) instead of "
                 "check_jacobian(f, args, ...)."
             )
-    jac = driver.jacobian(f, *args, argnums=argnums, chunk_size=chunk_size, progress=False)
+    jac = jacobian(f, *args, argnums=argnums, chunk_size=chunk_size, progress=False)
     multi_output = isinstance(jac, tuple) and (single or isinstance(jac[0], tuple))
     per_output = list(jac) if multi_output else [jac]
     per_output = [[j] if single else list(j) for j in per_output]

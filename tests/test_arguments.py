@@ -11,7 +11,7 @@ import pytest
 import dualgpu
 from dualgpu import cuda
 from dualgpu.autodiff._protect import protect
-from dualgpu.autodiff.driver import jacfwd, jacobian, jvp, jvp_batch
+from dualgpu.autodiff.api import jacfwd, jacobian, jvp, jvp_batch
 from dualgpu.sparse import detect_sparsity, sparse_jacobian
 from dualgpu.testing import check_jacobian, check_jvp
 

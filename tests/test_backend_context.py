@@ -7,7 +7,7 @@ import pytest
 
 import dualgpu
 from dualgpu import DualgpuError, cuda
-from dualgpu.autodiff.driver import jacobian
+from dualgpu.autodiff.api import jacobian
 
 
 @cuda.jit

@@ -15,7 +15,8 @@ import pytest
 
 import dualgpu
 from dualgpu import cuda
-from dualgpu.autodiff.driver import default_chunk_size, jacfwd, jacobian, jvp, jvp_batch
+from dualgpu.autodiff.api import jacfwd, jacobian, jvp, jvp_batch
+from dualgpu.core.lanes import default_chunk_size
 from dualgpu.compiled.types import MAX_LANES
 
 import simulations.heat1d as heat

@@ -6,7 +6,7 @@ import pytest
 
 import dualgpu
 from dualgpu import DualgpuError
-from dualgpu.autodiff.driver import jacobian, jvp, jvp_batch
+from dualgpu.autodiff.api import jacobian, jvp, jvp_batch
 
 import kernels_edge_cases as K
 

@@ -3,7 +3,7 @@
 ``hessian(f, x, executor=ProcessPoolExecutor())`` sends jacfwd's function of f to the
 worker processes. That was a local closure: without cloudpickle it did not pickle,
 and the message blamed the user's f. jacfwd now returns a module-level
-:class:`dualgpu.autodiff.driver.JacobianOf`, and the message names the part that does not
+:class:`dualgpu.autodiff.api.JacobianOf`, and the message names the part that does not
 pickle: the user's f, or one of its arguments.
 """
 import multiprocessing

@@ -15,7 +15,7 @@ from numba import njit
 
 import dualgpu
 from dualgpu import Dual, DualArray, dmath
-from dualgpu.autodiff.driver import jacobian
+from dualgpu.autodiff.api import jacobian
 
 import kernels_edge_cases as K
 

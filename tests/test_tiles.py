@@ -186,7 +186,7 @@ def k(a, b, c, d):
 
 # --- the driver: many tiles per run of f ------------------------------------------
 def _jacobian(f, args, argnums, chunk_size):
-    from dualgpu.autodiff.driver import jacobian
+    from dualgpu.autodiff.api import jacobian
 
     return jacobian(f, *args, argnums=argnums, chunk_size=chunk_size, progress=False)
 

@@ -17,7 +17,8 @@ from dualgpu.backends.gpu import kernel as gpu
 from dualgpu.compiled.arrays import dual_array_type
 from dualgpu.compiled.types import dual_type
 from dualgpu.testing import check_jacobian
-from dualgpu.porting.tuple_arguments import flat_kernel, structure
+from dualgpu.porting.kernel import flat_kernel
+from dualgpu.porting.tuple_arguments import structure
 
 N = 150  # 150 + 150 + 1 directions: more than the 64 lanes of one compiled dual
 

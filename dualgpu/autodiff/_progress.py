@@ -10,6 +10,8 @@ import sys
 
 import numpy as np
 
+from dualgpu.errors import DualgpuError
+
 __all__ = ["interactive", "wants_progress", "progress_bar"]
 
 
@@ -47,8 +49,6 @@ def wants_progress(progress):
         return interactive()
     if isinstance(progress, (numbers.Integral, np.bool_)) and progress in (0, 1):
         return bool(progress)  # True/False, numpy bools, 1/0
-    from dualgpu.errors import DualgpuError
-
     raise DualgpuError(
         f"progress must be None (show a bar only on an interactive terminal or in a "
         f"notebook), True (always) or False (never); got {progress!r}."

@@ -68,12 +68,13 @@ import traceback
 import uuid
 from concurrent.futures import Executor, ThreadPoolExecutor
 
-from dualgpu.core.selection import backend, using_backend
+from dualgpu.autodiff.engine import UserFunctionWrapper, _progress_bar, _run_chunk
+from dualgpu.core.selection import _check, backend, using_backend
 from dualgpu.errors import DualgpuError
 
 __all__ = [
-    "ChunkExecutor", "ChunkPlan", "local_cluster", "run_chunks", "DEFAULT_RETRIES",
-    "WORKER_BACKEND_ENV",
+    "ChunkExecutor", "ChunkPlan", "ExecutorRunner", "chunk_runner", "local_cluster", "run_chunks",
+    "DEFAULT_RETRIES", "WORKER_BACKEND_ENV",
 ]
 
 #: Times Dask runs a failed chunk again before the failure is reported.
@@ -96,7 +97,7 @@ class ChunkPlan:
     ----------
     f, args, kwargs
         The simulation function and its arguments.
-    inputs : list of dualgpu.autodiff.driver._Input
+    inputs : list of dualgpu.autodiff.engine._Input
         The differentiated arguments (without seed buffers once pickled).
     fill : callable
         ``fill(inputs, start, count)`` writes the seeds of a chunk.
@@ -159,8 +160,6 @@ class ChunkPlan:
         A :class:`~dualgpu.DualgpuError` is returned as a :class:`_Failure` (it is
         deterministic: not worth a retry); any other exception propagates.
         """
-        from dualgpu.autodiff.driver import _run_chunk
-
         name = backend_name or os.environ.get(WORKER_BACKEND_ENV) or self.backend
         try:
             with _on_backend(name):
@@ -247,9 +246,7 @@ def _dumps(plan):
 
 def _user_function(f):
     """The user's function inside dualgpu's wrappers (jacfwd's, hessian's)."""
-    from dualgpu.autodiff.driver import JacobianOf
-
-    while isinstance(f, JacobianOf):
+    while isinstance(f, UserFunctionWrapper):
         f = f.f
     return f
 
@@ -325,8 +322,6 @@ class ChunkExecutor:
         if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
             raise DualgpuError(f"ChunkExecutor: retries must be an int >= 0; got {retries!r}.")
         if backend is not None:
-            from dualgpu.core.selection import _check
-
             _check(backend)
         self.executor = executor
         self.retries = retries
@@ -406,8 +401,6 @@ def run_chunks(executor, plan, chunks, where, progress):
     ...     print(np.diag(dualgpu.jacobian(negate, np.ones(2), executor=pool)).tolist())
     [-1.0, -1.0]
     """
-    from dualgpu.autodiff.driver import _progress_bar
-
     options = executor if isinstance(executor, ChunkExecutor) else ChunkExecutor(executor)
     kind = _kind(options.executor)
     bar = _progress_bar(len(chunks), progress, plan.fname)
@@ -418,6 +411,49 @@ def run_chunks(executor, plan, chunks, where, progress):
     finally:
         if bar is not None:
             bar.close()
+
+
+class ExecutorRunner:
+    """The chunk runner of ``executor=``: the chunks run as tasks on the executor's workers.
+
+    The engine (:func:`dualgpu.autodiff.engine.push_forward`) calls it as it calls its
+    :class:`~dualgpu.autodiff.engine.LocalRunner`: it builds one :class:`ChunkPlan`, runs
+    every chunk with :func:`run_chunks` and hands the results to the assembly in chunk
+    order. ``local`` is False: each run carries one tile.
+
+    Parameters
+    ----------
+    executor : dask.distributed.Client, concurrent.futures.Executor or ChunkExecutor
+        Where the chunks run.
+
+    Examples
+    --------
+    >>> from concurrent.futures import ThreadPoolExecutor
+    >>> with ThreadPoolExecutor(1) as pool:
+    ...     print(chunk_runner(pool).local, chunk_runner(None))
+    False None
+    """
+
+    local = False
+
+    def __init__(self, executor):
+        self.executor = executor
+
+    def __call__(self, f, args, kwargs, inputs, chunks, fill, where, progress, fname, assembly):
+        plan = ChunkPlan(f, args, kwargs, inputs, fill, chunks[0].lanes, fname, chunks[0].tile)
+        spans = [(chunk.start, chunk.count) for chunk in chunks]
+        for (start, count), result in zip(spans, run_chunks(self.executor, plan, spans, where,
+                                                            progress)):
+            assembly.add(start, count, *result)
+
+    def __repr__(self):
+        return f"ExecutorRunner({self.executor!r})"
+
+
+def chunk_runner(executor):
+    """The chunk runner for a driver's ``executor=``: None (the engine's local loop) for None,
+    else an :class:`ExecutorRunner`."""
+    return None if executor is None else ExecutorRunner(executor)
 
 
 def _checked(plan, k, start, count, where, result):

@@ -25,7 +25,9 @@ import re
 
 import numpy as np
 
-from dualgpu.autodiff.driver import _classify, _normalize_argnums, check_depth, jacobian, jvp_batch
+from dualgpu.autodiff.api import jacobian, jvp_batch
+from dualgpu.autodiff.engine import _classify, _normalize_argnums, check_depth
+from dualgpu.autodiff.sparse import detect_sparsity
 from dualgpu.core.dualarray import DualArray
 from dualgpu.errors import DualgpuError
 
@@ -297,8 +299,6 @@ def _check_independent(f, args, inputs, out_axis, how, fname):
 
 
 def _check_structure(f, args, item, out_axis, fname):
-    from dualgpu.autodiff.sparse import detect_sparsity
-
     probe = f(*args)
     count = len(probe) if isinstance(probe, tuple) else 1
     for o in range(count):

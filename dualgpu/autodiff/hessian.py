@@ -1,6 +1,6 @@
 """Second derivatives by forward over forward: ``hvp`` and ``hessian``.
 
-Both nest the driver (:mod:`dualgpu.autodiff.driver`): the inner derivative runs inside
+Both nest the driver (:mod:`dualgpu.autodiff.api`): the inner derivative runs inside
 the outer one's f, so its seeds are duals whose values are the outer duals
 (tagged so that the two never mix, see :mod:`dualgpu.core.nested`), and the kernels
 run on duals of duals compiled from the same rule table. ``jacfwd(jacfwd(f))``
@@ -12,7 +12,7 @@ Cost, for n differentiated inputs and the default chunk size N (at most 8):
 """
 import numpy as np
 
-from dualgpu.autodiff.driver import jacfwd, jacobian, jvp
+from dualgpu.autodiff.api import jacfwd, jacobian, jvp
 from dualgpu.errors import DualgpuError
 
 __all__ = ["hvp", "hessian"]
@@ -40,7 +40,7 @@ def hvp(f, primals, tangents, *, chunk_size=None):
     Parameters
     ----------
     f : callable
-        A simulation function (see :mod:`dualgpu.autodiff.driver`) returning one scalar.
+        A simulation function (see :mod:`dualgpu.autodiff.api`) returning one scalar.
     primals : tuple
         f's positional arguments.
     tangents : tuple
@@ -48,7 +48,7 @@ def hvp(f, primals, tangents, *, chunk_size=None):
         shaped like it (a float for a scalar).
     chunk_size : int, optional
         Lanes of the inner (gradient) derivative; default
-        :func:`dualgpu.autodiff.driver.default_chunk_size`.
+        :func:`dualgpu.core.lanes.default_chunk_size`.
 
     Returns
     -------
@@ -95,14 +95,14 @@ def hessian(f, *args, argnums=0, chunk_size=None, progress=None, executor=None):
     Parameters
     ----------
     f : callable
-        A simulation function (see :mod:`dualgpu.autodiff.driver`).
+        A simulation function (see :mod:`dualgpu.autodiff.api`).
     *args
         f's positional arguments.
     argnums : int or tuple of int
         The arguments to differentiate (float arrays or scalars).
     chunk_size : int, optional
         Lanes of each of the two derivatives; default
-        :func:`dualgpu.autodiff.driver.default_chunk_size`.
+        :func:`dualgpu.core.lanes.default_chunk_size`.
     progress : bool, optional
         A progress bar over the outer chunks.
     executor : dask.distributed.Client or concurrent.futures.Executor, optional

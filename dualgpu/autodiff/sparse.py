@@ -36,7 +36,8 @@ from dualgpu.autodiff._progress import progress_bar, wants_progress
 from dualgpu.autodiff._protect import protect
 from dualgpu.core.selection import backend, using_backend
 from dualgpu.autodiff._results import DirectionMajor
-from dualgpu.autodiff.driver import _Input, _push_forward, _unpack, jacobian
+from dualgpu.autodiff.distributed import chunk_runner
+from dualgpu.autodiff.engine import _Input, _unpack, dense_jacobian, push_forward
 from dualgpu.autodiff.coloring import Coloring, color_columns
 from dualgpu.core.dual import check_dtype
 from dualgpu.core.dualarray import DualArray
@@ -46,6 +47,7 @@ from dualgpu.compiled.types import MAX_LANES
 from dualgpu.compiled.rules import GLOBAL_BRANCH_MESSAGE
 from dualgpu.autodiff.sparse_probe import check_probe, probe_vector
 from dualgpu.autodiff.sparsity import as_pattern
+from dualgpu.porting.kernel import Kernel
 
 __all__ = ["detect_sparsity", "sparse_jacobian", "to_dense", "BITS_PER_LANE"]
 
@@ -216,8 +218,6 @@ def _traced_output(f, call, per_run, mode):
 
 def _raising_kernel(traceback):
     """``"kernel 'name'"`` for the innermost dualgpu kernel launch in ``traceback``."""
-    from dualgpu.porting.kernel import Kernel
-
     found = "a kernel"
     while traceback is not None:
         candidate = traceback.tb_frame.f_locals.get("self")
@@ -350,9 +350,9 @@ def sparse_jacobian(f, args, argnum=0, *, sparsity="detect", chunk_size=None, va
     clock = time.perf_counter()
     item = _Input(argnum, "array", np.array(x, copy=True, order="C"), x.dtype, 0)
     sink = DirectionMajor(n_directions)
-    _, values = _push_forward(
+    _, values = push_forward(
         f, args, {}, [item], n_directions, (unit, tile), _ColorSeeds(coloring, probe),
-        lambda c: f"color {c}", progress, "sparse_jacobian", sink, executor)
+        lambda c: f"color {c}", progress, "sparse_jacobian", sink, chunk_runner(executor))
     if len(values) != 1 or sink.layouts[0] is None or values[0].ndim == 0:
         raise DualgpuError(
             f"sparse_jacobian: the function must return one array computed from the seeded "
@@ -372,7 +372,8 @@ def sparse_jacobian(f, args, argnum=0, *, sparsity="detect", chunk_size=None, va
         check_probe(J, probe, compressed[n_colors], "sparse_jacobian")
     timings["evaluate"] = time.perf_counter() - clock
     if validate is True:
-        dense = np.asarray(jacobian(f, *args, argnums=argnum, progress=False)).reshape(-1, n)
+        dense = np.asarray(dense_jacobian(f, args, {}, argnum, None, False, "jacobian"))
+        dense = dense.reshape(-1, n)
         missing = (dense != 0) & ~pattern.toarray()
         if missing.any():
             i, j = np.argwhere(missing)[0]

@@ -17,7 +17,7 @@ import math
 import numpy as np
 import scipy.sparse as sp
 
-from dualgpu.autodiff.driver import jacobian
+from dualgpu.autodiff.api import jacobian
 from dualgpu.errors import DualgpuError
 
 __all__ = ["propagate", "MAX_COVARIANCE_BYTES"]

@@ -26,13 +26,23 @@ Examples
 256
 """
 import warnings
+
 from dualgpu.core._paths import PACKAGE_DIR
+from dualgpu.errors import DualgpuError
 
 __all__ = [
-    "TILE_LANES", "TILE_CANDIDATES", "TUNE_MIN_DIRECTIONS", "GOOD_TILE_LANES", "MEASURED",
+    "MAX_LANES", "DEFAULT_CHUNK_LIMIT", "default_chunk_size", "TILE_LANES", "TILE_CANDIDATES",
+    "TUNE_MIN_DIRECTIONS", "GOOD_TILE_LANES", "MEASURED",
     "BATCH_BYTES", "LIVE_ARRAYS", "ChunkSizeWarning", "tile_lanes", "driver_tiles",
     "batch_lanes", "check_chunk_size", "launch_tile",
 ]
+
+#: The most lanes a compiled dual may have (:data:`dualgpu.compiled.types.MAX_LANES`).
+MAX_LANES = 64
+
+#: Largest N :func:`default_chunk_size` picks unless given a limit (the
+#: driver's limit is the backend's :data:`TILE_LANES`).
+DEFAULT_CHUNK_LIMIT = 8
 
 #: Default lanes per tile for each backend (0: no tiling, all lanes at once).
 TILE_LANES = {"cpu": 8, "cuda": 8, "cudasim": 0}
@@ -76,14 +86,48 @@ class ChunkSizeWarning(UserWarning):
     """A chunk_size above the range measured to be fast on the active backend."""
 
 
+def default_chunk_size(n, limit=DEFAULT_CHUNK_LIMIT):
+    """Return the default lane count N for ``n`` directions.
+
+    The fewest chunks of at most ``limit`` lanes, spread evenly: ``n=200`` gives
+    8 (25 chunks), ``n=9`` gives 5 (2 chunks, one padded lane), ``n=3`` gives 3.
+
+    Parameters
+    ----------
+    n : int
+        The number of directions (at least 1).
+    limit : int, optional
+        The most lanes per chunk (clipped to 1 .. :data:`MAX_LANES`).
+
+    Returns
+    -------
+    int
+        The lanes per chunk.
+
+    Raises
+    ------
+    DualgpuError
+        For fewer than one direction.
+
+    Examples
+    --------
+    >>> default_chunk_size(200), default_chunk_size(9), default_chunk_size(3)
+    (8, 5, 3)
+    """
+    n = int(n)
+    if n < 1:
+        raise DualgpuError(f"default_chunk_size: expected at least 1 direction; got {n}.")
+    limit = max(1, min(int(limit), MAX_LANES))
+    chunks = -(-n // limit)
+    return -(-n // chunks)
+
+
 def tile_lanes(n, backend, limit=None):
     """Return the lanes per tile for ``n`` directions on ``backend``.
 
     The fewest tiles of at most ``limit`` lanes (default :data:`TILE_LANES`),
     spread evenly so that the last tile wastes the fewest lanes.
     """
-    from dualgpu.autodiff.driver import default_chunk_size
-
     limit = limit or TILE_LANES.get(backend) or 64
     return default_chunk_size(n, limit)
 

@@ -54,6 +54,7 @@ from dualgpu.errors import DualgpuError
 from dualgpu.core._paths import PACKAGE_DIR
 
 __all__ = ["zeros", "keep_host_buffers", "scope", "active", "Registry", "host_store_message",
+           "register_porting",
            "caller_line", "launch_store_fix", "copy_to_plain", "substitute"]
 
 _PACKAGE_DIR = PACKAGE_DIR
@@ -393,10 +394,35 @@ def _contiguous(root):
     return root.flags.c_contiguous or root.flags.f_contiguous
 
 
-def _holds_duals(arg):
-    from dualgpu.porting.tuple_arguments import holds_duals
+#: What the porting floor (above this one) supplies when it is imported, through
+#: :func:`register_porting`: the copy of a host DualArray to the active backend
+#: (``to_device``) and the test for a tuple holding duals (``holds_duals``).
+_PORTING = {}
 
-    return isinstance(arg, (Dual, DualArray)) or holds_duals(arg)
+
+def register_porting(to_device, holds_duals):
+    """Install the porting floor's copy to the device and its tuple test (called at its import).
+
+    A launch on the ``cuda`` backend copies a registered buffer's hidden DualArray to the
+    device as numba copies a host array, and a launch given tuples that hold duals
+    (``kernel[g, b]((u, v), ...)``) has its host buffers registered; both belong to
+    :mod:`dualgpu.porting`, which this floor does not import.
+
+    Parameters
+    ----------
+    to_device : callable
+        ``to_device(dual_array)``: the array on the active backend
+        (:func:`dualgpu.porting.memory.to_device`).
+    holds_duals : callable
+        ``holds_duals(arg)``: True for a tuple holding a Dual or DualArray at any depth
+        (:func:`dualgpu.porting.tuple_arguments.holds_duals`).
+    """
+    _PORTING["to_device"] = to_device
+    _PORTING["holds_duals"] = holds_duals
+
+
+def _holds_duals(arg):
+    return isinstance(arg, (Dual, DualArray)) or _PORTING["holds_duals"](arg)
 
 
 class Registry:
@@ -482,9 +508,7 @@ class Registry:
             if view is None:
                 continue  # left plain: a store of a dual into it is refused as before
             if on_gpu:  # numba copies a host array in and out: here, values and partials
-                from dualgpu.cuda import to_device
-
-                device = to_device(view)
+                device = _PORTING["to_device"](view)
                 pairs.append((view, device))
                 view = device
             args[i] = view

@@ -30,6 +30,9 @@ import types
 
 import numpy as np
 
+from dualgpu.backends.common.translate import (
+    _closure_values, _local_names, device_py_func, function_source,
+)
 from dualgpu.core.dual import Dual
 from dualgpu.core.dualarray import DualArray
 from dualgpu.errors import DualgpuError
@@ -85,8 +88,6 @@ def _read(cell, namespace, name):
 
 def _device_funcs(py_func):
     """The Python functions of the device functions ``py_func`` names (closure and globals)."""
-    from dualgpu.backends.common.translate import device_py_func
-
     found = []
     for name, cell, namespace in _sources(py_func, everything=True):
         inner = device_py_func(_read(cell, namespace, name))
@@ -226,8 +227,6 @@ def lift(kernel, found, backend_name):
         If the source of the kernel or of a device function that captures a Dual cannot
         be read: names the variable and says to pass it as an argument.
     """
-    from dualgpu.backends.common.translate import _closure_values, _local_names, function_source
-    from dualgpu.porting.kernel import DeviceFunction, Kernel
 
     keys = tuple((id(f), name) for f, name, _ in found)
     cache = kernel.__dict__.setdefault("_lifted", {})
@@ -274,10 +273,10 @@ def lift(kernel, found, backend_name):
         tree = _Rename(own, set(callees), hidden).visit(tree)
         tree.args.args = tree.args.args + [ast.arg(h) for h in hidden]
         function = _compile(tree, namespace, py_func)
-        if what == "kernel":
-            result = Kernel(function, kernel.options)
+        if what == "kernel":  # the kernel's own class, and that of the functions it calls
+            result = type(kernel)(function, kernel.options)
         else:
-            result = DeviceFunction(function, {})
+            result = kernel.device_function_type(function, {})
         built[py_func] = result
         return result
 

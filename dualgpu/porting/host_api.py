@@ -22,7 +22,9 @@ from numba import cuda as _cuda
 from dualgpu.core._context import active_lanes, active_levels, lane_dtype
 from dualgpu.core.selection import backend
 from dualgpu.core.dualarray import DualArray
+from dualgpu.core.nested import zeros as nested_zeros
 from dualgpu.errors import DualgpuError
+from dualgpu.porting.memory import HostArray
 
 __all__ = [
     "HostEvent", "defer_cleanup", "event", "event_elapsed_time", "managed_array",
@@ -139,9 +141,7 @@ def _host_array(shape, dtype, order, numba_alloc, device_view=False):
     shape = (shape,) if np.ndim(shape) == 0 else tuple(shape)
     is_float = np.dtype(dtype).kind == "f"
     if len(active_levels()) > 1 and is_float:  # a nested derivative runs
-        from dualgpu.core.nested import zeros
-
-        return zeros(shape, active_levels(), np.dtype(dtype), _host_zeros)
+        return nested_zeros(shape, active_levels(), np.dtype(dtype), _host_zeros)
     lanes = active_lanes()
     if lanes and is_float:
         return DualArray(np.zeros(shape, dtype, order=order),
@@ -150,9 +150,7 @@ def _host_array(shape, dtype, order, numba_alloc, device_view=False):
         return numba_alloc()
     array = np.empty(shape, dtype, order=order)
     if device_view and backend() == "cpu":
-        from dualgpu.cuda import HostArray  # a mapped array is a device array too
-
-        return array.view(HostArray)
+        return array.view(HostArray)  # a mapped array is a device array too
     return array
 
 

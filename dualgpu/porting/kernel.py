@@ -19,15 +19,21 @@ import warnings
 
 import numpy as np
 
-from dualgpu.core.selection import backend
+from dualgpu.backends.common.translate import unwrap
+from dualgpu.core._context import active_lanes
+from dualgpu.core._paths import PACKAGE_DIR
 from dualgpu.core.dual import Dual
 from dualgpu.core.dualarray import DualArray
-from dualgpu.errors import COMPLEX_DUAL, DualgpuError, complex_dual_message
-from dualgpu.porting import tuple_arguments
+from dualgpu.core.nested import lane_key
 from dualgpu.core.object_arrays import from_object_array, is_object_array, write_back
-from dualgpu.core._paths import PACKAGE_DIR
+from dualgpu.core.selection import backend
+from dualgpu.errors import COMPLEX_DUAL, DualgpuError, complex_dual_message
+from dualgpu.host.buffers import _read_only_params, active, caller_line, launch_store_fix
+from dualgpu.porting import tuple_arguments
+from dualgpu.porting.captured_duals import Plan, captured_duals, lift
+from dualgpu.porting.signatures import apply_signature, parse_signatures
 
-__all__ = ["jit", "Kernel", "DeviceFunction", "LaunchCoverageWarning"]
+__all__ = ["jit", "Kernel", "DeviceFunction", "LaunchCoverageWarning", "flat_kernel"]
 
 #: numba's message for a dual stored into a plain array (numba_arrays' setitem overload)
 _COMPILED_STORE = "is stored into a plain"
@@ -120,6 +126,8 @@ def _normalise_dims(dims, what, kernel_name):
 
 
 def _backend_module(name):
+    # a backend is loaded when a kernel first runs on it (numba's CPU and CUDA targets, the
+    # simulator): importing dualgpu loads none of them
     if name == "cpu":
         from dualgpu.backends.cpu import kernel as module
     elif name == "cudasim":
@@ -138,8 +146,6 @@ class DeviceFunction:
     __dualgpu_device__ = True
 
     def __init__(self, func, options):
-        from dualgpu.backends.common.translate import unwrap
-
         self.py_func = unwrap(func) or func
         self.options = {k: v for k, v in options.items() if k != "device"}
         functools.update_wrapper(self, self.py_func)
@@ -160,10 +166,11 @@ class Kernel:
     __dualgpu_kernel__ = True
     #: the argument types of the kernel's eager signatures (``@cuda.jit("void(...)")``), or None
     signatures = None
+    #: the class of the device functions a kernel calls, which
+    #: :func:`~dualgpu.porting.captured_duals.lift` rebuilds with hidden arguments
+    device_function_type = DeviceFunction
 
     def __init__(self, func, options):
-        from dualgpu.backends.common.translate import unwrap
-
         self.py_func = unwrap(func) or func
         self.options = dict(options)
         self._compiled = {}
@@ -251,12 +258,8 @@ class Kernel:
         if list in map(type, args):
             self._refuse_lists(args)
         if self.signatures:
-            from dualgpu.porting.signatures import apply_signature
-
             args = apply_signature(self.__name__, self._params, self.signatures, args)
         name = backend()
-        from dualgpu.host.buffers import active
-
         registry, shadows = active(), None
         if registry is not None:  # under the driver: host buffers that receive duals
             captured = self._may_capture and bool(self._captured())
@@ -276,14 +279,10 @@ class Kernel:
             registry.after_launch(shadows)
 
     def _captured(self):
-        from dualgpu.porting.captured_duals import captured_duals
-
         return captured_duals(self)
 
     def _launch(self, name, griddim, blockdim, stream, sharedmem, args):
         if self._may_capture:
-            from dualgpu.porting.captured_duals import captured_duals, lift
-
             # a kernel factory's dual constant (closure) or a dual module global: a hidden
             # argument, on every backend (compiled code, and the simulator's copy of the
             # globals, would keep the value of the first launch)
@@ -304,7 +303,7 @@ class Kernel:
             shape = tuple_arguments.structure(args)
             flat = self._flat_kernels.get(shape)
             if flat is None:
-                flat = self._flat_kernels[shape] = tuple_arguments.flat_kernel(self, shape)
+                flat = self._flat_kernels[shape] = flat_kernel(self, shape)
             flat._launch(name, griddim, blockdim, stream, sharedmem,
                          tuple_arguments.flatten(args, shape))
             return
@@ -336,8 +335,6 @@ class Kernel:
                 ) from exc
             host = self._written_host_arrays(args)
             if host and type(exc).__name__ == "TypingError":
-                from dualgpu.host.buffers import caller_line, launch_store_fix
-
                 name = host[0]
                 raise DualgpuError(
                     f"kernel {self.__name__} does not compile for its dual arguments, and it is "
@@ -352,8 +349,6 @@ class Kernel:
 
     def _written_host_arrays(self, args):
         """Names of the float host numpy arguments of a dual launch that the kernel may write."""
-        from dualgpu.host.buffers import _read_only_params
-
         if not any(isinstance(a, (Dual, DualArray)) or tuple_arguments.holds_duals(a)
                    for a in args):
             return []
@@ -367,8 +362,6 @@ class Kernel:
         """False when neither the kernel nor a device function it reaches reads a closure
         cell or a global that holds data (not code): launches skip the scan for captured
         duals (:mod:`dualgpu.porting.captured_duals`)."""
-        from dualgpu.porting.captured_duals import Plan
-
         plan = self.__dict__["_capture_plan"] = Plan(self.py_func)
         return any(plan.functions.values())
 
@@ -390,8 +383,6 @@ class Kernel:
             return
         first = duals[0][1]
         if any(getattr(a, "tag", 0) for _, a in duals):
-            from dualgpu.core.nested import lane_key
-
             lane_key([a for _, a in duals], f"kernel {self.__name__}")  # lanes agree per tag
         elif any(a.lanes != first.lanes for _, a in duals):
             listing = ", ".join(f"{p} has {a.lanes}" for p, a in duals)
@@ -495,8 +486,6 @@ class Kernel:
         return [p for p in plain if p in stored] or plain
 
     def _drop_message(self, args, target, where=""):
-        from dualgpu.core._context import active_lanes
-
         if target:
             names = [target]
         else:
@@ -536,8 +525,6 @@ class Kernel:
                    "dualgpu.jacfwd), which allocates dual arrays through dualgpu.cuda for you.")
         host = [n for n in names if type(given.get(n)) is np.ndarray]
         if len(names) == 1 and host:
-            from dualgpu.host.buffers import caller_line, launch_store_fix
-
             return (f"kernel {self.__name__} stores a dual into the host numpy array "
                     f"{names[0]}{at} (shape {tuple(given[names[0]].shape)}), which cannot "
                     "hold its partials." + launch_store_fix(names[0], given[names[0]],
@@ -587,6 +574,23 @@ def _backend_options(name, options):
     if name == "cpu" and options.get("fastmath"):
         return {"fastmath": options["fastmath"]}
     return {}
+
+
+def flat_kernel(kernel, shape):
+    """A dualgpu kernel taking the members of ``kernel``'s tuple arguments one by one.
+
+    Its source is :func:`~dualgpu.porting.tuple_arguments.flat_source` for the argument
+    structure ``shape``; it rebuilds the tuples and calls ``kernel``'s body, compiled as a
+    device function (see :mod:`dualgpu.porting.tuple_arguments`).
+    """
+    name = f"_dg_flat_{kernel.py_func.__name__}"
+    source = tuple_arguments.flat_source(name, shape)
+    filename = f"<dualgpu tuple arguments of {kernel.py_func.__qualname__} {shape}>"
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    options = {k: v for k, v in kernel.options.items() if k != "cache"}
+    namespace = {"body": DeviceFunction(kernel.py_func, options)}
+    exec(compile(source, filename, "exec"), namespace)
+    return Kernel(namespace[name], options)
 
 
 def jit(func_or_sig=None, device=False, **options):
@@ -641,8 +645,6 @@ def jit(func_or_sig=None, device=False, **options):
             return DeviceFunction(func, target_options)
         kernel = Kernel(func, target_options)
         if signatures is not None:
-            from dualgpu.porting.signatures import parse_signatures
-
             kernel.signatures = parse_signatures(signatures)
         return kernel
 

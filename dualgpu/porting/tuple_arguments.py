@@ -10,19 +10,19 @@ kernel's body, compiled as a device function, with them::
     def _dg_flat(a0, a1_0, a1_1, a2_0, a2_1):
         body(a0, (a1_0, a1_1), (a2_0, a2_1))
 
-The kernel's source is unchanged, and tuples without duals pass as they are.
+The kernel's source is unchanged, and tuples without duals pass as they are. This module
+holds the pure part (the structure, the flattening, the source);
+:func:`dualgpu.porting.kernel.flat_kernel` builds the kernel.
 
 Examples
 --------
 >>> flat_source("_dg_flat", (None, (None, None), (None, (None, None))))
 'def _dg_flat(a0, a1_0, a1_1, a2_0, a2_1_0, a2_1_1):\\n    body(a0, (a1_0, a1_1), (a2_0, (a2_1_0, a2_1_1)))\\n'
 """
-import linecache
-
 from dualgpu.core.dual import Dual
 from dualgpu.core.dualarray import DualArray
 
-__all__ = ["holds_duals", "structure", "flatten", "flat_source", "flat_kernel"]
+__all__ = ["holds_duals", "structure", "flatten", "flat_source"]
 
 
 def holds_duals(arg):
@@ -66,16 +66,3 @@ def flat_source(name, shape):
     call = [rebuild(sub, f"a{k}") for k, sub in enumerate(shape)]
     return f"def {name}({', '.join(params)}):\n    body({', '.join(call)})\n"
 
-
-def flat_kernel(kernel, shape):
-    """A dualgpu kernel taking the members of ``kernel``'s tuple arguments one by one."""
-    from dualgpu.porting.kernel import DeviceFunction, Kernel
-
-    name = f"_dg_flat_{kernel.py_func.__name__}"
-    source = flat_source(name, shape)
-    filename = f"<dualgpu tuple arguments of {kernel.py_func.__qualname__} {shape}>"
-    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
-    options = {k: v for k, v in kernel.options.items() if k != "cache"}
-    namespace = {"body": DeviceFunction(kernel.py_func, options)}
-    exec(compile(source, filename, "exec"), namespace)
-    return Kernel(namespace[name], options)

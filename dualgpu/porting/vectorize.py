@@ -16,11 +16,14 @@ import numpy as np
 from numba import cuda as _cuda
 from numba.core import sigutils
 
+from dualgpu.backends.common.translate import compile_source
 from dualgpu.core._context import lane_dtype
 from dualgpu.core.selection import backend
 from dualgpu.core.dual import Dual
 from dualgpu.core.dualarray import DualArray
 from dualgpu.errors import UnsupportedFeatureError
+from dualgpu.porting.kernel import jit
+from dualgpu.porting.memory import to_device
 
 __all__ = ["guvectorize", "vectorize"]
 
@@ -97,25 +100,22 @@ class Vectorized:
 
     def _kernel(self, scalar_mask):
         if scalar_mask not in self._kernels:
-            from dualgpu import cuda
-            from dualgpu.backends.common.translate import compile_source
-
             if self._device is None:
-                self._device = cuda.jit(device=True)(self.py_func)
+                self._device = jit(device=True)(self.py_func)
             names = [f"a{k}" for k in range(len(scalar_mask))]
             call = ", ".join(n if scalar else f"{n}[i]" for n, scalar in zip(names, scalar_mask))
             source = (f"def vectorized_{self.__name__}({', '.join(names)}, out):\n"
                       "    i = cuda.grid(1)\n"
                       "    if i < out.shape[0]:\n"
                       f"        out[i] = scalar({call})\n")
-            fn = compile_source(source, {"cuda": cuda, "scalar": self._device},
+            # ``cuda`` in the generated source is numba.cuda itself: every backend reads
+            # ``cuda.grid`` there as in a user's kernel
+            fn = compile_source(source, {"cuda": _cuda, "scalar": self._device},
                                 f"vectorized_{self.__name__}", f"vectorize {self.__name__}")
-            self._kernels[scalar_mask] = cuda.jit(fn)
+            self._kernels[scalar_mask] = jit(fn)
         return self._kernels[scalar_mask]
 
     def __call__(self, *args, out=None, stream=0):
-        from dualgpu import cuda
-
         duals = any(isinstance(a, (Dual, DualArray)) for a in args) or isinstance(out, DualArray)
         if backend() == "cuda" and not duals:
             if self._numba_ufunc is None:
@@ -152,7 +152,7 @@ class Vectorized:
         if out is not None:
             out[...] = result
             return out
-        return cuda.to_device(result) if on_device and shape else result
+        return to_device(result) if on_device and shape else result
 
 
 def vectorize(ftylist_or_function=(), **kws):

@@ -1,8 +1,11 @@
-"""Forward-mode drivers: ``jvp``, ``jvp_batch``, ``jacfwd`` and ``jacobian`` (JAX conventions).
+"""The engine of the forward-mode drivers: inputs, chunks of directions, runs of f, assembly.
 
-A *simulation function* ``f`` is ordinary Python that takes arrays and scalars,
-moves arrays to the device with :mod:`dualgpu.cuda`, launches dualgpu kernels
-and returns host results. The driver differentiates it without changes:
+The public drivers (:mod:`dualgpu.autodiff.api`: ``jvp``, ``jvp_batch``, ``jacfwd``,
+``jacobian``), the sparse driver (:mod:`dualgpu.autodiff.sparse`) and the workers of an
+executor (:mod:`dualgpu.autodiff.distributed`) all run on this module; it imports none of
+them. A *simulation function* ``f`` is ordinary Python that takes arrays and scalars, moves
+arrays to the device with :mod:`dualgpu.cuda`, launches dualgpu kernels and returns host
+results. The driver differentiates it without changes:
 
 1. **seed** -- each differentiated array argument is passed to ``f`` as a host
    :class:`~dualgpu.DualArray` (a copy of the values, plus L seed lanes); each
@@ -10,7 +13,8 @@ and returns host results. The driver differentiates it without changes:
    plain: ``f``'s ``cuda.to_device`` turns them into zero-partial DualArrays,
    because ``f`` runs inside :func:`dualgpu.core._context.dual_allocation`.
 2. **evaluate** -- one run of ``f`` per *batch* of L directions (see
-   :func:`run_chunk`);
+   :func:`run_chunk`), by a *chunk runner*: :class:`LocalRunner` (a loop in this
+   process, the default) or an executor's (:class:`dualgpu.autodiff.distributed.ExecutorRunner`);
 3. **extract** -- the output partials of the batch are written straight into the
    result's final layout (:mod:`dualgpu.autodiff._results`): a dense Jacobian peaks at its own
    size. The result is allocated after the first run, when the output's shape is known,
@@ -37,7 +41,7 @@ carry one tile each. ``chunk_size=None``: with many directions
 kernel times tiles of 8 and 16 lanes and keeps the faster
 (:data:`dualgpu.core.lanes.TILE_CANDIDATES`); with few, N is the fewest tiles of at
 most :data:`dualgpu.core.lanes.TILE_LANES` lanes, then the N that leaves the fewest
-padded lanes (ForwardDiff.jl's rule, :func:`default_chunk_size`). A
+padded lanes (ForwardDiff.jl's rule, :func:`dualgpu.core.lanes.default_chunk_size`). A
 ``chunk_size`` sets N for every kernel; any N from 1 to n and at most
 :data:`dualgpu.compiled.types.MAX_LANES` works, more than the backend's measured
 good range warns (:class:`dualgpu.core.lanes.ChunkSizeWarning`). Memory does not
@@ -50,52 +54,30 @@ import threading
 import numpy as np
 
 from dualgpu.autodiff import _non_finite
-from dualgpu.host import buffers as host_buffers
-from dualgpu.core import lanes as _lanes
-from dualgpu.core._context import active_levels, dual_allocation
 from dualgpu.autodiff._progress import progress_bar
-from dualgpu.autodiff._protect import protect, protect_call
-from dualgpu.autodiff._results import DirectionMajor, JacobianBlocks
-from dualgpu.core.selection import backend
+from dualgpu.autodiff._protect import protect_call
+from dualgpu.autodiff._results import JacobianBlocks
+from dualgpu.compiled.types import MAX_LANES
+from dualgpu.core import lanes as _lanes
+from dualgpu.core import selection
+from dualgpu.core._context import active_levels, dual_allocation
 from dualgpu.core.dual import Dual
 from dualgpu.core.dualarray import DualArray
-from dualgpu.errors import DualgpuError
-from dualgpu.compiled.types import MAX_LANES
+from dualgpu.core.nested import MAX_GPU_DUAL_FLOATS, MAX_TAG, pack_output, seed, unpack
 from dualgpu.core.object_arrays import from_object_array, is_object_array
+from dualgpu.errors import DualgpuError
+from dualgpu.host import buffers as host_buffers
 
 __all__ = [
-    "jvp", "jvp_batch", "jacfwd", "jacobian", "default_chunk_size", "run_chunk", "Chunk",
-    "DEFAULT_CHUNK_LIMIT", "PROGRESS_MIN_CHUNKS",
+    "Chunk", "LocalRunner", "UserFunctionWrapper", "MAX_DRIVER_DEPTH", "PROGRESS_MIN_CHUNKS",
+    "check_depth", "dense_jacobian", "plan_chunks", "run_chunk", "push_forward",
 ]
 
-#: Largest N :func:`default_chunk_size` picks unless given a limit (the
-#: driver's limit is the backend's :data:`dualgpu.core.lanes.TILE_LANES`).
-DEFAULT_CHUNK_LIMIT = 8
 #: With ``progress=None`` a tqdm bar is shown on an interactive terminal or in a notebook
 #: when there are more chunks than this (see :mod:`dualgpu.autodiff._progress`).
 PROGRESS_MIN_CHUNKS = 4
 #: Largest number of array dimensions a differentiated argument may have.
 _MAX_NDIM = 3
-
-
-def default_chunk_size(n, limit=DEFAULT_CHUNK_LIMIT):
-    """Return the default lane count N for ``n`` directions.
-
-    The fewest chunks of at most ``limit`` lanes, spread evenly: ``n=200`` gives
-    8 (25 chunks), ``n=9`` gives 5 (2 chunks, one padded lane), ``n=3`` gives 3.
-
-    Examples
-    --------
-    >>> default_chunk_size(200), default_chunk_size(9), default_chunk_size(3)
-    (8, 5, 3)
-    """
-    n = int(n)
-    if n < 1:
-        raise DualgpuError(f"default_chunk_size: expected at least 1 direction; got {n}.")
-    limit = max(1, min(int(limit), MAX_LANES))
-    chunks = -(-n // limit)
-    return -(-n // chunks)
-
 
 # ---------------------------------------------------------------------------
 # inputs
@@ -141,8 +123,6 @@ class _Input:
         """The argument passed to ``f`` for the current contents of the lane buffer."""
         levels = active_levels()
         if levels:  # inside another driver's f: duals of duals (see dualgpu.core.nested)
-            from dualgpu.core.nested import seed
-
             lanes = self.lanes_buffer.shape[0]
             seeds = self.lanes_buffer[:, 0] if self.kind == "scalar" else \
                 self.lanes_buffer.reshape((lanes,) + self.shape)
@@ -270,7 +250,7 @@ def _make_inputs(args, positions, fname):
 def _check_chunk_size(chunk_size, n, fname):
     """Return ``(unit, hint)``: runs of f carry a multiple of ``unit`` lanes, kernels use
     tiles of ``hint`` lanes (0: their own choice); the user's chunk_size is both (checked)."""
-    name = backend()
+    name = selection.backend()
     if chunk_size is None:
         unit, hint = _lanes.driver_tiles(n, name)
         return min(unit, MAX_LANES), min(hint, MAX_LANES)
@@ -309,8 +289,6 @@ def _unpack(result, lanes, fname, levels=()):
     for i, item in enumerate(items):
         packed = None
         if levels:
-            from dualgpu.core.nested import pack_output
-
             packed = pack_output(item, levels, lanes)
         if packed is None and is_object_array(item):  # np.array([dual, dual]) as f's result
             item = from_object_array(item, f"{fname}: output {i} of f")
@@ -360,8 +338,8 @@ class Chunk:
 
     ``tile`` is the lanes per kernel tile the driver asks for (a divisor of
     ``lanes``), or 0 when each kernel picks its own; lanes beyond ``count`` are
-    zero. Made by :func:`plan_chunks`; run by :func:`run_chunk` (a local loop,
-    or an executor, calls it once per chunk).
+    zero. Made by :func:`plan_chunks`; run by :func:`run_chunk` (a chunk runner, local or
+    an executor's, calls it once per chunk).
     """
 
     __slots__ = ("index", "start", "count", "lanes", "tile", "wide")
@@ -495,17 +473,64 @@ class _Assembly:
             self.sink.store(o, start, count, used)
 
 
-def _push_forward(f, args, kwargs, inputs, n_directions, tiles, fill, where, progress, fname,
-                  sink, executor=None, tangents=()):
+class UserFunctionWrapper:
+    """Base of dualgpu's callables that wrap a user's function ``f`` (``jacfwd``'s
+    :class:`~dualgpu.autodiff.api.JacobianOf`): an executor that cannot pickle one names
+    the user's function inside (its ``f``) in the message."""
+
+    f = None
+
+
+class LocalRunner:
+    """The default chunk runner: the chunks one after another in this thread, with a bar.
+
+    A *chunk runner* is called as ``runner(f, args, kwargs, inputs, chunks, fill, where,
+    progress, fname, assembly)``; it runs every chunk (:func:`run_chunk`) and hands each
+    result to ``assembly.add(start, count, is_tuple, unpacked)`` in chunk order. Its
+    ``local`` attribute is False for a runner that sends the chunks to other workers
+    (:class:`dualgpu.autodiff.distributed.ExecutorRunner`): each run then carries one tile,
+    and a derivative nested inside another's f refuses it.
+
+    Examples
+    --------
+    >>> LocalRunner().local
+    True
+    """
+
+    local = True
+
+    def __call__(self, f, args, kwargs, inputs, chunks, fill, where, progress, fname, assembly):
+        bar = _progress_bar(len(chunks), progress, fname)
+        try:
+            for chunk in chunks:
+                result = run_chunk(f, args, kwargs, inputs, chunk, fill, fname)
+                assembly.add(chunk.start, chunk.count, *result)
+                if bar is not None:
+                    bar.update(1)
+        finally:
+            if bar is not None:
+                bar.close()
+
+    def __repr__(self):
+        return "LocalRunner()"
+
+
+_LOCAL = LocalRunner()
+
+
+def push_forward(f, args, kwargs, inputs, n_directions, tiles, fill, where, progress, fname,
+                 sink, runner=None, tangents=()):
     """Run f once per chunk of directions (see :func:`plan_chunks` and :func:`run_chunk`).
 
     ``fill(inputs, start, count)`` writes the tangents of directions ``start .. start+count-1``
     into the inputs' lane buffers (the rest stays zero). ``sink`` (see
-    :mod:`dualgpu.autodiff._results`) receives the partials of all directions in their final layout.
-    Returns ``is_tuple`` and the output values. With an ``executor`` the chunks run as
-    tasks on its workers (:mod:`dualgpu.autodiff.distributed`) and are assembled in the same order.
+    :mod:`dualgpu.autodiff._results`) receives the partials of all directions in their final
+    layout. Returns ``is_tuple`` and the output values. ``runner`` runs the chunks
+    (:class:`LocalRunner` by default; an executor's runs them as tasks on its workers,
+    :mod:`dualgpu.autodiff.distributed`), and they are assembled in the same order.
     ``tangents``: the jvp tangents, for messages.
     """
+    runner = _LOCAL if runner is None else runner
     seeded = {item.position for item in inputs}
 
     def sources():
@@ -518,52 +543,25 @@ def _push_forward(f, args, kwargs, inputs, n_directions, tiles, fill, where, pro
     if levels:
         if getattr(_RUNS, "wide", ())[-1:] == (True,):
             raise _NarrowRuns()
-        _check_nested(levels, tiles[0], executor, fname)
-    narrow = bool(levels) or executor is not None
+        _check_nested(levels, tiles[0], runner, fname)
+    narrow = bool(levels) or not runner.local
     try:
-        return _push_chunks(f, args, kwargs, inputs, plan_chunks(n_directions, tiles, inputs,
-                                                                  narrow),
-                            assembly, fill, where, progress, fname, executor)
+        runner(f, args, kwargs, inputs, plan_chunks(n_directions, tiles, inputs, narrow), fill,
+               where, progress, fname, assembly)
+        return assembly.is_tuple, assembly.values
     except _NarrowRuns:
         if narrow:
             raise
     # a derivative nested in f needs runs of one tile: start again with those
     assembly = _Assembly(where, fname, sink, sources)
-    return _push_chunks(f, args, kwargs, inputs, plan_chunks(n_directions, tiles, inputs, True),
-                        assembly, fill, where, progress, fname, executor)
-
-
-def _push_chunks(f, args, kwargs, inputs, chunks, assembly, fill, where, progress, fname,
-                 executor):
-    """Run ``chunks`` (locally, or on ``executor``) into ``assembly``; ``(is_tuple, values)``."""
-    if executor is not None:
-        from dualgpu.autodiff.distributed import ChunkPlan, run_chunks
-
-        plan = ChunkPlan(f, args, kwargs, inputs, fill, chunks[0].lanes, fname, chunks[0].tile)
-        spans = [(chunk.start, chunk.count) for chunk in chunks]
-        for (start, count), result in zip(spans, run_chunks(executor, plan, spans, where,
-                                                            progress)):
-            assembly.add(start, count, *result)
-        return assembly.is_tuple, assembly.values
-    bar = _progress_bar(len(chunks), progress, fname)
-    try:
-        for chunk in chunks:
-            result = run_chunk(f, args, kwargs, inputs, chunk, fill, fname)
-            assembly.add(chunk.start, chunk.count, *result)
-            if bar is not None:
-                bar.update(1)
-    finally:
-        if bar is not None:
-            bar.close()
+    runner(f, args, kwargs, inputs, plan_chunks(n_directions, tiles, inputs, True), fill, where,
+           progress, fname, assembly)
     return assembly.is_tuple, assembly.values
 
 
-def _check_nested(levels, lanes, executor, fname):
+def _check_nested(levels, lanes, runner, fname):
     """A driver called inside another one's f: refuse what nesting does not support."""
-    from dualgpu.core.selection import backend
-    from dualgpu.core.nested import MAX_GPU_DUAL_FLOATS, MAX_TAG
-
-    if executor is not None:
+    if not runner.local:
         raise DualgpuError(
             f"{fname}: executor= inside another derivative (this driver runs inside another "
             "driver's f) is not supported; give the executor to the outermost driver."
@@ -571,7 +569,7 @@ def _check_nested(levels, lanes, executor, fname):
     if len(levels) >= MAX_TAG:
         raise DualgpuError(f"{fname}: derivatives nested more than {MAX_TAG} deep.")
     floats = int(np.prod([1 + n for n in levels + (lanes,)]))
-    if backend() == "cuda" and floats > MAX_GPU_DUAL_FLOATS:
+    if selection.backend() == "cuda" and floats > MAX_GPU_DUAL_FLOATS:
         sizes = " x ".join(f"(1 + {n})" for n in levels + (lanes,))
         raise DualgpuError(
             f"{fname}: a nested dual here holds {sizes} = {floats} floats, more than "
@@ -604,6 +602,7 @@ class _GivenSeeds:
         for item, seed in zip(inputs, self.seeds):
             item.lanes_buffer[:count] = seed[start:start + count]
 
+
 def _by_position(inputs, nargs):
     """The differentiated input at each argument position (None elsewhere)."""
     at = {item.position: item for item in inputs}
@@ -635,15 +634,16 @@ def _structured(array, levels, axis=-1):
     back as a Dual or DualArray (:func:`dualgpu.core.nested.unpack`); else ``array`` itself."""
     if not levels:
         return array
-    from dualgpu.core.nested import unpack
-
     return unpack(np.moveaxis(array, axis, -1), levels)
 
 
 # ---------------------------------------------------------------------------
-# Jacobians
+# the dense Jacobian (the API's jacobian and jacfwd; the sparse driver's validation)
 # ---------------------------------------------------------------------------
-def _jacobian(f, args, kwargs, argnums, chunk_size, progress, fname, executor=None):
+def dense_jacobian(f, args, kwargs, argnums, chunk_size, progress, fname, runner=None):
+    """The dense Jacobian of ``f(*args, **kwargs)`` w.r.t. ``args[argnums]`` (see
+    :func:`dualgpu.autodiff.api.jacobian`, which calls it); ``runner`` runs the chunks
+    (:class:`LocalRunner` by default)."""
     args = tuple(args)
     levels = active_levels()
     single, positions = _normalize_argnums(argnums, len(args), fname)
@@ -658,368 +658,10 @@ def _jacobian(f, args, kwargs, argnums, chunk_size, progress, fname, executor=No
         return f"direction {direction}"
 
     sink = JacobianBlocks(inputs)
-    is_tuple, values = _push_forward(
-        f, args, kwargs, inputs, n, tiles, _UnitSeeds(), where, progress, fname, sink, executor)
+    is_tuple, values = push_forward(
+        f, args, kwargs, inputs, n, tiles, _UnitSeeds(), where, progress, fname, sink, runner)
     results = []
     for o, v in enumerate(values):
         blocks = [_structured(block, levels, axis=v.ndim - 1) for block in sink.result(o)]
         results.append(blocks[0] if single else tuple(blocks))
     return tuple(results) if is_tuple else results[0]
-
-
-def jacobian(f, *args, argnums=0, chunk_size=None, progress=None, sparsity=None, validate=False,
-             executor=None):
-    """Return the Jacobian of ``f(*args)`` with respect to ``args[argnums]``.
-
-    Parameters
-    ----------
-    f : callable
-        The simulation function (see :mod:`dualgpu.autodiff.driver`). It returns a
-        DualArray, a Dual, or a tuple of them (plain outputs count as constant).
-    *args
-        f's positional arguments.
-    argnums : int or tuple of int
-        Which arguments to differentiate: float32/float64 arrays of 1 to 3
-        dimensions, or float scalars (Python float, numpy float).
-    chunk_size : int, optional
-        Lanes N per kernel tile, 1 to min(n, MAX_LANES) where n is the total
-        number of input entries; default :func:`dualgpu.core.lanes.tile_lanes`. One
-        run of f carries many tiles (all n directions when memory allows).
-    progress : bool, optional
-        tqdm progress bar. None (default) shows it only when standard error
-        is an interactive terminal or in a notebook, and only above
-        PROGRESS_MIN_CHUNKS chunks; True always; False never.
-    sparsity : None, "detect", pattern or Coloring, optional
-        Dense (None, the default) or sparse forward mode: a boolean pattern
-        (array or scipy.sparse, rows = output elements, columns = input
-        elements), ``"detect"`` to find it with the structural tracer, or a
-        Coloring from an earlier result; see :mod:`dualgpu.autodiff.sparse`. Sparse mode
-        takes one array argnum and one array output, and returns a
-        ``scipy.sparse.csr_matrix`` of shape ``(output.size, input.size)``
-        (rows and columns in C order); ``dualgpu.autodiff.sparse.to_dense(J)`` gives
-        the dense shape ``output.shape + input.shape``.
-    validate : bool or "detect"
-        Sparse mode only: check that the pattern misses no entry (see
-        :func:`dualgpu.autodiff.sparse.sparse_jacobian`).
-    executor : dask.distributed.Client or concurrent.futures.Executor, optional
-        Run the chunks as tasks on its workers (see :mod:`dualgpu.autodiff.distributed`);
-        the result is bit-identical to the local run.
-
-    Returns
-    -------
-    ndarray or tuple
-        Shape ``output.shape + input.shape``. JAX nesting: a tuple over
-        outputs when f returns a tuple, each a tuple over argnums when argnums
-        is a tuple.
-
-    Examples
-    --------
-    >>> import numpy as np, dualgpu
-    >>> from dualgpu.autodiff.driver import jacobian
-    >>> def identity(x):
-    ...     return dualgpu.cuda.to_device(x).copy_to_host()
-    >>> jacobian(identity, np.ones(3)).tolist()
-    [[1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]]
-    """
-    if sparsity is not None:
-        return _sparse(f, args, {}, argnums, chunk_size, progress, sparsity, validate, executor)
-    return _jacobian(f, args, {}, argnums, chunk_size, progress, "jacobian", executor)
-
-
-def jacfwd(f, argnums=0, *, chunk_size=None, progress=None, sparsity=None, validate=False,
-           executor=None):
-    """Return a function computing the Jacobian of ``f`` (forward mode, like ``jax.jacfwd``).
-
-    The returned function takes f's arguments (keyword arguments pass through
-    to f undifferentiated) and returns what :func:`jacobian` returns.
-
-    Parameters
-    ----------
-    f : callable
-        The simulation: plain arrays and numbers in, arrays or numbers (or tuples of them) out.
-    argnums, chunk_size, progress, sparsity, validate, executor
-        As for :func:`jacobian`.
-
-    Returns
-    -------
-    callable
-        ``jacobian_of_f(*args, **kwargs)``, which returns what :func:`jacobian` returns for
-        those arguments.
-
-    Examples
-    --------
-    >>> import numpy as np, dualgpu
-    >>> from dualgpu.autodiff.driver import jacfwd
-    >>> def identity(x):
-    ...     return dualgpu.cuda.to_device(x).copy_to_host()
-    >>> jacfwd(identity)(np.zeros((2, 3))).shape
-    (2, 3, 2, 3)
-    """
-
-    return JacobianOf(f, argnums, chunk_size, progress, sparsity, validate, executor)
-
-
-class JacobianOf:
-    """The function :func:`jacfwd` returns: f's Jacobian at the arguments it is called with.
-
-    A module-level class (not a closure), so that it pickles whenever ``f`` does:
-    ``hessian(f, x, executor=ProcessPoolExecutor())`` sends it to worker processes.
-
-    Parameters
-    ----------
-    f : callable
-    argnums, chunk_size, progress, sparsity, validate, executor
-        As in :func:`jacfwd`.
-
-    Examples
-    --------
-    >>> import pickle
-    >>> import numpy as np
-    >>> g = pickle.loads(pickle.dumps(JacobianOf(np.sin, 0)))
-    >>> g.__name__
-    'jacfwd_sin'
-    """
-
-    def __init__(self, f, argnums=0, chunk_size=None, progress=None, sparsity=None,
-                 validate=False, executor=None):
-        self.f = f
-        self.argnums = argnums
-        self.chunk_size = chunk_size
-        self.progress = progress
-        self.sparsity = sparsity
-        self.validate = validate
-        self.executor = executor
-        self.__name__ = f"jacfwd_{getattr(f, '__name__', 'f')}"
-        self.__doc__ = f"Jacobian of {getattr(f, '__name__', 'f')} w.r.t. argnums={argnums}."
-
-    def __call__(self, *args, **kwargs):
-        if self.sparsity is not None:
-            return _sparse(self.f, args, kwargs, self.argnums, self.chunk_size, self.progress,
-                           self.sparsity, self.validate, self.executor)
-        return _jacobian(self.f, args, kwargs, self.argnums, self.chunk_size, self.progress,
-                         "jacfwd", self.executor)
-
-    def __getstate__(self):
-        state = dict(self.__dict__)
-        state["executor"] = None  # an outer driver's executor stays with the caller
-        return state
-
-    def __repr__(self):
-        return f"<dualgpu jacfwd of {getattr(self.f, '__name__', self.f)!r}>"
-
-
-def _sparse(f, args, kwargs, argnums, chunk_size, progress, sparsity, validate, executor=None):
-    from dualgpu.autodiff.sparse import sparse_jacobian
-
-    if active_levels():
-        raise DualgpuError(
-            "sparse Jacobians cannot be taken inside another derivative (this driver runs "
-            "inside another driver's f); use the dense driver for the inner derivative, or "
-            "the sparse one outermost."
-        )
-
-    if not isinstance(argnums, (int, np.integer)) or isinstance(argnums, bool):
-        raise DualgpuError(
-            f"sparse Jacobians take one array argument; got argnums={argnums!r}. Pass a single "
-            "int, and use the dense driver for the others."
-        )
-    # each run gets its own copies of the keyword arguments (sparse_jacobian copies the rest)
-    call = (lambda *a: f(*a, **protect(kwargs))) if kwargs else f
-    return sparse_jacobian(call, args, int(argnums), sparsity=sparsity, chunk_size=chunk_size,
-                           validate=validate, progress=progress, executor=executor)
-
-
-# ---------------------------------------------------------------------------
-# Jacobian-vector products
-# ---------------------------------------------------------------------------
-def _tangent_inputs(primals, tangents, batch, fname):
-    """Return the differentiated inputs and their tangents, shaped (B, size)."""
-    check_depth(fname)
-    primals, tangents = tuple(primals), tuple(tangents)
-    if len(primals) != len(tangents):
-        raise DualgpuError(
-            f"{fname}: got {len(primals)} primals and {len(tangents)} tangents; expected one "
-            "tangent per primal (None for arguments not differentiated)."
-        )
-    inputs, seeds = [], []
-    offset = 0
-    size_b = None
-    for p, (x, t) in enumerate(zip(primals, tangents)):
-        if t is None:
-            continue
-        kind, value, dtype = _classify(x)
-        t = np.asarray(t)
-        if t.dtype.kind == "c":
-            raise DualgpuError(
-                f"{fname}: tangent {p} is complex (dtype {t.dtype}); the imaginary parts would be "
-                "dropped. Expected real tangents. Fix: pass the real part, or run the real and "
-                "imaginary parts as two directions (jvp_batch)."
-            )
-        if t.dtype.kind not in "biuf":
-            raise DualgpuError(
-                f"{fname}: tangent {p} is {type(t).__name__} of dtype {t.dtype}; expected real "
-                "numbers shaped like the primal (or None)."
-            )
-        if kind is None:
-            if t.dtype.kind in "biuf" and not np.any(t):
-                continue  # zero tangent of an int/bool argument: not differentiated
-            raise DualgpuError(
-                f"{fname}: argument {p} is {value} and cannot carry a tangent; expected a "
-                "float array or float scalar. Fix: pass None as its tangent."
-            )
-        shape = tuple(np.shape(value)) if kind == "array" else ()
-        expected = ((batch,) if batch else ()) + shape
-        b = t.shape[0] if batch and t.ndim >= 1 else None
-        if batch and (t.ndim != len(shape) + 1 or tuple(t.shape[1:]) != shape):
-            raise DualgpuError(
-                f"{fname}: tangent {p} has shape {t.shape}; expected (B,) + {shape} (a leading "
-                "batch axis over the primal's shape)."
-            )
-        if not batch and t.shape != shape:
-            raise DualgpuError(
-                f"{fname}: tangent {p} has shape {t.shape}; expected {expected}, the shape of "
-                "its primal."
-            )
-        if batch:
-            if size_b is None:
-                size_b = b
-            elif b != size_b:
-                raise DualgpuError(
-                    f"{fname}: tangents have different batch sizes {size_b} and {b}; all must "
-                    "share the leading axis B."
-                )
-        item = _Input(p, kind, value, dtype, offset, weak=_is_python_float(x))
-        inputs.append(item)
-        seeds.append(np.asarray(t, dtype).reshape((size_b if batch else 1), item.size))
-        offset += item.size
-    if not inputs:
-        raise DualgpuError(
-            f"{fname}: every tangent is None (or zero for non-float arguments); expected at "
-            "least one float argument with a tangent."
-        )
-    return inputs, seeds, (size_b if batch else 1)
-
-
-def jvp_batch(f, primals, tangents, *, chunk_size=None, progress=None, executor=None):
-    """Return ``(outputs, output_tangents)`` for a batch of B tangent directions.
-
-    Each tangent is None (argument not differentiated) or an array of shape
-    ``(B,) + primal.shape`` (``(B,)`` for scalars). Kernels run the B
-    directions in tiles of ``chunk_size`` lanes (default
-    :func:`dualgpu.core.lanes.tile_lanes` of B), many tiles per run of f;
-    ``progress`` is as in :func:`jacobian`.
-    ``executor`` (a Dask client or a ``concurrent.futures.Executor``) runs the
-    chunks as tasks on its workers (see :mod:`dualgpu.autodiff.distributed`).
-
-    Parameters
-    ----------
-    f : callable
-        The simulation.
-    primals : tuple
-        f's positional arguments.
-    tangents : tuple
-        One per primal: None, or an array of shape ``(B,) + primal.shape``.
-    chunk_size : int, optional
-        Lanes per kernel tile.
-    progress : bool, optional
-        As in :func:`jacobian`.
-    executor : dask.distributed.Client or concurrent.futures.Executor, optional
-        Runs the chunks as tasks on its workers.
-
-    Returns
-    -------
-    outputs
-        f's output values (plain numpy), same structure as f's result.
-    output_tangents
-        For each output, its tangents with a leading axis B.
-
-    Raises
-    ------
-    DualgpuError
-        When the tangents do not match the primals, the batch sizes differ, or a
-        derivative is not finite.
-
-    Examples
-    --------
-    >>> import numpy as np, dualgpu
-    >>> def double(x):
-    ...     return 2.0 * dualgpu.cuda.to_device(x).copy_to_host()
-    >>> out, tangents = dualgpu.jvp_batch(double, (np.ones(3),), (np.eye(3)[:2],))
-    >>> tangents.tolist()
-    [[2.0, 0.0, 0.0], [0.0, 2.0, 0.0]]
-    """
-    fname = "jvp_batch"
-    primals = tuple(primals)
-    levels = active_levels()
-    inputs, seeds, b = _tangent_inputs(primals, tangents, True, fname)
-    tiles = _check_chunk_size(chunk_size, b, fname)
-
-    def where(direction):
-        return f"tangent direction {direction}"
-
-    sink = DirectionMajor(b)
-    is_tuple, values = _push_forward(
-        f, primals, {}, inputs, b, tiles, _GivenSeeds(seeds), where, progress, fname, sink,
-        executor, tangents=[(item.position, seed) for item, seed in zip(inputs, seeds)])
-    tangents_out = [_structured(sink.result(o), levels) for o in range(len(values))]
-    outs = _output_values(values, is_tuple, levels)
-    return outs, (tuple(tangents_out) if is_tuple else tangents_out[0])
-
-
-def jvp(f, primals, tangents):
-    """Return ``(outputs, output_tangents)``: f's outputs and their directional derivatives.
-
-    Like ``jax.jvp``: ``primals`` is the tuple of f's positional arguments and
-    ``tangents`` a tuple of the same length, each None (not differentiated) or
-    shaped like its primal. One run of f with one lane. For many directions at
-    once use :func:`jvp_batch`.
-
-    Parameters
-    ----------
-    f : callable
-        The simulation.
-    primals : tuple
-        f's positional arguments.
-    tangents : tuple
-        One per primal: None (not differentiated), a number for a scalar, or an array
-        shaped like its primal.
-
-    Returns
-    -------
-    outputs
-        f's output values (plain numpy), the same structure as f's result.
-    output_tangents
-        The directional derivative of each output, shaped like it.
-
-    Raises
-    ------
-    DualgpuError
-        When ``tangents`` does not match ``primals`` in length, shape or kind, or a
-        derivative is not finite (the message names its source).
-
-    Examples
-    --------
-    >>> import numpy as np, dualgpu
-    >>> from dualgpu.autodiff.driver import jvp
-    >>> def identity(x):
-    ...     return dualgpu.cuda.to_device(x).copy_to_host()
-    >>> out, tangent = jvp(identity, (np.ones(2),), (np.array([1.0, -1.0]),))
-    >>> tangent.tolist()
-    [1.0, -1.0]
-    """
-    fname = "jvp"
-    primals, tangents = tuple(primals), tuple(tangents)
-    levels = active_levels()
-    inputs, seeds, _ = _tangent_inputs(primals, tangents, False, fname)
-
-    sink = DirectionMajor(1)
-    is_tuple, values = _push_forward(
-        f, primals, {}, inputs, 1, (1, 1), _GivenSeeds(seeds), lambda d: "the tangent", False,
-        fname, sink, tangents=[(item.position, seed) for item, seed in zip(inputs, seeds)])
-    tangents_out = [sink.result(o)[0] for o in range(len(values))]
-    if levels:
-        tangents_out = [_structured(t, levels) for t in tangents_out]
-    else:
-        tangents_out = [t[()] if t.ndim == 0 else t for t in tangents_out]
-    outs = _output_values(values, is_tuple, levels)
-    return outs, (tuple(tangents_out) if is_tuple else tangents_out[0])
