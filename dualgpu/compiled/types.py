@@ -35,6 +35,7 @@ from numba.core.extending import (
 from numba.core.typeconv import Conversion
 
 from dualgpu import nansafe
+from dualgpu.core import lanes as _lanes
 from dualgpu.core.nested import MAX_TAG
 from dualgpu.errors import DualgpuError
 
@@ -72,8 +73,9 @@ __all__ = [
     "tracer_of_lane",
 ]
 
-#: Largest lane count a compiled dual accepts (a soft limit for register use).
-MAX_LANES = 64
+#: Largest lane count a compiled dual accepts (a soft limit for register use); the one value is
+#: :data:`dualgpu.core.lanes.MAX_LANES`.
+MAX_LANES = _lanes.MAX_LANES
 
 _FLOATS = (types.float32, types.float64)
 

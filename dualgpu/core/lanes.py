@@ -28,7 +28,7 @@ Examples
 import warnings
 
 from dualgpu.core._paths import PACKAGE_DIR
-from dualgpu.errors import DualgpuError
+from dualgpu.errors import DualgpuError, DualgpuWarning
 
 __all__ = [
     "MAX_LANES", "DEFAULT_CHUNK_LIMIT", "default_chunk_size", "TILE_LANES", "TILE_CANDIDATES",
@@ -37,7 +37,8 @@ __all__ = [
     "batch_lanes", "check_chunk_size", "launch_tile",
 ]
 
-#: The most lanes a compiled dual may have (:data:`dualgpu.compiled.types.MAX_LANES`).
+#: The most lanes a compiled dual may have (a soft limit for register use); the compiled floor
+#: and the backends read it from here.
 MAX_LANES = 64
 
 #: Largest N :func:`default_chunk_size` picks unless given a limit (the
@@ -82,7 +83,7 @@ BATCH_BYTES = 256 * 2**20
 LIVE_ARRAYS = 8
 
 
-class ChunkSizeWarning(UserWarning):
+class ChunkSizeWarning(DualgpuWarning):
     """A chunk_size above the range measured to be fast on the active backend."""
 
 

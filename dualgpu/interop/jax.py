@@ -36,7 +36,7 @@ import numpy as np
 
 from dualgpu import jacobian, jvp_batch
 from dualgpu.autodiff._protect import protect
-from dualgpu.errors import DualgpuError
+from dualgpu.errors import DualgpuError, DualgpuWarning
 from dualgpu.sparse import Coloring, color_columns, detect_sparsity, sparse_jacobian
 
 __all__ = ["to_jax", "JaxBridgeCostWarning", "DEFAULT_MAX_LANES", "DEFAULT_WARN_LANES",
@@ -54,7 +54,7 @@ _TILE = 64
 _SCAN_LIMIT = 64
 
 
-class JaxBridgeCostWarning(UserWarning):
+class JaxBridgeCostWarning(DualgpuWarning):
     """A derivative through :func:`to_jax` needs many lanes (the estimate is in the message).
 
     Given when JAX asks the wrapped function for a derivative that needs more tangent lanes
