@@ -25,7 +25,7 @@ host_objective
     with 8 lanes vs the same numpy operations on plain arrays of 9e6 elements
     (:mod:`benchmarks.cases_host`).
 tiled_nbody
-    The tiled N-body kernel of ``tests/block_kernels.py`` (a shared-memory tile
+    The tiled N-body kernel of ``tests/fixtures/block_kernels.py`` (a shared-memory tile
     of 8 bodies, two ``syncthreads`` per tile) vs its untiled twin on the cpu
     backend, plain and dual, interleaved run by run.
 peers_heat, peers_nbody, peers_pendulum
@@ -612,8 +612,9 @@ def case_peers_nbody_small(profile):
 
 #: case name -> function(profile) -> dict
 def _block_kernels():
-    """tests/block_kernels.py: the block-level kernels of issue 11 (the tiled N-body)."""
-    tests = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests")
+    """tests/fixtures/block_kernels.py: the block-level kernels of issue 11 (the tiled N-body)."""
+    tests = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests",
+                         "fixtures")
     if tests not in sys.path:
         sys.path.insert(0, tests)
     return importlib.import_module("block_kernels")
