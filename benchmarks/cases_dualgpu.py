@@ -22,7 +22,7 @@ sparse
     One-step Jacobian of the 1-D heat stencil by sparsity detection, coloring
     and compressed seeding, vs one JVP with the same lane count.
 tiled_nbody
-    The tiled N-body kernel of ``tests/block_kernels.py`` (a shared-memory tile
+    The tiled N-body kernel of ``tests/fixtures/block_kernels.py`` (a shared-memory tile
     of 8 bodies, two ``syncthreads`` per tile) vs its untiled twin on the cpu
     backend, plain and dual, interleaved run by run.
 peers_heat, peers_nbody, peers_pendulum
@@ -350,8 +350,9 @@ def case_peers_nbody_small(profile):
 
 
 def _block_kernels():
-    """tests/block_kernels.py: the block-level kernels of issue 11 (the tiled N-body)."""
-    tests = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests")
+    """tests/fixtures/block_kernels.py: the block-level kernels of issue 11 (the tiled N-body)."""
+    tests = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests",
+                         "fixtures")
     if tests not in sys.path:
         sys.path.insert(0, tests)
     return importlib.import_module("block_kernels")

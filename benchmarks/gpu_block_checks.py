@@ -1,7 +1,7 @@
 """Real-launch checks of block-level kernels (shared tiles, barriers, warps, grid sync), for gpu_check.
 
-Each case runs a host function of ``tests/block_kernels.py`` or
-``tests/block_kernels_extra.py`` plain and with ``LANES`` tangent directions
+Each case runs a host function of ``tests/fixtures/block_kernels.py`` or
+``tests/fixtures/block_kernels_extra.py`` plain and with ``LANES`` tangent directions
 (``dualgpu.jvp_batch``) on the backend under test, and the same on a reference
 backend (``cpu``; ``cudasim`` where the cpu backend cannot run the kernel), and reports
 the largest relative differences. On a GPU this is the first real launch of dual shared
@@ -16,7 +16,7 @@ import sys
 import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-for path in (ROOT, os.path.join(ROOT, "tests")):
+for path in (ROOT, os.path.join(ROOT, "tests", "fixtures")):
     if path not in sys.path:
         sys.path.insert(0, path)
 

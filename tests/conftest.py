@@ -1,4 +1,13 @@
-"""Shared fixtures. The offline-PTX shim lives here, in test code only.
+"""Shared fixtures and markers. The offline-PTX shim lives here, in test code only.
+
+The tests mirror the package (``tests/core`` for ``dualgpu.core``, ``tests/backends/cpu`` for
+``dualgpu.backends.cpu``...); ``tests/integration`` runs simulations, scripts, docs and
+benchmarks end to end. ``tests/fixtures`` holds the kernels and harnesses the tests import by
+module name (setup.cfg puts it on the path); it holds no tests and is not collected.
+
+Markers (declared in setup.cfg): ``slow``, ``compile``, ``gpu``, ``peers``. The default run
+runs them all; ``-m "not slow"`` and the like pick a subset. A test that asks for the
+``offline_ptx`` fixture is marked ``compile``; a ``gpu`` test is skipped without a real GPU.
 
 See the documentation's "numba notes" page, ``docs/dev/numba-notes.md``.
 """
@@ -12,13 +21,13 @@ from hypothesis import settings
 os.environ.setdefault("MPLBACKEND", "Agg")
 # the cpu backend's compile cache: a fresh one per test session, so every run (and CI)
 # compiles from scratch; DUALGPU_TEST_CACHE=keep reuses one directory across local runs
-# (tests/test_cpu_cache.py checks the cache itself in subprocesses with their own directories)
+# (tests/backends/cpu/test_cpu_cache.py checks the cache itself in subprocesses with their own directories)
 if os.environ.get("DUALGPU_TEST_CACHE") == "keep":
     os.environ.setdefault("DUALGPU_CACHE_DIR",
                           os.path.join(tempfile.gettempdir(), "dualgpu-test-cache-kept"))
 os.environ.setdefault("DUALGPU_CACHE_DIR", tempfile.mkdtemp(prefix="dualgpu-test-cache-"))
 
-# Property tests (tests/test_properties.py). The default keeps the suite fast and repeatable;
+# Property tests (tests/core/test_properties.py). The default keeps the suite fast and repeatable;
 # DUALGPU_HYPOTHESIS_PROFILE=dualgpu-long (or --hypothesis-profile=dualgpu-long) explores far
 # more programs, with fresh random draws each run.
 settings.register_profile("dualgpu-ci", max_examples=100, derandomize=True, database=None,
@@ -26,6 +35,36 @@ settings.register_profile("dualgpu-ci", max_examples=100, derandomize=True, data
 settings.register_profile("dualgpu-long", max_examples=3000, database=None, deadline=None,
                           print_blob=True)
 settings.load_profile(os.environ.get("DUALGPU_HYPOTHESIS_PROFILE", "dualgpu-ci"))
+
+
+# kernels and harnesses, imported by the tests (not tests themselves)
+collect_ignore = ["fixtures"]
+
+
+def _gpu_available():
+    """A real CUDA GPU (not numba's simulator) is usable in this process."""
+    if os.environ.get("NUMBA_ENABLE_CUDASIM"):
+        return False
+    try:
+        from numba import cuda
+
+        return cuda.is_available()
+    except Exception:
+        return False
+
+
+def pytest_collection_modifyitems(config, items):
+    """Mark the tests that compile to PTX; skip the ``gpu`` tests on a machine without one."""
+    gpu_tests = []
+    for item in items:
+        if "offline_ptx" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.compile)
+        if item.get_closest_marker("gpu") is not None:
+            gpu_tests.append(item)
+    if gpu_tests and not _gpu_available():
+        skip = pytest.mark.skip(reason="needs a CUDA GPU")
+        for item in gpu_tests:
+            item.add_marker(skip)
 
 
 class _FakeDevice:

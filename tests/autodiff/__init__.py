@@ -1,0 +1,1 @@
+"""Tests of dualgpu.autodiff: drivers, sparsity, second order, uncertainty, executors."""

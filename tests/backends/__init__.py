@@ -1,0 +1,1 @@
+"""Tests of dualgpu.backends, one package per backend."""

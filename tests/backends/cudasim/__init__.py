@@ -1,0 +1,1 @@
+"""Tests of the CUDA-simulator backend (dualgpu.backends.cudasim)."""

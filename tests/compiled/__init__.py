@@ -1,0 +1,1 @@
+"""Tests of dualgpu.compiled: duals inside numba-compiled code, and their PTX."""

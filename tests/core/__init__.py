@@ -1,0 +1,1 @@
+"""Tests of dualgpu.core and the foundation (rules, errors, nansafe): duals on every path."""

@@ -1,0 +1,1 @@
+"""Tests of dualgpu.host: numpy on host duals."""

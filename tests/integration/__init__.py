@@ -1,0 +1,1 @@
+"""End to end: simulations, scripts, documentation, README, benchmarks and their peers."""

@@ -1,0 +1,1 @@
+"""Tests of dualgpu.interop (JAX)."""

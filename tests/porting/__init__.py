@@ -1,0 +1,1 @@
+"""Tests of dualgpu.porting: numba.cuda code ported with one import line."""

@@ -1,0 +1,1 @@
+"""Tests of dualgpu.sensitivity and of the figures (dualgpu.plot)."""
