@@ -1,0 +1,1 @@
+"""Tests of dualgpu.plot: heatmaps, fields, rankings, histories and their colour scales."""
