@@ -1,1 +1,1 @@
-"""Tests of dualgpu.sensitivity and of the figures (dualgpu.plot)."""
+"""Tests of dualgpu.sensitivity: global sensitivity from exact derivatives (DGSM), beside SALib."""
