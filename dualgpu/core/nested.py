@@ -226,7 +226,7 @@ def apply_tagged(name, *args):
     from dualgpu.core.dual import _RUNTIME, apply_rule
 
     Dual = _dual()
-    rule = rules.UNARY_RULES.get(name) or rules.BINARY_RULES[name]
+    rule = rules.lookup(name)  # a rule added with dualgpu.rules.define first
     factors = _RUNTIME[name][1]
     top = max(a.tag for a in args if isinstance(a, Dual))
     outer = [isinstance(a, Dual) and a.tag == top for a in args]

@@ -6,3 +6,5 @@
 ``buffers`` (host numpy buffers under the driver). Imports only :mod:`dualgpu.core` and the
 foundation (:mod:`dualgpu.rules`, :mod:`dualgpu.errors`).
 """
+# rules added with dualgpu.rules.define reach host numpy from the start (a rules.subscribe)
+from dualgpu.host import ufuncs  # noqa: E402,F401
