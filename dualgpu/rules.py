@@ -481,7 +481,9 @@ def _check_expression(name, text):
             f"({error.msg}). Fix: write it as Python in x, y and ans, e.g. '1 / (1 + exp(-x))'."
         ) from None
     allowed = set(_ARGUMENTS) | {"ans"} | set(EXPRESSION_FUNCTIONS)
-    for node in ast.walk(tree):
+    nodes = sorted(ast.walk(tree), key=lambda n: not isinstance(
+        n, (ast.Attribute, ast.Subscript, ast.Lambda, ast.NamedExpr)))  # the syntax first
+    for node in nodes:
         if isinstance(node, ast.Name) and node.id not in allowed:
             raise RuleError(
                 f"define({name!r}, ...): the derivative {text!r} uses {node.id!r}; a derivative "

@@ -85,6 +85,9 @@ def build_function(source, namespace):
 def resolve(dotted):
     import builtins
 
+    definition = rules.definition_of(dotted)  # a rule added with dualgpu.rules.define
+    if definition is not None:
+        return getattr(definition.function, "py_func", definition.function)
     module, _, name = dotted.rpartition(".")
     return getattr({"math": math, "operator": operator, "builtins": builtins}[module], name)
 
@@ -101,7 +104,8 @@ def draw_inputs(cases, rng, *, count):
     xs = np.empty((count, len(cases)))
     ys = np.ones((count, len(cases)))
     for k, case in enumerate(cases):
-        rule = rules.UNARY_RULES.get(case[2]) or rules.BINARY_RULES[case[2]]
+        rule = rules.UNARY_RULES.get(case[2]) or rules.BINARY_RULES.get(case[2]) or rules.lookup(
+            case[2])  # or a rule added with dualgpu.rules.define
         for row in range(count):
             while True:
                 x = rng.uniform(*rule.domain[0])
@@ -174,3 +178,23 @@ def check_results(cases, kinds, xs, ys, px, py, values, partials, dtype, where, 
                 f"(all lanes: got {got_p.tolist()}, expected {expected.tolist()}; "
                 f"dtype {np.dtype(dtype)})"
             )
+
+
+def defined_cases(names):
+    """Cases for rules added with :func:`dualgpu.rules.define`, called by their dotted names.
+
+    A kernel calls ``mylib.softplus(x)`` (or ``math.exp2(x)``): its namespace needs the
+    top-level name (the module ``mylib``, ``math``).
+    """
+    cases = []
+    for name in names:
+        definition = rules.definition_of(name)
+        arity = len(definition.rule.derivatives)
+        cases.append((name, name, definition.key, arity, None))
+    return cases
+
+
+def module_source(cases, kinds, imports):
+    """A kernel module: ``imports`` (lines), then :func:`kernel_source` as a numba.cuda kernel."""
+    return "\n".join(list(imports) + ["from numba import cuda", "", "",
+                                       kernel_source(cases, kinds, cuda_kernel=True), ""])

@@ -534,7 +534,7 @@ def _defined_typer(key):
                 f"{key}: its rule was removed (dualgpu.rules.undefine); define it again.")
         primal = _jitable(definition.function)
         if all(_is_number(a) for a in args):  # plain numbers: the primal itself
-            ns = {"_primal": primal}
+            ns = {"_primal": primal, "__name__": __name__}  # numba rebuilds envs by module
             params = ", ".join("ab"[: len(args)])
             exec(f"def impl({params}):\n    return _primal({params})\n", ns)
             return ns["impl"]
