@@ -38,7 +38,14 @@ value. Derivative factors are computed without raising (numpy's error
 model); where plain ``@njit`` code raises (see :data:`ZERO_DIVISION_ERRORS`)
 the dual raises the same error.
 """
+import ast
+import functools
+import hashlib
+import inspect
+import math
 from collections import namedtuple
+
+import numpy as np
 
 from dualgpu.errors import DualgpuError
 
@@ -317,6 +324,12 @@ ufunc : numpy.ufunc or None
     The numpy ufunc that means the same function on arrays, if any (host ``DualArray``).
 wrapper : callable
     What :func:`define` returns: the primal that propagates partials on every path.
+
+Examples
+--------
+>>> from dualgpu.rules import Definition
+>>> Definition._fields
+('name', 'key', 'rule', 'function', 'ufunc', 'wrapper')
 """
 
 #: rule key -> :class:`Definition`, for every rule added with :func:`define` (read only: add and
@@ -327,11 +340,19 @@ _CALL_HANDLERS = []
 _COMPILED = set()
 _FINGERPRINT = []
 _BUILTIN_NAMESPACES = ("math", "numpy", "operator", "builtins")
-_ARGUMENTS = ("x", "y")
 
 
 def lookup(key):
     """Return the rule ``key`` applies: a defined one (:func:`define`) first, then the tables.
+
+    Parameters
+    ----------
+    key : str
+        A rule's key: ``"exp"`` (a built-in rule) or a :attr:`Definition.key`.
+
+    Returns
+    -------
+    Rule
 
     Examples
     --------
@@ -347,6 +368,15 @@ def lookup(key):
 
 def definition_of(name):
     """Return the :class:`Definition` whose name (or key) is ``name``, or None.
+
+    Parameters
+    ----------
+    name : str
+        The name given to :func:`define` (``"math.exp2"``), or the rule's key.
+
+    Returns
+    -------
+    Definition or None
 
     Examples
     --------
@@ -371,6 +401,21 @@ def subscribe(listener):
     so a floor imported after a rule was defined catches up. The execution paths (the Python
     dual, the compiled duals, host numpy) subscribe at their import: this module imports none
     of them (JAX's ``primitive_jvps`` pattern).
+
+    Parameters
+    ----------
+    listener : callable
+        ``listener(new, old)``.
+
+    Examples
+    --------
+    >>> from dualgpu import rules
+    >>> seen = []
+    >>> rules.subscribe(lambda new, old, seen=seen: seen.append(new and new.name))
+    >>> f = rules.define("doc.half", "0.5", lambda x: x / 2)
+    >>> rules.undefine("doc.half")
+    >>> seen[-2:]
+    ['doc.half', None]
     """
     _LISTENERS.append(listener)
     for definition in list(DEFINED.values()):
@@ -383,6 +428,16 @@ def add_call_handler(handler):
     The wrapper :func:`define` returns tries each handler in turn: the first result that is
     not ``NotImplemented`` is the answer (the Python dual registers one for ``Dual`` arguments,
     host numpy one for arrays); plain arguments go to the primal.
+
+    Parameters
+    ----------
+    handler : callable
+        ``handler(definition, args)``: the answer, or ``NotImplemented``.
+
+    Examples
+    --------
+    >>> from dualgpu import rules
+    >>> rules.add_call_handler(lambda definition, args: NotImplemented)  # declines every call
     """
     _CALL_HANDLERS.append(handler)
 
@@ -392,12 +447,26 @@ def note_compiled(key):
 
     Compiled code keeps the rule it was compiled with, so :func:`define` and :func:`undefine`
     then refuse to change that rule (see :func:`define`).
+
+    Parameters
+    ----------
+    key : str
+        The rule's key (:func:`lookup`).
+
+    Examples
+    --------
+    >>> from dualgpu import rules
+    >>> rules.note_compiled("exp")  # as compiling math.exp(dual) does
     """
     _COMPILED.add(key)
 
 
 def fingerprint():
     """A string that changes whenever the defined rules change (part of on-disk cache keys).
+
+    Returns
+    -------
+    str
 
     Examples
     --------
@@ -416,16 +485,13 @@ def fingerprint():
 
 
 def _source_key(function):
-    import hashlib
-    import inspect
-
     function = getattr(function, "py_func", function)
     try:
         source = inspect.getsource(function)
     except (OSError, TypeError):
         source = ""
-    name = f"{getattr(function, '__module__', '')}.{getattr(function, '__qualname__', '')}"
-    return name + ":" + hashlib.sha256(source.encode()).hexdigest()[:16]
+    return f"{getattr(function, '__module__', '')}.{getattr(function, '__qualname__', '')}:" + (
+        hashlib.sha256(source.encode()).hexdigest()[:16])
 
 
 def _builtin_key(name):
@@ -438,12 +504,6 @@ def _builtin_key(name):
     if name.startswith("numpy.") and name[6:] in NUMPY_UFUNCS:
         return NUMPY_UFUNCS[name[6:]]
     return None
-
-
-def _fix(name, nargs):
-    args = ", ".join(_ARGUMENTS[:nargs])
-    return (f"dualgpu.rules.define({name!r}, ({', '.join(repr(f'<d/d{a}>') for a in _ARGUMENTS[:nargs])},)"
-            f", function)  # function({args})")
 
 
 def _derivative_texts(name, derivatives):
@@ -471,8 +531,6 @@ def _derivative_texts(name, derivatives):
 
 def _check_expression(name, text):
     """Parse ``text`` as the rule table parses it; raise a RuleError naming the fix."""
-    import ast
-
     try:
         tree = ast.parse(text.strip(), mode="eval")
     except SyntaxError as error:
@@ -480,7 +538,7 @@ def _check_expression(name, text):
             f"define({name!r}, ...): the derivative {text!r} is not a Python expression "
             f"({error.msg}). Fix: write it as Python in x, y and ans, e.g. '1 / (1 + exp(-x))'."
         ) from None
-    allowed = set(_ARGUMENTS) | {"ans"} | set(EXPRESSION_FUNCTIONS)
+    allowed = {"x", "y", "ans"} | set(EXPRESSION_FUNCTIONS)
     nodes = sorted(ast.walk(tree), key=lambda n: not isinstance(
         n, (ast.Attribute, ast.Subscript, ast.Lambda, ast.NamedExpr)))  # the syntax first
     for node in nodes:
@@ -509,10 +567,6 @@ def _check_expression(name, text):
 
 def _resolve_builtin(name):
     """The callable of a ``math.``/``numpy.`` name, or a RuleError."""
-    import math
-
-    import numpy as np
-
     module, _, short = name.rpartition(".")
     if module == "math" and callable(getattr(math, short, None)) and not short.startswith("_"):
         return getattr(math, short)
@@ -527,8 +581,6 @@ def _resolve_builtin(name):
 
 def _arity(function):
     """The number of positional parameters of ``function``, or None when it cannot be read."""
-    import inspect
-
     if isinstance(getattr(function, "nin", None), int):  # a numpy ufunc
         return function.nin
     function = getattr(function, "py_func", function)
@@ -604,8 +656,8 @@ def define(name, derivatives, function=None, *, domain=None, ufunc=None, overrid
     (0.693147, 0.5)
     >>> rules.undefine("doc.softplus")
     """
-    if not isinstance(name, str) or not all(p.isidentifier() for p in name.split(".")) or (
-            "." not in name):
+    if not isinstance(name, str) or "." not in name or not all(
+            p.isidentifier() for p in name.split(".")):
         raise RuleError(
             f"define({name!r}, ...): the name must be a dotted name such as 'mylib.softplus' "
             "(your function), 'math.exp2' or 'numpy.cbrt'.")
@@ -633,8 +685,6 @@ def define(name, derivatives, function=None, *, domain=None, ufunc=None, overrid
     if not callable(function):
         raise RuleError(f"define({name!r}, ...): function must be callable; got {function!r}.")
     if ufunc is not None:
-        import numpy as np
-
         if not isinstance(ufunc, np.ufunc) or ufunc.nin != nargs or ufunc.nout != 1:
             raise RuleError(
                 f"define({name!r}, ...): ufunc must be a numpy ufunc of {nargs} argument(s) "
@@ -645,7 +695,7 @@ def define(name, derivatives, function=None, *, domain=None, ufunc=None, overrid
     if arity is not None and arity != nargs:
         raise RuleError(
             f"define({name!r}, ...): {nargs} derivative(s) for a function of {arity} "
-            f"argument(s); give one derivative per argument, e.g. {_fix(name, arity)}.")
+            f"argument(s). Fix: give one derivative per argument (in x, y and ans).")
     if domain is None:
         domain = ((-3, 3),) * nargs
     domain = tuple(tuple(float(b) for b in interval) for interval in domain)
@@ -688,8 +738,16 @@ def define(name, derivatives, function=None, *, domain=None, ufunc=None, overrid
 def undefine(name):
     """Remove a rule added with :func:`define` (a built-in rule it replaced applies again).
 
-    Raises :class:`RuleError` if there is no such rule, or if compiled code in this process
-    already uses it (see :func:`define`).
+    Parameters
+    ----------
+    name : str
+        The name given to :func:`define`.
+
+    Raises
+    ------
+    RuleError
+        If there is no such rule, or if compiled code in this process already uses it (see
+        :func:`define`).
 
     Examples
     --------
@@ -724,8 +782,6 @@ def _changed(new, old):
 
 
 def _make_wrapper(key, function):
-    import functools
-
     def wrapper(*args):
         definition = DEFINED.get(key)
         if definition is None:

@@ -168,7 +168,8 @@ def _missing(ufunc):
         f"is wanted ({ufunc.__name__}(u.values)); or add its rule: a line in "
         f"NUMPY_ONLY_RULES in dualgpu/rules.py, e.g. '{ufunc.__name__}': "
         f"Rule('{name}', ('<derivative in x, y and ans>',), ((lo, hi),)) (or, for a math "
-        "function, a rule in UNARY_RULES/BINARY_RULES and its ufunc in NUMPY_UFUNCS). "
+        "function, a rule in UNARY_RULES/BINARY_RULES and its ufunc in NUMPY_UFUNCS); or, "
+        f"without editing dualgpu, dualgpu.rules.define('{name}', '<derivative in x and ans>'). "
         f"Ufuncs supported on duals: {', '.join(supported_ufuncs())}."
     )
 
