@@ -108,7 +108,6 @@ def missing_rule_message(qualname):
         f"{qualname} has no derivative rule in dualgpu, so it cannot take a Dual. "
         f"Add one line to UNARY_RULES or BINARY_RULES in dualgpu/rules.py, e.g. "
         f"'{short}': Rule('{qualname}', ('<d{short}/dx in x and ans>',), ((lo, hi),)), or "
-        f"add it from your own code: dualgpu.rules.define('{qualname}', "
-        f"'<d{short}/dx in x and ans>') (docs/user/rules.md); "
+        f"from your own code: dualgpu.rules.define('{qualname}', '<d{short}/dx>'); "
         f"or, if its derivative is not needed, call it on the value: {short}(d.value)."
     )

@@ -15,7 +15,9 @@ dual computes its derivative factors in float32. A factor written exactly
 ``domain`` gives, per argument, an interval where the rule is smooth; the tests
 draw their inputs from it.
 
-To add a rule, add one line here: for example
+To add a rule from your own code, without editing dualgpu, call :func:`define` (it reaches
+every path through the listeners the floors above register with :func:`subscribe`). To add
+a rule to dualgpu, add one line here: for example
 ``"gamma": Rule("math.gamma", ("ans * digamma(x)",), ((0.5, 5),))`` (after
 making ``digamma`` available in :data:`EXPRESSION_FUNCTIONS`). Nothing else
 changes: the compiled (CPU and CUDA) and pure-Python duals are generated from
@@ -384,13 +386,7 @@ def definition_of(name):
     >>> definition_of("math.sin") is None  # built-in, not defined
     True
     """
-    found = DEFINED.get(name)
-    if found is not None:
-        return found
-    for definition in DEFINED.values():
-        if definition.name == name:
-            return definition
-    return None
+    return DEFINED.get(name) or next((d for d in DEFINED.values() if d.name == name), None)
 
 
 def subscribe(listener):
@@ -712,9 +708,10 @@ def define(name, derivatives, function=None, *, domain=None, ufunc=None, overrid
                 f"define({name!r}, ...): numpy.{ufunc.__name__} already has a built-in rule; "
                 "pass override=True to replace it.")
     key = builtin or name
+    if builtin is not None and len(lookup(builtin).derivatives) != nargs:
+        raise RuleError(f"define({name!r}, ...): the built-in rule takes "
+                        f"{len(lookup(builtin).derivatives)} argument(s); got {nargs} derivatives.")
     previous = DEFINED.get(key)
-    if previous is None and builtin is None and definition_of(name) is not None:
-        previous = definition_of(name)
     if not override and builtin is not None:
         raise RuleError(
             f"{name} already has a built-in derivative rule; pass override=True to replace it "
@@ -722,7 +719,7 @@ def define(name, derivatives, function=None, *, domain=None, ufunc=None, overrid
     rule = Rule(name, texts, domain)
     if previous is not None and previous.rule == rule and previous.function is function and (
             previous.ufunc is ufunc):
-        return previous.wrapper  # the same definition again (a module imported twice)
+        return previous.wrapper  # the same definition again (the same call run twice)
     if previous is not None and not override:
         raise RuleError(
             f"{name} already has a rule defined with dualgpu.rules.define; pass override=True "

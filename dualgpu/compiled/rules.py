@@ -521,9 +521,13 @@ def _jitable(function):
     """``function`` as compiled code calls it: a Python function (or the Python function of a
     @njit / device function) made callable from compiled code on every target."""
     function = getattr(function, "py_func", function)
-    if isinstance(function, pytypes.FunctionType):
+    if isinstance(function, pytypes.FunctionType) and function not in _JITABLE:
+        _JITABLE.add(function)  # one overload per function, not one per call typed
         register_jitable(function)
     return function
+
+
+_JITABLE = set()
 
 
 def _defined_typer(key):
