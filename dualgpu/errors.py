@@ -144,6 +144,7 @@ def missing_rule_message(qualname):
     return (
         f"{qualname} has no derivative rule in dualgpu, so it cannot take a Dual. "
         f"Add one line to UNARY_RULES or BINARY_RULES in dualgpu/rules.py, e.g. "
-        f"'{short}': Rule('{qualname}', ('<d{short}/dx in x and ans>',), ((lo, hi),)); "
+        f"'{short}': Rule('{qualname}', ('<d{short}/dx in x and ans>',), ((lo, hi),)), or "
+        f"from your own code: dualgpu.rules.define('{qualname}', '<d{short}/dx>'); "
         f"or, if its derivative is not needed, call it on the value: {short}(d.value)."
     )

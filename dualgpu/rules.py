@@ -15,7 +15,9 @@ dual computes its derivative factors in float32. A factor written exactly
 ``domain`` gives, per argument, an interval where the rule is smooth; the tests
 draw their inputs from it.
 
-To add a rule, add one line here: for example
+To add a rule from your own code, without editing dualgpu, call :func:`define` (it reaches
+every path through the listeners the floors above register with :func:`subscribe`). To add
+a rule to dualgpu, add one line here: for example
 ``"gamma": Rule("math.gamma", ("ans * digamma(x)",), ((0.5, 5),))`` (after
 making ``digamma`` available in :data:`EXPRESSION_FUNCTIONS`). Nothing else
 changes: the compiled (CPU and CUDA) and pure-Python duals are generated from
@@ -38,7 +40,16 @@ value. Derivative factors are computed without raising (numpy's error
 model); where plain ``@njit`` code raises (see :data:`ZERO_DIVISION_ERRORS`)
 the dual raises the same error.
 """
+import ast
+import functools
+import hashlib
+import inspect
+import math
 from collections import namedtuple
+
+import numpy as np
+
+from dualgpu.errors import DualgpuError
 
 __all__ = [
     "Rule",
@@ -52,6 +63,17 @@ __all__ = [
     "NUMPY_VALUE_ONLY",
     "EXPRESSION_FUNCTIONS",
     "ZERO_DIVISION_ERRORS",
+    "RuleError",
+    "Definition",
+    "DEFINED",
+    "define",
+    "undefine",
+    "lookup",
+    "definition_of",
+    "subscribe",
+    "add_call_handler",
+    "note_compiled",
+    "fingerprint",
 ]
 
 Rule = namedtuple("Rule", "primal derivatives domain")
@@ -264,3 +286,510 @@ ZERO_DIVISION_ERRORS = {
     "operator.ipow": ("zero to a negative int", "division by zero"),
     "builtins.pow": ("zero to a negative int", "division by zero"),
 }
+
+
+# ---------------------------------------------------------------------------
+# rules added without editing this file: define()
+# ---------------------------------------------------------------------------
+class RuleError(DualgpuError):
+    """A rule given to :func:`define` (or :func:`undefine`) that cannot be added.
+
+    The message says what is wrong and the fix. A :class:`~dualgpu.errors.DualgpuError`
+    (so a :class:`ValueError`).
+
+    Examples
+    --------
+    >>> from dualgpu import rules
+    >>> try:
+    ...     rules.define("math.sin", "cos(x)")
+    ... except rules.RuleError as error:
+    ...     print(str(error).split(";")[0])
+    math.sin already has a built-in derivative rule
+    """
+
+
+Definition = namedtuple("Definition", "name key rule function ufunc wrapper")
+Definition.__doc__ = """A rule added with :func:`define`, as the execution paths read it.
+
+Parameters
+----------
+name : str
+    The dotted name given to :func:`define` (``"mylib.softplus"``, ``"math.exp2"``).
+key : str
+    The rule's key, what :func:`lookup` takes: the built-in key for an override of a built-in
+    rule (``"sin"`` for ``"math.sin"``), else ``name``.
+rule : Rule
+    The primal's name (``name``), one derivative expression per argument and the domain.
+function : callable
+    The primal: the user's function, or ``math.NAME`` / the numpy ufunc for those names.
+ufunc : numpy.ufunc or None
+    The numpy ufunc that means the same function on arrays, if any (host ``DualArray``).
+wrapper : callable
+    What :func:`define` returns: the primal that propagates partials on every path.
+
+Examples
+--------
+>>> from dualgpu.rules import Definition
+>>> Definition._fields
+('name', 'key', 'rule', 'function', 'ufunc', 'wrapper')
+"""
+
+#: rule key -> :class:`Definition`, for every rule added with :func:`define` (read only: add and
+#: remove rules with :func:`define` and :func:`undefine`)
+DEFINED = {}
+_LISTENERS = []
+_CALL_HANDLERS = []
+_COMPILED = set()
+_FINGERPRINT = []
+_BUILTIN_NAMESPACES = ("math", "numpy", "operator", "builtins")
+
+
+def lookup(key):
+    """Return the rule ``key`` applies: a defined one (:func:`define`) first, then the tables.
+
+    Parameters
+    ----------
+    key : str
+        A rule's key: ``"exp"`` (a built-in rule) or a :attr:`Definition.key`.
+
+    Returns
+    -------
+    Rule
+
+    Examples
+    --------
+    >>> from dualgpu.rules import lookup
+    >>> lookup("exp").derivatives
+    ('ans',)
+    """
+    definition = DEFINED.get(key)
+    if definition is not None:
+        return definition.rule
+    return UNARY_RULES.get(key) or BINARY_RULES[key]
+
+
+def definition_of(name):
+    """Return the :class:`Definition` whose name (or key) is ``name``, or None.
+
+    Parameters
+    ----------
+    name : str
+        The name given to :func:`define` (``"math.exp2"``), or the rule's key.
+
+    Returns
+    -------
+    Definition or None
+
+    Examples
+    --------
+    >>> from dualgpu.rules import definition_of
+    >>> definition_of("math.sin") is None  # built-in, not defined
+    True
+    """
+    return DEFINED.get(name) or next((d for d in DEFINED.values() if d.name == name), None)
+
+
+def subscribe(listener):
+    """Call ``listener(new, old)`` whenever a rule is defined, redefined or removed.
+
+    ``new`` and ``old`` are :class:`Definition` objects (``old`` None for a new rule, ``new``
+    None for a removed one). The listener is first called once for each rule already defined,
+    so a floor imported after a rule was defined catches up. The execution paths (the Python
+    dual, the compiled duals, host numpy) subscribe at their import: this module imports none
+    of them (JAX's ``primitive_jvps`` pattern).
+
+    Parameters
+    ----------
+    listener : callable
+        ``listener(new, old)``.
+
+    Examples
+    --------
+    >>> from dualgpu import rules
+    >>> seen = []
+    >>> rules.subscribe(lambda new, old, seen=seen: seen.append(new and new.name))
+    >>> f = rules.define("doc.half", "0.5", lambda x: x / 2)
+    >>> rules.undefine("doc.half")
+    >>> seen[-2:]
+    ['doc.half', None]
+    """
+    _LISTENERS.append(listener)
+    for definition in list(DEFINED.values()):
+        listener(definition, None)
+
+
+def add_call_handler(handler):
+    """Make ``handler(definition, args)`` a way of calling a defined rule's wrapper.
+
+    The wrapper :func:`define` returns tries each handler in turn: the first result that is
+    not ``NotImplemented`` is the answer (the Python dual registers one for ``Dual`` arguments,
+    host numpy one for arrays); plain arguments go to the primal.
+
+    Parameters
+    ----------
+    handler : callable
+        ``handler(definition, args)``: the answer, or ``NotImplemented``.
+
+    Examples
+    --------
+    >>> from dualgpu import rules
+    >>> rules.add_call_handler(lambda definition, args: NotImplemented)  # declines every call
+    """
+    _CALL_HANDLERS.append(handler)
+
+
+def note_compiled(key):
+    """Record that the rule ``key`` was compiled into machine code in this process.
+
+    Compiled code keeps the rule it was compiled with, so :func:`define` and :func:`undefine`
+    then refuse to change that rule (see :func:`define`).
+
+    Parameters
+    ----------
+    key : str
+        The rule's key (:func:`lookup`).
+
+    Examples
+    --------
+    >>> from dualgpu import rules
+    >>> rules.note_compiled("exp")  # as compiling math.exp(dual) does
+    """
+    _COMPILED.add(key)
+
+
+def fingerprint():
+    """A string that changes whenever the defined rules change (part of on-disk cache keys).
+
+    Returns
+    -------
+    str
+
+    Examples
+    --------
+    >>> from dualgpu.rules import fingerprint
+    >>> isinstance(fingerprint(), str)
+    True
+    """
+    if not _FINGERPRINT:
+        parts = []
+        for key in sorted(DEFINED):
+            d = DEFINED[key]
+            parts.append(repr((d.name, key, d.rule.derivatives, getattr(d.ufunc, "__name__", None),
+                               _source_key(d.function))))
+        _FINGERPRINT.append("\n".join(parts))
+    return _FINGERPRINT[0]
+
+
+def _source_key(function):
+    function = getattr(function, "py_func", function)
+    try:
+        source = inspect.getsource(function)
+    except (OSError, TypeError):
+        source = ""
+    return f"{getattr(function, '__module__', '')}.{getattr(function, '__qualname__', '')}:" + (
+        hashlib.sha256(source.encode()).hexdigest()[:16])
+
+
+def _builtin_key(name):
+    """The built-in rule key that ``name`` (a dotted primal or numpy ufunc name) means, or None."""
+    for key, rule in {**UNARY_RULES, **BINARY_RULES}.items():
+        if rule.primal == name:
+            return key
+    if name in ALIASES:
+        return ALIASES[name]
+    if name.startswith("numpy.") and name[6:] in NUMPY_UFUNCS:
+        return NUMPY_UFUNCS[name[6:]]
+    return None
+
+
+def _derivative_texts(name, derivatives):
+    if isinstance(derivatives, str):
+        derivatives = (derivatives,)
+    try:
+        texts = tuple(derivatives)
+    except TypeError:
+        texts = None
+    if not texts or not all(isinstance(t, str) for t in texts):
+        raise RuleError(
+            f"define({name!r}, ...): derivatives must be a string (one argument) or a tuple of "
+            f"strings, one per argument, in x, y and ans; got {derivatives!r}. Fix: e.g. "
+            f"define({name!r}, '1 / (1 + exp(-x))', function).")
+    if len(texts) > 2:
+        raise RuleError(
+            f"define({name!r}, ...): {len(texts)} derivatives given; a rule takes a function of "
+            "one or two arguments (x, y). Fix: write the function with at most two arguments "
+            "(e.g. close over the others), or leave it without a rule so that the derivative "
+            "flows through its body.")
+    for text in texts:
+        _check_expression(name, text)
+    return texts
+
+
+def _check_expression(name, text):
+    """Parse ``text`` as the rule table parses it; raise a RuleError naming the fix."""
+    try:
+        tree = ast.parse(text.strip(), mode="eval")
+    except SyntaxError as error:
+        raise RuleError(
+            f"define({name!r}, ...): the derivative {text!r} is not a Python expression "
+            f"({error.msg}). Fix: write it as Python in x, y and ans, e.g. '1 / (1 + exp(-x))'."
+        ) from None
+    allowed = {"x", "y", "ans"} | set(EXPRESSION_FUNCTIONS)
+    nodes = sorted(ast.walk(tree), key=lambda n: not isinstance(
+        n, (ast.Attribute, ast.Subscript, ast.Lambda, ast.NamedExpr)))  # the syntax first
+    for node in nodes:
+        if isinstance(node, ast.Name) and node.id not in allowed:
+            raise RuleError(
+                f"define({name!r}, ...): the derivative {text!r} uses {node.id!r}; a derivative "
+                f"may use x, y, ans, numbers and the functions {', '.join(EXPRESSION_FUNCTIONS)}."
+                f" Fix: write {node.id!r} out with these (e.g. sigmoid(x) as 1 / (1 + exp(-x))).")
+        if isinstance(node, ast.Constant) and (
+                isinstance(node.value, bool) or not isinstance(node.value, (int, float))):
+            raise RuleError(
+                f"define({name!r}, ...): the derivative {text!r} has the literal {node.value!r}; "
+                "only int and float literals are allowed. Fix: write the number.")
+        if isinstance(node, (ast.Attribute, ast.Subscript, ast.Lambda, ast.NamedExpr)):
+            raise RuleError(
+                f"define({name!r}, ...): the derivative {text!r} uses "
+                f"{type(node).__name__.lower()} syntax; a derivative is arithmetic, comparisons "
+                f"and calls of {', '.join(EXPRESSION_FUNCTIONS)} by their bare names. Fix: "
+                "e.g. 'cos(x)', not 'math.cos(x)'.")
+        if isinstance(node, ast.Call) and (node.keywords or not isinstance(node.func, ast.Name)):
+            raise RuleError(
+                f"define({name!r}, ...): the derivative {text!r} calls with keywords or an "
+                "expression; call the allowed functions by their bare names with positional "
+                "arguments.")
+
+
+def _resolve_builtin(name):
+    """The callable of a ``math.``/``numpy.`` name, or a RuleError."""
+    module, _, short = name.rpartition(".")
+    if module == "math" and callable(getattr(math, short, None)) and not short.startswith("_"):
+        return getattr(math, short)
+    if module == "numpy" and isinstance(getattr(np, short, None), np.ufunc):
+        return getattr(np, short)
+    raise RuleError(
+        f"define({name!r}, ...): {module}.{short} is not a function dualgpu can hook: a rule's "
+        "name is math.NAME (a function of the math module), numpy.NAME (a numpy ufunc), or "
+        "your own dotted name with the function passed along. Fix: e.g. "
+        "define('mylib.softplus', '1 / (1 + exp(-x))', softplus).")
+
+
+def _arity(function):
+    """The number of positional parameters of ``function``, or None when it cannot be read."""
+    if isinstance(getattr(function, "nin", None), int):  # a numpy ufunc
+        return function.nin
+    function = getattr(function, "py_func", function)
+    try:
+        signature = inspect.signature(function)
+    except (TypeError, ValueError):
+        return None
+    kinds = [p.kind for p in signature.parameters.values()]
+    if inspect.Parameter.VAR_POSITIONAL in kinds:
+        return None
+    return sum(k in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+               for k in kinds)
+
+
+def define(name, derivatives, function=None, *, domain=None, ufunc=None, override=False):
+    """Add a derivative rule without editing dualgpu (DiffRules' ``@define_diffrule``).
+
+    The rule reaches every path: the Python dual (the simulator backend, host code), compiled
+    code (``@njit``, the cpu backend, numba.cuda) and, with a ufunc, host numpy arrays.
+
+    Parameters
+    ----------
+    name : str
+        A dotted name. ``"math.NAME"``: a :mod:`math` function without a rule (``math.exp2``);
+        ``math.NAME`` then takes duals in kernels (and :mod:`dualgpu.dmath` has it).
+        ``"numpy.NAME"``: a numpy ufunc (``numpy.cbrt``); ``np.NAME`` then takes host duals and
+        dual arrays. Any other name (``"mylib.softplus"``) names ``function``, your own.
+    derivatives : str or tuple of str
+        One expression per argument (one or two arguments), in ``x``, ``y``, ``ans`` (the
+        primal's answer) and the functions of :data:`EXPRESSION_FUNCTIONS`, as in the tables
+        above.
+    function : callable, optional
+        The primal, for a name of your own: a plain Python function numba can compile, or a
+        ``@njit`` / ``@cuda.jit(device=True)`` function (its Python function is compiled in
+        place). Without it (and for a name of your own), ``define`` returns a decorator.
+    domain : tuple of (float, float), optional
+        Per argument, an interval of smooth inputs, drawn by the tests (default ``(-3, 3)``).
+    ufunc : numpy.ufunc, optional
+        A numpy ufunc that computes the same function elementwise: ``ufunc(u)`` of a host
+        ``DualArray`` (and of a host Dual) then propagates partials too, and the wrapper uses
+        it for arrays.
+    override : bool, optional
+        Replace a built-in rule (``"math.sin"``) or an earlier definition. Default False: a
+        name that already has a rule is an error.
+
+    Returns
+    -------
+    callable
+        The wrapper: call it in place of the primal. It gives the primal's value for plain
+        numbers, propagates partials for duals (Python and compiled), and applies elementwise
+        to host arrays and ``DualArray`` (through ``ufunc`` when given, else element by
+        element).
+
+    Raises
+    ------
+    RuleError
+        For a wrong number of derivatives (or one that does not match the function's
+        arguments), a derivative that does not parse or uses unknown names, a name that
+        already has a rule (without ``override=True``), or a change to a rule that compiled
+        code in this process already uses: compiled code keeps the rule it was compiled with,
+        so define rules before the first kernel that uses them compiles (at import of your
+        module) and restart the process to change one.
+
+    Examples
+    --------
+    >>> import math
+    >>> from dualgpu import Dual, rules
+    >>> @rules.define("doc.softplus", "1 / (1 + exp(-x))")
+    ... def softplus(x):
+    ...     return math.log1p(math.exp(x))
+    >>> d = softplus(Dual(0.0, [1.0]))
+    >>> round(float(d.value), 6), float(d.partials[0])
+    (0.693147, 0.5)
+    >>> rules.undefine("doc.softplus")
+    """
+    if not isinstance(name, str) or "." not in name or not all(
+            p.isidentifier() for p in name.split(".")):
+        raise RuleError(
+            f"define({name!r}, ...): the name must be a dotted name such as 'mylib.softplus' "
+            "(your function), 'math.exp2' or 'numpy.cbrt'.")
+    module = name.rpartition(".")[0]
+    if function is None and module not in _BUILTIN_NAMESPACES:
+        def decorator(fn):
+            return define(name, derivatives, fn, domain=domain, ufunc=ufunc, override=override)
+        return decorator
+    texts = _derivative_texts(name, derivatives)
+    nargs = len(texts)
+    if module in _BUILTIN_NAMESPACES:
+        if module in ("operator", "builtins") or name in VALUE_ONLY.values():
+            raise RuleError(
+                f"define({name!r}, ...): {name} is an operator, builtin or value-only function "
+                "of the rule tables, which define() does not replace. Fix: wrap your variant "
+                "in a function of your own name, e.g. define('mylib.myfun', ..., myfun).")
+        primal = _resolve_builtin(name)
+        if function is not None and function is not primal:
+            raise RuleError(
+                f"define({name!r}, ...): the primal of {name} is {name} itself; pass no "
+                "function, or define your own function under a name of your own.")
+        function = primal
+        if module == "numpy" and ufunc is None:
+            ufunc = primal
+    if not callable(function):
+        raise RuleError(f"define({name!r}, ...): function must be callable; got {function!r}.")
+    if ufunc is not None:
+        if not isinstance(ufunc, np.ufunc) or ufunc.nin != nargs or ufunc.nout != 1:
+            raise RuleError(
+                f"define({name!r}, ...): ufunc must be a numpy ufunc of {nargs} argument(s) "
+                f"and one output (np.frompyfunc gives object arrays; numba.vectorize or "
+                f"np.vectorize do not make one); got {ufunc!r}. Fix: pass e.g. np.cbrt, or "
+                "leave ufunc out (the wrapper then applies element by element).")
+    arity = _arity(function)
+    if arity is not None and arity != nargs:
+        raise RuleError(
+            f"define({name!r}, ...): {nargs} derivative(s) for a function of {arity} "
+            f"argument(s). Fix: give one derivative per argument (in x, y and ans).")
+    if domain is None:
+        domain = ((-3, 3),) * nargs
+    domain = tuple(tuple(float(b) for b in interval) for interval in domain)
+    if len(domain) != nargs or not all(len(i) == 2 and i[0] < i[1] for i in domain):
+        raise RuleError(
+            f"define({name!r}, ...): domain needs one (low, high) interval per argument "
+            f"({nargs}); got {domain!r}.")
+    builtin = _builtin_key(name)
+    if ufunc is not None and builtin is None and (ufunc.__name__ in NUMPY_UFUNCS or (
+            ufunc.__name__ in NUMPY_ONLY_RULES and not override)):
+        builtin = NUMPY_UFUNCS.get(ufunc.__name__)
+        if builtin is None:
+            raise RuleError(
+                f"define({name!r}, ...): numpy.{ufunc.__name__} already has a built-in rule; "
+                "pass override=True to replace it.")
+    key = builtin or name
+    if builtin is not None and len(lookup(builtin).derivatives) != nargs:
+        raise RuleError(f"define({name!r}, ...): the built-in rule takes "
+                        f"{len(lookup(builtin).derivatives)} argument(s); got {nargs} derivatives.")
+    previous = DEFINED.get(key)
+    if not override and builtin is not None:
+        raise RuleError(
+            f"{name} already has a built-in derivative rule; pass override=True to replace it "
+            f"(on every path), e.g. define({name!r}, {texts!r}, override=True).")
+    rule = Rule(name, texts, domain)
+    if previous is not None and previous.rule == rule and previous.function is function and (
+            previous.ufunc is ufunc):
+        return previous.wrapper  # the same definition again (the same call run twice)
+    if previous is not None and not override:
+        raise RuleError(
+            f"{name} already has a rule defined with dualgpu.rules.define; pass override=True "
+            "to replace it, or dualgpu.rules.undefine it first.")
+    _refuse_if_compiled(key, "redefine")
+    wrapper = previous.wrapper if previous is not None else _make_wrapper(key, function)
+    definition = Definition(name, key, rule, function, ufunc, wrapper)
+    DEFINED[key] = definition
+    _changed(definition, previous)
+    return wrapper
+
+
+def undefine(name):
+    """Remove a rule added with :func:`define` (a built-in rule it replaced applies again).
+
+    Parameters
+    ----------
+    name : str
+        The name given to :func:`define`.
+
+    Raises
+    ------
+    RuleError
+        If there is no such rule, or if compiled code in this process already uses it (see
+        :func:`define`).
+
+    Examples
+    --------
+    >>> from dualgpu import rules
+    >>> f = rules.define("doc.twice", "2", lambda x: 2 * x)
+    >>> rules.undefine("doc.twice")
+    >>> rules.definition_of("doc.twice") is None
+    True
+    """
+    definition = definition_of(name)
+    if definition is None:
+        raise RuleError(f"undefine({name!r}): no rule was defined under that name with "
+                        "dualgpu.rules.define.")
+    _refuse_if_compiled(definition.key, "remove")
+    del DEFINED[definition.key]
+    _changed(None, definition)
+
+
+def _refuse_if_compiled(key, what):
+    if key in _COMPILED:
+        raise RuleError(
+            f"cannot {what} the rule {key!r}: code compiled in this process already uses it and "
+            "would keep the old derivative while new code got the new one. Fix: define rules "
+            "before the first kernel that uses them compiles (e.g. at import of your module), "
+            "and restart the process to change one.")
+
+
+def _changed(new, old):
+    _FINGERPRINT.clear()
+    for listener in _LISTENERS:
+        listener(new, old)
+
+
+def _make_wrapper(key, function):
+    def wrapper(*args):
+        definition = DEFINED.get(key)
+        if definition is None:
+            raise RuleError(f"the rule {key!r} was removed (dualgpu.rules.undefine); define it "
+                            "again to call this function.")
+        for handler in _CALL_HANDLERS:
+            result = handler(definition, args)
+            if result is not NotImplemented:
+                return result
+        return definition.function(*args)
+
+    functools.update_wrapper(wrapper, getattr(function, "py_func", function))
+    wrapper.__dualgpu_rule__ = key
+    return wrapper

@@ -27,6 +27,7 @@ import builtins
 import math
 import operator
 import re
+import types as pytypes
 
 import numpy as np
 from numba import types
@@ -212,7 +213,8 @@ def _generate(rule_name, rule, kinds, dtype, tracer=False, primal=None, zero_div
     plain @njit code does, or None.
     """
     primal = resolve_primal(rule.primal) if primal is None else primal
-    key = (rule_name, kinds, dtype, tracer, primal, zero_division, nansafe.NANSAFE_MODE_ENABLED)
+    key = (rule_name, rule.derivatives, kinds, dtype, tracer, primal, zero_division,
+           nansafe.NANSAFE_MODE_ENABLED)
     if key in _IMPL_CACHE:
         return _IMPL_CACHE[key]
     if tracer:
@@ -313,30 +315,43 @@ def _combine(terms, params, kinds):
     return f"_lanes_axpby({fa}, {a.partials}, {fb}, {b.partials})"
 
 
+def _rule_implementation(fn, rule_name, args, primal=None):
+    """The implementation of ``fn(*args)`` (``fn`` called with duals) by the rule ``rule_name``.
+
+    The rule is looked up when a call is typed (:func:`dualgpu.rules.lookup`), so a rule
+    added or replaced with :func:`dualgpu.rules.define` applies to code compiled afterwards.
+    ``primal``: the callable computing the value (default: ``fn`` on this target).
+    """
+    rule = rules.lookup(rule_name)
+    nargs = len(rule.derivatives)
+    zero_division = rules.ZERO_DIVISION_ERRORS.get(_dotted(fn))
+    if len(args) != nargs or not any(isinstance(a, DualType) for a in args):
+        return None
+    if not all(isinstance(a, DualType) or _is_number(a) for a in args):
+        return None
+    _check_lanes(rule.primal, args)
+    kinds = tuple("d" if isinstance(a, DualType) else "n" for a in args)
+    primal = _target_primal(fn, rule) if primal is None else primal
+    dtype = result_dtype(primal, args)
+    tracer = any(isinstance(a, DualType) and a.tracer for a in args)
+    raises = zero_division if _caller_raises() else None
+    if raises and raises[0] == "zero to a negative int" and not isinstance(
+            args[1], types.Integer):
+        raises = None  # 0.0 ** -1.0 is inf in plain code too
+    if (rule_name == "pow" and not raises and isinstance(args[1], types.Integer)
+            and isinstance(args[0], DualType) and _on_cpu()):
+        # numba's CPU float ** int raises at 0 whatever the error model: inf, as on GPUs
+        primal = float_int_power
+    rules.note_compiled(rule_name)  # compiled code keeps this rule (see rules.define)
+    return _generate(rule_name, rule, kinds, dtype, tracer, primal, raises)
+
+
 def _register_rule(fn, rule_name, rule):
     """Overload ``fn`` (the rule's primal, an alias, an in-place operator or a ufunc)."""
     nargs = len(rule.derivatives)
-    zero_division = rules.ZERO_DIVISION_ERRORS.get(_dotted(fn))
 
     def typer(*args):
-        if len(args) != nargs or not any(isinstance(a, DualType) for a in args):
-            return None
-        if not all(isinstance(a, DualType) or _is_number(a) for a in args):
-            return None
-        _check_lanes(rule.primal, args)
-        kinds = tuple("d" if isinstance(a, DualType) else "n" for a in args)
-        primal = _target_primal(fn, rule)
-        dtype = result_dtype(primal, args)
-        tracer = any(isinstance(a, DualType) and a.tracer for a in args)
-        raises = zero_division if _caller_raises() else None
-        if raises and raises[0] == "zero to a negative int" and not isinstance(
-                args[1], types.Integer):
-            raises = None  # 0.0 ** -1.0 is inf in plain code too
-        if (rule_name == "pow" and not raises and isinstance(args[1], types.Integer)
-                and isinstance(args[0], DualType) and _on_cpu()):
-            # numba's CPU float ** int raises at 0 whatever the error model: inf, as on GPUs
-            primal = float_int_power
-        return _generate(rule_name, rule, kinds, dtype, tracer, primal, raises)
+        return _rule_implementation(fn, rule_name, args)
 
     if nargs == 1:
         overload(fn, jit_options=_JIT_OPTIONS)(lambda a: typer(a))
@@ -434,6 +449,8 @@ def _global_comparison(fn, a_dual, b_dual):
 def _register_missing(fn, dotted):
     def typer(*args):
         if any(isinstance(a, DualType) for a in args):
+            if rules.definition_of(dotted) is not None:
+                return None  # a rule added with dualgpu.rules.define: its own overload
             # not a numba TypingError: numba lets other exceptions through as they are, so
             # the user reads this short message instead of a page of candidate signatures
             raise MissingRuleError(missing_rule_message(dotted))
@@ -490,6 +507,72 @@ def _register_all():
 
 
 _register_all()
+
+
+# --- rules added with dualgpu.rules.define ------------------------------------------------
+# (a rules.subscribe listener: each defined wrapper, and each ufunc a rule names, is overloaded
+# once; the typers look the rule up when a call is typed, so a redefinition before the first
+# compilation applies, and rules.note_compiled makes define refuse one after it)
+
+_DEFINED_OVERLOADS = set()
+
+
+def _jitable(function):
+    """``function`` as compiled code calls it: a Python function (or the Python function of a
+    @njit / device function) made callable from compiled code on every target."""
+    function = getattr(function, "py_func", function)
+    if isinstance(function, pytypes.FunctionType) and function not in _JITABLE:
+        _JITABLE.add(function)  # one overload per function, not one per call typed
+        register_jitable(function)
+    return function
+
+
+_JITABLE = set()
+
+
+def _defined_typer(key):
+    def typer(*args):
+        definition = rules.DEFINED.get(key)
+        if definition is None:
+            raise MissingRuleError(
+                f"{key}: its rule was removed (dualgpu.rules.undefine); define it again.")
+        primal = _jitable(definition.function)
+        if all(_is_number(a) for a in args):  # plain numbers: the primal itself
+            ns = {"_primal": primal, "__name__": __name__}  # numba rebuilds envs by module
+            params = ", ".join("ab"[: len(args)])
+            exec(f"def impl({params}):\n    return _primal({params})\n", ns)
+            return ns["impl"]
+        return _rule_implementation(definition.wrapper, key, args, primal=primal)
+
+    return typer
+
+
+def _overload_defined(fn, typer, nargs):
+    if fn in _DEFINED_OVERLOADS:
+        return
+    _DEFINED_OVERLOADS.add(fn)
+    if nargs == 1:
+        overload(fn, jit_options=_JIT_OPTIONS)(lambda a: typer(a))
+    else:
+        overload(fn, jit_options=_JIT_OPTIONS)(lambda a, b: typer(a, b))
+
+
+def _on_rule_defined(new, old):
+    if new is None:
+        return
+    nargs = len(new.rule.derivatives)
+    _overload_defined(new.wrapper, _defined_typer(new.key), nargs)
+    key = new.key
+    for fn in (new.function if new.name.startswith("math.") and key == new.name else None,
+               new.ufunc if new.ufunc is not None and new.ufunc.__name__ not in
+               rules.NUMPY_UFUNCS else None):
+        if fn is not None:  # math.exp2, np.cbrt: numba's own function computes the value
+            _overload_defined(fn, lambda *args, fn=fn: (
+                _rule_implementation(fn, key, args, primal=fn) if key in rules.DEFINED
+                else None), nargs)
+
+
+rules.subscribe(_on_rule_defined)
 
 
 # --- hand-written: complex operands are refused by name ---------------------------------------

@@ -106,7 +106,9 @@ def _python_math(name):
 @functools.lru_cache(maxsize=None)
 def _libm(name, dtype):
     """The C math function ``name`` for ``dtype`` (``sinf`` for float32), as a Python callable."""
-    nargs = 1 if name in _LIBM_FUNCTIONS[1] else 2
+    nargs = 1 if name in _LIBM_FUNCTIONS[1] else 2 if name in _LIBM_FUNCTIONS[2] else None
+    if nargs is None:  # a math function with a rule from dualgpu.rules.define: Python's
+        return _python_math(name)
     if dtype == _FLOAT32:
         fn = _c_function(name + "f", nargs, ctypes.c_float)
     else:

@@ -107,6 +107,9 @@ def _build():
     for dotted, rule_name in _rules.ALIASES.items():
         if dotted.startswith("math."):
             ruled[dotted[5:]] = rule_name
+    for definition in _rules.DEFINED.values():  # rules added with dualgpu.rules.define
+        if definition.name.startswith("math."):
+            ruled[definition.name[5:]] = definition.key
     value_only = {d[5:] for d in _rules.VALUE_ONLY.values() if d.startswith("math.")}
     namespace = {}
     for name in dir(_math):
@@ -127,3 +130,5 @@ def _build():
 
 
 globals().update(_build())
+# a math function given a rule with dualgpu.rules.define takes duals from then on (and back)
+_rules.subscribe(lambda new, old: globals().update(_build()))

@@ -330,7 +330,7 @@ def apply_rule(name, *args, primal=None):
     for a in args:
         if isinstance(a, Dual) and a.tag:
             return apply_tagged(name, *args)  # tagged or nested duals: one table, applied twice
-    rule = rules.UNARY_RULES.get(name) or rules.BINARY_RULES[name]
+    rule = rules.lookup(name)  # a rule added with dualgpu.rules.define first
     default_primal, factors = _RUNTIME[name]
     primal = default_primal if primal is None else primal
     duals = [a for a in args if isinstance(a, Dual)]
@@ -386,6 +386,30 @@ for _name, _rule in {**rules.UNARY_RULES, **rules.BINARY_RULES}.items():
         _resolve(_rule.primal),
         tuple(_CompiledFactor(t) for t in _rule.derivatives),
     )
+
+
+def _on_rule_defined(new, old):
+    """Keep ``_RUNTIME`` in step with :func:`dualgpu.rules.define` (a rules.subscribe listener)."""
+    if old is not None:
+        builtin = rules.UNARY_RULES.get(old.key) or rules.BINARY_RULES.get(old.key)
+        _RUNTIME.pop(old.key, None)
+        if builtin is not None:
+            _RUNTIME[old.key] = (_resolve(builtin.primal),
+                                 tuple(_CompiledFactor(t) for t in builtin.derivatives))
+    if new is not None:  # a @njit or device function runs here as its Python function
+        _RUNTIME[new.key] = (getattr(new.function, "py_func", new.function),
+                             tuple(_CompiledFactor(t) for t in new.rule.derivatives))
+
+
+def _call_defined(definition, args):
+    """A defined rule's wrapper called with Duals (a rules.add_call_handler handler)."""
+    if any(isinstance(a, Dual) for a in args) and all(_is_operand(a) for a in args):
+        return apply_rule(definition.key, *args)
+    return NotImplemented
+
+
+rules.subscribe(_on_rule_defined)
+rules.add_call_handler(_call_defined)
 
 
 def _is_operand(other):
@@ -602,7 +626,7 @@ def apply_tagged(name, *args):
     The duals of the highest tag are differentiated; everything else is a
     constant of that tag (see :mod:`dualgpu.core.nested`).
     """
-    rule = rules.UNARY_RULES.get(name) or rules.BINARY_RULES[name]
+    rule = rules.lookup(name)  # a rule added with dualgpu.rules.define first
     factors = _RUNTIME[name][1]
     top = max(a.tag for a in args if isinstance(a, Dual))
     outer = [isinstance(a, Dual) and a.tag == top for a in args]

@@ -12,6 +12,7 @@ through which :class:`~dualgpu.Dual` and :class:`~dualgpu.DualArray` reach it.
 from dualgpu.core import hooks
 from dualgpu.core._host_lines import float_message_at
 from dualgpu.host import buffers, indexing, protocol
+from dualgpu.host import ufuncs  # noqa: F401  (rules added with dualgpu.rules.define reach host numpy: a rules.subscribe)
 
 __all__ = ["float_message"]
 

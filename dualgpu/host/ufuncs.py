@@ -131,15 +131,28 @@ class ArrayFactor:
 def _table():
     table = {}
     for ufunc_name, rule_name in rules.NUMPY_UFUNCS.items():
-        rule = rules.UNARY_RULES.get(rule_name) or rules.BINARY_RULES[rule_name]
+        rule = rules.lookup(rule_name)  # a rule replaced with dualgpu.rules.define first
         table[ufunc_name] = (rule, tuple(ArrayFactor(t) for t in rule.derivatives))
     for ufunc_name, rule in rules.NUMPY_ONLY_RULES.items():
         table[ufunc_name] = (rule, tuple(ArrayFactor(t) for t in rule.derivatives))
+    for definition in rules.DEFINED.values():  # rules added with dualgpu.rules.define
+        if definition.ufunc is not None:
+            table[definition.ufunc.__name__] = (
+                definition.rule, tuple(ArrayFactor(t) for t in definition.rule.derivatives))
     return table
 
 
-#: numpy ufunc name -> (Rule, one ArrayFactor per argument), generated from the rule table.
+#: numpy ufunc name -> (Rule, one ArrayFactor per argument), generated from the rule table
+#: (and kept in step with :func:`dualgpu.rules.define`).
 UFUNC_RULES = _table()
+
+
+def _on_rule_defined(new, old):
+    UFUNC_RULES.clear()
+    UFUNC_RULES.update(_table())
+
+
+rules.subscribe(_on_rule_defined)
 _VALUE_ONLY = frozenset(rules.NUMPY_VALUE_ONLY)
 
 
@@ -156,7 +169,8 @@ def _missing(ufunc):
         f"is wanted ({ufunc.__name__}(u.values)); or add its rule: a line in "
         f"NUMPY_ONLY_RULES in dualgpu/rules.py, e.g. '{ufunc.__name__}': "
         f"Rule('{name}', ('<derivative in x, y and ans>',), ((lo, hi),)) (or, for a math "
-        "function, a rule in UNARY_RULES/BINARY_RULES and its ufunc in NUMPY_UFUNCS). "
+        "function, a rule in UNARY_RULES/BINARY_RULES and its ufunc in NUMPY_UFUNCS); or, "
+        f"without editing dualgpu, dualgpu.rules.define('{name}', '<derivative in x and ans>'). "
         f"Ufuncs supported on duals: {', '.join(supported_ufuncs())}."
     )
 
@@ -215,6 +229,12 @@ def call(ufunc, inputs, kwargs):
             f"numpy.{name} on duals gave a {dtype} answer; expected float32 or float64. Fix: "
             "pass dtype=np.float64 (or float32), or operate on the values."
         )
+    return _store(ufunc, wrap(ans, _partials(pairs, factors, values, ans, lanes)), out)
+
+
+def _partials(pairs, factors, values, ans, lanes):
+    """The answer's partials (lanes, *shape): each operand's partials times its factor."""
+    dtype = ans.dtype
     cast = [v.astype(dtype, copy=False) if isinstance(v, np.ndarray) else v for v in values]
     x = cast[0]
     y = cast[1] if len(cast) > 1 else None
@@ -241,7 +261,41 @@ def call(ufunc, inputs, kwargs):
         partials, owned = np.zeros(full, dtype), True
     if not owned or partials.shape != full or partials.dtype != dtype:
         partials = np.array(np.broadcast_to(partials, full), dtype=dtype)
-    return _store(ufunc, wrap(ans, partials), out)
+    return partials
+
+
+def _call_defined(definition, args):
+    """A wrapper of :func:`dualgpu.rules.define` called with arrays or dual arrays.
+
+    Elementwise: through the rule's ufunc when it has one, else the function element by
+    element (numpy's promotion gives the dtype, at least float32); a rules.add_call_handler
+    handler.
+    """
+    if not any(isinstance(a, (DualArray, np.ndarray)) for a in args):
+        return NotImplemented
+    if definition.ufunc is not None:
+        return call(definition.ufunc, args, {})
+    name = definition.name
+    if len(args) != len(definition.rule.derivatives):
+        raise DualgpuError(f"{name} takes {len(definition.rule.derivatives)} argument(s); got "
+                           f"{len(args)}.")
+    pairs = [split(a, f"{name} operand") for a in args]
+    values = [v for v, _ in pairs]
+    dtype = np.result_type(*values)
+    if dtype.kind != "f":
+        dtype = np.dtype(np.float64)
+    cast = [np.asarray(v).astype(dtype, copy=False) for v in values]
+    primal = getattr(definition.function, "py_func", definition.function)
+    with np.errstate(all="ignore"):
+        ans = np.asarray(np.vectorize(primal, otypes=[dtype])(*cast))
+    if not any(p is not None for _, p in pairs):
+        return ans
+    lanes = common_lanes([p for _, p in pairs], name)
+    factors = tuple(ArrayFactor(t) for t in definition.rule.derivatives)
+    return wrap(ans, _partials(pairs, factors, cast, ans, lanes))
+
+
+rules.add_call_handler(_call_defined)
 
 
 def outer(ufunc, inputs, kwargs):

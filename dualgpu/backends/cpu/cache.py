@@ -22,6 +22,8 @@ The hash (:func:`launcher_key`) covers:
   source file contents for user modules, njit functions by source);
 - dualgpu's own source files, and the versions of Python, numba, llvmlite and
   numpy, and the LLVM options set (:mod:`dualgpu.backends.cpu.llvm`);
+- the derivative rules added with :func:`dualgpu.rules.define` (their expressions and
+  their primals' source: :func:`dualgpu.rules.fingerprint`);
 - the switches read at import that change the generated code (:func:`switches`:
   NaN-safe mode, numba's bounds checking, optimisation level and debug info).
 
@@ -42,6 +44,7 @@ import types as pytypes
 import warnings
 
 import numpy as np
+from dualgpu import rules
 from dualgpu.core._paths import PACKAGE_DIR
 
 __all__ = [
@@ -242,7 +245,9 @@ def _assigned(tree):
 
 def launcher_key(source, thread_key, options):
     """The hash naming a launcher's cache file."""
-    text = "\n".join((_package_key(), source, thread_key, repr(sorted(options.items()))))
+    # rules added with dualgpu.rules.define are compiled into the launcher too
+    text = "\n".join((_package_key(), source, thread_key, repr(sorted(options.items())),
+                      rules.fingerprint()))
     return hashlib.sha256(text.encode()).hexdigest()[:40]
 
 

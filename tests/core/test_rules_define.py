@@ -1,0 +1,258 @@
+"""Rules added with ``dualgpu.rules.define``, checked like the built-in ones on every path.
+
+The rules of ``rules_define_lib`` (a plain Python function, one of two arguments, a @njit
+function and ``math.exp2`` with its ufunc) are written out by the generated harness of
+tests/fixtures/rule_harness.py and checked against 5-point central differences on the Python dual,
+``@njit``, a cpu-backend kernel and a simulator-backend kernel (``dualgpu.jit``, a small
+grid), for float32 and float64; PTX compilation for numba.cuda; host numpy arrays; and the
+errors (wrong arity, a clash with a built-in rule, a derivative that does not parse, a change
+after compilation).
+"""
+import functools
+import importlib.util
+import math
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+from numba import cuda, njit, types
+
+import dualgpu
+from dualgpu import Dual, DualArray, dmath, rules
+from dualgpu.compiled.arrays import dual_array_type
+
+import rules_define_lib as lib
+from rule_harness import (
+    build_function,
+    check_results,
+    defined_cases,
+    draw_inputs,
+    kernel_source,
+    module_source,
+)
+
+DTYPES = [np.float32, np.float64]
+KINDS = [("d",), ("d", "d"), ("d", "n"), ("n", "d")]
+PATHS = ["python", "njit", "cpu", "cudasim"]
+COUNT = 3
+LANES = 3
+
+
+def cases_for(kinds):
+    return [c for c in defined_cases(lib.NAMES) if c[3] == len(kinds)]
+
+
+def operand(kind, values, partials, dtype):
+    if kind == "d":
+        return DualArray(values.astype(dtype), partials.astype(dtype))
+    return values.astype(dtype)
+
+
+@functools.lru_cache(maxsize=None)
+def backend_kernel(kinds, directory):
+    """``dualgpu.jit`` of the harness's kernel, written to a module file as a user writes it."""
+    # a module name of this process only: the cpu backend's disk cache then never reloads an
+    # entry written by another run (numba rebuilds a cached kernel's environment by module)
+    name = f"rules_define_kernel_{''.join(kinds)}_{os.getpid()}"
+    path = Path(directory) / f"{name}.py"
+    path.write_text(module_source(cases_for(kinds), kinds, ["import math",
+                                                           "import rules_define_lib"]))
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return dualgpu.jit(module.kernel)
+
+
+def run_path(path, kinds, dtype, xs, ys, px, py, directory):
+    cases = cases_for(kinds)
+    x = operand(kinds[0], xs, px, dtype)
+    y = operand(kinds[1] if len(kinds) > 1 else "n", ys, py, dtype)
+    out = dualgpu.dual_array(np.zeros(len(cases)), lanes=LANES, dtype=dtype)
+    plain = kernel_source(cases, kinds, cuda_kernel=False)
+    if path == "python":
+        build_function(plain, {"math": dmath, "rules_define_lib": lib})(x, y, out)
+    elif path == "njit":
+        njit(build_function(plain, {"math": math, "rules_define_lib": lib}))(x, y, out)
+    else:
+        with dualgpu.using_backend(path):
+            backend_kernel(kinds, directory)[2, 4](x, y, out)  # 8 threads, one does the work
+    return out
+
+
+@pytest.fixture(scope="module")
+def kernel_dir(tmp_path_factory):
+    return str(tmp_path_factory.mktemp("rules_define_kernels"))
+
+
+@pytest.mark.parametrize("kinds", KINDS, ids="".join)
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize("path", PATHS)
+def test_defined_rules_match_finite_differences(path, dtype, kinds, kernel_dir):
+    cases = cases_for(kinds)
+    rng = np.random.default_rng(len(kinds) * 7 + len(path))
+    xs, ys = draw_inputs(cases, rng, count=COUNT)
+    px = rng.normal(size=(COUNT, LANES, len(cases)))
+    py = rng.normal(size=(COUNT, LANES, len(cases)))
+    where = f"{path} {np.dtype(dtype).name} {''.join(kinds)}"
+    for row in range(COUNT):
+        out = run_path(path, kinds, dtype, xs[row], ys[row], px[row], py[row], kernel_dir)
+        assert out.dtype == np.dtype(dtype)
+        check_results(cases, kinds, xs[row], ys[row], px[row], py[row], out.values,
+                      out.partials, dtype, where=where)
+
+
+@pytest.mark.parametrize("kinds", KINDS, ids="".join)
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_defined_rules_compile_to_ptx(offline_ptx, dtype, kinds):
+    dt = {"float32": types.float32, "float64": types.float64}[dtype]
+    fn = build_function(kernel_source(cases_for(kinds), kinds, cuda_kernel=True),
+                        {"math": math, "cuda": cuda, "rules_define_lib": lib})
+
+    def arg(kind):
+        return dual_array_type(dt, 1, LANES) if kind == "d" else types.Array(dt, 1, "C")
+
+    ptx, _ = cuda.compile_ptx(fn, (arg(kinds[0]), arg(kinds[1] if len(kinds) > 1 else "n"),
+                                   dual_array_type(dt, 1, LANES)), cc=offline_ptx)
+    assert ".entry" in ptx
+
+
+# --- the wrapper: plain numbers, duals, host arrays --------------------------------------
+
+def test_wrapper_is_the_function_for_plain_numbers():
+    assert lib.softplus(0.5) == math.log1p(math.exp(0.5))
+    assert lib.softplus.__name__ == "softplus" and "log(1 + e^x)" in lib.softplus.__doc__
+    assert njit(lambda v: lib.softplus(v) + lib.softsign(v))(0.5) == pytest.approx(
+        math.log1p(math.exp(0.5)) + 0.5 / 1.5, rel=1e-15)
+    assert lib.exp2(3.0) == 8.0 and dmath.exp2(3.0) == 8.0
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
+def test_host_arrays_elementwise(dtype):
+    x = np.linspace(-2, 2, 5).astype(dtype)
+    u = DualArray(x, np.stack([np.ones(5), np.arange(5.0)]).astype(dtype))
+    for fn, slope in ((lib.softplus, 1 / (1 + np.exp(-x.astype(np.float64)))),
+                      (lib.softsign, 1 / (1 + np.abs(x.astype(np.float64))) ** 2),
+                      (lib.exp2, np.log(2) * np.exp2(x.astype(np.float64))),
+                      (np.exp2, np.log(2) * np.exp2(x.astype(np.float64)))):
+        r = fn(u)
+        assert isinstance(r, DualArray) and r.dtype == np.dtype(dtype), fn
+        tol = 1e-6 if dtype == np.float32 else 1e-14
+        np.testing.assert_allclose(r.partials, slope * u.partials, rtol=tol, atol=tol)
+    plain = lib.softplus(x)  # a plain array: the values, element by element
+    assert isinstance(plain, np.ndarray) and plain.dtype == np.dtype(dtype)
+    both = lib.logaddexp(u, x[::-1].copy())
+    np.testing.assert_allclose(both.partials, np.exp(x - both.values) * u.partials, rtol=1e-5)
+
+
+def test_numpy_ufunc_on_a_host_dual_and_in_compiled_code():
+    d = Dual(1.0, [1.0, 2.0])
+    for got in (np.exp2(d), njit(lambda v: np.exp2(v))(d), lib.exp2(d), dmath.exp2(d)):
+        assert float(got.value) == 2.0
+        np.testing.assert_allclose(got.partials, [2 * math.log(2), 4 * math.log(2)], rtol=1e-15)
+
+
+def test_second_order_python_duals():
+    # duals of duals (dualgpu.hessian's Python path): the rule applies at both levels
+    inner = Dual(0.3, [1.0])
+    outer = Dual(inner, [Dual(1.0, [0.0])], tag=1)
+    d2 = lib.softplus(outer).partials[0].partials[0]
+    s = 1 / (1 + math.exp(-0.3))
+    assert d2 == pytest.approx(s * (1 - s), rel=1e-12)
+
+
+def test_definitions_are_listed_and_fingerprinted():
+    assert rules.definition_of("math.exp2").ufunc is np.exp2
+    assert rules.lookup("rules_define_lib.softplus").derivatives == ("1 / (1 + exp(-x))",)
+    assert "rules_define_lib.softplus" in rules.fingerprint()
+    before = rules.fingerprint()
+    f = rules.define("test_rules_define.tmp", "2", lambda x: 2 * x)
+    assert rules.fingerprint() != before and f(Dual(1.0, [1.0])).partials.tolist() == [2.0]
+    rules.undefine("test_rules_define.tmp")
+    assert rules.fingerprint() == before
+
+
+def test_the_same_definition_twice_is_one_rule():
+    # the same call again (docs/user/rules.md defines math.exp2 as rules_define_lib does)
+    again = rules.define("math.exp2", "ans * 0.6931471805599453", ufunc=np.exp2)
+    assert again is lib.exp2
+
+
+# --- errors: each names the fix --------------------------------------------------------
+
+@pytest.mark.parametrize("call, match", [
+    (lambda: rules.define("math.sin", "cos(x)"), r"math\.sin already has a built-in .*override=True"),
+    (lambda: rules.define("numpy.minimum", ("1", "0")), r"already has a built-in .*override=True"),
+    (lambda: rules.define("math.atan2", "1", override=True), r"for a function of 2 argument"),
+    (lambda: rules.define("m.f", ("1", "1", "1"), lambda x, y, z: x), r"one or two arguments"),
+    (lambda: rules.define("m.f", ("1", "1"), lambda x: x), r"2 derivative\(s\) for a function of 1"),
+    (lambda: rules.define("m.f", "1 +", lambda x: x), r"not a Python expression"),
+    (lambda: rules.define("m.f", "sigmoid(x)", lambda x: x), r"uses 'sigmoid'.*Fix"),
+    (lambda: rules.define("m.f", "math.cos(x)", lambda x: x), r"attribute syntax"),
+    (lambda: rules.define("m.f", "'1'", lambda x: x), r"literal"),
+    (lambda: rules.define("m.f", (), lambda x: x), r"derivatives must be"),
+    (lambda: rules.define("softplus", "1", lambda x: x), r"dotted name"),
+    (lambda: rules.define("math.nosuch", "1"), r"not a function dualgpu can hook"),
+    (lambda: rules.define("math.floor", "0"), r"value-only"),
+    (lambda: rules.define("operator.add", ("1", "1")), r"operator, builtin"),
+    (lambda: rules.define("m.f", "1", lambda x: x, ufunc=np.add), r"ufunc must be a numpy ufunc"),
+    (lambda: rules.define("m.f", "1", lambda x: x, domain=((1, 0),)), r"domain"),
+    (lambda: rules.define("rules_define_lib.softplus", "0.5", lambda x: x), r"override=True"),
+    (lambda: rules.undefine("m.never"), r"no rule was defined"),
+])
+def test_bad_definitions_name_the_fix(call, match):
+    with pytest.raises(rules.RuleError, match=match):
+        call()
+    assert rules.definition_of("m.f") is None
+
+
+def test_a_rule_compiled_into_code_cannot_change():
+    njit(lambda v: lib.softplus(v))(Dual(0.0, [1.0]))  # compiled code now uses the rule
+    with pytest.raises(rules.RuleError, match="already uses it.*restart the process"):
+        rules.define("rules_define_lib.softplus", "0.5", lib.softplus.__wrapped__, override=True)
+    with pytest.raises(rules.RuleError, match="already uses it"):
+        rules.undefine("rules_define_lib.softplus")
+
+
+def test_rules_defined_after_a_kernel_compiled():
+    # In a fresh process: a math function without a rule refuses duals in compiled code; once
+    # defined, the same @njit function compiles (numba keeps no failed typing); a built-in rule
+    # replaced before its first compilation applies everywhere; after, it cannot change.
+    script = textwrap.dedent("""
+        import math
+        import numpy as np
+        from numba import njit
+        import dualgpu
+        from dualgpu import Dual, DualArray, MissingRuleError, rules
+
+        f = njit(lambda d: math.gamma(d))
+        d = Dual(2.5, [1.0])
+        try:
+            f(d)
+        except MissingRuleError as error:
+            assert "math.gamma has no derivative rule" in str(error)
+        else:
+            raise AssertionError("no error")
+        rules.define("math.gamma", "ans * 0.7031566406452432", domain=((2.4, 2.6),))
+        assert abs(f(d).partials[0] - math.gamma(2.5) * 0.7031566406452432) < 1e-12
+        assert abs(dualgpu.dmath.gamma(d).partials[0] - f(d).partials[0]) < 1e-12
+
+        rules.define("math.tanh", "1 - ans * ans", override=True)  # before any compilation
+        g = njit(lambda d: math.tanh(d))
+        t = Dual(0.5, [1.0])
+        for got in (g(t), dualgpu.dmath.tanh(t), np.tanh(t), np.tanh(dualgpu.dual_array([0.5], [[1.0]]))):
+            assert np.all(got.partials == 1 - np.tanh(0.5) ** 2), got
+        try:
+            rules.define("math.tanh", "(1 - ans) * (1 + ans)", override=True)
+        except rules.RuleError as error:
+            assert "already uses it" in str(error)
+        else:
+            raise AssertionError("no error")
+        print("ok")
+    """)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0 and done.stdout.strip().endswith("ok"), done.stderr[-3000:]
