@@ -50,6 +50,8 @@ import numpy as np
 from dualgpu.core._context import active_lanes, active_levels, lane_dtype
 from dualgpu.core.dual import Dual
 from dualgpu.core.dualarray import DualArray
+from dualgpu.core.nested import zeros as nested_zeros
+from dualgpu.core.selection import _in_simulated_thread, backend
 from dualgpu.errors import DualgpuError
 from dualgpu.core._paths import PACKAGE_DIR
 
@@ -102,8 +104,6 @@ def zeros(shape, dtype=np.float64):
     if dtype.kind != "f" or not levels:
         return np.zeros(shape, dtype)
     if len(levels) > 1:
-        from dualgpu.core.nested import zeros as nested_zeros
-
         return nested_zeros(shape, levels, dtype, np.zeros)
     return DualArray(np.zeros(shape, dtype), np.zeros((levels[-1],) + shape, lane_dtype(dtype)))
 
@@ -220,8 +220,6 @@ def host_store_message(frame):
     ``frame`` is the frame that executes the store (the caller of ``Dual.__float__``);
     None when it is not a subscript store into a numpy array outside dualgpu and numba.
     """
-    from dualgpu.core.selection import _in_simulated_thread
-
     if frame is None or _in_simulated_thread():
         return None
     filename = frame.f_code.co_filename
@@ -493,8 +491,6 @@ class Registry:
         read_only = _read_only_params(kernel)
         float_arrays = [i for i in float_arrays
                         if i in live or args[i].ndim > read_only.get(kernel._params[i], 0)]
-        from dualgpu.core.selection import backend
-
         args = list(args)
         used, pairs = [], []
         on_gpu = backend() == "cuda"
