@@ -25,6 +25,7 @@ from dualgpu.backends.cpu.blocks.codegen import Layout, launcher_source, team_tr
 from dualgpu.backends.cpu.blocks.prepare import prepare
 from dualgpu.backends.cpu.blocks.runtime import DIVERGENT, MASK_ABSENT, MASK_SELF, SOURCE_INACTIVE
 from dualgpu.backends.cpu.blocks.structure import build
+from dualgpu.backends.cpu.translation import needs_nrt
 
 __all__ = ["BlockLauncher", "zeros_dual"]
 
@@ -147,7 +148,7 @@ class BlockLauncher:
 
     Parameters
     ----------
-    translation : dualgpu.backends.cpu.kernel._Translation
+    translation : dualgpu.backends.cpu.translation.Translation
         The kernel's translation (``block_level`` true).
     runtime_names, context_names : iterable of str
         The cpu backend's runtime helper names and thread-context parameter names.
@@ -253,10 +254,8 @@ class BlockLauncher:
         try:
             launcher(*args, *g, *b, sharedmem, workers, errs)
         except numba.core.errors.NumbaError as exc:
-            from dualgpu.backends.cpu.kernel import _needs_nrt
-
             argtypes = tuple(numba.typeof(a) for a in args)
-            if (lanes, argtypes) in self._nrt or not _needs_nrt(exc):
+            if (lanes, argtypes) in self._nrt or not needs_nrt(exc):
                 raise
             self._nrt.add((lanes, argtypes))  # something in the kernel allocates
             self._fast.clear()
