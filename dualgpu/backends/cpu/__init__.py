@@ -19,7 +19,7 @@ generated *launcher* with the kernel's own parameter names, compiled with
   thread function, without the guard, runs for ``min(threads, n)`` indices.
   A guard inside the loop made LLVM emit masked vector loads and stores, up
   to 2.5x slower at some relative buffer alignments. Only integer bounds made
-  of parameters and array sizes qualify (see :func:`_find_guard`);
+  of parameters and array sizes qualify (see :func:`~dualgpu.backends.cpu.guards.find_guard`);
 - kernels that read ``threadIdx``/``blockIdx``/``laneid`` loop over blocks,
   then over the threads of each block;
 - launches whose measured cost is large enough run on several cores
@@ -46,16 +46,17 @@ warp shuffles, votes and matches, ``cuda.cg.this_grid().sync()``), directly or
 in a device function they call, take another path: :mod:`dualgpu.backends.cpu.blocks`
 cuts them at every barrier into regions that loop over the threads of a block
 (of the grid for grid sync), inlining the device functions that synchronise.
-Here the rewriter only turns those calls into markers and :meth:`CpuKernel.launch`
-hands such kernels to a :class:`~dualgpu.backends.cpu.blocks.launch.BlockLauncher`.
+Here the rewriter only turns those calls into markers, and
+:meth:`~dualgpu.backends.cpu.kernel.CpuKernel.launch` hands such kernels to a
+:class:`~dualgpu.backends.cpu.blocks.launch.BlockLauncher`.
 Constant memory other than ``cuda.const.array_like(host_array)`` is refused by
-:func:`compile_kernel` with a message that says so.
+:func:`~dualgpu.backends.cpu.kernel.compile_kernel` with a message that says so.
 
 Modules
 -------
 kernel
-    :class:`CpuKernel` and :func:`compile_kernel`: launching, tiles of lanes,
-    retries with NRT, block-level kernels handed to :mod:`.blocks`.
+    :class:`~.kernel.CpuKernel` and :func:`~.kernel.compile_kernel`: launching,
+    tiles of lanes, retries with NRT, block-level kernels handed to :mod:`.blocks`.
 translation
     One function's rewritten source (:class:`~.translation.Translation`), its
     device functions and the njit dispatchers built from it per lane count.

@@ -25,7 +25,7 @@ import time
 import numba
 import numpy as np
 
-from dualgpu import compiled as _compiled  # noqa: F401  (numba's typing of Dual and DualArray arguments)
+from dualgpu import compiled as _compiled  # noqa: F401  (numba typing of Dual, DualArray)
 from dualgpu.core._context import active_tile_lanes
 from dualgpu.core.dual import Dual
 from dualgpu.core.dualarray import DualArray
@@ -347,7 +347,7 @@ class CpuKernel(LaneTiles):
                 return
             raise exc
         # something in the kernel allocates: compile again with NRT (once)
-        cpu_cache.markneeds_nrt(self._thread_key(tile, base == "bounded", False))
+        cpu_cache.mark_needs_nrt(self._thread_key(tile, base == "bounded", False))
         self._nrt_lanes.add(tile)
         self._forget(lambda spec: spec.lanes == tile)
         self.launch(g, b, args)
