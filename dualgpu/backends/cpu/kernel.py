@@ -42,7 +42,7 @@ from dualgpu.backends.cpu.blocks.launch import BlockLauncher
 from dualgpu.backends.cpu.intrinsics import RUNTIME
 from dualgpu.backends.cpu.launchers import CONTEXT, LaunchSpec, flatten, make_launcher
 from dualgpu.backends.cpu.tiles import LaneTiles, dual_kind, values_of
-from dualgpu.backends.cpu.translation import Translation, needs_nrt
+from dualgpu.backends.cpu.translation import Translation, is_nrt_error
 
 __all__ = ["CpuKernel", "compile_kernel", "BACKEND", "DEFAULT_TILE_LANES"]
 
@@ -337,7 +337,7 @@ class CpuKernel(LaneTiles):
         if base is None:  # a block-level kernel: retried with NRT by its launcher
             raise exc
         tile = self._tiles(lanes, args, tuple(dual_kind(a) for a in args))[0] if lanes and not isinstance(lanes, tuple) else 0
-        if tile in self._nrt_lanes or not needs_nrt(exc):
+        if tile in self._nrt_lanes or not is_nrt_error(exc):
             if base == "bounded" and isinstance(exc, numba.core.errors.NumbaError):
                 # compiling the hoisted bound failed (before anything ran): fall
                 # back to the ordinary launchers, which report any real error

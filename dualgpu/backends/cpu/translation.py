@@ -6,8 +6,9 @@ indices, local arrays, block-level features), the translations of the device
 functions it calls (:func:`device_translation`, one per function), its hoisted
 bounds guard (:mod:`dualgpu.backends.cpu.guards`) and the launch axis to loop
 over innermost (:func:`inner_axis`). :meth:`Translation.build` compiles it with
-``numba.njit`` per lane count. Both :class:`~dualgpu.backends.cpu.kernel.CpuKernel`
-and the block-level runner (:mod:`dualgpu.backends.cpu.blocks`) build from it.
+``numba.njit`` per lane count and options; callers compile without numba's NRT first,
+and again with it when :func:`is_nrt_error` says that the code allocates. Both :class:`~dualgpu.backends.cpu.kernel.CpuKernel` and the
+block-level runner (:mod:`dualgpu.backends.cpu.blocks`) build from it.
 """
 import ast
 
@@ -22,7 +23,7 @@ from dualgpu.backends.cpu.intrinsics import RUNTIME, stack_array, tracer_local_a
 from dualgpu.backends.cpu.launchers import CONTEXT
 from dualgpu.backends.cpu.rewrite import AXES, CpuRewriter
 
-__all__ = ["Translation", "device_translation", "inner_axis", "needs_nrt"]
+__all__ = ["Translation", "device_translation", "inner_axis", "is_nrt_error"]
 
 #: Translation per device function (see :func:`device_translation`).
 _DEVICE_TRANSLATIONS = _translate.FunctionCache()
@@ -224,7 +225,7 @@ def inner_axis(tree):
 _NRT_MESSAGES = ("NRT required", "Only accept returning of array passed into the function")
 
 
-def needs_nrt(exc):
+def is_nrt_error(exc):
     """True if ``exc`` says that code compiled without numba's NRT allocates."""
     text = str(exc)
     return any(m in text for m in _NRT_MESSAGES)

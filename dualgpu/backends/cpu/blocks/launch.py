@@ -31,7 +31,7 @@ from dualgpu.backends.cpu.blocks.codegen import Layout, launcher_source, team_tr
 from dualgpu.backends.cpu.blocks.prepare import prepare
 from dualgpu.backends.cpu.blocks.runtime import DIVERGENT, MASK_ABSENT, MASK_SELF, SOURCE_INACTIVE
 from dualgpu.backends.cpu.blocks.structure import build
-from dualgpu.backends.cpu.translation import needs_nrt
+from dualgpu.backends.cpu.translation import is_nrt_error
 
 __all__ = ["BlockLauncher", "zeros_dual"]
 
@@ -242,7 +242,7 @@ class BlockLauncher:
             launcher(*args, *g, *b, sharedmem, workers, errs)
         except numba.core.errors.NumbaError as exc:
             argtypes = tuple(numba.typeof(a) for a in args)
-            if (lanes, argtypes) in self._nrt or not needs_nrt(exc):
+            if (lanes, argtypes) in self._nrt or not is_nrt_error(exc):
                 raise
             self._nrt.add((lanes, argtypes))  # something in the kernel allocates
             self._fast.clear()
