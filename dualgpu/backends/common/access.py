@@ -31,6 +31,8 @@ Examples
 """
 import ast
 
+from dualgpu.backends.common.translate import Namespace, device_py_func, function_source
+
 __all__ = ["Summary", "analyse", "analyse_source", "BOTH", "NEITHER"]
 
 #: (read, written) flags.
@@ -312,8 +314,6 @@ def analyse_source(py_func, _active=None):
     ``device=True`` or dualgpu's) are analysed in turn. Returns None when the
     source is not available (callers then treat every array as read and written).
     """
-    from dualgpu.backends.common.translate import Namespace, device_py_func, function_source
-
     active = set() if _active is None else _active
     cached = getattr(py_func, "__dualgpu_access__", None)
     if cached is not None:

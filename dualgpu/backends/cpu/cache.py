@@ -46,6 +46,8 @@ import warnings
 import numpy as np
 from dualgpu import rules
 from dualgpu.core._paths import PACKAGE_DIR
+from dualgpu import nansafe
+from dualgpu.backends.cpu import llvm as _llvm
 
 __all__ = [
     "cache_dir", "enabled", "launcher_key", "load_launcher", "needs_nrt", "mark_needs_nrt",
@@ -88,8 +90,6 @@ def _package_key():
         import llvmlite
         import numba
 
-        from dualgpu.backends.cpu import llvm as _llvm
-
         digest = hashlib.sha256()
         root = PACKAGE_DIR
         for folder, _, files in sorted(os.walk(root)):
@@ -114,8 +114,6 @@ def switches():
     ``DUALGPU_NANSAFE_MODE=1`` never loads NaN-producing code cached without it.
     """
     from numba.core import config
-
-    from dualgpu import nansafe
 
     return (("nansafe", nansafe.NANSAFE_MODE_ENABLED), ("boundscheck", config.BOUNDSCHECK),
             ("opt", str(config.OPT)), ("debuginfo", config.DEBUGINFO_DEFAULT))

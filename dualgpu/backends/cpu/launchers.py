@@ -48,6 +48,8 @@ from numba.extending import overload
 from dualgpu.backends.common import translate as _translate
 from dualgpu.backends.cpu import cache as cpu_cache
 from dualgpu.backends.cpu.parallel import claim, finish
+from dualgpu.compiled.arrays import make_dual_array
+from dualgpu.compiled.types import make_dual
 
 __all__ = ["LaunchSpec", "launcher_source", "make_launcher", "flatten", "ORDERS", "CONTEXT"]
 
@@ -290,9 +292,6 @@ def make_launcher(spec, params, bound, inner, thread, fastmath, nrt, label, thre
     :mod:`dualgpu.backends.cpu.cache`) the launcher is compiled from a module
     in the disk cache, so later processes load it instead of compiling.
     """
-    from dualgpu.compiled.arrays import make_dual_array
-    from dualgpu.compiled.types import make_dual
-
     source = launcher_source(spec, params, bound, inner)
     namespace = {
         "_dg_thread": thread, "_dg_claim": claim, "_dg_finish": finish,

@@ -1,4 +1,4 @@
-"""LLVM options for the cpu backend's loops (the one place dualgpu sets any).
+"""LLVM options for the cpu backend's loops (the one place dualgpu sets any), and inlining.
 
 A dual kernel's launch loop reads and writes ``1 + N`` rows per array (the
 values and N lanes of partials). LLVM vectorises such a loop across threads
@@ -15,10 +15,14 @@ other numba code compiled in the process (they only allow more loops to be
 vectorised, with run-time checks that keep them correct). Set the
 environment variable ``DUALGPU_LLVM_TUNING=0`` before importing dualgpu's cpu
 backend to leave LLVM's defaults alone.
+
+:func:`inline_every_overload` marks a thread function's compiled code for LLVM to
+inline into the launcher's loop; it is the one place the cpu backend reaches into
+numba's internals (numba 0.68).
 """
 import os
 
-__all__ = ["LOOP_OPTIONS", "tune"]
+__all__ = ["LOOP_OPTIONS", "tune", "inline_every_overload"]
 
 #: ``-option=value`` strings passed to LLVM (llvmlite's ``set_option``).
 LOOP_OPTIONS = (
@@ -46,3 +50,32 @@ def tune():
             applied = ()
     _DONE.append(applied)
     return applied
+
+
+def inline_every_overload(dispatcher):
+    """Ask LLVM to inline every compiled overload of ``dispatcher`` into its callers.
+
+    LLVM inlines a small thread function into the launcher's loop by itself,
+    but not a large one (a kernel with many array arguments, or any dual
+    kernel): a call per CUDA thread then costs 5-10 ns and blocks
+    vectorisation. Each new overload's linkable LLVM module gets the
+    ``alwaysinline`` attribute before any launcher links it in. If numba's
+    internals change, this does nothing (launches stay correct, only slower);
+    tests/test_backend_cpu.py checks that it still works.
+    """
+    original = dispatcher.add_overload
+
+    def add_overload(cres, *args, **kwargs):
+        try:
+            module = cres.library._get_module_for_linking()
+            function = module.get_function(cres.fndesc.llvm_func_name)
+            if "noinline" not in str(function.attributes):
+                function.add_function_attribute("alwaysinline")
+        except Exception:  # pragma: no cover - only with other numba versions
+            pass
+        return original(cres, *args, **kwargs)
+
+    try:
+        dispatcher.add_overload = add_overload
+    except AttributeError:  # pragma: no cover - only with other numba versions
+        pass

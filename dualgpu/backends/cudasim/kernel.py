@@ -32,6 +32,9 @@ from dualgpu.errors import DualgpuError
 from dualgpu.backends.common.rebind import global_names, rebind, uses_dual_scratch
 from dualgpu.backends.cudasim.casts import CastingModule, cast_for
 from dualgpu.backends.common.translate import cuda_member_names, device_py_func, is_cuda_module, unwrap
+from dualgpu.core.nested import lane_key, nested_local_array_error
+from dualgpu.backends.cudasim.module import LaunchModule
+from dualgpu.backends.cudasim.threads import run_groups
 
 __all__ = ["compile_kernel", "SimulatorKernel", "MAX_GRID_THREADS"]
 
@@ -266,9 +269,6 @@ def run_launch(fn, griddim, blockdim, sharedmem, args, lanes, grid_group, name="
     from numba.cuda.simulator import kernel as sim_kernel
     from numba.cuda.simulator.kernelapi import swapped_cuda_module
 
-    from dualgpu.backends.cudasim.module import LaunchModule
-    from dualgpu.backends.cudasim.threads import run_groups
-
     grid_dim, block_dim = normalize_kernel_dimensions(griddim, blockdim)
     grid_dim, block_dim = tuple(grid_dim), tuple(block_dim)
     n_blocks = int(np.prod(grid_dim))
@@ -320,7 +320,6 @@ class SimulatorKernel:
 
 def _launch_lanes(args, py_func):
     """The lane count of a launch: 0 plain, N first order; nested duals run as plain cuda."""
-    from dualgpu.core.nested import lane_key, nested_local_array_error
     lanes = lane_key(args, f"kernel {py_func.__qualname__!r}")
     if isinstance(lanes, tuple):
         if uses_dual_scratch(py_func):

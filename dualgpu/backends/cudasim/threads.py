@@ -21,7 +21,6 @@ The collective operations themselves (what a shuffle returns) are computed by
 functions passed in with each arrival; see :mod:`dualgpu.backends.cudasim.module`.
 """
 import collections
-import os
 import sys
 import threading
 

@@ -48,6 +48,9 @@ from dualgpu.backends.common.translate import (
 )
 from dualgpu.backends.gpu import tile_grid
 from dualgpu.backends.common.tiles import launch_tiles, tile_views
+from dualgpu.compiled.arrays import make_dual_array
+from dualgpu.core.nested import lane_key, nested_local_array_error
+from dualgpu.backends.cudasim.kernel import uses_grid_group
 
 __all__ = ["DualArguments", "GpuKernel", "compile_kernel", "marshal", "prepare_function"]
 
@@ -92,8 +95,6 @@ def _dg_local_array(shape, dtype, lanes):
 
 @numba.cuda.extending.overload(_dg_local_array, prefer_literal=True)
 def _ov_local_array(shape, dtype, lanes):
-    from dualgpu.compiled.arrays import make_dual_array
-
     if not isinstance(lanes, types.IntegerLiteral):
         raise TypingError("_dg_local_array: lanes must be a compile-time constant")
     constant = literal_shape(shape)
@@ -261,8 +262,6 @@ _replace = _replacer(0)
 
 def _prepare(py_func, lanes):
     if isinstance(lanes, tuple) and _needs_rewrite(py_func):
-        from dualgpu.core.nested import nested_local_array_error
-
         raise nested_local_array_error(f"{py_func.__qualname__!r}", "cuda")
     replace = _replacer(lanes)
     if lanes and not isinstance(lanes, tuple) and _needs_dual_rewrite(py_func):
@@ -410,8 +409,6 @@ class GpuKernel:
         return self._dispatchers[lanes]
 
     def launch(self, griddim, blockdim, stream, sharedmem, args):
-        from dualgpu.core.nested import lane_key, nested_local_array_error
-
         lanes = lane_key(args, f"kernel {self.py_func.__qualname__!r}")
         if isinstance(lanes, tuple):  # nested duals: no tiles, no dual scratch
             if _needs_rewrite(self.py_func):
@@ -464,8 +461,6 @@ class GpuKernel:
     def grid_group(self):
         """True when the kernel (or a device function it calls) uses ``cuda.cg.this_grid()``."""
         if self._grid_group is None:
-            from dualgpu.backends.cudasim.kernel import uses_grid_group
-
             self._grid_group = uses_grid_group(self.py_func)
         return self._grid_group
 

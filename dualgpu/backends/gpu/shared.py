@@ -37,6 +37,8 @@ from dualgpu.compiled.types import DualType, make_dual
 from dualgpu.backends.common.local_array_types import literal_shape, scalar_dtype
 from dualgpu.backends.common.rebind import SHUFFLES
 from dualgpu.backends.common.translate import UNRESOLVED
+from dualgpu.compiled.arrays import make_dual_array
+from dualgpu.backends.cudasim.casts import as_dtype
 
 __all__ = [
     "STATIC_SHARED_LIMIT", "SharedSite", "DUAL_DTYPES", "check_static_shared",
@@ -99,8 +101,6 @@ def _site_text(site):
 
 @numba.cuda.extending.overload(_dg_shared_array, prefer_literal=True)
 def _ov_shared_array(shape, dtype, lanes, site):
-    from dualgpu.compiled.arrays import make_dual_array
-
     if not isinstance(lanes, types.IntegerLiteral) or not isinstance(site, types.StringLiteral):
         raise TypingError("_dg_shared_array: lanes and site must be compile-time constants")
     constant = literal_shape(shape)
@@ -142,8 +142,6 @@ def _dg_dynamic_shared(buffer, lanes):
 
 @numba.cuda.extending.overload(_dg_dynamic_shared, prefer_literal=True)
 def _ov_dynamic_shared(buffer, lanes):
-    from dualgpu.compiled.arrays import make_dual_array
-
     if not isinstance(lanes, types.IntegerLiteral) or not isinstance(buffer, types.Array):
         raise TypingError("_dg_dynamic_shared(buffer, lanes): lanes must be a constant")
     n = lanes.literal_value
@@ -261,8 +259,6 @@ def _constant(node, namespace):
 
 def site_shape_and_dtype(shape_node, dtype_node, namespace):
     """The shape (tuple of ints) and numpy dtype of a call, each None where not constant."""
-    from dualgpu.backends.cudasim.casts import as_dtype
-
     try:
         shape = _constant(shape_node, namespace)
         shape = (int(shape),) if np.ndim(shape) == 0 else tuple(int(s) for s in shape)

@@ -45,6 +45,7 @@ from dualgpu.errors import DualgpuError
 from dualgpu.backends.common.rebind import global_names
 from dualgpu.backends.common.translate import device_py_func, function_source
 from dualgpu.backends.common.tiles import restore_positions
+from dualgpu.compiled.arrays import make_dual_array
 
 __all__ = ["ENABLED", "LAUNCHES", "MAX_GRID_Z", "plan", "grid_with_tiles", "uses_third_dimension",
            "tiles_source", "tiles_kernel", "flat_arguments", "dual_mask"]
@@ -185,8 +186,6 @@ def tiles_kernel(body, mask, lanes, cuda_module, name="_dg_tiles"):
     ``cuda_module`` the module the wrapper reads ``blockIdx`` from (numba.cuda on the GPU).
     Compile the result with that module's ``jit``.
     """
-    from dualgpu.compiled.arrays import make_dual_array
-
     source = tiles_source(mask, name)
     filename = f"<dualgpu lane tiles {name} {''.join('d' if d else 'p' for d in mask)} {lanes}>"
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)

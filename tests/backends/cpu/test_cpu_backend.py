@@ -10,8 +10,10 @@ from numba.cuda import simulator as sim
 
 import kernels_for_cpu_backend as kfc
 from kernels_for_cpu_backend import laplacian_1d
+from dualgpu.backends.cpu import intrinsics as cpu_intrinsics
 from dualgpu.backends.cpu import kernel as cpu
 from dualgpu.backends.cpu import parallel as cpu_parallel
+from dualgpu.backends.cpu import translation as cpu_translation
 from dualgpu.backends.common.translate import device_py_func, unwrap
 from dualgpu.errors import DualgpuError
 
@@ -193,7 +195,7 @@ def test_particles_inner_loop_over_all_others(rng):
 
 def test_thread_function_is_inlined_into_the_launch_loop(rng):
     # LLVM would not inline this one by itself (an inner loop, a device function);
-    # cpu._llvm_inline_every_overload makes it, through numba internals: this
+    # dualgpu.backends.cpu.llvm.inline_every_overload makes it, through numba internals: this
     # test tells when a numba upgrade breaks that (launches would only be slower).
     pos = rng.random((40, 2))
     kernel = cpu.compile_kernel(kfc.nbody_accel)
@@ -230,9 +232,9 @@ def test_device_function_reading_thread_index():
 
 def test_device_translation_cached_per_function():
     cpu.compile_kernel(kfc.smooth_with_devices)
-    first = cpu._DEVICE_TRANSLATIONS.get(kfc.clamp.py_func)
+    first = cpu_translation._DEVICE_TRANSLATIONS.get(kfc.clamp.py_func)
     cpu.compile_kernel(kfc.make_scaler(1.0, 0.0))
-    assert cpu._DEVICE_TRANSLATIONS.get(kfc.clamp.py_func) is first
+    assert cpu_translation._DEVICE_TRANSLATIONS.get(kfc.clamp.py_func) is first
 
 
 def test_closure_kernel(rng):
@@ -318,17 +320,17 @@ def test_atomics_histogram_is_exact(rng, monkeypatch):
 
 def test_atomic_ops_return_old_values():
     a = np.array([5, 7, 0, 3, 10], dtype=np.int64)
-    assert cpu._dg_atomic_add(a, 0, 2) == 5 and a[0] == 7
-    assert cpu._dg_atomic_sub(a, 1, 2) == 7 and a[1] == 5
-    assert cpu._dg_atomic_max(a, 2, 4) == 0 and a[2] == 4
-    assert cpu._dg_atomic_min(a, 3, 1) == 3 and a[3] == 1
-    assert cpu._dg_atomic_exch(a, 4, 9) == 10 and a[4] == 9
-    assert cpu._dg_atomic_inc(a, 4, 9) == 9 and a[4] == 0
-    assert cpu._dg_atomic_dec(a, 4, 3) == 0 and a[4] == 3
-    assert cpu._dg_atomic_cas(a, 4, 3, 8) == 3 and a[4] == 8
-    assert cpu._dg_atomic_cas(a, 4, 3, 1) == 8 and a[4] == 8
+    assert cpu_intrinsics._dg_atomic_add(a, 0, 2) == 5 and a[0] == 7
+    assert cpu_intrinsics._dg_atomic_sub(a, 1, 2) == 7 and a[1] == 5
+    assert cpu_intrinsics._dg_atomic_max(a, 2, 4) == 0 and a[2] == 4
+    assert cpu_intrinsics._dg_atomic_min(a, 3, 1) == 3 and a[3] == 1
+    assert cpu_intrinsics._dg_atomic_exch(a, 4, 9) == 10 and a[4] == 9
+    assert cpu_intrinsics._dg_atomic_inc(a, 4, 9) == 9 and a[4] == 0
+    assert cpu_intrinsics._dg_atomic_dec(a, 4, 3) == 0 and a[4] == 3
+    assert cpu_intrinsics._dg_atomic_cas(a, 4, 3, 8) == 3 and a[4] == 8
+    assert cpu_intrinsics._dg_atomic_cas(a, 4, 3, 1) == 8 and a[4] == 8
     f = np.array([np.nan, 1.0])
-    assert np.isnan(cpu._dg_atomic_nanmax(f, 0, 2.0)) and f[0] == 2.0
+    assert np.isnan(cpu_intrinsics._dg_atomic_nanmax(f, 0, 2.0)) and f[0] == 2.0
 
 
 def test_laneid_and_warpsize():
@@ -449,7 +451,7 @@ def test_failed_device_translation_is_not_cached():
     for _ in range(2):
         with pytest.raises(DualgpuError, match="device function 'device_uses_const_array'"):
             cpu.compile_kernel(kfc.calls_device_with_const_array)
-    assert cpu._DEVICE_TRANSLATIONS.get(kfc.device_uses_const_array.py_func) is None
+    assert cpu_translation._DEVICE_TRANSLATIONS.get(kfc.device_uses_const_array.py_func) is None
 
 
 def test_global_defined_after_compile_is_found_at_first_launch(monkeypatch):

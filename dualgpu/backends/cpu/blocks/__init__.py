@@ -48,7 +48,10 @@ storage, runtime
 launch
     :class:`BlockLauncher`: typing, building and launching, per argument types.
 
-The cpu backend imports :mod:`.markers` while it rewrites a kernel and
-:mod:`.launch` when a kernel turns out to use block-level features; nothing is
-imported here, so that those imports cannot become circular.
+The package has two floors. :mod:`.markers` and :mod:`.runtime` sit below the cpu
+backend's rewriter and intrinsics (:mod:`dualgpu.backends.cpu.rewrite`,
+:mod:`dualgpu.backends.cpu.intrinsics`), which import them; :mod:`.prepare` and
+:mod:`.launch` sit above its translations (:mod:`dualgpu.backends.cpu.translation`)
+and below :mod:`dualgpu.backends.cpu.kernel`, which imports :mod:`.launch`. This
+``__init__`` imports nothing, so that the lower floor loads without the upper one.
 """

@@ -28,6 +28,7 @@ from dualgpu.backends.cpu.blocks.markers import WARP_KINDS, site_of
 from dualgpu.backends.cpu.blocks.prepare import lower_exits
 from dualgpu.backends.cpu.blocks.runtime import VOTE_KINDS, WARP_OPS
 from dualgpu.backends.cpu.blocks.structure import Barrier, IfOp, LoopOp, Unit
+from dualgpu.compiled.arrays import DualArrayType, dual_array_type
 
 __all__ = ["Layout", "typing_function_tree", "team_tree", "launcher_source", "CONTEXT_FILL"]
 
@@ -88,8 +89,6 @@ class Layout:
     def array_type(self, dtype, ndim):
         element = numpy_support.from_dtype(np.dtype(dtype))
         if self.dual(dtype):
-            from dualgpu.compiled.arrays import DualArrayType, dual_array_type
-
             if self.tracer:
                 return DualArrayType(types.Array(element, ndim, "C"),
                                      types.Array(types.uint64, ndim + 1, "C"), self.lanes)

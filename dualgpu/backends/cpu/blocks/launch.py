@@ -14,9 +14,15 @@ import numba
 import numpy as np
 from numba import njit, prange, types
 from numba.core import compiler
+from numba.core.errors import TypingError
 from numba.core.registry import cpu_target
 from numba.core.typed_passes import type_inference_stage
+from numba.extending import overload
 
+from dualgpu.compiled.arrays import DualArrayType, make_dual_array
+from dualgpu.compiled.types import DualType
+from dualgpu.core.dual import Dual
+from dualgpu.core.dualarray import DualArray
 from dualgpu.errors import DualgpuError
 from dualgpu.backends.common import translate as _translate
 from dualgpu.backends.cpu.blocks import runtime
@@ -25,6 +31,7 @@ from dualgpu.backends.cpu.blocks.codegen import Layout, launcher_source, team_tr
 from dualgpu.backends.cpu.blocks.prepare import prepare
 from dualgpu.backends.cpu.blocks.runtime import DIVERGENT, MASK_ABSENT, MASK_SELF, SOURCE_INACTIVE
 from dualgpu.backends.cpu.blocks.structure import build
+from dualgpu.backends.cpu.translation import is_nrt_error
 
 __all__ = ["BlockLauncher", "zeros_dual"]
 
@@ -33,56 +40,41 @@ _ERR_SIZE = 8
 
 def zeros_dual(shape, dtype, lanes):
     """A zeroed DualArray (``lanes`` partials); usable from compiled code."""
-    from dualgpu.core.dualarray import DualArray
-
     shape = tuple(shape)
     return DualArray(np.zeros(shape, dtype), np.zeros((lanes,) + shape, dtype))
 
 
 def zeros_tracer(shape, dtype, lanes):
     """A zeroed tracer DualArray (``lanes`` uint64 dependency lanes): sparsity detection."""
-    from dualgpu.core.dualarray import DualArray
-
     shape = tuple(shape)
     return DualArray(np.zeros(shape, dtype), np.zeros((lanes,) + shape, np.uint64))
 
 
-def _register_zeros_dual():
-    from numba.core.errors import TypingError
-    from numba.extending import overload
+@overload(zeros_dual, prefer_literal=True)
+def _zeros_dual(shape, dtype, lanes):
+    if not isinstance(lanes, types.IntegerLiteral):
+        raise TypingError("zeros_dual: lanes must be a compile-time constant")
 
-    from dualgpu.compiled.arrays import make_dual_array
+    def impl(shape, dtype, lanes):
+        return make_dual_array(np.zeros(shape, dtype), np.zeros((lanes,) + shape, dtype),
+                               lanes)
 
-    @overload(zeros_dual, prefer_literal=True)
-    def _zeros_dual(shape, dtype, lanes):
-        if not isinstance(lanes, types.IntegerLiteral):
-            raise TypingError("zeros_dual: lanes must be a compile-time constant")
-
-        def impl(shape, dtype, lanes):
-            return make_dual_array(np.zeros(shape, dtype), np.zeros((lanes,) + shape, dtype),
-                                   lanes)
-
-        return impl
-
-    @overload(zeros_tracer, prefer_literal=True)
-    def _zeros_tracer(shape, dtype, lanes):
-        if not isinstance(lanes, types.IntegerLiteral):
-            raise TypingError("zeros_tracer: lanes must be a compile-time constant")
-
-        def impl(shape, dtype, lanes):
-            return make_dual_array(np.zeros(shape, dtype),
-                                   np.zeros((lanes,) + shape, np.uint64), lanes)
-
-        return impl
+    return impl
 
 
-_REGISTERED = []
+@overload(zeros_tracer, prefer_literal=True)
+def _zeros_tracer(shape, dtype, lanes):
+    if not isinstance(lanes, types.IntegerLiteral):
+        raise TypingError("zeros_tracer: lanes must be a compile-time constant")
+
+    def impl(shape, dtype, lanes):
+        return make_dual_array(np.zeros(shape, dtype),
+                               np.zeros((lanes,) + shape, np.uint64), lanes)
+
+    return impl
 
 
 def _runtime_globals(lanes, tracer=False):
-    if lanes and not _REGISTERED:
-        _register_zeros_dual()
-        _REGISTERED.append(True)
     values = {
         "_dg_np": np, "_dg_slot_put": storage.slot_put, "_dg_slot_get": storage.slot_get,
         "_dg_slots_new": storage.slots_new, "_dg_slots_release": storage.slots_release,
@@ -93,8 +85,6 @@ def _runtime_globals(lanes, tracer=False):
         "_dg_lane_dtype": np.uint64 if tracer else None,
     }
     if lanes:
-        from dualgpu.compiled.arrays import make_dual_array
-
         values["_dg_make_dual_array"] = make_dual_array
     return values
 
@@ -122,8 +112,6 @@ def _fingerprint(arg):
     kind = type(arg)
     if kind in (int, float, bool, complex) or isinstance(arg, np.generic):
         return (kind,)
-    from dualgpu.core.dual import Dual
-
     if kind is Dual:
         return (Dual, arg.dtype, arg.lanes)
     values, partials = getattr(arg, "values", None), getattr(arg, "partials", None)
@@ -147,7 +135,7 @@ class BlockLauncher:
 
     Parameters
     ----------
-    translation : dualgpu.backends.cpu.kernel._Translation
+    translation : dualgpu.backends.cpu.translation.Translation
         The kernel's translation (``block_level`` true).
     runtime_names, context_names : iterable of str
         The cpu backend's runtime helper names and thread-context parameter names.
@@ -253,10 +241,8 @@ class BlockLauncher:
         try:
             launcher(*args, *g, *b, sharedmem, workers, errs)
         except numba.core.errors.NumbaError as exc:
-            from dualgpu.backends.cpu.kernel import _needs_nrt
-
             argtypes = tuple(numba.typeof(a) for a in args)
-            if (lanes, argtypes) in self._nrt or not _needs_nrt(exc):
+            if (lanes, argtypes) in self._nrt or not is_nrt_error(exc):
                 raise
             self._nrt.add((lanes, argtypes))  # something in the kernel allocates
             self._fast.clear()
@@ -341,14 +327,9 @@ class BlockLauncher:
 
 def _traces(argtypes):
     """True when the launch's dual arguments are sparsity tracers (a detection run)."""
-    from dualgpu.compiled.arrays import DualArrayType
-    from dualgpu.compiled.types import DualType
-
     return any(getattr(ty, "tracer", False) for ty in argtypes
                if isinstance(ty, (DualType, DualArrayType)))
 
 
 def _is_dual(ty):
-    from dualgpu.compiled.types import DualType
-
     return isinstance(ty, DualType)

@@ -27,6 +27,7 @@ import copy
 from dualgpu.errors import DualgpuError
 from dualgpu.backends.common.translate import UNRESOLVED, dotted
 from dualgpu.backends.cpu.blocks.markers import SYNC_KINDS, WARP_KINDS, Site, array_spec, marker, site_of
+from dualgpu.backends.cpu.translation import Translation
 
 __all__ = ["Prepared", "prepare", "lower_exits"]
 
@@ -118,9 +119,7 @@ class _Context:
                 return bound
         bound = self.fresh("x") + "_" + name
         self.values[bound] = value
-        from dualgpu.backends.cpu.kernel import _Translation  # the devices of inlined code are built with the kernel
-
-        if isinstance(value, _Translation):
+        if isinstance(value, Translation):  # the devices of inlined code are built with the kernel
             self.devices[bound] = value
         return bound
 
@@ -646,7 +645,7 @@ def prepare(translation, runtime_names, context_names):
 
     Parameters
     ----------
-    translation : dualgpu.backends.cpu.kernel._Translation
+    translation : dualgpu.backends.cpu.translation.Translation
         The kernel's translation (``block_level`` true).
     runtime_names, context_names : iterable of str
         Names that inlined code shares with the kernel (runtime helpers, thread

@@ -28,6 +28,8 @@ from numba import njit, types
 from numba.core.errors import TypingError
 from numba.extending import overload
 
+from dualgpu.compiled.types import DualType
+
 __all__ = [
     "DIVERGENT", "MASK_SELF", "MASK_ABSENT", "SOURCE_INACTIVE", "VOTE_KINDS", "WARP_OPS",
     "check_sync", "vote_block", "warp_op", "to_i32", "lanemask_lt", "value_of", "typing_stubs",
@@ -218,8 +220,6 @@ def value_of(x):
 
 @overload(value_of)
 def _value_of(x):
-    from dualgpu.compiled.types import DualType
-
     if isinstance(x, DualType):
         return lambda x: x.value
     return lambda x: x
@@ -232,8 +232,6 @@ _SHUFFLED = (types.int32, types.int64, types.float32, types.float64)
 
 
 def _is_dual(ty):
-    from dualgpu.compiled.types import DualType
-
     return isinstance(ty, DualType)
 
 
