@@ -29,7 +29,7 @@ import threading
 
 from dualgpu.errors import DualgpuError
 
-__all__ = ["BACKENDS", "backend", "set_backend", "using_backend"]
+__all__ = ["BACKENDS", "backend", "set_backend", "using_backend", "register_simulated_thread"]
 
 BACKENDS = ("cuda", "cpu", "cudasim")
 #: set_backend's process-wide choice (None: environment variable or default)
@@ -77,15 +77,26 @@ def _default():
     return "cuda" if _gpu_available() else "cpu"
 
 
+#: Thread classes that run the CUDA threads of a simulated kernel: the backends that simulate
+#: threads add theirs at import (:func:`register_simulated_thread`), so core names none of them.
+_SIMULATED_THREADS = []
+
+
+def register_simulated_thread(thread_type):
+    """Count threads of ``thread_type`` as simulated CUDA threads (the cudasim backend's own)."""
+    if thread_type not in _SIMULATED_THREADS:
+        _SIMULATED_THREADS.append(thread_type)
+
+
 def _in_simulated_thread():
     """True in a thread that runs a CUDA thread of a simulated kernel (numba's or dualgpu's)."""
     current = threading.current_thread()
-    for module, name in (("dualgpu.backends.cudasim.threads", "SimThread"),
-                         ("numba.cuda.simulator.kernel", "BlockThread")):
-        thread_type = getattr(sys.modules.get(module), name, None)
-        if thread_type is not None and isinstance(current, thread_type):
-            return True
-    return False
+    # numba's own simulator threads, once numba.cuda.simulator is loaded (it is not a dependency
+    # of dualgpu's import, so it is looked up rather than imported)
+    numba_threads = getattr(sys.modules.get("numba.cuda.simulator.kernel"), "BlockThread", None)
+    if numba_threads is not None and isinstance(current, numba_threads):
+        return True
+    return any(isinstance(current, t) for t in _SIMULATED_THREADS)
 
 
 def backend():

@@ -61,7 +61,7 @@ def inline_every_overload(dispatcher):
     vectorisation. Each new overload's linkable LLVM module gets the
     ``alwaysinline`` attribute before any launcher links it in. If numba's
     internals change, this does nothing (launches stay correct, only slower);
-    tests/test_backend_cpu.py checks that it still works.
+    tests/backends/cpu/test_cpu_backend.py checks that it still works.
     """
     original = dispatcher.add_overload
 

@@ -26,8 +26,9 @@ import threading
 
 import numpy as np
 
-from dualgpu.errors import DualgpuError
 from dualgpu.core._paths import PACKAGE_DIR
+from dualgpu.core.selection import register_simulated_thread
+from dualgpu.errors import DualgpuError
 
 __all__ = ["Aborted", "SimThread", "run_groups", "current_thread", "caller_frame", "WARP_SIZE"]
 
@@ -103,6 +104,9 @@ class SimThread(threading.Thread):
 
     def describe(self):
         return f"thread {tuple(self.threadIdx)} of block {tuple(self.blockIdx)}"
+
+
+register_simulated_thread(SimThread)  # dualgpu.backend() is "cudasim" inside its threads
 
 
 def current_thread():

@@ -17,12 +17,12 @@ naming the kernel, the line and the block.
 
 Examples
 --------
-The two-stage shared-memory reduction of ``tests/block_kernels.py`` (a tree
+The two-stage shared-memory reduction of ``simulations/kinetic_energy.py`` (a tree
 reduction with ``syncthreads`` in a ``while`` loop), and its gradient:
 
 >>> import numpy as np
 >>> import dualgpu
->>> from block_kernels import kinetic_energy
+>>> from simulations.kinetic_energy import kinetic_energy
 >>> vel, mass = np.ones((20, 3)), np.full(20, 2.0)
 >>> with dualgpu.using_backend("cpu"):
 ...     energy = kinetic_energy(vel, mass)
