@@ -13,9 +13,14 @@ returns the final state as host arrays, and a ``default_initial_state(...)`` hel
 * :mod:`simulations.pendulums` -- ensemble of damped driven pendulums, RK4.
 * :mod:`simulations.gray_scott` -- Gray-Scott reaction-diffusion on a periodic grid.
 
-Every module imports CUDA with the single line ``from numba import cuda``; physical parameters
-are kernel arguments, so replacing that line with ``from dualgpu import cuda`` lets the same
-kernels carry derivatives. Run them without a GPU with ``NUMBA_ENABLE_CUDASIM=1``.
+Beside them: :mod:`simulations.heat1d_variable` (a rod with a conductivity field, for the JAX
+bridge), :mod:`simulations.pendulum_samples` (the pendulum ensemble over sampled parameters, for
+global sensitivity) and :mod:`simulations.kinetic_energy` (a block-level kernel: a shared-memory
+reduction with barriers in a loop).
+
+Every module was written with ``from numba import cuda`` and ported by changing that one line to
+``from dualgpu import cuda``; physical parameters are kernel arguments, so the same kernels carry
+derivatives. They run on a GPU, on the CPU (``DUALGPU_BACKEND=cpu``) and in numba's simulator.
 """
 from . import gray_scott, heat1d, heat2d, mass_spring, nbody, pendulums, wave2d
 
