@@ -70,3 +70,52 @@ def test_scripts_import_only_public_modules():
     bad = [f"{p.relative_to(ROOT)}:{line} {name}" for p in sorted((ROOT / "scripts").glob("*.py"))
            for line, name in _private_imports(p)]
     assert not bad, "scripts import private names:\n" + "\n".join(bad)
+
+
+#: deferred imports of dualgpu's own modules that stay deferred, and why
+LAZY = {
+    "dualgpu.backends.cpu.kernel": "a backend is loaded when a kernel first launches on it",
+    "dualgpu.backends.cudasim.kernel": "a backend is loaded when a kernel first launches on it",
+    "dualgpu.backends.gpu.kernel": "a backend is loaded when a kernel first launches on it",
+    "dualgpu.plot.dgsm": "matplotlib, only when a figure is asked for",
+    "dualgpu.sensitivity.plots": "matplotlib, only when a figure is asked for",
+}
+
+
+def _deferred_imports(path):
+    tree = ast.parse(path.read_text(), str(path))
+    top = set()
+
+    def mark(body):
+        for node in body:
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                top.add(id(node))
+            elif isinstance(node, (ast.If, ast.Try)):
+                mark(node.body)
+                mark(node.orelse)
+                mark(getattr(node, "finalbody", []))
+                for handler in getattr(node, "handlers", []):
+                    mark(handler.body)
+
+    mark(tree.body)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import) and id(node) not in top:
+            yield from ((node.lineno, a.name) for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and id(node) not in top:
+            base = node.module or ""
+            for alias in node.names:
+                yield node.lineno, f"{base}.{alias.name}" if f"{base}.{alias.name}" in MODULES else base
+
+
+MODULES = ig.modules()
+
+
+def test_deferred_imports_only_load_backends_or_figures_lazily():
+    bad = []
+    for name, path in MODULES.items():
+        for line, target in _deferred_imports(path):
+            if target.split(".")[0] == "dualgpu" and target not in LAZY:
+                bad.append(f"{path.relative_to(ROOT)}:{line} imports {target} inside a function")
+    assert not bad, ("dualgpu's own modules are imported at the top of a module (a deferred "
+                     "import hides a cycle from the reader); only these load lazily: "
+                     f"{sorted(LAZY)}\n" + "\n".join(bad))
