@@ -14,10 +14,13 @@ cases come from:
   kinds, as JAX's ``sample_product``); ``DUALGPU_TEST_CASES=all`` runs the full product.
 * ``cpu`` (the cpu backend's kernels): ``tests/core/test_properties.py``, random programs whose
   instructions are the rule table's forms. A case here is an instruction the programs draw
-  from; which ones a run draws is up to hypothesis. By default the cpu path runs in float64
-  only; ``DUALGPU_PROPERTY_ALL_PATHS=1`` runs it in both dtypes (that is its full product).
+  from; which ones a run draws is up to hypothesis. The cpu path runs in both dtypes (float32
+  with each rule's primary form); ``DUALGPU_PROPERTY_ALL_PATHS=1`` adds the njit path and every
+  form in float32 (its full product).
 * ``host numpy``: ``tests/host/test_host_numpy.py``, every ufunc of ``rules.NUMPY_UFUNCS`` on host
-  dual arrays (ufuncs with a rule of their own outside the table are not counted).
+  dual arrays (ufuncs with a rule of their own outside the table are not counted). Three rules
+  have no numpy ufunc: ``erf``, ``erfc`` and ``remainder`` (IEEE remainder; ``np.remainder`` is
+  the ``mod`` rule).
 * ``PTX``: ``tests/compiled/test_rules_ptx.py``, every case compiled offline (lanes 1 and 8).
 """
 import argparse
