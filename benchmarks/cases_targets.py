@@ -283,7 +283,7 @@ def case_lanes(profile):
         for tile in (t for t in (4, 8, 16) if t <= directions):
             def run(tile=tile):
                 with warnings.catch_warnings():
-                    warnings.simplefilter("ignore", lanes.ChunkSizeWarning)
+                    warnings.simplefilter("ignore", dualgpu.errors.ChunkSizeWarning)
                     return jacobian(driver, setup, chunk_size=tile)
             fns[f"{tile}"] = run
         with dualgpu.using_backend("cpu"):

@@ -137,7 +137,7 @@ def time_tiles(name, backend, size, directions=64, tiles=(4, 8, 16, 32)):
         (directions,) + np.shape(args[argnum]))
     rows = []
     with dualgpu.using_backend(backend), warnings.catch_warnings():
-        warnings.simplefilter("ignore", dualgpu.core.lanes.ChunkSizeWarning)
+        warnings.simplefilter("ignore", dualgpu.errors.ChunkSizeWarning)
         for tile in tiles:
             row = {"tile": tile}
             for path, enabled in (("one_launch", True), ("per_tile", False)):

@@ -6,7 +6,8 @@ other three are :class:`TypeError` s. Every warning derives from :class:`Dualgpu
 """
 
 __all__ = ["DualgpuBaseError", "DualgpuError", "MissingRuleError", "UnportedKernelError",
-           "UnsupportedFeatureError", "DualgpuWarning", "missing_rule_message"]
+           "UnsupportedFeatureError", "DualgpuWarning", "ChunkSizeWarning",
+           "LaunchCoverageWarning", "missing_rule_message"]
 
 
 class DualgpuBaseError(Exception):
@@ -38,6 +39,32 @@ class DualgpuWarning(UserWarning):
     ...     warnings.warn("a chunk did not fit", DualgpuWarning)
     >>> caught[0].category.__name__
     'DualgpuWarning'
+    """
+
+
+class ChunkSizeWarning(DualgpuWarning):
+    """A ``chunk_size`` above the range measured to be fast on the active backend.
+
+    The message gives the measurement; the derivative is still right.
+
+    Examples
+    --------
+    >>> import warnings
+    >>> from dualgpu.errors import ChunkSizeWarning
+    >>> warnings.simplefilter("ignore", ChunkSizeWarning)  # chunk sizes chosen on purpose
+    """
+
+
+class LaunchCoverageWarning(DualgpuWarning):
+    """A launch has fewer threads than the arrays it is given have rows.
+
+    Often a grid computed for another size; rows without a thread keep their old values.
+
+    Examples
+    --------
+    >>> from dualgpu.errors import LaunchCoverageWarning, DualgpuWarning
+    >>> issubclass(LaunchCoverageWarning, DualgpuWarning)
+    True
     """
 
 

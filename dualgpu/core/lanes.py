@@ -28,7 +28,7 @@ Examples
 import warnings
 
 from dualgpu.core._paths import PACKAGE_DIR
-from dualgpu.errors import DualgpuError, DualgpuWarning
+from dualgpu.errors import ChunkSizeWarning, DualgpuError
 
 __all__ = [
     "MAX_LANES", "DEFAULT_CHUNK_LIMIT", "default_chunk_size", "TILE_LANES", "TILE_CANDIDATES",
@@ -81,10 +81,6 @@ BATCH_BYTES = 256 * 2**20
 
 #: Guess of how many arrays the size of the differentiated inputs f keeps alive.
 LIVE_ARRAYS = 8
-
-
-class ChunkSizeWarning(DualgpuWarning):
-    """A chunk_size above the range measured to be fast on the active backend."""
 
 
 def default_chunk_size(n, limit=DEFAULT_CHUNK_LIMIT):
@@ -197,7 +193,6 @@ def check_chunk_size(chunk_size, backend, fname):
 
 def _caller_level():
     """The ``stacklevel`` that points a warning at the first frame outside dualgpu."""
-    import os
     import sys
 
     package = PACKAGE_DIR

@@ -27,7 +27,7 @@ from dualgpu.core.dualarray import DualArray
 from dualgpu.core.nested import lane_key
 from dualgpu.core.object_arrays import from_object_array, is_object_array, write_back
 from dualgpu.core.selection import backend
-from dualgpu.errors import COMPLEX_DUAL, DualgpuError, DualgpuWarning, complex_dual_message
+from dualgpu.errors import COMPLEX_DUAL, DualgpuError, LaunchCoverageWarning, complex_dual_message
 from dualgpu.host.buffers import _read_only_params, active, caller_line, launch_store_fix
 from dualgpu.porting import tuple_arguments
 from dualgpu.porting.captured_duals import Plan, captured_duals, lift
@@ -50,10 +50,6 @@ _FORALL_THREADS = 128
 
 #: CUDA's limit on the number of threads in one block (checked on every backend).
 MAX_THREADS_PER_BLOCK = 1024
-
-
-class LaunchCoverageWarning(DualgpuWarning):
-    """A launch has fewer threads than the arrays it is given have rows."""
 
 
 def _reduce(obj, cls):

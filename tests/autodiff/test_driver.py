@@ -58,7 +58,7 @@ def test_heat_jacobian_is_step_matrix_power(n, chunk_size):
     u0 = heat.default_initial_state(n)
     kept = u0.copy()
     too_many = chunk_size is not None and chunk_size > dualgpu.core.lanes.GOOD_TILE_LANES["cpu"]
-    with pytest.warns(dualgpu.core.lanes.ChunkSizeWarning) if too_many else contextlib.nullcontext():
+    with pytest.warns(dualgpu.errors.ChunkSizeWarning) if too_many else contextlib.nullcontext():
         jac = jacobian(heat_final, u0, argnums=0, chunk_size=chunk_size, progress=False)
     expected = np.linalg.matrix_power(step_matrix(n), HEAT_STEPS)
     assert jac.shape == (n, n) and jac.dtype == np.float64
@@ -346,7 +346,7 @@ def test_jvp_errors():
 
 
 def test_too_large_chunk_size_warns_with_the_measured_reason():
-    with pytest.warns(dualgpu.core.lanes.ChunkSizeWarning) as record:
+    with pytest.warns(dualgpu.errors.ChunkSizeWarning) as record:
         jacobian(identity, np.ones(40), chunk_size=32, progress=False)
     (warning,) = record
     message = str(warning.message)

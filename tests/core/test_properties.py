@@ -142,7 +142,7 @@ def run_path(module, path, dtype, program, inputs, consts):
             except ZeroDivisionError as error:  # checked by _check_zero_division
                 return error
         else:
-            warnings.simplefilter("ignore", dualgpu.porting.kernel.LaunchCoverageWarning)
+            warnings.simplefilter("ignore", dualgpu.errors.LaunchCoverageWarning)
             with dualgpu.using_backend(path):  # one thread: the interpreter is serial
                 try:
                     getattr(module, f"kernel_{dtype}")[1, 1](program, consts, x, stack, out)

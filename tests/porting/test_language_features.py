@@ -156,7 +156,7 @@ def test_jacobian_matches_differences(name, backend):
     f, args, _ = SIMS[name]
     f32 = any(np.asarray(a).dtype == np.float32 for a in args)
     with dualgpu.using_backend(backend), warnings.catch_warnings():
-        warnings.simplefilter("ignore", dualgpu.core.lanes.ChunkSizeWarning)
+        warnings.simplefilter("ignore", dualgpu.errors.ChunkSizeWarning)
         check_jacobian(f, *args, argnums=_float_argnums(args), n_directions=2,
                        **({"rtol": 2e-3} if f32 else {}))
 
@@ -177,7 +177,7 @@ def _dual_launch_types(f, args):
     CpuKernel.launch = record
     try:
         with dualgpu.using_backend("cpu"), warnings.catch_warnings():
-            warnings.simplefilter("ignore", dualgpu.core.lanes.ChunkSizeWarning)
+            warnings.simplefilter("ignore", dualgpu.errors.ChunkSizeWarning)
             dualgpu.jvp_batch(f, args, tuple(None if t is None else np.stack([t, t])
                                              for t in tangents))
     finally:

@@ -20,7 +20,7 @@ import dualgpu.cuda
 import kernels_ported as K
 from dualgpu import Dual, DualArray, DualgpuError, cuda
 from unported import original
-from dualgpu.porting.kernel import LaunchCoverageWarning
+from dualgpu.errors import LaunchCoverageWarning
 
 BACKENDS = ("cpu", "cudasim")
 LANES = 2

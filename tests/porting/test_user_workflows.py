@@ -94,8 +94,8 @@ CASES = [pytest.param(name, "cudasim", id=f"{name}-cudasim") for name in SIMS] +
     pytest.param(name, "cpu", id=f"{name}-cpu") for name, s in SIMS.items() if s[2]]
 
 # the Mur boundary kernel runs 2 threads on purpose: it must not warn about launch coverage
-pytestmark = pytest.mark.filterwarnings("error::dualgpu.porting.kernel.LaunchCoverageWarning",
-                                        "ignore::dualgpu.core.lanes.ChunkSizeWarning")
+pytestmark = pytest.mark.filterwarnings("error::dualgpu.errors.LaunchCoverageWarning",
+                                        "ignore::dualgpu.errors.ChunkSizeWarning")
 
 
 def _tuple(x):

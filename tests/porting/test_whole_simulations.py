@@ -88,7 +88,7 @@ def test_plain_run_equals_unported(name, backend, unported_results):
 def test_jacobian_matches_differences(name, backend):
     f, args, _ = SIMS[name]
     with dualgpu.using_backend(backend), warnings.catch_warnings():
-        warnings.simplefilter("ignore", dualgpu.core.lanes.ChunkSizeWarning)
+        warnings.simplefilter("ignore", dualgpu.errors.ChunkSizeWarning)
         check_jacobian(f, *args, argnums=_float_argnums(args), n_directions=2)
 
 

@@ -238,7 +238,7 @@ def _dual_launches(f, args, lanes=16):
     monkey.setattr(CpuKernel, "launch", record)
     try:
         with dualgpu.using_backend("cpu"), warnings.catch_warnings():
-            warnings.simplefilter("ignore", dualgpu.core.lanes.ChunkSizeWarning)
+            warnings.simplefilter("ignore", dualgpu.errors.ChunkSizeWarning)
             dualgpu.jvp_batch(f, args, tangents, chunk_size=TILE, progress=False)
     finally:
         monkey.undo()
