@@ -11,7 +11,17 @@ Examples
 >>> float(d.value), float(d.partials[0])
 (0.0, 1.0)
 """
+from dualgpu import rules as _rules
 from dualgpu.core import dmath as _impl
+
+
+def _bind(new=None, old=None):
+    # the names bound here too, so that ``from dualgpu.dmath import *`` gives them; again after
+    # every dualgpu.rules.define (core.dmath, subscribed first, has rebuilt them by then)
+    globals().update({n: getattr(_impl, n) for n in dir(_impl) if not n.startswith("_")})
+
+
+_rules.subscribe(_bind)
 
 
 def __getattr__(name):
