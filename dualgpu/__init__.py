@@ -4,7 +4,7 @@
 kernels; ``dualgpu.jit`` / ``from dualgpu import cuda`` port numba.cuda kernels;
 ``jvp``, ``jacfwd`` and ``jacobian`` differentiate whole simulations.
 """
-__version__ = "0.1.0"
+__version__ = "0.2.0.dev0"
 
 from dualgpu import _moved
 
