@@ -18,8 +18,8 @@ Examples
 --------
 >>> tile_lanes(1000, "cpu"), tile_lanes(3, "cpu")
 (8, 3)
->>> driver_tiles(1000, "cpu"), driver_tiles(12, "cpu")
-((16, 0), (6, 6))
+>>> driver_tiles(1000, "cpu"), driver_tiles(100, "cpu"), driver_tiles(12, "cpu")
+((32, 0), (16, 0), (6, 6))
 >>> batch_lanes(1000, 8, bytes_per_lane=64_000)
 1000
 >>> batch_lanes(1000, 8, bytes_per_lane=64_000, budget=16 * 2**20)
@@ -48,26 +48,28 @@ DEFAULT_CHUNK_LIMIT = 8
 #: Default lanes per tile for each backend (0: no tiling, all lanes at once).
 TILE_LANES = {"cpu": 8, "cuda": 8, "cudasim": 0}
 
-#: Tile sizes a kernel tries when the driver leaves the choice to it: it times each on
-#: its first launches and keeps the fastest per lane (cpu backend). Measured on 2 cores
-#: (quick benchmark, tiles of 4/8/16): the dual heat Jacobian was fastest at 4-8 lanes
-#: (12-15 us per direction), the N-body mass Jacobian at 16 (184 us against 345 at 8:
-#: a tile recomputes the values, and N-body's values cost as much as many lanes).
-TILE_CANDIDATES = {"cpu": (8, 16), "cuda": (8,), "cudasim": ()}
+#: Tile sizes a cpu-backend kernel chooses among when the driver leaves the choice to it:
+#: the largest that divides the launch's lanes and fits the kernel's profile (32 lanes for
+#: a compute-bound kernel, 8 for a memory-bound one; see
+#: :mod:`dualgpu.backends.cpu.lane_model`). Measured on 2 cores: the dual heat Jacobian is
+#: fastest at 4-8 lanes, the N-body pair loop (lanes-last tiles, packed FMA) at 32.
+TILE_CANDIDATES = {"cpu": (8, 16, 32), "cuda": (8,), "cudasim": ()}
 
-#: With fewer directions the driver picks the tile itself (padding to the largest
-#: candidate would waste too many lanes).
+#: With fewer directions the driver picks the tile itself; from this many on, runs carry
+#: a multiple of the largest candidate ``c`` with ``n >= TUNE_MIN_DIRECTIONS * c / 16``
+#: (64 directions: 16 lanes, 128: 32), so padding wastes at most a quarter of the lanes.
 TUNE_MIN_DIRECTIONS = 64
 
 #: Above this many lanes per tile a backend is measured to get slower per lane.
-GOOD_TILE_LANES = {"cpu": 16, "cuda": 16, "cudasim": 64}
+GOOD_TILE_LANES = {"cpu": 32, "cuda": 16, "cudasim": 64}
 
 #: What the limits above rest on (printed by the warning).
 MEASURED = {
     "cpu": (
-        "on the cpu backend (2-core AMD EPYC, AVX-512) the dual N-body force loop costs "
-        "4.3 ns per pair and lane at 8 lanes, 6.9 ns at 16 and more beyond (the lanes no "
-        "longer fit the vector registers); stencils gain up to 16 lanes"
+        "on the cpu backend (2-core AMD EPYC, AVX-512) a compute-bound kernel's lanes run as "
+        "packed vector instructions up to 32 lanes per tile (the dual N-body pair loop is "
+        "fastest there); beyond, the lanes no longer fit the vector registers and spill, and "
+        "stencils gain nothing beyond 16"
     ),
     "cuda": (
         "ptxas for sm_90: the dual N-body kernel uses 232 registers at 8 lanes and spills "
@@ -134,8 +136,9 @@ def driver_tiles(n, backend):
     lanes; ``hint`` is the tile kernels must use (0: each kernel tunes its own among
     :data:`TILE_CANDIDATES`)."""
     candidates = TILE_CANDIDATES.get(backend) or ()
-    if len(candidates) > 1 and n >= TUNE_MIN_DIRECTIONS:
-        return max(candidates), 0
+    fitting = [c for c in candidates if 16 * n >= TUNE_MIN_DIRECTIONS * c]
+    if len(candidates) > 1 and n >= TUNE_MIN_DIRECTIONS and fitting:
+        return max(fitting), 0
     tile = tile_lanes(n, backend)
     return tile, tile
 

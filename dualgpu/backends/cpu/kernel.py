@@ -20,6 +20,7 @@ A kernel's source must live in a file; here one of the example simulations:
 >>> u_new[:3].tolist()
 [2.0, 1.0, 2.0]
 """
+import contextlib
 import time
 
 import numba
@@ -36,10 +37,12 @@ from dualgpu.backends.common import translate as _translate
 from dualgpu.backends.common.tiles import launch_tiles
 from dualgpu.backends.cpu import BACKEND
 from dualgpu.backends.cpu import cache as cpu_cache
+from dualgpu.backends.cpu import lanes_last as _lanes_last
 from dualgpu.backends.cpu import llvm as _llvm
 from dualgpu.backends.cpu import parallel as cpu_parallel
 from dualgpu.backends.cpu.blocks.launch import BlockLauncher
 from dualgpu.backends.cpu.intrinsics import RUNTIME
+from dualgpu.backends.cpu.lane_model import kernel_profile
 from dualgpu.backends.cpu.launchers import CONTEXT, LaunchSpec, flatten, make_launcher
 from dualgpu.backends.cpu.tiles import LaneTiles, dual_kind, values_of
 from dualgpu.backends.cpu.translation import Translation, is_nrt_error
@@ -130,7 +133,6 @@ class CpuKernel(LaneTiles):
         self._summary = None
         self._access = {}  # (mask, ndims) -> (flags, tileable)
         self._specs = {}
-        self._tile_choice = {}  # (base, mask, candidates) -> tile lanes measured fastest
         self.tile_lanes = None
         self.default_tile_lanes = DEFAULT_TILE_LANES
         self._blocks = None  # the block-level runner (.blocks.launch), made at first launch
@@ -256,9 +258,13 @@ class CpuKernel(LaneTiles):
         """A launch with dual arguments of ``lanes`` lanes: tiles of :meth:`_tiles` lanes."""
         mask = tuple(dual_kind(a) for a in args)
         tile, tiles = self._tiles(lanes, args, mask, base)
+        tracer = self._translation.lanes_dependent and _tracer_launch(args)
+        if (not tracer and kernel_profile(self._translation).kind == "compute"
+                and _lanes_last.usable(args, mask)):
+            self._launch_lanes_last(base, g, b, args, mask, tile, tiles, items)
+            return
         flat = flatten(args, mask)
         restore = self._restore(args, mask) if tiles > 1 else ()
-        tracer = self._translation.lanes_dependent and _tracer_launch(args)
         spec = self._specs.get((base, tile, mask, restore, tracer))
         if spec is None:
             spec = self._specs[(base, tile, mask, restore, tracer)] = LaunchSpec(
@@ -266,42 +272,65 @@ class CpuKernel(LaneTiles):
         self._run(spec, flat, g, b, items * tiles, tiles,
                   [np.array(values_of(args[p]), copy=True) for p in restore])
 
-    def _run(self, spec, flat, g, b, items, tiles, snapshots):
-        """Run the launcher of ``spec`` serially or on several cores, by its measured cost."""
+    def _launch_lanes_last(self, base, g, b, args, mask, tile, tiles, items):
+        """A compute-bound kernel's dual launch: tile by tile, lanes-last (see .lanes_last)."""
+        restore = self._restore(args, mask) if tiles > 1 else ()
+        targets = [values_of(args[p]) for p in restore]
+        snapshots = [np.array(t, copy=True) for t in targets]
+        buffers = _lanes_last.Buffers(args, mask, tile, self._access_of(args, mask)[0])
+        key = (base, tile, mask, "lanes-last")
+        spec = self._specs.get(key)
+        if spec is None:
+            spec = self._specs[key] = LaunchSpec(base, "serial", tile, mask, (), False, True)
+        for t in range(tiles):
+            for target, snapshot in zip(targets, snapshots) if t else ():
+                np.copyto(target, snapshot)
+            buffers.load(t)
+            self._run(spec, buffers.flat, g, b, items, 1, (), first_tile=t)
+            buffers.store(t)
+
+    def _run(self, spec, flat, g, b, items, tiles, snapshots, first_tile=0):
+        """Run the launcher of ``spec`` serially or on several cores, by its measured cost.
+
+        Lanes-last launchers (compute-bound kernels) go parallel from their first launch
+        when large enough, and compile with LLVM's SLP vectoriser.
+        """
         cost = self._costs.get(spec)
         if cost is None:
             cost = self._costs[spec] = cpu_parallel.LaunchCost()
         parallel = (
             cpu_parallel.ENABLED and not spec.restore and not self._translation.uses_atomics
-            and cost.parallel(items)
+            and cost.parallel(items, presume=spec.lanes_last)
         )
         if parallel:
             threads = cpu_parallel.available_threads()
             parallel = threads > 1
         dual = bool(spec.lanes)
-        if parallel:
-            pieces = spec._replace(mode="pieces")
-            launcher = self._launcher(pieces)
-            control = cpu_parallel.control_array()
-            chunk = cpu_parallel.chunk_length(spec.base, g, b, self._translation.inner_axis,
-                                              tiles, threads)
-            arguments = (*flat, *g, *b, 0, tiles, chunk, control)
-            if pieces not in self._warm:  # compile before helpers may call it
-                launcher.compile(tuple(launcher.typeof_pyval(a) for a in arguments))
-                self._warm.add(pieces)
+        tiles_range = (first_tile, first_tile + tiles)
+        with _llvm.slp_vectorize() if spec.lanes_last else _NO_CONTEXT:
+            if parallel:
+                pieces = spec._replace(mode="pieces")
+                launcher = self._launcher(pieces)
+                control = cpu_parallel.control_array()
+                chunk = cpu_parallel.chunk_length(spec.base, g, b, self._translation.inner_axis,
+                                                  tiles, threads)
+                arguments = (*flat, *g, *b, *tiles_range, chunk, control)
+                if pieces not in self._warm:  # compile before helpers may call it
+                    launcher.compile(tuple(launcher.typeof_pyval(a) for a in arguments))
+                    self._warm.add(pieces)
+                start = time.perf_counter()
+                cpu_parallel.run_parallel(launcher, arguments, control, threads)
+                cost.record_parallel(time.perf_counter() - start, items)
+                return
+            launcher = self._launchers.get(spec)
+            if launcher is None:
+                launcher = self._launcher(spec)
             start = time.perf_counter()
-            cpu_parallel.run_parallel(launcher, arguments, control, threads)
-            cost.record_parallel(time.perf_counter() - start, items)
-            return
-        launcher = self._launchers.get(spec)
-        if launcher is None:
-            launcher = self._launcher(spec)
-        start = time.perf_counter()
-        if dual:
-            launcher(*flat, *g, *b, 0, tiles, *snapshots)
-        else:
-            launcher(*flat, *g, *b)
-        cost.record_serial(time.perf_counter() - start, items)
+            if dual:
+                launcher(*flat, *g, *b, *tiles_range, *snapshots)
+            else:
+                launcher(*flat, *g, *b)
+            cost.record_serial(time.perf_counter() - start, items)
 
     def _block_launch(self, g, b, sharedmem, args, lanes):
         """Run a kernel with shared memory, barriers or warp intrinsics (see .blocks)."""
@@ -357,7 +386,6 @@ class CpuKernel(LaneTiles):
             for spec in [s for s in store if which(s)]:
                 del store[spec]
         self._warm = {s for s in self._warm if not which(s)}
-        self._tile_choice.clear()
 
     def __getitem__(self, config):
         """``kernel[griddim, blockdim](*args)``, as with numba.cuda."""
@@ -418,6 +446,8 @@ def compile_kernel(kernel, fastmath=False):
         kernel = compiled[fastmath] = CpuKernel(py_func, fastmath=fastmath)
     return kernel
 
+
+_NO_CONTEXT = contextlib.nullcontext()
 
 #: CpuKernel per Python function and fastmath flag: compiling a kernel twice
 #: returns the same object, so its compiled launchers are reused.

@@ -66,11 +66,14 @@ CONTEXT = (
 #: Loop order (outer, middle, inner) for each choice of innermost axis.
 ORDERS = {"x": ("z", "y", "x"), "y": ("z", "x", "y"), "z": ("y", "x", "z")}
 
-LaunchSpec = collections.namedtuple("LaunchSpec", "base mode lanes mask restore tracer",
-                                    defaults=(False,))
+LaunchSpec = collections.namedtuple("LaunchSpec", "base mode lanes mask restore tracer lanes_last",
+                                    defaults=(False, False))
 LaunchSpec.__doc__ = """What a launcher does (see the module docstring); hashable, a cache key.
 
-``tracer``: the duals are sparsity tracers (a detection run: scratch gets tracer lanes)."""
+``tracer``: the duals are sparsity tracers (a detection run: scratch gets tracer lanes).
+``lanes_last``: each dual array's partials come as one tile laid out lanes-last (a Fortran
+array of shape ``(lanes, *shape)``, see :mod:`dualgpu.backends.cpu.lanes_last`), bound
+as they are: the launcher runs that one tile."""
 
 _GRID = "_dg_gdx, _dg_gdy, _dg_gdz, _dg_bdx, _dg_bdy, _dg_bdz"
 _ZERO_CONTEXT = "    _dg_tx = _dg_ty = _dg_tz = _dg_bx = _dg_by = _dg_bz = _dg_gdx * 0  # int64\n"
@@ -193,11 +196,13 @@ def _launcher_params(params, mask):
     return names
 
 
-def _views(params, mask, lanes, tile, indent):
+def _views(params, mask, lanes, tile, indent, lanes_last=False):
     """Source binding each dual parameter to its view of lane tile ``tile``."""
     lines = []
     for p, kind in zip(params, mask):
-        if kind == "a":
+        if kind == "a" and lanes_last:
+            lines.append(f"{p} = _dg_dual_array(_dg_av_{p}, _dg_ap_{p}, {lanes})")
+        elif kind == "a":
             lines.append(
                 f"{p} = _dg_dual_array(_dg_av_{p}, "
                 f"_dg_ap_{p}[{tile} * {lanes}:({tile} + 1) * {lanes}], {lanes})"
@@ -232,6 +237,7 @@ def launcher_source(spec, params, bound, inner):
     axis of flat launchers.
     """
     base, mode, lanes, mask, restore = spec[:5]
+    last = spec.lanes_last
     order = ORDERS[inner if base == "flat" else "x"]
     call = _call(params)
     dual = bool(lanes) and any(mask)
@@ -245,7 +251,7 @@ def launcher_source(spec, params, bound, inner):
     extra += "".join(f", _dg_s{k}" for k in range(len(restore)))
     source = f"def _dg_launch({head}{_GRID}{extra}):\n"
     if dual:
-        source += _views(params, mask, lanes, "_dg_t0", "    ")
+        source += _views(params, mask, lanes, "_dg_t0", "    ", last)
     source += bound if base == "bounded" else ""
     if mode == "serial":
         body = _fill(_SERIAL[base], order, call)
@@ -254,14 +260,14 @@ def launcher_source(spec, params, bound, inner):
         source += "    for _dg_t in range(_dg_t0, _dg_t1):\n"
         source += "        if _dg_t > _dg_t0:\n"
         source += _restores(params, mask, restore, " " * 12)
-        source += _views(params, mask, lanes, "_dg_t", " " * 12)
+        source += _views(params, mask, lanes, "_dg_t", " " * 12, last)
         return source + textwrap.indent(body, "    ")
     setup, work = _UNITS[base]
     source += _ZERO_CONTEXT if base != "blocks" else ""
     source += _fill(setup, order, call)
     if base == "blocks":
         source += "    _dg_len = _dg_units\n    _dg_rows = 1\n"
-    views = _views(params, mask, lanes, "_dg_t", " " * 8) if dual else ""
+    views = _views(params, mask, lanes, "_dg_t", " " * 8, last) if dual else ""
     return source + _PIECES.format(views=views, work=_fill(work, order, call, "    "))
 
 

@@ -16,13 +16,19 @@ vectorised, with run-time checks that keep them correct). Set the
 environment variable ``DUALGPU_LLVM_TUNING=0`` before importing dualgpu's cpu
 backend to leave LLVM's defaults alone.
 
+:func:`slp_vectorize` turns on LLVM's SLP vectoriser (numba leaves it off) while a
+compute-bound kernel's lanes-last launcher compiles: it is what packs a tile's lane
+operations into vector instructions (see :mod:`dualgpu.backends.cpu.lanes_last`).
+
 :func:`inline_every_overload` marks a thread function's compiled code for LLVM to
 inline into the launcher's loop; it is the one place the cpu backend reaches into
 numba's internals (numba 0.68).
 """
+import contextlib
 import os
+import threading
 
-__all__ = ["LOOP_OPTIONS", "tune", "inline_every_overload"]
+__all__ = ["LOOP_OPTIONS", "tune", "inline_every_overload", "slp_vectorize"]
 
 #: ``-option=value`` strings passed to LLVM (llvmlite's ``set_option``).
 LOOP_OPTIONS = (
@@ -79,3 +85,32 @@ def inline_every_overload(dispatcher):
         dispatcher.add_overload = add_overload
     except AttributeError:  # pragma: no cover - only with other numba versions
         pass
+
+
+_SLP_LOCK = threading.Lock()
+_SLP_STATE = {"depth": 0, "saved": 0}
+
+
+@contextlib.contextmanager
+def slp_vectorize():
+    """Within the block, numba compiles with LLVM's SLP vectoriser on.
+
+    numba reads ``config.SLP_VECTORIZE`` (``NUMBA_SLP_VECTORIZE``, default off) each
+    time it builds an optimisation pipeline, so the setting applies to what compiles
+    inside the block: a launcher and the thread function and overloads it links in.
+    Nested and concurrent blocks are counted; the last one out restores the setting.
+    """
+    from numba.core import config
+
+    with _SLP_LOCK:
+        if _SLP_STATE["depth"] == 0:
+            _SLP_STATE["saved"] = config.SLP_VECTORIZE
+            config.SLP_VECTORIZE = 1
+        _SLP_STATE["depth"] += 1
+    try:
+        yield
+    finally:
+        with _SLP_LOCK:
+            _SLP_STATE["depth"] -= 1
+            if _SLP_STATE["depth"] == 0:
+                config.SLP_VECTORIZE = _SLP_STATE["saved"]

@@ -269,10 +269,17 @@ class LaunchCost:
         self.interval = EXPLORE_EVERY
         self._first = True
 
-    def parallel(self, items):
-        """True if a launch of ``items`` should run in parallel."""
+    def parallel(self, items, presume=False):
+        """True if a launch of ``items`` should run in parallel.
+
+        ``presume``: the kernel is compute-bound (its threads loop), so a launch of
+        :data:`PARALLEL_MIN_ITEMS` or more runs in parallel from the first, without
+        serial launches to measure; the machine's load still decides how many threads.
+        """
         if FORCE:
             return True
+        if presume and not self.serial:
+            return items >= PARALLEL_MIN_ITEMS
         serial = self.serial
         if len(serial) < 2 or min(serial) * items < PARALLEL_MIN_SECONDS:
             return False

@@ -4,9 +4,11 @@ A dual launch whose duals carry L lanes runs tiles of N lanes in one compiled
 call (see :mod:`dualgpu.backends.cpu.launchers`). :class:`LaneTiles`, a base of
 :class:`dualgpu.backends.cpu.kernel.CpuKernel`, decides:
 
-- N: the driver's tile when it sets one; else, when several of
-  :data:`dualgpu.core.lanes.TILE_CANDIDATES` divide L, the one this kernel measured
-  fastest per lane on its first launches; else :func:`dualgpu.core.lanes.launch_tile`;
+- N: the driver's tile when it sets one; else the width the kernel's profile asks for
+  (:mod:`dualgpu.backends.cpu.lane_model`: 32 lanes for a compute-bound kernel, 8 for a
+  memory-bound one), the largest of :data:`dualgpu.core.lanes.TILE_CANDIDATES` up to it
+  that divides L; else :func:`dualgpu.core.lanes.launch_tile`. Nothing is timed: the
+  first launch is as fast as the next;
 - which arrays to copy back between tiles: those the kernel reads and writes
   (:mod:`dualgpu.backends.common.access`), and those written that share memory with
   another argument; a kernel that may write an argument which cannot be
@@ -20,7 +22,7 @@ from dualgpu.core.dualarray import DualArray
 from dualgpu.errors import DualgpuError
 from dualgpu.core.lanes import TILE_CANDIDATES, launch_tile
 from dualgpu.backends.common import access as _access
-from dualgpu.backends.cpu import parallel as cpu_parallel
+from dualgpu.backends.cpu.lane_model import TILE_WIDTH, kernel_profile
 
 __all__ = ["LaneTiles", "dual_kind", "values_of", "access_summary"]
 
@@ -35,19 +37,18 @@ class LaneTiles:
     def _tiles(self, lanes, args, mask, base="flat"):
         """Return ``(tile lanes, number of tiles)`` for a dual launch of ``lanes`` lanes.
 
-        The driver's tile when it sets one; else, when several of
-        :data:`dualgpu.core.lanes.TILE_CANDIDATES` divide ``lanes``, the one this kernel
-        measured fastest per lane (:meth:`_tuned_tile`); else
+        The driver's tile when it sets one; else the width of the kernel's profile
+        (:data:`dualgpu.backends.cpu.lane_model.TILE_WIDTH`): the largest of
+        :data:`dualgpu.core.lanes.TILE_CANDIDATES` up to it that divides ``lanes``, else
         :func:`dualgpu.core.lanes.launch_tile`.
         """
         hint = active_tile_lanes()
-        candidates = [t for t in TILE_CANDIDATES["cpu"] if lanes % t == 0]
-        if self.tile_lanes or (hint and lanes % hint == 0) or len(candidates) < 2 or (
-            cpu_parallel.FORCE
-        ):
-            tile = launch_tile(lanes, self.tile_lanes or self.default_tile_lanes, hint, MAX_LANES)
+        width = self.tile_lanes or TILE_WIDTH[kernel_profile(self._translation).kind]
+        candidates = [t for t in TILE_CANDIDATES["cpu"] if lanes % t == 0 and t <= width]
+        if self.tile_lanes or (hint and lanes % hint == 0) or not candidates or lanes <= width:
+            tile = launch_tile(lanes, width, hint, MAX_LANES)
         else:
-            tile = self._tuned_tile(base, mask, candidates)
+            tile = max(candidates)
         if tile < lanes and not self._tileable(args, mask):
             if lanes > MAX_LANES:
                 raise DualgpuError(
@@ -58,23 +59,6 @@ class LaneTiles:
                 )
             tile = lanes
         return tile, lanes // tile
-
-    def _tuned_tile(self, base, mask, candidates):
-        """The candidate tile with the least serial time per lane (timing each first)."""
-        key = (base, mask, tuple(candidates))
-        chosen = self._tile_choice.get(key)
-        if chosen is not None:
-            return chosen
-        per_lane = {}
-        for tile in candidates:
-            samples = [x for spec, cost in self._costs.items()
-                       if (spec.base, spec.lanes, spec.mask) == (base, tile, mask)
-                       for x in cost.serial]
-            if len(samples) < 2:
-                return tile  # time this one next (its first launch compiles: not counted)
-            per_lane[tile] = min(samples) / tile  # samples: seconds per thread and tile
-        chosen = self._tile_choice[key] = min(per_lane, key=per_lane.get)
-        return chosen
 
     def _tileable(self, args, mask):
         """False if an argument that cannot be snapshot (not an array or number) may be written."""

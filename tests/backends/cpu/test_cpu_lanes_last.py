@@ -1,0 +1,197 @@
+"""Compute-bound kernels on the cpu backend: a model picks their tile, they run lanes-last,
+and their lane loops are SIMD.
+
+A launch lanes-last must give, bit for bit, what separate launches of each tile's slice
+give (tests/fixtures/tile_checks.py), in place, on 2-D arrays, with dual scalars, with
+outputs written only in part, serially and in pieces; its Jacobians must match central
+differences; and the emitted assembly must show packed FMA in the lane loop.
+"""
+import copy
+import re
+
+import numpy as np
+import pytest
+
+import kernels_lanes_last as kl
+import kernels_tiles as kt
+from tile_checks import assert_slice_equal, lane_slice
+import dualgpu
+from dualgpu import Dual
+from dualgpu.core import _context
+from dualgpu.core.dualarray import DualArray
+from dualgpu.backends.cpu import kernel as cpu
+from dualgpu.backends.cpu import parallel as cpu_parallel
+from dualgpu.backends.cpu.lane_model import TILE_WIDTH, kernel_profile
+from simulations import heat1d, nbody, pendulum_samples
+
+
+def _dual(rng, shape, lanes, dtype=np.float64):
+    shape = (shape,) if np.ndim(shape) == 0 else tuple(shape)
+    return DualArray(rng.random(shape).astype(dtype), rng.random((lanes,) + shape).astype(dtype))
+
+
+@pytest.fixture(params=["serial", "pieces"])
+def launch_mode(request, monkeypatch):
+    if request.param == "pieces":
+        monkeypatch.setattr(cpu_parallel, "FORCE", True)
+        monkeypatch.setattr(cpu_parallel, "available_threads", lambda: 2)
+    else:
+        monkeypatch.setattr(cpu_parallel, "ENABLED", False)
+    return request.param
+
+
+def _check_against_slices(kernel, griddim, blockdim, args, tile, launches=2):
+    """Tiled launches of ``tile`` lanes vs the same launches on each tile's slice, bitwise."""
+    lanes = next(a.lanes for a in args if isinstance(a, DualArray))
+    reference = [copy.deepcopy(args) for _ in range(lanes // tile)]
+    compiled = cpu.compile_kernel(kernel)
+    for _ in range(launches):
+        with _context.dual_allocation(lanes, tile=tile):
+            compiled.launch(griddim, blockdim, args)
+    for t, ref in enumerate(reference):
+        memo = {}
+        sliced = [lane_slice(a, t * tile, (t + 1) * tile, memo) for a in ref]
+        for _ in range(launches):
+            compiled.launch(griddim, blockdim, tuple(sliced))
+        assert_slice_equal(args, sliced, t * tile, (t + 1) * tile)
+    return compiled
+
+
+@pytest.mark.parametrize("kernel, kind", [
+    (nbody.accelerations, "compute"), (pendulum_samples.integrate, "compute"),
+    (kl.pair_sum, "compute"), (kl.relax_in_place, "compute"), (kl.even_rows, "compute"),
+    (heat1d.step_periodic, "memory"), (nbody.kick_drift, "memory"),
+    (kt.axpy_in_place, "memory"),
+])
+def test_profile_of_kernels(kernel, kind):
+    assert kernel_profile(cpu.compile_kernel(kernel)._translation).kind == kind
+
+
+@pytest.mark.parametrize("lanes, expected", [(64, (32, 2)), (48, (16, 3)), (24, (24, 1)),
+                                             (40, (8, 5))])
+def test_compute_bound_kernels_take_wide_tiles(rng, lanes, expected):
+    kernel = cpu.compile_kernel(kl.pair_sum)
+    args = (_dual(rng, 4, lanes), _dual(rng, 4, lanes), 0.1, _dual(rng, 4, lanes))
+    with _context.dual_allocation(lanes):  # no tile from the driver
+        assert kernel._tiles(lanes, args, ("a", "a", "", "a")) == expected
+    assert TILE_WIDTH["compute"] == 32
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_pair_loop_matches_its_tile_slices(rng, dtype, launch_mode):
+    x, w, out = _dual(rng, 40, 64, dtype), _dual(rng, 40, 64, dtype), _dual(rng, 40, 64, dtype)
+    compiled = _check_against_slices(kl.pair_sum, 2, 32, (x, w, dtype(0.3), out), tile=32)
+    assert any(spec.lanes_last for spec in compiled._launchers)
+
+
+def test_in_place_kernel_is_restored_between_tiles(rng, launch_mode):
+    x, w = _dual(rng, 70, 64), _dual(rng, 70, 64)
+    _check_against_slices(kl.relax_in_place, 3, 32, (x, w, 5), tile=32)
+
+
+def test_two_d_arrays_dual_scalars_and_outputs_written_in_part(rng, launch_mode):
+    a, out = _dual(rng, (9, 5), 64), _dual(rng, (9, 5), 64)
+    s = Dual(0.7, rng.random(64))
+    before = out.partials[:, 1::2].copy()
+    compiled = _check_against_slices(kl.even_rows, 1, 16, (a, s, out), tile=32)
+    np.testing.assert_array_equal(out.partials[:, 1::2], before)  # rows the kernel skips
+    assert any(spec.lanes_last for spec in compiled._launchers)
+
+
+def test_aliased_dual_arguments_run_lane_major(rng, launch_mode):
+    x, out = _dual(rng, 30, 32), _dual(rng, 30, 32)
+    compiled = _check_against_slices(kl.pair_sum, 1, 32, (x, x, 0.2, out), tile=32)
+    assert any(not spec.lanes_last and spec.lanes == 32 for spec in compiled._launchers)
+
+
+@pytest.mark.parametrize("dtype, rtol", [(np.float64, 1e-7), (np.float32, 2e-2)])
+def test_wide_tile_jacobian_matches_central_differences(rng, dtype, rtol):
+    # 128 directions: the driver's runs carry multiples of 32 lanes, the pair loop's tile
+    n = 128
+    x0 = np.sort(rng.random(n)).astype(dtype) * 4
+    w = (0.5 + rng.random(n)).astype(dtype)
+
+    def f(x):
+        out = dualgpu.cuda.device_array_like(x)
+        kl.pair_sum[(n + 63) // 64, 64](dualgpu.cuda.to_device(x), w, dtype(0.5), out)
+        return out.copy_to_host()
+
+    with dualgpu.using_backend("cpu"):
+        jac = np.asarray(dualgpu.jacfwd(f, progress=False)(x0))
+        kernel = cpu.compile_kernel(kl.pair_sum)
+        assert any(spec.lanes_last and spec.lanes == 32 for spec in kernel._launchers)
+        x64 = x0.astype(np.float64)
+        h = 1e-6
+        for k in (0, 17, 64, 127):
+            e = np.zeros(n)
+            e[k] = h
+            fd = (f((x64 + e).astype(dtype)).astype(np.float64)
+                  - f((x64 - e).astype(dtype)).astype(np.float64)) / (2 * h)
+            if dtype == np.float32:  # differences of float32 outputs: compare in float64
+                fd = _float64_column(x64, w, k)
+            np.testing.assert_allclose(jac[:, k], fd, rtol=rtol, atol=rtol * np.abs(fd).max())
+
+
+def _float64_column(x, w, k, h=1e-6):
+    """Column k of the pair-sum Jacobian by central differences in float64 (numpy)."""
+    def f(x):
+        d = x[None, :] - x[:, None]
+        return (w[None, :].astype(np.float64) * d / (d * d + 0.25) ** 1.5).sum(axis=1)
+    e = np.zeros_like(x)
+    e[k] = h
+    return (f(x + e) - f(x - e)) / (2 * h)
+
+
+def _host_has_fma():
+    import llvmlite.binding as llvm
+
+    features = llvm.get_host_cpu_features()
+    return bool(features.get("fma") and features.get("avx2"))
+
+
+requires_fma = pytest.mark.skipif(not _host_has_fma(),
+                                  reason="the host CPU has no AVX2 FMA: nothing packed to find")
+
+#: A packed double FMA on 256- or 512-bit registers (AT&T syntax, as numba prints it).
+PACKED_FMA = re.compile(r"\bvfmadd\w*pd\s+[^\n]*%[yz]mm")
+
+
+def _asm(dispatcher):
+    return "\n".join(dispatcher.inspect_asm().values())
+
+
+@requires_fma
+@pytest.mark.parametrize("mode", ["serial", "pieces"])
+def test_nbody_pair_loop_has_packed_fma(monkeypatch, rng, mode):
+    monkeypatch.setenv("DUALGPU_CACHE", "0")  # compile here, so the assembly can be read
+    if mode == "pieces":
+        monkeypatch.setattr(cpu_parallel, "FORCE", True)
+        monkeypatch.setattr(cpu_parallel, "available_threads", lambda: 2)
+    else:
+        monkeypatch.setattr(cpu_parallel, "ENABLED", False)
+    kernel = cpu.CpuKernel(nbody.accelerations.py_func)
+    n = 64
+    pos, mass, acc = _dual(rng, (n, 3), 32), _dual(rng, n, 32), _dual(rng, (n, 3), 32)
+    with _context.dual_allocation(32):
+        kernel.launch(1, n, (pos, mass, 1.0, 0.1, acc))
+    (spec, launcher), = kernel._launchers.items()
+    assert spec.lanes_last and spec.lanes == 32 and spec.mode == mode
+    assert len(PACKED_FMA.findall(_asm(launcher))) >= 8
+
+
+@requires_fma
+def test_dual_stencil_has_packed_fma(monkeypatch, rng):
+    # the benchmark's 3-point stencil: its loop over cells is vectorised across threads, and
+    # each lane's ``u + a * (...)`` is contracted into an FMA (a periodic stencil's modulo
+    # indexing keeps that loop scalar, in the plain kernel too)
+    from benchmarks.cases_dualgpu import heat_step
+
+    monkeypatch.setenv("DUALGPU_CACHE", "0")
+    monkeypatch.setattr(cpu_parallel, "ENABLED", False)
+    kernel = cpu.CpuKernel(heat_step.py_func)
+    u, u_new = _dual(rng, 3000, 8), _dual(rng, 3000, 8)
+    with _context.dual_allocation(8):
+        kernel.launch(12, 256, (u, u_new, 0.25))
+    (spec, launcher), = kernel._launchers.items()
+    assert not spec.lanes_last
+    assert len(PACKED_FMA.findall(_asm(launcher))) >= 1
