@@ -38,8 +38,10 @@ if ROOT not in sys.path:
 
 import numpy as np  # noqa: E402
 
+from dualgpu import cuda as dg_cuda  # noqa: E402
+
 __all__ = ["main", "SIMULATIONS", "check_simulation", "check_second_order", "heat_bandwidth",
-           "stencil_bytes"]
+           "stencil_bytes", "device_limits", "pair_loop_rate"]
 
 LANES = 8
 
@@ -247,6 +249,85 @@ def heat_bandwidth(backend, n, steps, lanes_list=(0, 1, 8, 16)):
     return rows
 
 
+#: Independent FMA chains per thread and iterations of the FP64 peak kernel.
+PEAK_CHAINS, PEAK_ITERATIONS = 8, 512
+
+
+@dg_cuda.jit
+def fma_chains(out, a, b):
+    """PEAK_CHAINS independent FMA chains of PEAK_ITERATIONS steps per thread."""
+    i = dg_cuda.grid(1)
+    x0 = i * 1e-9
+    x1 = x0 + 1e-3
+    x2 = x0 + 2e-3
+    x3 = x0 + 3e-3
+    x4 = x0 + 4e-3
+    x5 = x0 + 5e-3
+    x6 = x0 + 6e-3
+    x7 = x0 + 7e-3
+    for _ in range(PEAK_ITERATIONS):
+        x0 = dg_cuda.fma(x0, a, b)
+        x1 = dg_cuda.fma(x1, a, b)
+        x2 = dg_cuda.fma(x2, a, b)
+        x3 = dg_cuda.fma(x3, a, b)
+        x4 = dg_cuda.fma(x4, a, b)
+        x5 = dg_cuda.fma(x5, a, b)
+        x6 = dg_cuda.fma(x6, a, b)
+        x7 = dg_cuda.fma(x7, a, b)
+    if i < out.shape[0]:
+        out[i] = x0 + x1 + x2 + x3 + x4 + x5 + x6 + x7
+
+
+def device_limits(backend, blocks, copy_bytes):
+    """FP64 FMA GFLOP/s (``blocks`` x 256 threads of independent FMA chains) and the copy
+    bandwidth in GB/s (device to device, ``copy_bytes``; read + write) on ``backend``."""
+    import dualgpu
+    from dualgpu import cuda
+
+    with dualgpu.using_backend(backend):
+        kernel = fma_chains
+        out = cuda.device_array(blocks * 256)
+        kernel[blocks, 256](out, 0.999999, 1e-7)  # compile
+        cuda.synchronize()
+        t0 = time.perf_counter()
+        kernel[blocks, 256](out, 0.999999, 1e-7)
+        cuda.synchronize()
+        seconds = time.perf_counter() - t0
+        flops = 2.0 * PEAK_CHAINS * PEAK_ITERATIONS * blocks * 256
+        n = copy_bytes // 8
+        src, dst = cuda.to_device(np.ones(n)), cuda.device_array(n)
+        dst.copy_to_device(src)
+        cuda.synchronize()
+        t0 = time.perf_counter()
+        for _ in range(5):
+            dst.copy_to_device(src)
+        cuda.synchronize()
+        copy_seconds = (time.perf_counter() - t0) / 5
+    return {"fp64_gflop_s": flops / seconds / 1e9, "copy_gb_s": 2 * n * 8 / copy_seconds / 1e9}
+
+
+def pair_loop_rate(backend, n, lanes=LANES):
+    """The dual N-body accelerations kernel at ``lanes`` lanes: GFLOP/s at 25 flops per pair
+    and lane (as :mod:`benchmarks.cases_simd` counts them)."""
+    import dualgpu
+    from dualgpu import DualArray, cuda
+    from simulations import nbody
+
+    pos, _, mass = nbody.default_initial_state(n)
+    with dualgpu.using_backend(backend):
+        args = (cuda.to_device(DualArray(pos, np.ones((lanes, n, 3)))),
+                cuda.to_device(DualArray(mass, np.ones((lanes, n)))), 1.0, 0.05,
+                cuda.to_device(DualArray(np.zeros((n, 3)), np.zeros((lanes, n, 3)))))
+        blocks = (n + 127) // 128
+        nbody.accelerations[blocks, 128](*args)
+        cuda.synchronize()
+        t0 = time.perf_counter()
+        nbody.accelerations[blocks, 128](*args)
+        cuda.synchronize()
+        seconds = time.perf_counter() - t0
+    return 25.0 * n * (n - 1) * lanes / seconds / 1e9
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--self-test", action="store_true",
@@ -323,12 +404,27 @@ def main(argv=None):
         print(f"{name:12s} " + "  ".join(
             f"{r['tile']:2d}: {1e3 * r['one_launch']:.3f}/{1e3 * r['per_tile']:.3f}" for r in rows))
 
+    limits = None
+    try:
+        peak_blocks, copy_bytes = (4, 1 << 20) if args.self_test else (4096, 1 << 30)
+        limits = device_limits(backend, peak_blocks, copy_bytes)
+        print(f"\nroofline of the device: FP64 FMA {limits['fp64_gflop_s']:.1f} GFLOP/s, copy "
+              f"{limits['copy_gb_s']:.1f} GB/s (read + write)")
+        nb = 256 if args.self_test else 16384
+        rate = pair_loop_rate(backend, nb)
+        print(f"dual N-body pair loop, {nb} bodies, {LANES} lanes: {rate:.1f} GFLOP/s = "
+              f"{100 * rate / limits['fp64_gflop_s']:.0f}% of FP64 peak")
+    except Exception as exc:
+        failures += 1
+        print(f"roofline FAILED: {type(exc).__name__}: {exc}")
     print(f"\nheat stencil bandwidth, n = {heat_n:,}, float64, {heat_steps} steps, {backend} backend")
-    print(f"{'lanes':>5s} {'ms/step':>9s} {'GB/s':>8s} {'x plain':>8s} {'limit 1+N':>9s}")
+    print(f"{'lanes':>5s} {'ms/step':>9s} {'GB/s':>8s} {'of copy':>8s} {'x plain':>8s} "
+          f"{'limit 1+N':>9s}")
     try:
         for row in heat_bandwidth(backend, heat_n, heat_steps):
+            share = f"{100 * row['GB_per_s'] / limits['copy_gb_s']:7.0f}%" if limits else "       -"
             print(f"{row['lanes']:5d} {1e3 * row['s_per_step']:9.3f} {row['GB_per_s']:8.1f} "
-                  f"{row['over_plain']:8.2f} {1 + row['lanes']:9d}")
+                  f"{share} {row['over_plain']:8.2f} {1 + row['lanes']:9d}")
     except Exception as exc:
         failures += 1
         print(f"FAILED: {type(exc).__name__}: {exc}")

@@ -31,7 +31,8 @@ __all__ = ["main", "all_cases", "run_case", "run_cases", "format_table", "target
 
 CASE_ORDER = ("overhead", "cpu_vs_njit", "launch", "memory", "sparse", "tiled_nbody", "peers_heat",
               "peers_nbody", "peers_nbody_small", "peers_pendulum", "host_objective", "jvp_primal",
-              "cold_start", "parallel_load", "lanes", "coloring", "sass")
+              "cold_start", "parallel_load", "lanes", "coloring", "sass", "pair_loop", "first_call",
+              "plain_vs_njit")
 
 #: Seconds one case may run, per profile.
 CASE_TIMEOUT = {"full": 3600, "quick": 600, "tiny": 300}
@@ -43,9 +44,9 @@ def all_cases():
     Imported on call, in the child process that runs one case: the case modules import
     dualgpu and compile kernels, which the parent process (the table) never needs.
     """
-    from benchmarks import cases_dualgpu, cases_host, cases_targets
+    from benchmarks import cases_dualgpu, cases_host, cases_simd, cases_targets
 
-    return {**cases_dualgpu.CASES, **cases_host.CASES, **cases_targets.CASES}
+    return {**cases_dualgpu.CASES, **cases_host.CASES, **cases_targets.CASES, **cases_simd.CASES}
 
 
 def run_case(name, profile):
@@ -206,7 +207,11 @@ def _peers(r):
 
 
 def _jvp_primal(r):
-    return [f"JVP vs primal: heat 1-D, n = {r['n']:,}, {r['steps']} steps, cpu backend",
+    roof = r.get("roofline")
+    roof = [f"  roofline: dualgpu jvp moves {roof['jvp_gb_s']:.1f} GB/s (values and tangent, read "
+            f"and written once per step), {100 * roof['of_copy']:.0f}% of the copy bandwidth"
+            ] if roof else []
+    return roof + [f"JVP vs primal: heat 1-D, n = {r['n']:,}, {r['steps']} steps, cpu backend",
             f"  primal {_ms(r['primal']['median_s'])}   jvp {_ms(r['jvp']['median_s'])}   "
             f"ratio {r['ratio']:.2f}x   values equal: {r['values_match']}",
             f"  by hand (@njit, value + tangent arrays): primal {_ms(r['njit_primal']['median_s'])}"
@@ -312,7 +317,46 @@ def _host_objective(r):
     return lines + _target_lines(r)
 
 
-_FORMATTERS = {"tiled_nbody": _tiled_nbody, "sparse": _sparse, "overhead": _overhead, "cpu_vs_njit": _cpu_vs_njit, "launch": _launch,
+def _pair_loop(r):
+    d, h = r["dual"], r["by_hand"]
+    return [f"Dual N-body pair loop, n = {r['n']:,} bodies, {r['lanes']} lanes (cpu backend, "
+            "lanes-last tiles)",
+            f"  dualgpu   {_ms(d['median_s'])}  {d['ns_per_pair_lane']:.2f} ns per pair and lane, "
+            f"{d['gflop_s']:.1f} GFLOP/s = {100 * d['of_dgemm']:.0f}% of dgemm",
+            f"  by hand   {_ms(h['median_s'])}  {h['ns_per_pair_lane']:.2f} ns per pair and lane, "
+            f"{h['gflop_s']:.1f} GFLOP/s = {100 * h['of_dgemm']:.0f}% of dgemm "
+            "(@njit(parallel=True), lanes stride 1)",
+            f"  dualgpu / by hand {r['dual_over_by_hand']:.2f}x; dual / plain per lane "
+            f"{r['dual_over_plain_per_lane']:.2f}x; tangents agree to "
+            f"{r['tangent_rel_diff_vs_by_hand']:.1e}"] + _target_lines(r)
+
+
+def _first_call(r):
+    lines = [f"N-body mass Jacobian, {r['nb']} bodies, {r['steps']} steps, fresh processes"]
+    for label, key in (("dualgpu, empty cache", "empty_cache"), ("dualgpu, warm cache", "warm_cache"),
+                       (f"taichi {r.get('taichi_version')}", "taichi")):
+        x = r[key]
+        if "error" in x:
+            lines.append(f"  {label:22s} {x['error']}")
+        else:
+            lines.append(f"  {label:22s} first {x['first_s']:8.2f} s   later {x['later_s']:8.2f} s"
+                         f"   (import {x['import_s']:.2f} s)")
+    if "checksum_rel_diff" in r:
+        lines.append(f"  Jacobians agree (sum of |J|) to {r['checksum_rel_diff']:.1e}")
+    return lines + _target_lines(r)
+
+
+def _plain_vs_njit(r):
+    lines = ["Plain runs: cpu backend vs the same loops with @njit(parallel=True)",
+             f"  {'simulation':12s} {'dualgpu':>13s} {'njit':>13s} {'ratio':>6s}  bitwise equal"]
+    for row in r["rows"]:
+        lines.append(f"  {row['simulation']:12s} {_ms(row['dualgpu']['median_s'])} "
+                     f"{_ms(row['njit']['median_s'])} {row['ratio']:6.2f}  {row['bitwise_equal']}")
+    return lines + _target_lines(r)
+
+
+_FORMATTERS = {"pair_loop": _pair_loop, "first_call": _first_call,
+               "plain_vs_njit": _plain_vs_njit, "tiled_nbody": _tiled_nbody, "sparse": _sparse, "overhead": _overhead, "cpu_vs_njit": _cpu_vs_njit, "launch": _launch,
                "memory": _memory, "peers_heat": _peers, "peers_nbody": _peers,
                "peers_nbody_small": _peers,
                "peers_pendulum": _peers, "host_objective": _host_objective,
@@ -321,10 +365,15 @@ _FORMATTERS = {"tiled_nbody": _tiled_nbody, "sparse": _sparse, "overhead": _over
                "sass": _sass}
 
 
-def format_table(results, profile):
+def format_table(results, profile, limits=None):
     """Return the readable report of ``results`` (as made by :func:`run_cases`)."""
     lines = [f"dualgpu benchmarks, profile {profile!r}; {platform.processor() or platform.machine()}, "
-             f"{os.cpu_count()} CPUs, Python {platform.python_version()}", ""]
+             f"{os.cpu_count()} CPUs, Python {platform.python_version()}"]
+    if limits:
+        from benchmarks.roofline import describe
+
+        lines.append(describe(limits))
+    lines.append("")
     for case, result in results.items():
         if "error" in result:
             lines.append(f"{case}: FAILED: {result['error']}")
@@ -360,11 +409,15 @@ def main(argv=None):
         return 0
     profile = "tiny" if args.tiny else "quick" if args.quick else "full"
     cases = args.only or list(CASE_ORDER)
+    from benchmarks import roofline
+
+    limits = roofline.limits(profile)  # once, before any case: every case compares with it
+    os.environ[roofline.ENV] = json.dumps(limits)
     results = run_cases(cases, profile, args.timeout)
-    print(format_table(results, profile))
+    print(format_table(results, profile, limits))
     if args.out:
         with open(args.out, "w") as fh:
-            json.dump({"profile": profile, "python": platform.python_version(),
+            json.dump({"profile": profile, "python": platform.python_version(), "roofline": limits,
                        "cpus": os.cpu_count(), "results": results}, fh, indent=1)
         print(f"results written to {args.out}")
     return 1 if any("error" in r for r in results.values()) else 0

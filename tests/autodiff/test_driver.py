@@ -102,7 +102,9 @@ def test_cpu_and_cudasim_agree():
     with dualgpu.using_backend("cudasim"):
         sim = jacobian(short, u0, 1.0, argnums=(0, 1), chunk_size=8)
     for a, b in zip(cpu, sim):
-        np.testing.assert_array_equal(a, b)
+        # the cpu backend contracts lane products into FMAs (as NVVM does on a GPU), the
+        # simulator's Python duals round each product: a unit or two in the last place
+        np.testing.assert_allclose(a, b, rtol=1e-14, atol=1e-16)
 
 
 # ---------------------------------------------------------------------------
@@ -139,7 +141,8 @@ def test_nbody_tuple_output_nesting():
     assert jac[0][0].shape == (4, 3, 4, 3) and jac[1][1].shape == (4, 3, 4)
     single = jacobian(run, pos, masses, argnums=1)
     assert len(single) == 2 and single[0].shape == (4, 3, 4)
-    np.testing.assert_array_equal(single[1], jac[1][1])
+    # 4 lanes against 16: other tiles, so LLVM may contract other products into FMAs
+    np.testing.assert_allclose(single[1], jac[1][1], rtol=1e-13, atol=1e-13 * np.abs(single[1]).max())
 
 
 # ---------------------------------------------------------------------------
@@ -347,13 +350,13 @@ def test_jvp_errors():
 
 def test_too_large_chunk_size_warns_with_the_measured_reason():
     with pytest.warns(dualgpu.errors.ChunkSizeWarning) as record:
-        jacobian(identity, np.ones(40), chunk_size=32, progress=False)
+        jacobian(identity, np.ones(80), chunk_size=64, progress=False)
     (warning,) = record
     message = str(warning.message)
-    assert "chunk_size=32" in message and "measured" in message and "ns per pair" in message
+    assert "chunk_size=64" in message and "measured" in message and "ns per pair" in message
     assert warning.filename == __file__  # points at the caller's line
     import warnings
 
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        jacobian(identity, np.ones(40), chunk_size=16, progress=False)  # within the range
+        jacobian(identity, np.ones(40), chunk_size=32, progress=False)  # within the range

@@ -25,7 +25,9 @@ def test_heat_sparse_equals_dense_with_2T_plus_1_colors(steps, colors):
     J = sparse.sparse_jacobian(heat(steps), (u0,), sparsity="detect")
     assert J.coloring.n_colors == colors
     dense = dualgpu.jacobian(heat(steps), u0, progress=False)
-    np.testing.assert_array_equal(J.toarray(), dense)
+    # colors vs tiles of directions: other lane counts per launch, so LLVM may contract
+    # other products into FMAs; the entries agree to a few units in the last place
+    np.testing.assert_allclose(J.toarray(), dense, rtol=1e-14, atol=1e-16)
     # the detected pattern is exactly the nonzero structure of the true Jacobian
     detected = sparse.detect_sparsity(heat(steps), (u0,))
     np.testing.assert_array_equal(detected.toarray(), dense != 0)

@@ -127,6 +127,7 @@ class CpuKernel(LaneTiles):
         self.params = tuple(self._translation.params)
         self._plain_mask = ("",) * len(self.params)
         self._launchers = {}
+        self._thread_ready = set()  # lanes-last thread signatures compiled outside SLP
         self._costs = {}  # serial LaunchSpec -> cpu_parallel.LaunchCost
         self._warm = set()  # "pieces" specs that have run once (compiled)
         self._nrt_lanes = set()  # tile lanes whose thread function needs numba's NRT
@@ -142,38 +143,43 @@ class CpuKernel(LaneTiles):
         """True if the kernel (or a device function it calls) uses cuda.atomic: runs serially."""
         return self._translation.uses_atomics
 
+    def _thread(self, spec):
+        """Return ``(thread function dispatcher, nrt)`` for the launcher of ``spec``."""
+        lanes = spec.lanes
+        # Without NRT the thread function does no reference counting, so LLVM
+        # inlines it into the launcher's loop and can vectorise across threads
+        # (reference-count calls per thread would block that and cost ~20 ns).
+        # Plain local arrays live on the stack; dual ones need NRT.
+        nrt = lanes in self._nrt_lanes or bool(lanes and self._translation.lanes_dependent)
+        unguarded = spec.base == "bounded"
+        if not nrt and cpu_cache.needs_nrt(self._thread_key(lanes, unguarded, False)):
+            self._nrt_lanes.add(lanes)  # an earlier process found that it allocates
+            nrt = True
+        if nrt:
+            # numba inlines it: reference counts then live in one function
+            thread = self._translation.build(
+                lanes, self.fastmath, unguarded, spec.tracer, _nrt=True, inline="always"
+            )
+        else:
+            # a separate function that LLVM inlines (vectorises more loops than
+            # numba's IR inlining does)
+            thread = self._translation.build(
+                lanes, self.fastmath, unguarded, spec.tracer, _nrt=False, inline="never"
+            )
+            _llvm.inline_every_overload(thread)
+        return thread, nrt
+
     def _launcher(self, spec):
         """Return (building once) the launcher for ``spec``."""
         launcher = self._launchers.get(spec)
         if launcher is None:
-            lanes = spec.lanes
-            # Without NRT the thread function does no reference counting, so LLVM
-            # inlines it into the launcher's loop and can vectorise across threads
-            # (reference-count calls per thread would block that and cost ~20 ns).
-            # Plain local arrays live on the stack; dual ones need NRT.
-            nrt = lanes in self._nrt_lanes or bool(lanes and self._translation.lanes_dependent)
+            thread, nrt = self._thread(spec)
             unguarded = spec.base == "bounded"
-            tracer = spec.tracer
-            if not nrt and cpu_cache.needs_nrt(self._thread_key(lanes, unguarded, False)):
-                self._nrt_lanes.add(lanes)  # an earlier process found that it allocates
-                nrt = True
-            if nrt:
-                # numba inlines it: reference counts then live in one function
-                thread = self._translation.build(
-                    lanes, self.fastmath, unguarded, tracer, _nrt=True, inline="always"
-                )
-            else:
-                # a separate function that LLVM inlines (vectorises more loops than
-                # numba's IR inlining does)
-                thread = self._translation.build(
-                    lanes, self.fastmath, unguarded, tracer, _nrt=False, inline="never"
-                )
-                _llvm.inline_every_overload(thread)
             bound = self._translation.guard.bound if unguarded else ""
             launcher = make_launcher(
                 spec, self.params, bound, self._translation.inner_axis, thread, self.fastmath,
                 nrt, f"cpu launcher of {self.name}",
-                thread_key=self._thread_key(lanes, unguarded, nrt, tracer),
+                thread_key=self._thread_key(spec.lanes, unguarded, nrt, spec.tracer),
             )
             self._launchers[spec] = launcher
         return launcher
@@ -282,12 +288,30 @@ class CpuKernel(LaneTiles):
         spec = self._specs.get(key)
         if spec is None:
             spec = self._specs[key] = LaunchSpec(base, "serial", tile, mask, (), False, True)
+        self._compile_thread_first(spec, buffers.flat)
         for t in range(tiles):
             for target, snapshot in zip(targets, snapshots) if t else ():
                 np.copyto(target, snapshot)
             buffers.load(t)
             self._run(spec, buffers.flat, g, b, items, 1, (), first_tile=t)
             buffers.store(t)
+
+    def _compile_thread_first(self, spec, flat):
+        """Compile the thread function of a lanes-last launch before its launcher, SLP off.
+
+        The launcher compiles with LLVM's SLP vectoriser on, and numba keeps the code of
+        every function and overload compiled meanwhile for later callers: SLP-packed lane
+        operations inside them would then stop LLVM from vectorising a memory-bound
+        kernel's loop over threads. Compiled first, outside the SLP block, they stay
+        scalar; the SLP vectoriser then packs them only where they are inlined into
+        this launcher.
+        """
+        thread = self._thread(spec)[0]
+        signature = thread_signature(spec, flat)
+        key = (id(thread), signature)
+        if key not in self._thread_ready:
+            thread.compile(signature)
+            self._thread_ready.add(key)
 
     def _run(self, spec, flat, g, b, items, tiles, snapshots, first_tile=0):
         """Run the launcher of ``spec`` serially or on several cores, by its measured cost.
@@ -448,6 +472,31 @@ def compile_kernel(kernel, fastmath=False):
 
 
 _NO_CONTEXT = contextlib.nullcontext()
+
+
+def thread_signature(spec, flat):
+    """The argument types a lanes-last launcher of ``spec`` passes its thread function."""
+    from numba import types
+    from numba.core.typing.typeof import Purpose, typeof
+
+    from dualgpu.compiled.types import DualArrayType, dual_type
+
+    def type_of(value):
+        return typeof(value, Purpose.argument)
+
+    arguments, position = [], 0
+    for kind in spec.mask:
+        if kind == "a":
+            values, partials = flat[position], flat[position + 1]
+            arguments.append(DualArrayType(type_of(values), type_of(partials), spec.lanes))
+            position += 2
+        elif kind == "s":
+            arguments.append(dual_type(type_of(flat[position]), spec.lanes))
+            position += 2
+        else:
+            arguments.append(type_of(flat[position]))
+            position += 1
+    return tuple(arguments) + (types.int64,) * len(CONTEXT)
 
 #: CpuKernel per Python function and fastmath flag: compiling a kernel twice
 #: returns the same object, so its compiled launchers are reused.
