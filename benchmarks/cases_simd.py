@@ -32,7 +32,7 @@ import numpy as np
 import dualgpu
 from benchmarks import njit_references as ref
 from benchmarks import roofline
-from benchmarks.harness import PROFILES, measure_side_by_side, target
+from benchmarks.harness import PROFILES, SETTLE_S, measure_side_by_side, target
 from dualgpu.core.dualarray import DualArray
 from dualgpu.backends.cpu.kernel import compile_kernel  # internal: one kernel, timed alone
 
@@ -89,7 +89,7 @@ def case_pair_loop(profile):
         "dual": dual,
         "by_hand": lambda: (ref.nbody_mass_tangents(*hand), hand[7])[1],
         "plain": lambda: (kernel[blocks, 128](pos, mass, 1.0, 0.05, plain_acc), plain_acc)[1],
-    }, p["repeats"])
+    }, p["repeats"], settle_s=SETTLE_S)
     (ours, t_dual), (theirs, t_hand), (_, t_plain) = (timed[k] for k in ("dual", "by_hand", "plain"))
     work = n * (n - 1) * lanes
     flops = ref.PAIR_LANE_FLOPS * work
@@ -211,7 +211,8 @@ def case_plain_vs_njit(profile):
     rows, targets = [], {}
     with dualgpu.using_backend("cpu"):
         for name, ours, theirs, size in _plain_problems(s):
-            timed = measure_side_by_side({"dualgpu": ours, "njit": theirs}, p["repeats"])
+            timed = measure_side_by_side({"dualgpu": ours, "njit": theirs}, p["repeats"],
+                                         settle_s=SETTLE_S)
             (a, t_ours), (b, t_njit) = timed["dualgpu"], timed["njit"]
             ratio = t_ours["median_s"] / t_njit["median_s"]
             rows.append({"simulation": name, "size": size, "dualgpu": t_ours, "njit": t_njit,

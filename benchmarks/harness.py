@@ -240,7 +240,13 @@ def measure(fn, repeats, budget_s=None):
                     "runs": len(times), "min_s": min(times)}
 
 
-def measure_side_by_side(fns, repeats, budget_s=None):
+#: Seconds to pause before each timed call when implementations use different thread pools:
+#: numba's OpenMP threads keep spinning for a while after a ``prange`` loop, and a call
+#: timed right after one (dualgpu's helper threads, on 2 cores) runs up to 1.7x slower.
+SETTLE_S = 0.3
+
+
+def measure_side_by_side(fns, repeats, budget_s=None, settle_s=0.0):
     """Time several implementations of one thing in turn (A B C A B C ...); return timings.
 
     ``fns`` maps a name to a zero-argument callable. Each is called once
@@ -249,8 +255,9 @@ def measure_side_by_side(fns, repeats, budget_s=None):
     load hits all of them alike. An implementation whose warm-up took longer
     than ``budget_s`` is not repeated (its warm-up stands in, ``single_run``);
     one whose first call took over twice the budget is not even warmed up
-    (``includes_compile``). Returns ``{name: (result, timings)}``; a failing
-    implementation maps to ``(None, {"error": message})``.
+    (``includes_compile``). With ``settle_s``, every timed call is preceded by a
+    pause that long (see :data:`SETTLE_S`). Returns ``{name: (result, timings)}``; a
+    failing implementation maps to ``(None, {"error": message})``.
     """
     out = {}
     live = {}
@@ -277,6 +284,8 @@ def measure_side_by_side(fns, repeats, budget_s=None):
         live[name] = [fn, result, first, []]
     for _ in range(max(1, repeats)):
         for name, entry in live.items():
+            if settle_s:
+                time.sleep(settle_s)
             t0 = time.perf_counter()
             entry[1] = entry[0]()
             entry[3].append(time.perf_counter() - t0)

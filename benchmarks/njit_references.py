@@ -49,9 +49,9 @@ def _gray_scott_steps(u, v, u_new, v_new, ru, rv, F, k, dt, n_steps):
     nx, ny = u.shape
     for _ in range(n_steps):
         for i in prange(nx):
-            im = (i - 1) % nx
-            ip = (i + 1) % nx
             for j in range(ny):
+                im = (i - 1) % nx  # per cell, as the kernel computes them
+                ip = (i + 1) % nx
                 jm = (j - 1) % ny
                 jp = (j + 1) % ny
                 uc = u[i, j]

@@ -316,15 +316,17 @@ class CpuKernel(LaneTiles):
     def _run(self, spec, flat, g, b, items, tiles, snapshots, first_tile=0):
         """Run the launcher of ``spec`` serially or on several cores, by its measured cost.
 
-        Lanes-last launchers (compute-bound kernels) go parallel from their first launch
-        when large enough, and compile with LLVM's SLP vectoriser.
+        Compute-bound kernels (:mod:`dualgpu.backends.cpu.lane_model`) go parallel from
+        their first launch when large enough, plain or dual; lanes-last launchers compile
+        with LLVM's SLP vectoriser.
         """
         cost = self._costs.get(spec)
         if cost is None:
             cost = self._costs[spec] = cpu_parallel.LaunchCost()
         parallel = (
             cpu_parallel.ENABLED and not spec.restore and not self._translation.uses_atomics
-            and cost.parallel(items, presume=spec.lanes_last)
+            and cost.parallel(items, presume=spec.lanes_last or (
+                kernel_profile(self._translation).kind == "compute"))
         )
         if parallel:
             threads = cpu_parallel.available_threads()

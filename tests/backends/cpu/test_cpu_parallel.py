@@ -26,22 +26,40 @@ def test_the_first_serial_launch_is_not_counted():
     assert list(cost.serial) == [1e-7]
 
 
+def test_the_first_parallel_launch_is_not_counted():
+    cost = _measured(1e-3, 1000)
+    cost.record_parallel(1.0, 1000)  # starting the helper threads
+    assert not cost.parallel_samples
+    cost.record_parallel(4e-4, 1000)
+    assert list(cost.parallel_samples) == [4e-4 / 1000]
+
+
+def test_compute_bound_launches_are_presumed_parallel():
+    cost = LaunchCost()
+    assert cost.parallel(cpu_parallel.PARALLEL_MIN_ITEMS, presume=True)
+    assert not cost.parallel(cpu_parallel.PARALLEL_MIN_ITEMS - 1, presume=True)
+    assert not LaunchCost().parallel(10 ** 6)  # not presumed: measured serially first
+
+
 def test_parallel_is_kept_only_while_it_is_faster():
     cost = _measured(1e-3, 1000)  # 1 us per item
     assert cost.parallel(1000)
+    cost.record_parallel(1.0, 1000)  # the first: not counted
     cost.record_parallel(2e-3, 1000)  # slower in parallel (a busy machine)
     assert cost.interval == 2 * cpu_parallel.EXPLORE_EVERY  # tries parallel less often
     choices = [cost.parallel(1000) for _ in range(cost.interval * 2)]
     assert choices.count(True) == 2  # only the periodic re-tries
     for _ in range(cpu_parallel.SAMPLES):
-        cost.record_parallel(4e-4, 1000)  # faster again
+        cost.record_parallel(8e-4, 1000)  # faster again, narrowly
     assert cost.interval == cpu_parallel.EXPLORE_EVERY
     assert sum(cost.parallel(1000) for _ in range(64)) == 62  # and serial re-tries
+    cost.record_parallel(4e-4, 1000)  # a clear win: serial re-tries get rarer
+    assert cost.interval == 2 * cpu_parallel.EXPLORE_EVERY
 
 
 def test_failed_tries_back_off_exponentially():
     cost = _measured(1e-3, 1000)
-    for _ in range(20):
+    for _ in range(21):
         cost.record_parallel(5e-3, 1000)
     assert cost.interval == cpu_parallel.EXPLORE_MAX
 
