@@ -127,7 +127,6 @@ class CpuKernel(LaneTiles):
         self.params = tuple(self._translation.params)
         self._plain_mask = ("",) * len(self.params)
         self._launchers = {}
-        self._thread_ready = set()  # lanes-last thread signatures compiled outside SLP
         self._costs = {}  # serial LaunchSpec -> cpu_parallel.LaunchCost
         self._warm = set()  # "pieces" specs that have run once (compiled)
         self._nrt_lanes = set()  # tile lanes whose thread function needs numba's NRT
@@ -288,30 +287,12 @@ class CpuKernel(LaneTiles):
         spec = self._specs.get(key)
         if spec is None:
             spec = self._specs[key] = LaunchSpec(base, "serial", tile, mask, (), False, True)
-        self._compile_thread_first(spec, buffers.flat)
         for t in range(tiles):
             for target, snapshot in zip(targets, snapshots) if t else ():
                 np.copyto(target, snapshot)
             buffers.load(t)
             self._run(spec, buffers.flat, g, b, items, 1, (), first_tile=t)
             buffers.store(t)
-
-    def _compile_thread_first(self, spec, flat):
-        """Compile the thread function of a lanes-last launch before its launcher, SLP off.
-
-        The launcher compiles with LLVM's SLP vectoriser on, and numba keeps the code of
-        every function and overload compiled meanwhile for later callers: SLP-packed lane
-        operations inside them would then stop LLVM from vectorising a memory-bound
-        kernel's loop over threads. Compiled first, outside the SLP block, they stay
-        scalar; the SLP vectoriser then packs them only where they are inlined into
-        this launcher.
-        """
-        thread = self._thread(spec)[0]
-        signature = thread_signature(spec, flat)
-        key = (id(thread), signature)
-        if key not in self._thread_ready:
-            thread.compile(signature)
-            self._thread_ready.add(key)
 
     def _run(self, spec, flat, g, b, items, tiles, snapshots, first_tile=0):
         """Run the launcher of ``spec`` serially or on several cores, by its measured cost.
@@ -475,30 +456,6 @@ def compile_kernel(kernel, fastmath=False):
 
 _NO_CONTEXT = contextlib.nullcontext()
 
-
-def thread_signature(spec, flat):
-    """The argument types a lanes-last launcher of ``spec`` passes its thread function."""
-    from numba import types
-    from numba.core.typing.typeof import Purpose, typeof
-
-    from dualgpu.compiled.types import DualArrayType, dual_type
-
-    def type_of(value):
-        return typeof(value, Purpose.argument)
-
-    arguments, position = [], 0
-    for kind in spec.mask:
-        if kind == "a":
-            values, partials = flat[position], flat[position + 1]
-            arguments.append(DualArrayType(type_of(values), type_of(partials), spec.lanes))
-            position += 2
-        elif kind == "s":
-            arguments.append(dual_type(type_of(flat[position]), spec.lanes))
-            position += 2
-        else:
-            arguments.append(type_of(flat[position]))
-            position += 1
-    return tuple(arguments) + (types.int64,) * len(CONTEXT)
 
 #: CpuKernel per Python function and fastmath flag: compiling a kernel twice
 #: returns the same object, so its compiled launchers are reused.

@@ -87,30 +87,55 @@ def inline_every_overload(dispatcher):
         pass
 
 
-_SLP_LOCK = threading.Lock()
-_SLP_STATE = {"depth": 0, "saved": 0}
+#: Function names whose final LLVM module the SLP vectoriser runs on inside
+#: :func:`slp_vectorize` (the cpu backend's launchers).
+SLP_FUNCTIONS = ("_dg_launch",)
+
+_SLP = threading.local()
+_HOOK = []
+
+
+def _install_final_module_hook():
+    """Wrap numba's final-module optimisation so that :func:`slp_vectorize` reaches only
+    the launcher's own module (once per process; False if numba's internals changed)."""
+    if _HOOK:
+        return _HOOK[0]
+    try:
+        from numba.core import codegen, config
+
+        original = codegen.CPUCodeLibrary._optimize_final_module
+
+        def optimize_final_module(self):
+            if getattr(_SLP, "depth", 0) and any(f in self.name for f in SLP_FUNCTIONS):
+                previous = config.SLP_VECTORIZE
+                config.SLP_VECTORIZE = 1
+                try:
+                    return original(self)
+                finally:
+                    config.SLP_VECTORIZE = previous
+            return original(self)
+
+        codegen.CPUCodeLibrary._optimize_final_module = optimize_final_module
+        _HOOK.append(True)
+    except Exception:  # pragma: no cover - another numba: lane loops stay scalar
+        _HOOK.append(False)
+    return _HOOK[0]
 
 
 @contextlib.contextmanager
 def slp_vectorize():
-    """Within the block, numba compiles with LLVM's SLP vectoriser on.
+    """Within the block, a cpu-backend launcher compiles with LLVM's SLP vectoriser on.
 
-    numba reads ``config.SLP_VECTORIZE`` (``NUMBA_SLP_VECTORIZE``, default off) each
-    time it builds an optimisation pipeline, so the setting applies to what compiles
-    inside the block: a launcher and the thread function and overloads it links in.
-    Nested and concurrent blocks are counted; the last one out restores the setting.
+    numba leaves the SLP vectoriser off (``NUMBA_SLP_VECTORIZE``). Here it runs on the
+    launcher's final module only, after LLVM has inlined the thread function and the
+    dual operations into it: the functions and overloads numba compiles meanwhile (and
+    keeps for later callers) stay scalar, so they never carry packed lane operations
+    into a memory-bound kernel, whose loop over threads LLVM vectorises instead. Calls
+    that compile nothing cost a thread-local counter.
     """
-    from numba.core import config
-
-    with _SLP_LOCK:
-        if _SLP_STATE["depth"] == 0:
-            _SLP_STATE["saved"] = config.SLP_VECTORIZE
-            config.SLP_VECTORIZE = 1
-        _SLP_STATE["depth"] += 1
+    _install_final_module_hook()
+    _SLP.depth = getattr(_SLP, "depth", 0) + 1
     try:
         yield
     finally:
-        with _SLP_LOCK:
-            _SLP_STATE["depth"] -= 1
-            if _SLP_STATE["depth"] == 0:
-                config.SLP_VECTORIZE = _SLP_STATE["saved"]
+        _SLP.depth -= 1
