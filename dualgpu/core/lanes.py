@@ -133,8 +133,8 @@ def tile_lanes(n, backend, limit=None):
 
 def driver_tiles(n, backend):
     """Return ``(unit, hint)`` for ``n`` directions: runs of f carry a multiple of ``unit``
-    lanes; ``hint`` is the tile kernels must use (0: each kernel tunes its own among
-    :data:`TILE_CANDIDATES`)."""
+    lanes; ``hint`` is the tile kernels must use (0: each kernel takes its own among
+    :data:`TILE_CANDIDATES`, by its profile)."""
     candidates = TILE_CANDIDATES.get(backend) or ()
     fitting = [c for c in candidates if 16 * n >= TUNE_MIN_DIRECTIONS * c]
     if len(candidates) > 1 and n >= TUNE_MIN_DIRECTIONS and fitting:

@@ -104,3 +104,23 @@ def test_host_objective_case_in_process():
     text = format_table({"host_objective": result}, "tiny")
     assert "Host objectives: DualArray of 1,000 cells x 8 lanes" in text
     assert "target host_objective" in text
+
+
+def test_simd_cases_in_process():
+    # issue 22's cases at tiny sizes: the work they count and the checks they make, no timing
+    sys.path.insert(0, ROOT)
+    from benchmarks import cases_simd, roofline
+    from benchmarks.run import format_table
+
+    pair = cases_simd.case_pair_loop("tiny")
+    # dualgpu's lanes-last dual pair loop and the hand-written tangent loop agree
+    assert pair["tangent_rel_diff_vs_by_hand"] < 1e-12
+    assert pair["dual"]["gflop_s"] > 0 and pair["dual"]["of_dgemm"] > 0
+    plain = cases_simd.case_plain_vs_njit("tiny")
+    assert [r["simulation"] for r in plain["rows"]] == ["heat1d", "gray_scott", "pendulums",
+                                                        "nbody"]
+    assert all(r["bitwise_equal"] for r in plain["rows"])  # the same loops, the same numbers
+    limits = roofline.limits("tiny")
+    text = format_table({"pair_loop": pair, "plain_vs_njit": plain}, "tiny", limits)
+    assert "Roofline of this machine: dgemm" in text and "of dgemm" in text
+    assert "pair_loop.pair_loop_of_dgemm" in text and "nbody_plain_over_njit" in text

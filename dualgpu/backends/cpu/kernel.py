@@ -114,9 +114,10 @@ class CpuKernel(LaneTiles):
     Attributes
     ----------
     tile_lanes : int or None
-        Lanes per tile of dual launches; None: the driver's chunk size, else
-        the fastest of :data:`dualgpu.core.lanes.TILE_CANDIDATES` for this kernel
-        (timed on its first launches), else :data:`DEFAULT_TILE_LANES`.
+        Lanes per tile of dual launches; None: the driver's chunk size, else the
+        width the kernel's profile asks for (:mod:`dualgpu.backends.cpu.lane_model`),
+        the largest of :data:`dualgpu.core.lanes.TILE_CANDIDATES` up to it that divides
+        the launch's lanes.
     """
 
     def __init__(self, py_func, fastmath=False):
