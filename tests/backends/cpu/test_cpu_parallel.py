@@ -1,4 +1,7 @@
 """The cpu backend's parallel launches: the serial/parallel choice from measured costs, pieces."""
+import time
+
+import numpy as np
 import pytest
 
 from dualgpu.backends.cpu import parallel as cpu_parallel
@@ -143,3 +146,22 @@ def test_helpers_do_not_keep_a_launch_alive():
     time.sleep(0.2)  # let a late helper wake, find nothing, and wait again
     gc.collect()
     assert alive() is None
+
+
+def test_own_helper_threads_are_not_load(monkeypatch):
+    # a helper still spinning after a launch is this process's, not another process: the
+    # load check subtracts it, and it stops counting once it blocks again
+    from dualgpu.backends.cpu.kernel import compile_kernel
+    from simulations import heat1d
+
+    monkeypatch.setattr(cpu_parallel, "FORCE", True)
+    monkeypatch.setattr(cpu_parallel, "available_threads", lambda: 2)
+    u, u_new = np.linspace(0.0, 1.0, 4096), np.zeros(4096)
+    compile_kernel(heat1d.step_periodic)[16, 256](u, u_new, 0.25)
+    helpers = cpu_parallel._HELPERS
+    assert cpu_parallel._own_running() == 1 + helpers.active
+    deadline = time.monotonic() + 5.0
+    while helpers.active and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert helpers.active == 0  # spun out, then blocked: idle helpers burn no core
+    np.testing.assert_allclose(u_new[1:-1], u[1:-1])  # a linear profile stays put
