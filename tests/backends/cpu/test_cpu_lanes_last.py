@@ -60,6 +60,7 @@ def _check_against_slices(kernel, griddim, blockdim, args, tile, launches=2):
 @pytest.mark.parametrize("kernel, kind", [
     (nbody.accelerations, "compute"), (pendulum_samples.integrate, "compute"),
     (kl.pair_sum, "compute"), (kl.relax_in_place, "compute"), (kl.even_rows, "compute"),
+    (kl.scatter_pairs, "compute"),
     (heat1d.step_periodic, "memory"), (nbody.kick_drift, "memory"),
     (kt.axpy_in_place, "memory"),
 ])
@@ -96,6 +97,36 @@ def test_two_d_arrays_dual_scalars_and_outputs_written_in_part(rng, launch_mode)
     compiled = _check_against_slices(kl.even_rows, 1, 16, (a, s, out), tile=32)
     np.testing.assert_array_equal(out.partials[:, 1::2], before)  # rows the kernel skips
     assert any(spec.lanes_last for spec in compiled._launchers)
+
+
+def test_atomics_into_a_dual_array(rng, launch_mode):
+    # kernels with atomics run serially; every tile starts from the same values of out
+    x, out = _dual(rng, 24, 64), _dual(rng, 24, 64)
+    compiled = _check_against_slices(kl.scatter_pairs, 1, 32, (x, out), tile=32)
+    assert any(spec.lanes_last for spec in compiled._launchers)
+
+
+def test_atomic_scatter_jacobian_matches_central_differences(rng):
+    n = 24
+    x0 = np.sort(rng.random(n)) * 3
+
+    def f(x):
+        out = dualgpu.cuda.to_device(np.zeros(n))
+        kl.scatter_pairs[1, 32](dualgpu.cuda.to_device(x), out)
+        return out.copy_to_host()
+
+    def numpy_f(x):
+        d = x[None, :] - x[:, None]  # d[i, j] = x[j] - x[i], added to out[j]
+        terms = 0.5 * d / (d * d + 0.5) ** 1.5
+        np.fill_diagonal(terms, 0.0)
+        return terms.sum(axis=0)
+
+    with dualgpu.using_backend("cpu"):
+        np.testing.assert_allclose(f(x0), numpy_f(x0), rtol=1e-12)
+        jac = np.asarray(dualgpu.jacfwd(f, progress=False)(x0))
+    h = 1e-6
+    fd = np.stack([(numpy_f(x0 + h * e) - numpy_f(x0 - h * e)) / (2 * h) for e in np.eye(n)], 1)
+    np.testing.assert_allclose(jac, fd, rtol=1e-6, atol=1e-8)
 
 
 def test_aliased_dual_arguments_run_lane_major(rng, launch_mode):
