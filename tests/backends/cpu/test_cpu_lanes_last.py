@@ -6,7 +6,6 @@ give (tests/fixtures/tile_checks.py), in place, on 2-D arrays, with dual scalars
 outputs written only in part, serially and in pieces; its Jacobians must match central
 differences; and the emitted assembly must show packed FMA in the lane loop.
 """
-import copy
 import re
 
 import numpy as np
@@ -14,47 +13,15 @@ import pytest
 
 import kernels_lanes_last as kl
 import kernels_tiles as kt
-from tile_checks import assert_slice_equal, lane_slice
+from tile_checks import check_against_slices as _check_against_slices
+from tile_checks import random_dual as _dual
 import dualgpu
 from dualgpu import Dual
 from dualgpu.core import _context
-from dualgpu.core.dualarray import DualArray
 from dualgpu.backends.cpu import kernel as cpu
 from dualgpu.backends.cpu import parallel as cpu_parallel
 from dualgpu.backends.cpu.lane_model import TILE_WIDTH, kernel_profile
 from simulations import heat1d, nbody, pendulum_samples
-
-
-def _dual(rng, shape, lanes, dtype=np.float64):
-    shape = (shape,) if np.ndim(shape) == 0 else tuple(shape)
-    return DualArray(rng.random(shape).astype(dtype), rng.random((lanes,) + shape).astype(dtype))
-
-
-@pytest.fixture(params=["serial", "pieces"])
-def launch_mode(request, monkeypatch):
-    if request.param == "pieces":
-        monkeypatch.setattr(cpu_parallel, "FORCE", True)
-        monkeypatch.setattr(cpu_parallel, "available_threads", lambda: 2)
-    else:
-        monkeypatch.setattr(cpu_parallel, "ENABLED", False)
-    return request.param
-
-
-def _check_against_slices(kernel, griddim, blockdim, args, tile, launches=2):
-    """Tiled launches of ``tile`` lanes vs the same launches on each tile's slice, bitwise."""
-    lanes = next(a.lanes for a in args if isinstance(a, DualArray))
-    reference = [copy.deepcopy(args) for _ in range(lanes // tile)]
-    compiled = cpu.compile_kernel(kernel)
-    for _ in range(launches):
-        with _context.dual_allocation(lanes, tile=tile):
-            compiled.launch(griddim, blockdim, args)
-    for t, ref in enumerate(reference):
-        memo = {}
-        sliced = [lane_slice(a, t * tile, (t + 1) * tile, memo) for a in ref]
-        for _ in range(launches):
-            compiled.launch(griddim, blockdim, tuple(sliced))
-        assert_slice_equal(args, sliced, t * tile, (t + 1) * tile)
-    return compiled
 
 
 @pytest.mark.parametrize("kernel, kind", [

@@ -12,47 +12,15 @@ import pytest
 
 import kernels_tiles as kt
 from tile_checks import assert_slice_equal, lane_slice
+from tile_checks import check_against_slices as _check_against_slices
+from tile_checks import launch_tiled as _launch
+from tile_checks import random_dual as _dual
 from dualgpu.core import _context
 from dualgpu.backends.common import access as _access
 from dualgpu.backends.cpu import kernel as cpu
 from dualgpu.backends.cpu import parallel as cpu_parallel
 from dualgpu.backends.cpu import tiles as cpu_tiles
 from dualgpu.core.dualarray import DualArray
-
-
-def _dual(rng, shape, lanes, dtype=np.float64):
-    shape = (shape,) if np.ndim(shape) == 0 else tuple(shape)
-    return DualArray(rng.random(shape).astype(dtype), rng.random((lanes,) + shape).astype(dtype))
-
-
-def _launch(kernel, griddim, blockdim, args, tile):
-    lanes = next(a.lanes for a in args if isinstance(a, DualArray))
-    with _context.dual_allocation(lanes, tile=tile):
-        cpu.compile_kernel(kernel).launch(griddim, blockdim, args)
-
-
-def _check_against_slices(kernel, griddim, blockdim, args, tile, launches=2):
-    """Run ``launches`` tiled launches and the same per tile slice; compare bitwise."""
-    lanes = next(a.lanes for a in args if isinstance(a, DualArray))
-    reference = [copy.deepcopy(args) for _ in range(lanes // tile)]
-    for _ in range(launches):
-        _launch(kernel, griddim, blockdim, args, tile)
-    for t, ref in enumerate(reference):
-        memo = {}
-        sliced = [lane_slice(a, t * tile, (t + 1) * tile, memo) for a in ref]
-        for _ in range(launches):
-            cpu.compile_kernel(kernel).launch(griddim, blockdim, tuple(sliced))
-        assert_slice_equal(args, sliced, t * tile, (t + 1) * tile)
-
-
-@pytest.fixture(params=["serial", "pieces"])
-def launch_mode(request, monkeypatch):
-    if request.param == "pieces":
-        monkeypatch.setattr(cpu_parallel, "FORCE", True)
-        monkeypatch.setattr(cpu_parallel, "available_threads", lambda: 2)
-    else:
-        monkeypatch.setattr(cpu_parallel, "ENABLED", False)
-    return request.param
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
