@@ -20,10 +20,7 @@ plain_vs_njit
     loops written with ``@njit(parallel=True)`` (:mod:`benchmarks.njit_references`),
     results compared bit for bit.
 """
-import json
 import os
-import subprocess
-import sys
 import tempfile
 import textwrap
 
@@ -32,7 +29,7 @@ import numpy as np
 import dualgpu
 from benchmarks import njit_references as ref
 from benchmarks import roofline
-from benchmarks.harness import PROFILES, SETTLE_S, measure_side_by_side, target
+from benchmarks.harness import PROFILES, SETTLE_S, measure_side_by_side, run_json_script, target
 from dualgpu.core.dualarray import DualArray
 from dualgpu.backends.cpu.kernel import compile_kernel  # internal: one kernel, timed alone
 
@@ -142,11 +139,10 @@ _FIRST_SCRIPT = textwrap.dedent("""
 def _fresh(who, nb, steps, cache):
     env = dict(os.environ, DUALGPU_CACHE_DIR=cache)
     code = _FIRST_SCRIPT.format(root=ROOT, nb=nb, steps=steps, who=who)
-    proc = subprocess.run([sys.executable, "-c", code], env=env, cwd=ROOT, capture_output=True,
-                          text=True, timeout=3000)
-    if proc.returncode != 0:
-        return {"error": proc.stderr.strip().splitlines()[-1][:300] if proc.stderr else "failed"}
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    try:
+        return run_json_script(code, env, ROOT, timeout=3000)
+    except RuntimeError as exc:
+        return {"error": (str(exc).splitlines() or ["failed"])[-1][:300]}
 
 
 def case_first_call(profile):

@@ -29,7 +29,6 @@ sass
     Registers and spills per simulation kernel at 0/1/8/16 lanes (:mod:`benchmarks.sass`).
 """
 import contextlib
-import json
 import os
 import subprocess
 import sys
@@ -43,7 +42,7 @@ import dualgpu
 from benchmarks import roofline
 from benchmarks.harness import (
     PROFILES, dual_heat_arrays, heat_initial, heat_jacobian, heat_jvp_njit_serial,
-    heat_njit_serial, heat_run, heat_simulate, load_driver, measure_side_by_side,
+    heat_njit_serial, heat_run, heat_simulate, load_driver, measure_side_by_side, run_json_script,
     nbody_jacobian, pendulum_jacobian, serial_launches, target,
 )
 from dualgpu import sparse
@@ -163,30 +162,22 @@ _NUMBA_SCRIPT = textwrap.dedent("""
 """)
 
 
-def _child(code, env, cwd):
-    proc = subprocess.run([sys.executable, "-c", code], env=env, cwd=cwd, capture_output=True,
-                          text=True, timeout=1800)
-    if proc.returncode != 0:
-        raise RuntimeError(proc.stderr.strip()[-2000:])
-    return json.loads(proc.stdout.strip().splitlines()[-1])
-
-
 def case_cold_start(profile):
     """First simulation run in a fresh process: with an empty compile cache, then a warm one."""
     nb = EXTRA[profile]["cold_nbody"]
     with tempfile.TemporaryDirectory() as cache, tempfile.TemporaryDirectory() as numba_dir:
         env = dict(os.environ, DUALGPU_CACHE_DIR=cache, DUALGPU_CACHE="1")
         script = _COLD_SCRIPT.format(root=ROOT, nb=nb)
-        cold = _child(script, env, ROOT)
-        warm = _child(script, env, ROOT)
+        cold = run_json_script(script, env, ROOT)
+        warm = run_json_script(script, env, ROOT)
         # numba's own cache=True, from a file in a fresh directory: compile, then reuse
         path = os.path.join(numba_dir, "reference.py")
         with open(path, "w") as fh:
             fh.write(_NUMBA_SCRIPT)
         numba_env = dict(os.environ)
         numba_env.pop("NUMBA_CACHE_DIR", None)
-        _child(f"exec(compile(open({path!r}).read(), {path!r}, 'exec'))", numba_env, numba_dir)
-        numba_warm = _child(f"exec(compile(open({path!r}).read(), {path!r}, 'exec'))",
+        run_json_script(f"exec(compile(open({path!r}).read(), {path!r}, 'exec'))", numba_env, numba_dir)
+        numba_warm = run_json_script(f"exec(compile(open({path!r}).read(), {path!r}, 'exec'))",
                             numba_env, numba_dir)
     return {"nbody": nb, "cold": cold, "warm": warm, "numba_cache_true": numba_warm,
             "targets": {"second_process_first_run": target(warm["first_run_s"], COLD_START_S)},

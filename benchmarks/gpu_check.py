@@ -307,9 +307,10 @@ def device_limits(backend, blocks, copy_bytes):
 
 
 def pair_loop_rate(backend, n, lanes=LANES):
-    """The dual N-body accelerations kernel at ``lanes`` lanes: GFLOP/s at 25 flops per pair
-    and lane (as :mod:`benchmarks.cases_simd` counts them)."""
+    """The dual N-body accelerations kernel at ``lanes`` lanes: GFLOP/s at
+    :data:`~benchmarks.njit_references.PAIR_LANE_FLOPS` per pair and lane."""
     import dualgpu
+    from benchmarks.njit_references import PAIR_LANE_FLOPS
     from dualgpu import DualArray, cuda
     from simulations import nbody
 
@@ -325,7 +326,7 @@ def pair_loop_rate(backend, n, lanes=LANES):
         nbody.accelerations[blocks, 128](*args)
         cuda.synchronize()
         seconds = time.perf_counter() - t0
-    return 25.0 * n * (n - 1) * lanes / seconds / 1e9
+    return PAIR_LANE_FLOPS * n * (n - 1) * lanes / seconds / 1e9
 
 
 def main(argv=None):

@@ -13,7 +13,10 @@ that :func:`serial_launches` and :func:`parallel_launches` set on purpose: the b
 measure launches with and without helper threads.
 """
 import contextlib
+import json
 import statistics
+import subprocess
+import sys
 import time
 
 import numpy as np
@@ -28,6 +31,7 @@ __all__ = [
     "heat_jvp_njit_serial", "heat_njit_parallel", "heat_initial", "dual_heat_arrays",
     "heat_jacobian", "nbody_jacobian", "pendulum_jacobian", "load_driver", "serial_launches",
     "parallel_launches", "measure", "measure_side_by_side", "interleaved", "rel_diff", "target",
+    "run_json_script", "SETTLE_S",
 ]
 
 THREADS = 256
@@ -244,6 +248,18 @@ def measure(fn, repeats, budget_s=None):
 #: numba's OpenMP threads keep spinning for a while after a ``prange`` loop, and a call
 #: timed right after one (dualgpu's helper threads, on 2 cores) runs up to 1.7x slower.
 SETTLE_S = 0.3
+
+
+def run_json_script(code, env, cwd, timeout=1800):
+    """Run ``python -c code`` in a fresh process; return the JSON of its last line of output.
+
+    Raises RuntimeError with the end of its stderr when it fails.
+    """
+    proc = subprocess.run([sys.executable, "-c", code], env=env, cwd=cwd, capture_output=True,
+                          text=True, timeout=timeout)
+    if proc.returncode != 0:
+        raise RuntimeError(proc.stderr.strip()[-2000:])
+    return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
 def measure_side_by_side(fns, repeats, budget_s=None, settle_s=0.0):

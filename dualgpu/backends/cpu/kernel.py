@@ -307,8 +307,7 @@ class CpuKernel(LaneTiles):
             cost = self._costs[spec] = cpu_parallel.LaunchCost()
         parallel = (
             cpu_parallel.ENABLED and not spec.restore and not self._translation.uses_atomics
-            and cost.parallel(items, presume=spec.lanes_last or (
-                kernel_profile(self._translation).kind == "compute"))
+            and cost.parallel(items, presume=kernel_profile(self._translation).kind == "compute")
         )
         if parallel:
             threads = cpu_parallel.available_threads()

@@ -21,8 +21,9 @@ compute-bound kernel's lanes-last launcher compiles: it is what packs a tile's l
 operations into vector instructions (see :mod:`dualgpu.backends.cpu.lanes_last`).
 
 :func:`inline_every_overload` marks a thread function's compiled code for LLVM to
-inline into the launcher's loop; it is the one place the cpu backend reaches into
-numba's internals (numba 0.68).
+inline into the launcher's loop. It and :func:`slp_vectorize` (a wrapper around numba's
+final-module optimisation) are the two places the cpu backend reaches into numba's
+internals (numba 0.68).
 """
 import contextlib
 import os
