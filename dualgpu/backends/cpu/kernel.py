@@ -175,11 +175,12 @@ class CpuKernel(LaneTiles):
         if launcher is None:
             thread, nrt = self._thread(spec)
             unguarded = spec.base == "bounded"
-            bound = self._translation.guard.bound if unguarded else ""
+            guard = self._translation.guard if unguarded else None
             launcher = make_launcher(
-                spec, self.params, bound, self._translation.inner_axis, thread, self.fastmath,
-                nrt, f"cpu launcher of {self.name}",
+                spec, self.params, guard.bound if guard else "", self._translation.inner_axis,
+                thread, self.fastmath, nrt, f"cpu launcher of {self.name}",
                 thread_key=self._thread_key(spec.lanes, unguarded, nrt, spec.tracer),
+                assume=guard.assume if guard else "",
             )
             self._launchers[spec] = launcher
         return launcher

@@ -373,7 +373,7 @@ def chunk_length(base, griddim, blockdim, inner, tiles, threads):
     if base == "blocks":
         length, rows = griddim[0] * griddim[1] * griddim[2], 1
     else:
-        axis = "xyz".index(inner if base == "flat" else "x")
+        axis = "xyz".index(inner)
         length = griddim[axis] * blockdim[axis]
         rows = 1
         for k in range(3):

@@ -109,7 +109,7 @@ class Translation:
         self.guard = None
         if (
             role == "kernel" and not self.uses_atomics and not self.uses_block_index
-            and self.inner_axis == "x" and not self.block_level
+            and not self.block_level
         ):
             self.guard = find_guard(tree, self.params, self.namespace)
         self.namespace.values.update(RUNTIME)
