@@ -306,17 +306,21 @@ class CpuKernel(LaneTiles):
         cost = self._costs.get(spec)
         if cost is None:
             cost = self._costs[spec] = cpu_parallel.LaunchCost()
-        parallel = (
-            cpu_parallel.ENABLED and not spec.restore and not self._translation.uses_atomics
-            and cost.parallel(items, presume=kernel_profile(self._translation).kind == "compute")
-        )
+        eligible = (cpu_parallel.ENABLED and not spec.restore
+                    and not self._translation.uses_atomics)
+        parallel = eligible and cost.parallel(
+            items, presume=kernel_profile(self._translation).kind == "compute")
+        threads = 1
         if parallel:
             threads = cpu_parallel.available_threads()
             parallel = threads > 1
         dual = bool(spec.lanes)
         tiles_range = (first_tile, first_tile + tiles)
+        # a large launch that may go parallel runs its serial launches with the pieces
+        # launcher too (one thread claims every piece): one launcher to compile, not two
+        in_pieces = parallel or (eligible and items >= cpu_parallel.PIECES_SERIAL_MIN_ITEMS)
         with _llvm.slp_vectorize() if spec.lanes_last else _NO_CONTEXT:
-            if parallel:
+            if in_pieces:
                 pieces = spec._replace(mode="pieces")
                 launcher = self._launcher(pieces)
                 control = cpu_parallel.control_array()
@@ -328,7 +332,10 @@ class CpuKernel(LaneTiles):
                     self._warm.add(pieces)
                 start = time.perf_counter()
                 cpu_parallel.run_parallel(launcher, arguments, control, threads)
-                cost.record_parallel(time.perf_counter() - start, items)
+                if parallel:
+                    cost.record_parallel(time.perf_counter() - start, items)
+                else:
+                    cost.record_serial(time.perf_counter() - start, items)
                 return
             launcher = self._launchers.get(spec)
             if launcher is None:

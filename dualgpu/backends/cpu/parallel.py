@@ -34,9 +34,9 @@ from numba.core import cgutils
 from numba.extending import intrinsic
 
 __all__ = [
-    "PARALLEL_MIN_SECONDS", "PARALLEL_MIN_ITEMS", "ENABLED", "LaunchCost", "run_parallel",
-    "available_threads", "chunk_length", "control_array", "serial_launches", "claim", "finish",
-    "CONTROL_SLOTS",
+    "PARALLEL_MIN_SECONDS", "PARALLEL_MIN_ITEMS", "PIECES_SERIAL_MIN_ITEMS", "ENABLED",
+    "LaunchCost", "run_parallel", "available_threads", "chunk_length", "control_array",
+    "serial_launches", "claim", "finish", "CONTROL_SLOTS",
 ]
 
 #: False: every launch runs serially (see :func:`serial_launches`).
@@ -53,6 +53,12 @@ PARALLEL_MIN_SECONDS = 300e-6
 #: Launches of fewer items (CUDA threads times lane tiles) are never timed and
 #: never run in parallel: the fast path for small kernels.
 PARALLEL_MIN_ITEMS = 256
+
+#: Launches of at least this many items that may run in parallel run their serial launches
+#: with the "pieces" launcher as well (one thread claims every piece), so a kernel that
+#: switches to parallel compiles one launcher, not two (a compile costs 0.2-2 s; claiming
+#: pieces costs a few microseconds, against about 50 us of work at this size).
+PIECES_SERIAL_MIN_ITEMS = 65536
 
 #: Pieces per thread a parallel launch is cut into (dynamic balance vs claims).
 PIECES_PER_THREAD = 8

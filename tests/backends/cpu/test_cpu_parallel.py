@@ -165,3 +165,31 @@ def test_own_helper_threads_are_not_load(monkeypatch):
         time.sleep(0.01)
     assert helpers.active == 0  # spun out, then blocked: idle helpers burn no core
     np.testing.assert_allclose(u_new[1:-1], u[1:-1])  # a linear profile stays put
+
+
+def test_large_serial_launches_use_the_pieces_launcher(monkeypatch):
+    # one launcher per kernel: a large launch measured serially (one thread claims every
+    # piece) and later run in parallel compiles only the "pieces" launcher
+    from dualgpu.backends.common.translate import unwrap
+    from dualgpu.backends.cpu import kernel as cpu
+    import kernels_for_cpu_backend as kfc
+
+    n = cpu_parallel.PIECES_SERIAL_MIN_ITEMS + 1000
+    u = np.random.default_rng(1).random(n)
+    kernel = cpu.CpuKernel(unwrap(kfc.heat_1d))
+    monkeypatch.setattr(cpu_parallel, "available_threads", lambda: 1)  # a busy machine
+    blocks = (n + 127) // 128
+    got = np.zeros(n)
+    for _ in range(3):
+        kernel.launch(blocks, 128, (u, got, 0.2))
+    assert {spec.mode for spec in kernel._launchers} == {"pieces"}
+    assert len(kernel._costs[next(iter(kernel._costs))].serial) == 2  # measured serially
+    expected = np.zeros(n)
+    with cpu_parallel.serial_launches():
+        reference = cpu.CpuKernel(unwrap(kfc.heat_1d))
+        reference.launch(blocks, 128, (u, expected, 0.2))
+    assert {spec.mode for spec in reference._launchers} == {"serial"}
+    np.testing.assert_array_equal(got, expected)
+    small = cpu.CpuKernel(unwrap(kfc.heat_1d))  # a small launch: the serial launcher
+    small.launch(4, 128, (u[:500], np.zeros(500), 0.2))
+    assert {spec.mode for spec in small._launchers} == {"serial"}
