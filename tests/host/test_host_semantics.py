@@ -325,7 +325,8 @@ def test_sparsity_tracer_moves_through_functions_that_only_move_data():
 def _heat_objectives(u0, alpha, left, data, x):
     from simulations import heat1d
 
-    u = heat1d.simulate(u0, n_steps=15, alpha=alpha, left=left)
+    # one block of 16 threads for the 16 cells (the simulator runs each thread in Python)
+    u = heat1d.simulate(u0, n_steps=15, alpha=alpha, left=left, threads_per_block=16)
     misfit = np.linalg.norm(u - data)
     centroid = np.sum(x * u) / np.sum(u)
     return misfit, centroid, u.max()
