@@ -5,8 +5,10 @@ compiles it as the GPU backend prepares it to PTX and assembles it with ``ptxas 
 and 16 lanes. Stencils must not spill at 8 lanes. The block-level kernels of
 tests/fixtures/block_kernels.py are assembled too, plain and dual (dual shared tiles, dual shuffles).
 """
+import functools
 import os
 import sys
+from unittest import mock
 
 import pytest
 from numba import types
@@ -31,25 +33,44 @@ STENCILS = {"heat1d", "heat2d", "gray_scott", "wave2d"}
 
 @pytest.fixture(scope="module")
 def kernels():
-    return {name: sass.kernel_types(name) for name in SIMULATIONS}
+    """``sass.kernel_types`` of every simulation, its launches recorded but not run.
+
+    The argument types are all SASS needs: the recorder wraps ``CpuKernel.launch``, here a
+    no-op, so the cpu backend compiles nothing (the simulations' cpu runs are tested in
+    tests/integration).
+    """
+    from dualgpu.backends.cpu.kernel import CpuKernel
+
+    with mock.patch.object(CpuKernel, "launch", lambda self, *args, **kwargs: None):
+        return {name: sass.kernel_types(name) for name in SIMULATIONS}
+
+
+@pytest.fixture(scope="module")
+def sass_of(kernels):
+    """``sass_of(simulation, kernel, lanes)``: ptxas's numbers, each kernel assembled once."""
+
+    @functools.lru_cache(maxsize=None)
+    def assembled(simulation, kernel, lanes):
+        py_func, plain, dual = kernels[simulation][kernel]
+        return sass.kernel_sass(py_func, plain if lanes == 0 else dual, lanes)
+
+    return assembled
 
 
 @pytest.mark.parametrize("lanes", [0, 1, 8, 16])
 @pytest.mark.parametrize("simulation", SIMULATIONS)
-def test_simulation_kernels_assemble(kernels, simulation, lanes):
+def test_simulation_kernels_assemble(kernels, sass_of, simulation, lanes):
     for kernel, (py_func, plain, dual) in kernels[simulation].items():
         assert dual is not None, f"{simulation}.{kernel} was not launched with duals"
-        entry = sass.kernel_sass(py_func, plain if lanes == 0 else dual, lanes)
+        entry = sass_of(simulation, kernel, lanes)
         assert 0 < entry["registers"] <= 255, (simulation, kernel, lanes, entry)
         if simulation in STENCILS and lanes <= 8:
             assert entry["spill_stores"] == 0 and entry["spill_loads"] == 0, (
                 f"{simulation}.{kernel} spills at {lanes} lanes: {entry}")
 
 
-def test_more_lanes_need_more_registers(kernels):
-    py_func, plain, dual = kernels["nbody"]["accelerations"]
-    registers = [sass.kernel_sass(py_func, plain if n == 0 else dual, n)["registers"]
-                 for n in (0, 1, 8)]
+def test_more_lanes_need_more_registers(sass_of):
+    registers = [sass_of("nbody", "accelerations", n)["registers"] for n in (0, 1, 8)]
     assert registers == sorted(registers) and registers[0] < registers[2]
 
 
