@@ -93,8 +93,6 @@ class _BoundBuilder:
         self.namespace = namespace
         self.indices = {}  # name -> axis of the global indices assigned so far
         self.kinds = {}  # prefix local -> "int" or "pure"
-        self.int_params = set()
-        self.array_params = set()
 
     def _builtin(self, name):
         return (
@@ -234,7 +232,7 @@ def _guard_conditions(test, indices):
     return keeps, [(index, bound, op in (ast.Lt, ast.GtE)) for index, bound, op in found]
 
 
-def _index_assignment(stmt, builder, params):
+def _index_assignment(stmt, builder):
     """The ``{name: axis}`` a statement assigns from global indices (``i = cuda.grid(1)``,
     ``i, j = cuda.grid(2)`` as rewritten), {} if it assigns none, None if it is unusable."""
     target, value = stmt.targets[0], stmt.value
@@ -254,7 +252,7 @@ def _index_assignment(stmt, builder, params):
         if not isinstance(name, ast.Name):
             return None
         axis = _AXES[index.id]
-        if (name.id in params or name.id in builder.kinds or name.id in builder.indices
+        if (name.id in builder.params or name.id in builder.kinds or name.id in builder.indices
                 or name.id in found or axis in axes):
             return None
         found[name.id] = axis
@@ -262,7 +260,7 @@ def _index_assignment(stmt, builder, params):
     return found
 
 
-def _shape_unpacking(stmt, builder):
+def _shape_unpacking(stmt):
     """``nx, ny = u.shape`` (u an array parameter): ``[(name, u.shape[k]), ...]``, else None."""
     target, value = stmt.targets[0], stmt.value
     if not (
@@ -302,13 +300,13 @@ def find_guard(tree, params, namespace):
     for pos in range(start, len(body)):
         stmt = body[pos]
         if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1:
-            indices = _index_assignment(stmt, builder, params)
+            indices = _index_assignment(stmt, builder)
             if indices is None:
                 return None
             if indices:
                 builder.indices.update(indices)
                 continue
-            unpacked = _shape_unpacking(stmt, builder)
+            unpacked = _shape_unpacking(stmt)
             if unpacked is None and isinstance(stmt.targets[0], ast.Name):
                 unpacked = [(stmt.targets[0].id, stmt.value)]
             if unpacked is None:
@@ -341,7 +339,7 @@ def find_guard(tree, params, namespace):
                 return None
             rest = body[pos + 1:]
         bounds = {builder.indices[index]: (bound, strict) for index, bound, strict in conditions}
-        return _make_guard(tree, body[:pos] + rest, builder, prefix, bounds, params)
+        return _make_guard(tree, body[:pos] + rest, builder, prefix, bounds)
     return None
 
 
@@ -350,7 +348,7 @@ def _prefix_names(node):
             if isinstance(n, ast.Name) and n.id.startswith("_dg_p_")}
 
 
-def _make_guard(tree, new_body, builder, prefix, bounds, params):
+def _make_guard(tree, new_body, builder, prefix, bounds):
     """Build the :class:`Guard` once the pattern matched (None if an EXPR does not qualify).
 
     ``bounds``: per guarded axis, ``(EXPR, strict)``: indices ``0 .. EXPR - 1`` pass
@@ -400,7 +398,7 @@ def _make_guard(tree, new_body, builder, prefix, bounds, params):
         source += f"    if {m} < 0:\n        {m} = {m} * 0\n"
     unguarded = copy.deepcopy(tree)
     unguarded.body = copy.deepcopy(new_body) or [ast.Pass()]
-    positions = {p: k for k, p in enumerate(params)}
+    positions = {p: k for k, p in enumerate(builder.params)}
     return Guard(
         unguarded, source, tuple(sorted(positions[p] for p in ints)),
         tuple(sorted(positions[p] for p in arrays)), assume,
