@@ -9,6 +9,7 @@ from numba import cuda
 from numba.cuda import simulator as sim
 
 import kernels_for_cpu_backend as kfc
+from tile_checks import launched
 from kernels_for_cpu_backend import laplacian_1d
 from dualgpu.backends.cpu import intrinsics as cpu_intrinsics
 from dualgpu.backends.cpu import kernel as cpu
@@ -63,22 +64,6 @@ def run_cpu(kernel, griddim, blockdim, *args):
     cpu.compile_kernel(kernel).launch(griddim, blockdim, args)
 
 
-@pytest.fixture(params=["serial", "pieces"])
-def mode(request, monkeypatch):
-    """Run a test once with serial launchers and once with parallel ones forced (2 threads)."""
-    if request.param == "pieces":
-        monkeypatch.setattr(cpu_parallel, "FORCE", True)
-        monkeypatch.setattr(cpu_parallel, "available_threads", lambda: 2)
-    else:
-        monkeypatch.setattr(cpu_parallel, "ENABLED", False)
-    return request.param
-
-
-def launched(kernel):
-    """The (tile lanes, loop shape, mode) of every launcher a CpuKernel has built."""
-    return {(spec.lanes, spec.base, spec.mode) for spec in kernel._launchers}
-
-
 # --- kernels defined in this module, using device functions from another module
 @cuda.jit
 def heat_1d_device(u, u_new):
@@ -105,7 +90,7 @@ def early_return_odd(x, out):
 
 
 # --- correctness against the simulator --------------------------------------------
-def test_heat_1d_boundary_branches(rng, mode):
+def test_heat_1d_boundary_branches(rng, launch_mode):
     u = rng.random(1000)
     expected, got = np.full_like(u, np.nan), np.full_like(u, np.nan)
     simulate(kfc.heat_1d, 4, 256, u, expected, 0.2)
@@ -114,10 +99,10 @@ def test_heat_1d_boundary_branches(rng, mode):
     np.testing.assert_allclose(got, expected, rtol=1e-14)
     assert not kernel._translation.uses_block_index
     # "if i >= n: return" is hoisted out of the launch loop
-    assert (0, "bounded", mode) in launched(kernel)
+    assert (0, "bounded", launch_mode) in launched(kernel)
 
 
-def test_heat_2d_boundary_branches(rng, mode):
+def test_heat_2d_boundary_branches(rng, launch_mode):
     u = rng.random((37, 21))
     expected, got = np.full_like(u, np.nan), np.full_like(u, np.nan)
     simulate(kfc.heat_2d, (5, 3), (8, 8), u, expected, 0.1)
@@ -125,10 +110,10 @@ def test_heat_2d_boundary_branches(rng, mode):
     kernel.launch((5, 3), (8, 8), (u, got, 0.1))
     np.testing.assert_allclose(got, expected, rtol=1e-14)
     # "if i < nx and j < ny:" is hoisted out of the launch loops (40 x 24 threads, 37 x 21 cells)
-    assert (0, "bounded", mode) in launched(kernel)
+    assert (0, "bounded", launch_mode) in launched(kernel)
 
 
-def test_3d_grid_and_every_index(mode):
+def test_3d_grid_and_every_index(launch_mode):
     shape = (5, 6, 7)
     griddim, blockdim = (2, 3, 2), (3, 2, 4)
     expected = np.full(shape, -1, dtype=np.int64)
@@ -141,10 +126,10 @@ def test_3d_grid_and_every_index(mode):
     np.testing.assert_array_equal(got, expected)
     np.testing.assert_array_equal(ids_got, ids_expected)
     assert kernel._translation.uses_block_index
-    assert (0, "blocks", mode) in launched(kernel)
+    assert (0, "blocks", launch_mode) in launched(kernel)
 
 
-def test_3d_flat_grid(mode):
+def test_3d_flat_grid(launch_mode):
     shape = (5, 6, 7)
     expected = np.full(shape, -1.0)
     got = expected.copy()
@@ -154,7 +139,7 @@ def test_3d_flat_grid(mode):
     np.testing.assert_array_equal(got, expected)
     assert kernel._translation.inner_axis == "z"
     # its 3-D guard is hoisted: the loops run over the 5 x 6 x 7 cells, innermost over z
-    assert (0, "bounded", mode) in launched(kernel)
+    assert (0, "bounded", launch_mode) in launched(kernel)
 
 
 def test_innermost_loop_follows_the_contiguous_index(rng):
@@ -545,7 +530,7 @@ _HOISTED = [
 
 @pytest.mark.parametrize("kernel, extra", _HOISTED, ids=lambda v: getattr(v, "__name__", None))
 @pytest.mark.parametrize("n, griddim, blockdim", [(100, 4, 32), (100, 2, 32), (64, 2, 32)])
-def test_hoisted_guard_matches_simulator(kernel, extra, n, griddim, blockdim, rng, mode):
+def test_hoisted_guard_matches_simulator(kernel, extra, n, griddim, blockdim, rng, launch_mode):
     u = rng.random(n) + 0.5
     expected, got = np.full_like(u, np.nan), np.full_like(u, np.nan)
     simulate(kernel, griddim, blockdim, u, expected, *extra)
@@ -553,7 +538,7 @@ def test_hoisted_guard_matches_simulator(kernel, extra, n, griddim, blockdim, rn
     assert compiled._translation.guard is not None
     compiled.launch(griddim, blockdim, (u, got, *extra))
     np.testing.assert_array_equal(got, expected)
-    assert (0, "bounded", mode) in launched(compiled)
+    assert (0, "bounded", launch_mode) in launched(compiled)
 
 
 def test_hoisted_guard_over_a_2d_launch(rng):

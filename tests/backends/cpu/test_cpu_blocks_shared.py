@@ -3,15 +3,9 @@
 The kernels of ``tests/fixtures/block_kernels_cpu.py``: tiled matmul, scans, 3-D blocks, shared
 arrays of several dtypes with atomics, dynamic shared memory, local arrays across barriers,
 ``syncthreads_or`` loops and uniform breaks, barriers in device functions, grid groups; and the
-constructs the backend refuses, named with their line.
-
-Every kernel is checked three ways: its plain result on the cpu backend equals
-numba's CUDA simulator (dualgpu's ``cudasim`` backend with plain arrays; numpy where
-the simulator lacks warp functions) and a numpy reference, and its Jacobians with
-respect to state and parameters on the cpu backend equal central finite
-differences (float64 and, where the kernel has one, float32). Jacobians are taken
-8 lanes at a time (the last chunk padded), so each kernel compiles once for duals
-(``tests/fixtures/block_checks.py``).
+constructs the backend refuses, named with their line. Each kernel is checked as in
+``test_cpu_blocks.py``: against numba's simulator and numpy, and its Jacobians against
+central differences (``tests/fixtures/block_checks.py``).
 """
 import numpy as np
 import pytest

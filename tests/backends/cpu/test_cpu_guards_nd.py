@@ -7,6 +7,7 @@ from numba.cuda import simulator as sim
 
 import dualgpu
 import kernels_guards_nd as kg
+from tile_checks import launched
 from dualgpu.backends.common.translate import unwrap
 from dualgpu.backends.cpu import kernel as cpu
 from dualgpu.testing import check_jacobian
@@ -14,10 +15,6 @@ from dualgpu.testing import check_jacobian
 
 def simulate(kernel, griddim, blockdim, *args):
     sim.jit(unwrap(kernel))[griddim, blockdim](*args)
-
-
-def launched(kernel):
-    return {(spec.lanes, spec.base, spec.mode) for spec in kernel._launchers}
 
 
 def fresh(kernel):
