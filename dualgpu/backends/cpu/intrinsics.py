@@ -17,6 +17,7 @@ from numba.np.arrayobj import populate_array
 from dualgpu.compiled.arrays import empty_dual_array, make_dual_array
 from dualgpu.core import float_to_int as _float_to_int
 from dualgpu.core import int_power as _int_power
+from dualgpu.backends.cpu import remainder as _remainder
 from dualgpu.core.dualarray import DualArray
 from dualgpu.backends.common.local_array_types import literal_shape, scalar_dtype
 from dualgpu.backends.cpu.blocks import runtime as _blocks_runtime
@@ -264,5 +265,6 @@ RUNTIME = {"_dg_local_array": _dg_local_array, "_dg_lanemask_lt": _blocks_runtim
 RUNTIME.update({f"_dg_atomic_{op}": globals()[f"_dg_atomic_{op}"] for op in ATOMIC_OPS})
 RUNTIME.update({f"_dg_{f.__name__}": f for f in _float_to_int.REPLACEMENTS.values()})
 RUNTIME["_dg_power"] = _int_power.power
+RUNTIME["_dg_mod"] = _remainder.remainder
 #: math.floor/ceil/trunc -> the runtime name of their saturating int64 version
 FLOAT_TO_INT = {m: f"_dg_{f.__name__}" for m, f in _float_to_int.REPLACEMENTS.items()}

@@ -115,6 +115,11 @@ class CpuRewriter(CudaRewriter):
     def visit_BinOp(self, node):
         # float ** int at zero: inf as numba.cuda and numpy give (numba's CPU raises)
         node = self.generic_visit(node)
+        # integer a % b without a division where it is a (see .remainder: periodic indices)
+        if isinstance(node.op, ast.Mod):
+            return ast.copy_location(
+                ast.Call(func=_name("_dg_mod"), args=[node.left, node.right], keywords=[]),
+                node)
         # (a constant exponent >= 0 keeps numba's unrolled products: it cannot divide)
         if isinstance(node.op, ast.Pow) and not (
                 isinstance(node.right, ast.Constant) and not isinstance(node.right.value, bool)
