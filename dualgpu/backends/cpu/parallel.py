@@ -322,12 +322,18 @@ class LaunchCost:
 
         ``presume``: the kernel is compute-bound (its threads loop), so a launch of
         :data:`PARALLEL_MIN_ITEMS` or more runs in parallel from the first, without
-        serial launches to measure; the machine's load still decides how many threads.
+        serial launches to measure, and stays parallel: the machine's load decides how
+        many threads (:func:`available_threads`, per launch), not a race of means that one
+        slow join could tip to serial for hundreds of launches (measured: a plain N-body
+        step ran serially, 2x slower, for whole benchmark rounds after one). Serial
+        launches made while the machine was busy count only to keep a launch too short to
+        pay for a helper (under :data:`PARALLEL_MIN_SECONDS`) serial.
         """
         if FORCE:
             return True
-        if presume and not self.serial:
-            return items >= PARALLEL_MIN_ITEMS
+        if presume:
+            return items >= PARALLEL_MIN_ITEMS and (
+                not self.serial or min(self.serial) * items >= PARALLEL_MIN_SECONDS)
         serial = self.serial
         if len(serial) < 2 or min(serial) * items < PARALLEL_MIN_SECONDS:
             return False

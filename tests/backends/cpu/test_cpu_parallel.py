@@ -44,6 +44,21 @@ def test_compute_bound_launches_are_presumed_parallel():
     assert not LaunchCost().parallel(10 ** 6)  # not presumed: measured serially first
 
 
+def test_compute_bound_launches_stay_parallel():
+    """Slow parallel launches (a descheduled helper) do not send a compute-bound kernel
+    serial: the load check decides per launch. Only serial launches (made while the machine
+    was busy) that show the launch too short for a helper do."""
+    items = 1000
+    cost = _measured(1e-3, items)  # two serial launches of 1 ms: long enough
+    cost.record_parallel(1.0, items)
+    for _ in range(cpu_parallel.SAMPLES):
+        cost.record_parallel(5e-3, items)  # five times slower than serial
+    assert all(cost.parallel(items, presume=True) for _ in range(4 * cpu_parallel.EXPLORE_MAX))
+    assert not cost.parallel(items)  # a kernel that is not compute-bound goes back to serial
+    short = _measured(0.5 * cpu_parallel.PARALLEL_MIN_SECONDS, items)
+    assert not short.parallel(items, presume=True)
+
+
 def test_parallel_is_kept_only_while_it_is_faster():
     cost = _measured(1e-3, 1000)  # 1 us per item
     assert cost.parallel(1000)
