@@ -18,15 +18,26 @@ def _python(*args, timeout=300):
                           timeout=timeout)
 
 
-def test_run_tiny_writes_json_and_table(tmp_path):
-    out = tmp_path / "results.json"
-    proc = _python(RUN, "--tiny", "--only", "overhead", "--only", "launch", "--only", "memory",
-                   "--only", "peers_pendulum", "--out", str(out))
+#: the cases both run.py tests below check, run by one process (one interpreter start and one
+#: import of dualgpu, numba and the peers instead of two)
+TINY_CASES = ("overhead", "launch", "memory", "peers_pendulum", "jvp_primal", "coloring", "sass")
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory):
+    """``(process, results json)`` of ``run.py --tiny`` with every case of ``TINY_CASES``."""
+    out = tmp_path_factory.mktemp("benchmarks") / "results.json"
+    only = [arg for case in TINY_CASES for arg in ("--only", case)]
+    proc = _python(RUN, "--tiny", *only, "--out", str(out))
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    data = json.loads(out.read_text())
+    return proc, json.loads(out.read_text())
+
+
+def test_run_tiny_writes_json_and_table(tiny_run):
+    proc, data = tiny_run
     assert data["profile"] == "tiny"
     results = data["results"]
-    assert set(results) == {"overhead", "launch", "memory", "peers_pendulum"}
+    assert set(results) == set(TINY_CASES)
     overhead = results["overhead"]
     assert [row["lanes"] for row in overhead["dual"]] == [1, 2]
     assert overhead["values_match"] is True
@@ -44,12 +55,9 @@ def test_run_tiny_writes_json_and_table(tmp_path):
     assert "Jacobian, pendulum" in proc.stdout
 
 
-def test_run_tiny_target_cases(tmp_path):
-    out = tmp_path / "results.json"
-    proc = _python(RUN, "--tiny", "--only", "jvp_primal", "--only", "coloring", "--only", "sass",
-                   "--out", str(out))
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    results = json.loads(out.read_text())["results"]
+def test_run_tiny_target_cases(tiny_run):
+    proc, data = tiny_run
+    results = data["results"]
     assert results["jvp_primal"]["values_match"] is True
     # dualgpu's tangent equals the hand-written JVP loop's (same arithmetic, same order)
     assert results["jvp_primal"]["tangent_rel_diff_vs_by_hand"] < 1e-12
