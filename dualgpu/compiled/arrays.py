@@ -19,6 +19,7 @@ from numba import types
 from numba.core import cgutils
 from numba.core.errors import TypingError
 from numba.core.extending import intrinsic, overload, register_jitable
+from numba.np import arrayobj
 
 from dualgpu.compiled.attributes import array_attributes
 from dualgpu.compiled.types import DualArrayType, DualType, dual_array_type, make_dual
@@ -90,38 +91,97 @@ _GETITEM = {}
 _SETITEM = {}
 
 
-def _element_getter(ndim, n, index_is_tuple):
-    key = (ndim, n, index_is_tuple)
+def _lane_pointers(context, builder, partials_type, partials, index_types, index, n):
+    """Pointers to ``partials[k, *index]`` for k < n, with numba's own index handling:
+    negative indices wrap around, and with ``NUMBA_BOUNDSCHECK`` every index is checked."""
+    ary = context.make_array(partials_type)(context, builder, partials)
+    shapes = cgutils.unpack_tuple(builder, ary.shape, partials_type.ndim)
+    strides = cgutils.unpack_tuple(builder, ary.strides, partials_type.ndim)
+    check = context.enable_boundscheck
+    fixed = []
+    for axis, (ty, value) in enumerate(zip(index_types, index), start=1):
+        ind = arrayobj.fix_integer_index(context, builder, ty, value, shapes[axis])
+        if check:
+            cgutils.do_boundscheck(context, builder, ind, shapes[axis], axis)
+        fixed.append(ind)
+    pointers = []
+    for k in range(n):
+        lane = context.get_constant(types.intp, k)
+        if check:
+            cgutils.do_boundscheck(context, builder, lane, shapes[0], 0)
+        pointers.append(cgutils.get_item_pointer2(
+            context, builder, ary.data, shapes, strides, partials_type.layout, [lane] + fixed))
+    return pointers
+
+
+def _unpack_index(builder, index_type, index):
+    if isinstance(index_type, types.BaseTuple):
+        return list(index_type.types), cgutils.unpack_tuple(builder, index, len(index_type))
+    return [index_type], [index]
+
+
+@intrinsic
+def read_lanes(typingctx, partials, index, lanes):
+    """``(partials[0, *index], ..., partials[n - 1, *index])``: one element's lanes, read
+    with numba's indexing (wrap-around, bounds checks under ``NUMBA_BOUNDSCHECK``) in one
+    intrinsic, not n ``getitem`` calls to type and lower one by one."""
+    if not isinstance(lanes, types.IntegerLiteral):
+        raise TypingError("read_lanes: the lane count must be a compile-time constant")
+    ret = types.UniTuple(partials.dtype, lanes.literal_value)
+
+    def codegen(context, builder, sig, args):
+        index_types, index_values = _unpack_index(builder, index, args[1])
+        pointers = _lane_pointers(context, builder, partials, args[0], index_types,
+                                  index_values, lanes.literal_value)
+        return context.make_tuple(builder, ret, [
+            arrayobj.load_item(context, builder, partials, ptr) for ptr in pointers])
+
+    return ret(partials, index, lanes), codegen
+
+
+@intrinsic
+def write_lanes(typingctx, partials, index, lanes_tuple):
+    """``partials[k, *index] = lanes_tuple[k]`` for every k (a number stores into every
+    lane), cast to the array's dtype as numba's ``setitem`` casts."""
+    if not isinstance(lanes_tuple, types.UniTuple):
+        raise TypingError(f"write_lanes: the lanes must be a tuple; got {lanes_tuple}")
+    n, lane_type = lanes_tuple.count, lanes_tuple.dtype
+
+    def codegen(context, builder, sig, args):
+        index_types, index_values = _unpack_index(builder, index, args[1])
+        pointers = _lane_pointers(context, builder, partials, args[0], index_types,
+                                  index_values, n)
+        lanes = cgutils.unpack_tuple(builder, args[2], n)
+        for ptr, lane in zip(pointers, lanes):
+            value = context.cast(builder, lane, lane_type, partials.dtype)
+            arrayobj.store_item(context, builder, partials, value, ptr)
+        return context.get_dummy_value()
+
+    return types.none(partials, index, lanes_tuple), codegen
+
+
+def _element_getter(n):
+    key = n
     if key not in _GETITEM:
-        names = [f"i{k}" for k in range(ndim)] if index_is_tuple else ["i"]
-        unpack = f"    {', '.join(names)}, = i\n" if index_is_tuple else ""
-        idx = ", ".join(names)
-        lanes = ", ".join(f"p[{k}, {idx}]" for k in range(n))
         src = (
-            "def getitem(a, i):\n" + unpack +
-            "    p = a.partials\n"
-            f"    return _make_dual(a.values[{idx}], ({lanes},))\n"
+            "def getitem(a, i):\n"
+            f"    return _make_dual(a.values[i], _read_lanes(a.partials, i, {n}))\n"
         )
-        ns = {"_make_dual": make_dual}
+        ns = {"_make_dual": make_dual, "_read_lanes": read_lanes}
         exec(compile(src, f"<dualgpu getitem {key}>", "exec"), ns)
         _GETITEM[key] = ns["getitem"]
     return _GETITEM[key]
 
 
-def _element_setter(ndim, n, index_is_tuple, kind):
-    key = (ndim, n, index_is_tuple, kind)
+def _element_setter(n, kind):
+    key = (n, kind)
     if key not in _SETITEM:
-        names = [f"i{k}" for k in range(ndim)] if index_is_tuple else ["i"]
-        unpack = f"    {', '.join(names)}, = i\n" if index_is_tuple else ""
-        idx = ", ".join(names)
         if kind == "dual":
-            body = f"    a.values[{idx}] = v.value\n    q = v.partials\n" + "".join(
-                f"    p[{k}, {idx}] = q[{k}]\n" for k in range(n)
-            )
+            body = "    a.values[i] = v.value\n    _write_lanes(a.partials, i, v.partials)\n"
         else:
-            body = f"    a.values[{idx}] = v\n" + "".join(f"    p[{k}, {idx}] = 0\n" for k in range(n))
-        src = "def setitem(a, i, v):\n" + unpack + "    p = a.partials\n" + body
-        ns = {}
+            body = f"    a.values[i] = v\n    _write_lanes(a.partials, i, _zeros_{n})\n"
+        src = "def setitem(a, i, v):\n" + body
+        ns = {"_write_lanes": write_lanes, f"_zeros_{n}": (0,) * n}
         exec(compile(src, f"<dualgpu setitem {key}>", "exec"), ns)
         _SETITEM[key] = ns["setitem"]
     return _SETITEM[key]
@@ -140,7 +200,7 @@ def _dual_array_getitem(a, i):
         return None
     full = _index_parts(i, a.ndim)
     if full is not None:
-        return _element_getter(a.ndim, a.n, isinstance(i, types.BaseTuple))
+        return _element_getter(a.n)
     ok = isinstance(i, (types.Integer, types.SliceType)) or (
         isinstance(i, types.BaseTuple) and all(isinstance(t, (types.Integer, types.SliceType)) for t in i)
     )
@@ -181,7 +241,7 @@ def _dual_array_setitem(a, i, v):
         kind = "number"
     else:
         raise TypingError(f"cannot store {v} into {a}; expected a Dual or a number.")
-    return _element_setter(a.ndim, a.n, isinstance(i, types.BaseTuple), kind)
+    return _element_setter(a.n, kind)
 
 
 def _check_compatible(a, v):

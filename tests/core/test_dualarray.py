@@ -117,3 +117,60 @@ def test_chain_rule_through_exp_and_tanh(x, p):
     d = dmath.tanh(dmath.exp(Dual(x, [p]) * 0.1))
     e = np.exp(0.1 * x)
     assert np.isclose(d.partials[0], (1 - np.tanh(e) ** 2) * e * 0.1 * p, rtol=1e-9, atol=1e-12)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_element_lanes_read_and_written_as_numba_indexes(dtype):
+    """An element's lanes are read and written in one intrinsic (``read_lanes`` and
+    ``write_lanes``): negative indices wrap around, index tuples may mix integer types, views
+    with strides (a transposed array, every other lane) are honoured, and a dual of float64
+    lanes stored into float32 partials is cast as numba's setitem casts."""
+    rng = np.random.default_rng(3)
+    values, partials = rng.normal(size=(4, 5)), rng.normal(size=(6, 4, 5))
+    base = dual_array(values, partials, dtype=dtype)
+    strided = DualArray(base.values.T, base.partials[::2].transpose(0, 2, 1))
+
+    @njit
+    def read(a, i, j):
+        return a[i, j], a[np.int32(i), np.int16(j)]
+
+    @njit
+    def write(a, i, j, d):
+        a[i, j] = d
+        a[np.int32(0), -1] = 7.0
+
+    for i, j in [(-1, -2), (2, 0), (-5, 3)]:
+        d, same = read(strided, i, j)
+        assert d.value == same.value == strided.values[i, j]
+        assert d.partials.tolist() == same.partials.tolist() == \
+            strided.partials[:, i, j].tolist()
+    d = Dual(2.5, [1.0, -2.0, 0.5], dtype=np.float64)
+    write(strided, -2, 1, d)
+    assert strided.values[3, 1] == dtype(2.5)
+    assert strided.partials[:, 3, 1].tolist() == np.array([1.0, -2.0, 0.5], dtype).tolist()
+    assert strided.values[0, -1] == 7.0 and not strided.partials[:, 0, -1].any()
+    # the views wrote through to the base: every other lane, transposed
+    assert base.values[1, 3] == dtype(2.5) and base.partials[2, 1, 3] == dtype(-2.0)
+    assert base.partials[1, 1, 3] == dtype(partials[1, 1, 3])  # an odd lane: not written
+
+
+def test_element_indexing_is_bounds_checked_with_numba_boundscheck(tmp_path):
+    """Like numba's arrays, unchecked by default and an IndexError under NUMBA_BOUNDSCHECK=1,
+    for the lanes as for the values."""
+    import os
+    import subprocess
+    import sys
+
+    script = tmp_path / "check.py"
+    script.write_text(
+        "import numpy as np\nfrom numba import njit\nfrom dualgpu import DualArray\n"
+        "a = DualArray(np.zeros(4), np.zeros((2, 4)))\n"
+        "read = njit(lambda a, i: a[i])\n"
+        "def write(a, i):\n    a[i] = 1.0\nwrite = njit(write)\n"
+        "for f in (lambda: read(a, 4), lambda: write(a, -5)):\n"
+        "    try:\n        f()\n        print('unchecked')\n"
+        "    except IndexError as e:\n        print('IndexError')\n")
+    env = dict(os.environ, NUMBA_BOUNDSCHECK="1")
+    out = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True,
+                         timeout=300)
+    assert out.stdout.split() == ["IndexError", "IndexError"], out.stderr[-2000:]
