@@ -181,8 +181,34 @@ def _others_running():
 
 
 def _own_running():
-    """Threads of this process that may be running: the caller and helpers not blocked."""
-    return 1 + _HELPERS.active
+    """Threads of this process running now: the caller, helpers spinning, and any other
+    thread of the process (numba's own OpenMP threads spin for about 10 ms after a
+    ``prange`` loop: counted as another process, one reading sent every launch of the next
+    50 ms serial). Linux: the states in ``/proc/self/task``; elsewhere, or in a process
+    with more than :data:`OWN_THREADS_READ_MAX` threads, the caller and active helpers."""
+    estimate = 1 + _HELPERS.active
+    try:
+        tasks = os.listdir("/proc/self/task")
+    except OSError:
+        return estimate
+    if len(tasks) > OWN_THREADS_READ_MAX:
+        return estimate
+    running = 0
+    for tid in tasks:
+        try:
+            with open(f"/proc/self/task/{tid}/stat", "rb") as fh:
+                stat = fh.read()
+        except OSError:  # the thread ended
+            continue
+        end = stat.rfind(b")")
+        if stat[end + 2:end + 3] == b"R":
+            running += 1
+    return max(running, 1)
+
+
+#: Above this many threads in the process, :func:`_own_running` estimates instead of reading
+#: every thread's state (about 5 us each).
+OWN_THREADS_READ_MAX = 64
 
 
 # ---------------------------------------------------------------------------
@@ -307,7 +333,7 @@ class LaunchCost:
     """
 
     __slots__ = ("serial", "parallel_samples", "launches", "interval", "_first",
-                 "_first_parallel")
+                 "_first_parallel", "_last_serial", "_again")
 
     def __init__(self):
         self.serial = collections.deque(maxlen=SAMPLES)  # seconds per item
@@ -316,6 +342,8 @@ class LaunchCost:
         self.interval = EXPLORE_EVERY
         self._first = True
         self._first_parallel = True
+        self._last_serial = False  # the last launch ran serially
+        self._again = False  # run the next launch in parallel (a warm-up was not measured)
 
     def parallel(self, items, presume=False):
         """True if a launch of ``items`` should run in parallel.
@@ -323,11 +351,14 @@ class LaunchCost:
         ``presume``: the kernel is compute-bound (its threads loop), so a launch of
         :data:`PARALLEL_MIN_ITEMS` or more runs in parallel from the first, without
         serial launches to measure, and stays parallel: the machine's load decides how
-        many threads (:func:`available_threads`, per launch), not a race of means that one
-        slow join could tip to serial for hundreds of launches (measured: a plain N-body
-        step ran serially, 2x slower, for whole benchmark rounds after one). Serial
-        launches made while the machine was busy count only to keep a launch too short to
-        pay for a helper (under :data:`PARALLEL_MIN_SECONDS`) serial.
+        many threads (:func:`available_threads`, per launch), not a race of means that a
+        few slow joins (a helper woken from sleep) could tip to serial for hundreds of
+        launches. Serial launches made while the machine was busy count only to keep a
+        launch too short to pay for a helper (under :data:`PARALLEL_MIN_SECONDS`) serial.
+
+        A parallel launch after serial ones wakes a helper that has gone to sleep: its
+        time is not a sample (see :meth:`record_parallel`), and the next launch runs in
+        parallel again to measure one.
         """
         if FORCE:
             return True
@@ -337,6 +368,9 @@ class LaunchCost:
         serial = self.serial
         if len(serial) < 2 or min(serial) * items < PARALLEL_MIN_SECONDS:
             return False
+        if self._again:
+            self._again = False
+            return True
         self.launches += 1
         if not self.parallel_samples:
             return True
@@ -346,6 +380,7 @@ class LaunchCost:
         return better
 
     def record_serial(self, seconds, items):
+        self._last_serial = True
         if self._first:  # the first serial launch compiles
             self._first = False
             return
@@ -353,8 +388,16 @@ class LaunchCost:
             self.serial.append(seconds / items)
 
     def record_parallel(self, seconds, items):
+        after_serial, self._last_serial = self._last_serial, False
         if self._first_parallel:  # the first parallel launch starts the helper threads
             self._first_parallel = False
+            return
+        if after_serial and self.serial:
+            # helpers idle since the last parallel launch went to sleep, and waking one
+            # costs 0.1-5 ms on a VM: measured as a sample, it made every periodic try of
+            # the parallel arm lose, so a memory-bound kernel stayed serial at 0.85 ms per
+            # launch against 0.45-0.6 ms in parallel. The next launch measures instead.
+            self._again = True
             return
         if items <= 0:
             return

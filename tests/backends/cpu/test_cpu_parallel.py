@@ -208,3 +208,45 @@ def test_large_serial_launches_use_the_pieces_launcher(monkeypatch):
     small = cpu.CpuKernel(unwrap(kfc.heat_1d))  # a small launch: the serial launcher
     small.launch(4, 128, (u[:500], np.zeros(500), 0.2))
     assert {spec.mode for spec in small._launchers} == {"serial"}
+
+
+def test_a_parallel_try_after_serial_launches_is_a_warm_up():
+    """The helper has gone to sleep during serial launches; waking it is not the parallel
+    arm's cost: that launch's time is dropped and the next launch runs in parallel to
+    measure (else every periodic try lost, and a kernel 1.5x faster in parallel stayed
+    serial)."""
+    items = 1000
+    cost = _measured(1e-3, items)
+    cost.record_parallel(1.0, items)  # starting the helpers
+    cost.record_parallel(5e-4, items)
+    cost.record_serial(1e-3, items)  # a periodic serial try
+    cost.record_parallel(9e-3, items)  # the helper woke from sleep: not a sample
+    assert list(cost.parallel_samples) == [5e-4 / items]
+    assert cost.parallel(items)  # measure again, warm
+    cost.record_parallel(4e-4, items)
+    assert list(cost.parallel_samples) == [5e-4 / items, 4e-4 / items]
+
+
+def test_threads_of_this_process_are_not_other_processes():
+    """A thread of this process that runs (numba's OpenMP threads spin after a prange loop)
+    is not another process keeping a core busy."""
+    import threading
+    import time
+
+    from numba import njit
+
+    @njit(nogil=True)
+    def spin(seconds_as_loops):
+        x = 0.0
+        for k in range(seconds_as_loops):
+            x += k * 1e-9
+        return x
+
+    spin(10)
+    thread = threading.Thread(target=spin, args=(5 * 10 ** 8,), daemon=True)
+    thread.start()
+    try:
+        time.sleep(0.05)
+        assert cpu_parallel._own_running() >= 2
+    finally:
+        thread.join()
