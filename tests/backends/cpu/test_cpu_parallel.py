@@ -174,7 +174,8 @@ def test_own_helper_threads_are_not_load(monkeypatch):
     u, u_new = np.linspace(0.0, 1.0, 4096), np.zeros(4096)
     compile_kernel(heat1d.step_periodic)[16, 256](u, u_new, 0.25)
     helpers = cpu_parallel._HELPERS
-    assert cpu_parallel._own_running() == 1 + helpers.active
+    # the caller and a spinning helper run (other threads of the test process may too)
+    assert cpu_parallel._own_running() >= 1 + helpers.active
     deadline = time.monotonic() + 5.0
     while helpers.active and time.monotonic() < deadline:
         time.sleep(0.01)
