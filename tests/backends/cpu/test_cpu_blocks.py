@@ -32,6 +32,7 @@ def parallel_blocks(monkeypatch):
     from dualgpu.backends.cpu import parallel as cpu_parallel
 
     monkeypatch.setattr(cpu_parallel, "FORCE", True)
+    monkeypatch.setattr(cpu_parallel, "available_threads", lambda: 2)
 
 
 # --- the kernels (tests/fixtures/block_kernels.py) ------------------------------------
@@ -148,13 +149,28 @@ def test_device_function_that_synchronises():
 
 
 # --- launches: workers, argument types, lane tiles --------------------------------------------
-def test_blocks_on_several_workers_give_the_same_results(parallel_blocks):
+def test_blocks_on_several_workers_give_the_same_results(parallel_blocks, monkeypatch):
+    from dualgpu.backends.cpu import parallel as cpu_parallel
+
     pos, _, mass = bk.nbody_initial_state(40)
     kernel = cpu.compile_kernel(bk.nbody_accel_tiled)
+    threads = []
+    run_parallel = cpu_parallel.run_parallel
+    monkeypatch.setattr(cpu_parallel, "run_parallel",
+                        lambda *a: threads.append(a[3]) or run_parallel(*a))
     acc = np.zeros_like(pos)
     kernel.launch(5, bk.TILE, (pos, mass, acc, 1.3))
-    assert kernel._blocks is not None
+    assert kernel._blocks is not None and threads == [2]
     np.testing.assert_allclose(acc, _accelerations(pos, mass, 1.3), rtol=1e-12)
+    # a serial launch runs the same compiled launcher (one thread claims every worker)
+    monkeypatch.setattr(cpu_parallel, "FORCE", False)
+    monkeypatch.setattr(cpu_parallel, "ENABLED", False)
+    serial = np.zeros_like(pos)
+    kernel.launch(5, bk.TILE, (pos, mass, serial, 1.3))
+    assert threads == [2, 1]
+    np.testing.assert_array_equal(serial, acc)
+    (built,) = kernel._blocks._built.values()
+    assert len(built.launcher.signatures) == 1
 
 
 def test_launches_with_other_argument_types_get_their_own_code():

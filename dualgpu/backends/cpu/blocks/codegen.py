@@ -15,7 +15,9 @@ Three functions are generated from a :class:`~.structure.Structure`:
     The kernel's statements keep their line numbers.
 ``_dg_launch``
     Allocates the team's storage (per worker), fills the thread indices and
-    runs the team for each block: ``prange`` over workers when parallel.
+    runs the team for each block of a worker (a run of blocks); the threads of a
+    launch claim workers from a shared counter (one thread claims them all when
+    serial), so one compiled launcher serves serial and parallel launches.
 """
 import ast
 import copy
@@ -550,23 +552,30 @@ def launcher_source(layout, release):
                       for name, ty in layout.slot_storages()) if release else ""
     head = (
         f"def _dg_launch({params}_dg_gdx, _dg_gdy, _dg_gdz, _dg_bdx, _dg_bdy, _dg_bdz, "
-        "_dg_dynbytes, _dg_workers, _dg_errs):\n"
+        "_dg_dynbytes, _dg_workers, _dg_errs, _dg_ctl):\n"
         "    _dg_bs = _dg_bdx * _dg_bdy * _dg_bdz\n"
         "    _dg_nb = _dg_gdx * _dg_gdy * _dg_gdz\n"
     )
+    # each thread of the launch (the caller, and helpers when parallel) claims workers, a
+    # run of blocks each, until none are left (see dualgpu.backends.cpu.parallel)
+    claim = (
+        "    _dg_ctl[3] = _dg_workers\n"
+        "    while True:\n"
+        "        _dg_w = _dg_claim(_dg_ctl, 1)\n"
+        "        if _dg_w >= _dg_workers:\n"
+        "            break\n"
+    )
+    done = "        _dg_finish(_dg_ctl, 1)\n"
     dims = "_dg_bdx, _dg_bdy, _dg_bdz, _dg_gdx, _dg_gdy, _dg_gdz, _dg_n, _dg_bs"
     if layout.grid:
-        return head + (
-            "    for _dg_w in range(1):\n"
+        return head + claim + (
             "        _dg_n = _dg_bs * _dg_nb\n"
             "        _dg_nblk = _dg_nb\n"
             + alloc + CONTEXT_FILL["grid"]
             + f"        {team_call}0, 0, 0, {dims}, _dg_errs[0])\n"
-            + freeing
+            + freeing + done
         )
-    return head + (
-        "    _dg_per = (_dg_nb + _dg_workers - 1) // _dg_workers\n"
-        "    for _dg_w in _dg_range(_dg_workers):\n"
+    return head + "    _dg_per = (_dg_nb + _dg_workers - 1) // _dg_workers\n" + claim + (
         "        _dg_n = _dg_bs\n"
         "        _dg_nblk = 1\n"
         + alloc + CONTEXT_FILL["block"]
@@ -580,5 +589,5 @@ def launcher_source(layout, release):
         "            _dg_bx = _dg_rest - _dg_by * _dg_gdx\n"
         f"            if {team_call}_dg_bx, _dg_by, _dg_bz, {dims}, _dg_err) != 0:\n"
         "                break\n"
-        + freeing
+        + freeing + done
     )

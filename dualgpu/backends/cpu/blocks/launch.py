@@ -12,7 +12,7 @@ line, the block and the thread.
 """
 import numba
 import numpy as np
-from numba import njit, prange, types
+from numba import njit, types
 from numba.core import compiler
 from numba.core.errors import TypingError
 from numba.core.registry import cpu_target
@@ -25,6 +25,7 @@ from dualgpu.core.dual import Dual
 from dualgpu.core.dualarray import DualArray
 from dualgpu.errors import DualgpuError
 from dualgpu.backends.common import translate as _translate
+from dualgpu.backends.cpu import parallel as cpu_parallel
 from dualgpu.backends.cpu.blocks import runtime
 from dualgpu.backends.cpu.blocks import storage
 from dualgpu.backends.cpu.blocks.codegen import Layout, launcher_source, team_tree, typing_function_tree
@@ -122,12 +123,10 @@ def _fingerprint(arg):
 
 
 class _Built:
-    def __init__(self, serial, parallel_source, globals_, nrt):
-        self.serial = serial
-        self.parallel_source = parallel_source
-        self.globals = globals_
-        self.parallel = None
+    def __init__(self, launcher, nrt):
+        self.launcher = launcher
         self.nrt = nrt
+        self.compiled = False  # compiled before helper threads may call it
 
 
 class BlockLauncher:
@@ -196,27 +195,21 @@ class BlockLauncher:
         launcher_values = dict(values)
         launcher_values["_dg_team"] = team
         source = launcher_source(layout, release=nrt)
-        serial = self._compile_launcher(source, launcher_values, parallel=False)
-        return _Built(serial, source, launcher_values, nrt)
-
-    def _compile_launcher(self, source, values, parallel):
-        values = dict(values)
-        values["_dg_range"] = prange if parallel else range
+        launcher_values["_dg_claim"] = cpu_parallel.claim
+        launcher_values["_dg_finish"] = cpu_parallel.finish
         function = _translate.compile_source(
-            source, values, "_dg_launch", f"cpu block launcher of {self.name}")
-        return njit(parallel=parallel, error_model="numpy")(function)
+            source, launcher_values, "_dg_launch", f"cpu block launcher of {self.name}")
+        # serial and parallel launches share it: nogil, so helper threads run it beside
+        # the caller (numba's prange compiled a second launcher, as long to build again)
+        return _Built(njit(error_model="numpy", nogil=True)(function), nrt)
 
-    def _launcher(self, lanes, argtypes, workers):
+    def _launcher(self, lanes, argtypes):
         nrt = (lanes, argtypes) in self._nrt
         key = (lanes, argtypes, nrt)
         built = self._built.get(key)
         if built is None:
             built = self._built[key] = self._build(lanes, argtypes, nrt)
-        if workers == 1:
-            return built.serial
-        if built.parallel is None:
-            built.parallel = self._compile_launcher(built.parallel_source, built.globals, True)
-        return built.parallel
+        return built
 
     # -- launching ---------------------------------------------------------------------
     def launch(self, g, b, sharedmem, args, lanes, parallel):
@@ -229,17 +222,17 @@ class BlockLauncher:
         blocks = g[0] * g[1] * g[2]
         workers = 1
         if parallel and not self.grid and blocks > 1:
-            workers = max(1, min(blocks, numba.get_num_threads()))
+            workers = max(1, min(blocks, cpu_parallel.available_threads()))
         errs = np.zeros((workers, _ERR_SIZE), np.int64)
         # launches are frequent: find the launcher by a cheap fingerprint of the arguments
         fingerprint = tuple(_fingerprint(a) for a in args)
-        fast = None if None in fingerprint else (lanes, fingerprint, workers > 1)
-        launcher = self._fast.get(fast) if fast is not None else None
-        if launcher is None:
+        fast = None if None in fingerprint else (lanes, fingerprint)
+        built = self._fast.get(fast) if fast is not None else None
+        if built is None:
             argtypes = tuple(numba.typeof(a) for a in args)
-            launcher = self._launcher(lanes, argtypes, workers)
+            built = self._launcher(lanes, argtypes)
         try:
-            launcher(*args, *g, *b, sharedmem, workers, errs)
+            self._run(built, args, g, b, sharedmem, workers, errs)
         except numba.core.errors.NumbaError as exc:
             argtypes = tuple(numba.typeof(a) for a in args)
             if (lanes, argtypes) in self._nrt or not is_nrt_error(exc):
@@ -247,13 +240,25 @@ class BlockLauncher:
             self._nrt.add((lanes, argtypes))  # something in the kernel allocates
             self._fast.clear()
             errs[:] = 0
-            launcher = self._launcher(lanes, argtypes, workers)
-            launcher(*args, *g, *b, sharedmem, workers, errs)
+            built = self._launcher(lanes, argtypes)
+            self._run(built, args, g, b, sharedmem, workers, errs)
         if fast is not None:
-            self._fast[fast] = launcher
+            self._fast[fast] = built
         for row in errs:
             if row[0]:
                 raise DualgpuError(self._message(row, g, b))
+
+    @staticmethod
+    def _run(built, args, g, b, sharedmem, workers, errs):
+        """Run ``built``'s launcher, its workers claimed by the caller and ``workers - 1``
+        helper threads (:func:`dualgpu.backends.cpu.parallel.run_parallel`)."""
+        control = cpu_parallel.control_array()
+        arguments = (*args, *g, *b, sharedmem, workers, errs, control)
+        if workers > 1 and not built.compiled:  # compile before helpers may call it
+            launcher = built.launcher
+            launcher.compile(tuple(launcher.typeof_pyval(a) for a in arguments))
+        built.compiled = True
+        cpu_parallel.run_parallel(built.launcher, arguments, control, workers)
 
     def _check_sharedmem(self, sharedmem):
         if isinstance(sharedmem, bool) or not isinstance(sharedmem, (int, np.integer)) \
