@@ -396,7 +396,7 @@ def case_tiled_nbody(profile):
             "value": ratio, "target": TARGETS["tiled_vs_untiled"],
             "met": ratio <= TARGETS["tiled_vs_untiled"]}
     return {"n": n, "tile": bk.TILE, "rows": rows, "targets": targets,
-            "note": "targets judged on serial launches; parallel: blocks on numba's threads"}
+            "note": "targets judged on serial launches; parallel: blocks on the cpu backend's helper threads"}
 
 
 #: case name -> function(profile) -> dict (run.py adds those of cases_host and cases_targets)
