@@ -169,8 +169,8 @@ def test_blocks_on_several_workers_give_the_same_results(parallel_blocks, monkey
     kernel.launch(5, bk.TILE, (pos, mass, serial, 1.3))
     assert threads == [2, 1]
     np.testing.assert_array_equal(serial, acc)
-    (built,) = kernel._blocks._built.values()
-    assert len(built.launcher.signatures) == 1
+    # (other tests' launches of this kernel have entries of their own: other argument types)
+    assert all(len(b.launcher.signatures) == 1 for b in kernel._blocks._built.values())
 
 
 def test_launches_with_other_argument_types_get_their_own_code():
