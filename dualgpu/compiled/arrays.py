@@ -141,8 +141,8 @@ def read_lanes(typingctx, partials, index, lanes):
 
 @intrinsic
 def write_lanes(typingctx, partials, index, lanes_tuple):
-    """``partials[k, *index] = lanes_tuple[k]`` for every k (a number stores into every
-    lane), cast to the array's dtype as numba's ``setitem`` casts."""
+    """``partials[k, *index] = lanes_tuple[k]`` for every k, cast to the array's dtype as
+    numba's ``setitem`` casts (storing a number writes a tuple of zeros)."""
     if not isinstance(lanes_tuple, types.UniTuple):
         raise TypingError(f"write_lanes: the lanes must be a tuple; got {lanes_tuple}")
     n, lane_type = lanes_tuple.count, lanes_tuple.dtype

@@ -257,8 +257,8 @@ class BlockLauncher:
         if workers > 1 and not built.compiled:  # compile before helpers may call it
             launcher = built.launcher
             launcher.compile(tuple(launcher.typeof_pyval(a) for a in arguments))
-        built.compiled = True
         cpu_parallel.run_parallel(built.launcher, arguments, control, workers)
+        built.compiled = True  # (a serial launch compiled it on this thread)
 
     def _check_sharedmem(self, sharedmem):
         if isinstance(sharedmem, bool) or not isinstance(sharedmem, (int, np.integer)) \
