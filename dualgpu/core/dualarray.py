@@ -390,12 +390,31 @@ class DualArray(DualArrayBase):
         """The DualArray with its axes permuted (reversed when none are given)."""
         if len(axes) == 1 and not isinstance(axes[0], (int, np.integer)):
             axes = axes[0]
+        if is_device(self.values):
+            return self._device_transpose(tuple(axes) if axes else None)
         return np.transpose(self, axes if axes else None)
 
     @property
     def T(self):
         """The transposed DualArray."""
-        return np.transpose(self)
+        return self.transpose()
+
+    def _device_transpose(self, axes):
+        """Device members transposed as numba.cuda transposes them: the simulator's arrays
+        give views (a kernel writing into ``out.T`` writes into ``out``, as in the plain
+        run), a GPU's DeviceNDArray a copy of a 2-D array (and the partials, of one more
+        dimension, a copy too). Host numpy would copy both to the host and lose the writes."""
+        ndim = self.values.ndim
+        order = (tuple(reversed(range(ndim))) if axes is None
+                 else tuple(int(a) % ndim if ndim else int(a) for a in axes))
+        values = self.values.transpose(order)
+        lane_order = (0,) + tuple(a + 1 for a in order)
+        try:
+            partials = self.partials.transpose(lane_order)
+        except NotImplementedError:  # numba's DeviceNDArray transposes 2-D arrays only
+            partials = same_side(self.partials, np.ascontiguousarray(
+                np.transpose(self.partials.copy_to_host(), lane_order)))
+        return DualArray(values, partials)
 
     def swapaxes(self, axis1, axis2):
         """The DualArray with two axes interchanged."""

@@ -5,7 +5,7 @@ from hypothesis import given, settings, strategies as st
 from numba import njit
 
 import dualgpu
-from dualgpu import Dual, DualArray, dmath, dual_array
+from dualgpu import Dual, DualArray, cuda, dmath, dual_array
 from dualgpu.core._context import dual_allocation
 
 
@@ -174,3 +174,36 @@ def test_element_indexing_is_bounds_checked_with_numba_boundscheck(tmp_path):
     out = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True,
                          timeout=300)
     assert out.stdout.split() == ["IndexError", "IndexError"], out.stderr[-2000:]
+
+
+@cuda.jit
+def _double_into(a, b):
+    i, j = cuda.grid(2)
+    if i < b.shape[0] and j < b.shape[1]:
+        b[i, j] = a[i, j] * 2.0
+
+
+def test_kernel_writes_into_a_transposed_device_view_under_the_driver():
+    """``kernel(x, out.T)`` on a device array: numba's simulator hands the kernel a view, so
+    the plain run writes into ``out``; the dual run must too, values and partials (a host
+    numpy transpose used to copy the simulator's arrays to the host and lose both)."""
+    def f(x):
+        out = dualgpu.cuda.device_array((4, 3), dtype=x.dtype)
+        _double_into[(1, 1), (4, 4)](dualgpu.cuda.to_device(x), out.T)
+        return out.copy_to_host()
+
+    x = np.arange(12.0).reshape(3, 4)
+    want = np.zeros((12, 12))
+    for i in range(3):
+        for j in range(4):
+            want[j * 3 + i, i * 4 + j] = 2.0
+    for backend in ("cpu", "cudasim"):
+        with dualgpu.using_backend(backend):
+            np.testing.assert_array_equal(f(x), 2 * x.T)
+            np.testing.assert_array_equal(dualgpu.jacobian(f, x).reshape(12, 12), want)
+    with dualgpu.using_backend("cudasim"), dual_allocation(2):
+        out = dualgpu.cuda.device_array((2, 3, 4))
+        view = out.transpose(2, 0, -2)
+        assert view.shape == (4, 2, 3) and view.partials.shape == (2, 4, 2, 3)
+        view[1, 0, 2] = Dual(5.0, [1.0, -1.0])
+        assert out[0, 2, 1].value == 5.0 and out[0, 2, 1].partials.tolist() == [1.0, -1.0]
