@@ -206,9 +206,10 @@ def _compare(ad, fd, rtol, atol, what, fd_error=None, note=""):
             + (f" ({note})" if note else "") + ".\n  "
             + "\n  ".join(failures)
             + "\nForward mode and finite differences should agree to rtol for a correct "
-            "derivative; a dropped partial (.value, float(), np.asarray on a dual) or a wrong "
-            "rule gives a large error. Raise rtol/atol or adjust eps if the function is "
-            "ill-conditioned."
+            "derivative; a dropped partial (.value, float(), np.asarray on a dual), a wrong "
+            "rule, or a write the dual run lost (forward mode 0 where the differences are "
+            "not: a kernel writing into a copy rather than the output) gives a large error. "
+            "Raise rtol/atol or adjust eps if the function is ill-conditioned."
         )
     return worst
 
