@@ -390,9 +390,7 @@ class DualArray(DualArrayBase):
         """The DualArray with its axes permuted (reversed when none are given)."""
         if len(axes) == 1 and not isinstance(axes[0], (int, np.integer)):
             axes = axes[0]
-        if is_device(self.values):
-            return self._device_transpose(tuple(axes) if axes else None)
-        return np.transpose(self, axes if axes else None)
+        return np.transpose(self, axes if axes else None)  # device arrays: _device_transpose
 
     @property
     def T(self):
@@ -400,13 +398,14 @@ class DualArray(DualArrayBase):
         return self.transpose()
 
     def _device_transpose(self, axes):
-        """Device members transposed as numba.cuda transposes them: the simulator's arrays
-        give views (a kernel writing into ``out.T`` writes into ``out``, as in the plain
-        run), a GPU's DeviceNDArray a copy of a 2-D array (and the partials, of one more
-        dimension, a copy too). Host numpy would copy both to the host and lose the writes."""
+        """Device members permuted by ``axes`` (normalised; None reverses them) as numba.cuda
+        permutes its arrays; ``np.transpose``, ``np.swapaxes`` and ``np.moveaxis`` of such a
+        DualArray come here. The simulator's arrays give views (a kernel writing into
+        ``out.T`` writes into ``out``, as in the plain run), a GPU's DeviceNDArray a copy of
+        a 2-D array (and the partials, of one more dimension, a copy too). Host numpy would
+        copy both to the host and lose the writes."""
         ndim = self.values.ndim
-        order = (tuple(reversed(range(ndim))) if axes is None
-                 else tuple(int(a) % ndim if ndim else int(a) for a in axes))
+        order = tuple(reversed(range(ndim))) if axes is None else tuple(axes)
         values = self.values.transpose(order)
         lane_order = (0,) + tuple(a + 1 for a in order)
         try:

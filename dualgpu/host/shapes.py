@@ -9,7 +9,7 @@ give a dual array with zero partials and the template's lanes, on the template's
 """
 import numpy as np
 
-from dualgpu.core._memory import same_side
+from dualgpu.core._memory import is_device, same_side
 from dualgpu.core.dual import Dual
 from dualgpu.core.dualarray import DualArray
 from dualgpu.errors import DualgpuError
@@ -59,6 +59,9 @@ def ravel(a, order="C"):
 @implements(np.transpose)
 def transpose(a, axes=None):
     """Return ``a`` with its axes permuted (reversed by default)."""
+    if _on_device(a):
+        return a._device_transpose(
+            None if axes is None else normalize_axes(tuple(axes), a.ndim, "numpy.transpose"))
     values, partials = _pair(a, "numpy.transpose")
     result = np.transpose(values, axes)
     if partials is None:
@@ -70,9 +73,21 @@ def transpose(a, axes=None):
     return wrap(result, np.transpose(partials, (0,) + lane_axes(order)))
 
 
+def _on_device(a):
+    """A DualArray of device arrays: permuted by the arrays' own transpose (views on the
+    simulator, as numba.cuda's plain arrays; see ``DualArray._device_transpose``)."""
+    return isinstance(a, DualArray) and is_device(a.values)
+
+
 @implements(np.swapaxes)
 def swapaxes(a, axis1, axis2):
     """Return ``a`` with two axes interchanged."""
+    if _on_device(a):
+        order = list(range(a.ndim))
+        (first,) = normalize_axes(axis1, a.ndim, "numpy.swapaxes")
+        (second,) = normalize_axes(axis2, a.ndim, "numpy.swapaxes")
+        order[first], order[second] = order[second], order[first]
+        return a._device_transpose(tuple(order))
     values, partials = _pair(a, "numpy.swapaxes")
     result = np.swapaxes(values, axis1, axis2)
     if partials is None:
@@ -85,6 +100,13 @@ def swapaxes(a, axis1, axis2):
 @implements(np.moveaxis)
 def moveaxis(a, source, destination):
     """Return ``a`` with axes moved to new positions."""
+    if _on_device(a):
+        src = normalize_axes(source, a.ndim, "numpy.moveaxis")
+        dst = normalize_axes(destination, a.ndim, "numpy.moveaxis")
+        order = [n for n in range(a.ndim) if n not in src]  # numpy's own construction
+        for d, s_ in sorted(zip(dst, src)):
+            order.insert(d, s_)
+        return a._device_transpose(tuple(order))
     values, partials = _pair(a, "numpy.moveaxis")
     result = np.moveaxis(values, source, destination)
     if partials is None:

@@ -207,3 +207,17 @@ def test_kernel_writes_into_a_transposed_device_view_under_the_driver():
         assert view.shape == (4, 2, 3) and view.partials.shape == (2, 4, 2, 3)
         view[1, 0, 2] = Dual(5.0, [1.0, -1.0])
         assert out[0, 2, 1].value == 5.0 and out[0, 2, 1].partials.tolist() == [1.0, -1.0]
+
+
+def test_swapaxes_and_moveaxis_of_device_arrays_are_views_on_the_simulator():
+    with dualgpu.using_backend("cudasim"), dual_allocation(2):
+        out = dualgpu.cuda.device_array((2, 3, 4))
+        cases = [(np.swapaxes(out, 0, -1), (3, 1, 0), (0, 1, 3)),
+                 (out.swapaxes(1, 2), (1, 2, 0), (1, 0, 2)),
+                 (np.moveaxis(out, 0, -1), (2, 1, 1), (1, 2, 1)),
+                 (np.transpose(out), (3, 2, 1), (1, 2, 3))]
+        for k, (view, where, _) in enumerate(cases):
+            view[where] = Dual(k + 1.0, [k + 1.0, -2.0 * k - 1])
+        for k, (_, _, target) in enumerate(cases):
+            assert out[target].value == k + 1.0
+            assert out[target].partials.tolist() == [k + 1.0, -2.0 * k - 1]
