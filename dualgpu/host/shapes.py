@@ -33,10 +33,21 @@ def _pair(a, fname):
 # ---------------------------------------------------------------------------
 # shape
 # ---------------------------------------------------------------------------
+def _on_device(a):
+    """A DualArray of device arrays: reshaped and permuted by the arrays' own methods (views
+    on the simulator, as for numba.cuda's plain arrays; see ``DualArray._device_transpose``)."""
+    return isinstance(a, DualArray) and is_device(a.values)
+
+
 @implements(np.reshape)
 def reshape(a, shape=None, order="C", *, newshape=None, copy=None):
     """Return ``a`` with a new shape (orders 'C' and 'F')."""
     shape = newshape if shape is None else shape
+    if _on_device(a) and order == "C" and copy is None:
+        # the device arrays' own reshape: a view on the simulator, as for plain device
+        # arrays (a kernel writing into out.reshape(...) writes into out)
+        values = a.values.reshape(shape)
+        return DualArray(values, a.partials.reshape((a.partials.shape[0],) + values.shape))
     values, partials = _pair(a, "numpy.reshape")
     result = np.reshape(values, shape, order=order, copy=copy)
     if partials is None:
@@ -71,12 +82,6 @@ def transpose(a, axes=None):
     else:
         order = normalize_axes(tuple(axes), values.ndim, "numpy.transpose")
     return wrap(result, np.transpose(partials, (0,) + lane_axes(order)))
-
-
-def _on_device(a):
-    """A DualArray of device arrays: permuted by the arrays' own transpose (views on the
-    simulator, as numba.cuda's plain arrays; see ``DualArray._device_transpose``)."""
-    return isinstance(a, DualArray) and is_device(a.values)
 
 
 @implements(np.swapaxes)

@@ -221,3 +221,20 @@ def test_swapaxes_and_moveaxis_of_device_arrays_are_views_on_the_simulator():
         for k, (_, _, target) in enumerate(cases):
             assert out[target].value == k + 1.0
             assert out[target].partials.tolist() == [k + 1.0, -2.0 * k - 1]
+
+
+def test_kernel_writes_into_a_reshaped_device_view_under_the_driver():
+    """``kernel(x, out.reshape(3, 4))`` and ``out.ravel()`` of device arrays: views on the
+    simulator (the plain run writes into ``out``), so the dual run writes into it too."""
+    def f(x):
+        out = dualgpu.cuda.device_array(12, dtype=x.dtype)
+        _double_into[(1, 1), (4, 4)](dualgpu.cuda.to_device(x), out.reshape(3, 4))
+        flat = dualgpu.cuda.device_array((2, 6), dtype=x.dtype)
+        _double_into[(1, 1), (4, 4)](dualgpu.cuda.to_device(x), flat.ravel().reshape((3, 4)))
+        return out.copy_to_host() + flat.copy_to_host().ravel()
+
+    x = np.arange(12.0).reshape(3, 4)
+    for backend in ("cpu", "cudasim"):
+        with dualgpu.using_backend(backend):
+            np.testing.assert_array_equal(f(x), 4 * x.ravel())
+            np.testing.assert_array_equal(dualgpu.jacobian(f, x).reshape(12, 12), 4 * np.eye(12))
