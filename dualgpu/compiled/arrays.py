@@ -161,16 +161,15 @@ def write_lanes(typingctx, partials, index, lanes_tuple):
 
 
 def _element_getter(n):
-    key = n
-    if key not in _GETITEM:
+    if n not in _GETITEM:
         src = (
             "def getitem(a, i):\n"
             f"    return _make_dual(a.values[i], _read_lanes(a.partials, i, {n}))\n"
         )
         ns = {"_make_dual": make_dual, "_read_lanes": read_lanes}
-        exec(compile(src, f"<dualgpu getitem {key}>", "exec"), ns)
-        _GETITEM[key] = ns["getitem"]
-    return _GETITEM[key]
+        exec(compile(src, f"<dualgpu getitem {n}>", "exec"), ns)
+        _GETITEM[n] = ns["getitem"]
+    return _GETITEM[n]
 
 
 def _element_setter(n, kind):
@@ -179,9 +178,9 @@ def _element_setter(n, kind):
         if kind == "dual":
             body = "    a.values[i] = v.value\n    _write_lanes(a.partials, i, v.partials)\n"
         else:
-            body = f"    a.values[i] = v\n    _write_lanes(a.partials, i, _zeros_{n})\n"
+            body = "    a.values[i] = v\n    _write_lanes(a.partials, i, _zeros)\n"
         src = "def setitem(a, i, v):\n" + body
-        ns = {"_write_lanes": write_lanes, f"_zeros_{n}": (0,) * n}
+        ns = {"_write_lanes": write_lanes, "_zeros": (0,) * n}
         exec(compile(src, f"<dualgpu setitem {key}>", "exec"), ns)
         _SETITEM[key] = ns["setitem"]
     return _SETITEM[key]

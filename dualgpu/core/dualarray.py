@@ -390,30 +390,12 @@ class DualArray(DualArrayBase):
         """The DualArray with its axes permuted (reversed when none are given)."""
         if len(axes) == 1 and not isinstance(axes[0], (int, np.integer)):
             axes = axes[0]
-        return np.transpose(self, axes if axes else None)  # device arrays: _device_transpose
+        return np.transpose(self, axes if axes else None)  # device arrays: views, see host.shapes
 
     @property
     def T(self):
         """The transposed DualArray."""
         return self.transpose()
-
-    def _device_transpose(self, axes):
-        """Device members permuted by ``axes`` (normalised; None reverses them) as numba.cuda
-        permutes its arrays; ``np.transpose``, ``np.swapaxes`` and ``np.moveaxis`` of such a
-        DualArray come here. The simulator's arrays give views (a kernel writing into
-        ``out.T`` writes into ``out``, as in the plain run), a GPU's DeviceNDArray a copy of
-        a 2-D array (and the partials, of one more dimension, a copy too). Host numpy would
-        copy both to the host and lose the writes."""
-        ndim = self.values.ndim
-        order = tuple(reversed(range(ndim))) if axes is None else tuple(axes)
-        values = self.values.transpose(order)
-        lane_order = (0,) + tuple(a + 1 for a in order)
-        try:
-            partials = self.partials.transpose(lane_order)
-        except NotImplementedError:  # numba's DeviceNDArray transposes 2-D arrays only
-            partials = same_side(self.partials, np.ascontiguousarray(
-                np.transpose(self.partials.copy_to_host(), lane_order)))
-        return DualArray(values, partials)
 
     def swapaxes(self, axis1, axis2):
         """The DualArray with two axes interchanged."""

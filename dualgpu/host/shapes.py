@@ -35,8 +35,25 @@ def _pair(a, fname):
 # ---------------------------------------------------------------------------
 def _on_device(a):
     """A DualArray of device arrays: reshaped and permuted by the arrays' own methods (views
-    on the simulator, as for numba.cuda's plain arrays; see ``DualArray._device_transpose``)."""
+    on the simulator, as for numba.cuda's plain arrays; see :func:`_device_permuted`)."""
     return isinstance(a, DualArray) and is_device(a.values)
+
+
+def _device_permuted(a, order):
+    """Device DualArray ``a`` with its axes in ``order`` (normalised; None reverses them),
+    permuted as numba.cuda permutes its arrays. The simulator's arrays give views (a kernel
+    writing into ``out.T`` writes into ``out``, as in the plain run), a GPU's DeviceNDArray
+    a copy of a 2-D array (and the partials, of one more dimension, a copy too). Host numpy
+    would copy both to the host and lose the writes."""
+    order = tuple(reversed(range(a.ndim))) if order is None else tuple(order)
+    values = a.values.transpose(order)
+    lane_order = (0,) + lane_axes(order)
+    try:
+        partials = a.partials.transpose(lane_order)
+    except NotImplementedError:  # numba's DeviceNDArray transposes 2-D arrays only
+        partials = same_side(a.partials, np.ascontiguousarray(
+            np.transpose(a.partials.copy_to_host(), lane_order)))
+    return DualArray(values, partials)
 
 
 @implements(np.reshape)
@@ -71,7 +88,7 @@ def ravel(a, order="C"):
 def transpose(a, axes=None):
     """Return ``a`` with its axes permuted (reversed by default)."""
     if _on_device(a):
-        return a._device_transpose(
+        return _device_permuted(a, 
             None if axes is None else normalize_axes(tuple(axes), a.ndim, "numpy.transpose"))
     values, partials = _pair(a, "numpy.transpose")
     result = np.transpose(values, axes)
@@ -92,7 +109,7 @@ def swapaxes(a, axis1, axis2):
         (first,) = normalize_axes(axis1, a.ndim, "numpy.swapaxes")
         (second,) = normalize_axes(axis2, a.ndim, "numpy.swapaxes")
         order[first], order[second] = order[second], order[first]
-        return a._device_transpose(tuple(order))
+        return _device_permuted(a, tuple(order))
     values, partials = _pair(a, "numpy.swapaxes")
     result = np.swapaxes(values, axis1, axis2)
     if partials is None:
@@ -111,7 +128,7 @@ def moveaxis(a, source, destination):
         order = [n for n in range(a.ndim) if n not in src]  # numpy's own construction
         for d, s_ in sorted(zip(dst, src)):
             order.insert(d, s_)
-        return a._device_transpose(tuple(order))
+        return _device_permuted(a, tuple(order))
     values, partials = _pair(a, "numpy.moveaxis")
     result = np.moveaxis(values, source, destination)
     if partials is None:

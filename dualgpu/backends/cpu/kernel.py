@@ -328,7 +328,7 @@ class CpuKernel(LaneTiles):
                                                   tiles, threads)
                 arguments = (*flat, *g, *b, *tiles_range, chunk, control)
                 if pieces not in self._warm:  # compile before helpers may call it
-                    launcher.compile(tuple(launcher.typeof_pyval(a) for a in arguments))
+                    cpu_parallel.compile_here(launcher, arguments)
                     self._warm.add(pieces)
                 start = time.perf_counter()
                 cpu_parallel.run_parallel(launcher, arguments, control, threads)

@@ -35,8 +35,8 @@ from numba.extending import intrinsic
 
 __all__ = [
     "PARALLEL_MIN_SECONDS", "PARALLEL_MIN_ITEMS", "PIECES_SERIAL_MIN_ITEMS", "ENABLED",
-    "LaunchCost", "run_parallel", "available_threads", "chunk_length", "control_array",
-    "serial_launches", "claim", "finish", "CONTROL_SLOTS",
+    "LaunchCost", "run_parallel", "compile_here", "available_threads", "chunk_length",
+    "control_array", "serial_launches", "claim", "finish", "CONTROL_SLOTS",
 ]
 
 #: False: every launch runs serially (see :func:`serial_launches`).
@@ -276,6 +276,12 @@ def _run_job(launcher, args, control, errors):
 
 
 _HELPERS = _Helpers()
+
+
+def compile_here(launcher, args):
+    """Compile ``launcher`` for ``args`` on this thread, before helper threads may call it
+    (a helper that found it uncompiled would compile it too, under numba's lock)."""
+    launcher.compile(tuple(launcher.typeof_pyval(a) for a in args))
 
 
 def run_parallel(launcher, args, control, threads):

@@ -255,8 +255,7 @@ class BlockLauncher:
         control = cpu_parallel.control_array()
         arguments = (*args, *g, *b, sharedmem, workers, errs, control)
         if workers > 1 and not built.compiled:  # compile before helpers may call it
-            launcher = built.launcher
-            launcher.compile(tuple(launcher.typeof_pyval(a) for a in arguments))
+            cpu_parallel.compile_here(built.launcher, arguments)
         cpu_parallel.run_parallel(built.launcher, arguments, control, workers)
         built.compiled = True  # (a serial launch compiled it on this thread)
 
