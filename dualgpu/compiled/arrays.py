@@ -22,7 +22,10 @@ from numba.core.extending import intrinsic, overload, register_jitable
 from numba.np import arrayobj
 
 from dualgpu.compiled.attributes import array_attributes
-from dualgpu.compiled.types import DualArrayType, DualType, dual_array_type, make_dual
+from dualgpu.compiled.lowering import lower_call, register_lowered
+from dualgpu.compiled.types import (
+    DualArrayType, DualType, build_dual, dual_array_type, pack_lanes,
+)
 from dualgpu.core.dualarray import DualArray
 
 # the type is dualgpu.compiled.types'; DualArrayType and dual_array_type are re-exported
@@ -87,10 +90,6 @@ def _index_parts(index, ndim):
     return None
 
 
-_GETITEM = {}
-_SETITEM = {}
-
-
 def _lane_pointers(context, builder, partials_type, partials, index_types, index, n):
     """Pointers to ``partials[k, *index]`` for k < n, with numba's own index handling:
     negative indices wrap around, and with ``NUMBA_BOUNDSCHECK`` every index is checked."""
@@ -120,70 +119,62 @@ def _unpack_index(builder, index_type, index):
     return [index_type], [index]
 
 
-@intrinsic
-def read_lanes(typingctx, partials, index, lanes):
-    """``(partials[0, *index], ..., partials[n - 1, *index])``: one element's lanes, read
-    with numba's indexing (wrap-around, bounds checks under ``NUMBA_BOUNDSCHECK``) in one
-    intrinsic, not n ``getitem`` calls to type and lower one by one."""
-    if not isinstance(lanes, types.IntegerLiteral):
-        raise TypingError("read_lanes: the lane count must be a compile-time constant")
-    ret = types.UniTuple(partials.dtype, lanes.literal_value)
+def _element_get(typingctx, a, i):
+    """``a[i]`` with one integer per axis: the element's value and lanes, lowered in the
+    caller (numba's own getitem reads the value, :func:`_lane_pointers` the lanes)."""
+    if not isinstance(a, DualArrayType) or _index_parts(i, a.ndim) is None:
+        return None
+    ret = a.dual
 
     def codegen(context, builder, sig, args):
-        index_types, index_values = _unpack_index(builder, index, args[1])
-        pointers = _lane_pointers(context, builder, partials, args[0], index_types,
-                                  index_values, lanes.literal_value)
-        return context.make_tuple(builder, ret, [
-            arrayobj.load_item(context, builder, partials, ptr) for ptr in pointers])
+        arr = cgutils.create_struct_proxy(a)(context, builder, value=args[0])
+        value, value_type = lower_call(context, builder, operator.getitem,
+                                       (a.values_type, i), (arr.values, args[1]))
+        index_types, index_values = _unpack_index(builder, i, args[1])
+        pointers = _lane_pointers(context, builder, a.partials_type, arr.partials, index_types,
+                                  index_values, a.n)
+        lanes = [context.cast(builder, arrayobj.load_item(context, builder, a.partials_type, p),
+                              a.partials_type.dtype, ret.lane_dtype) for p in pointers]
+        return build_dual(context, builder, ret, context.cast(builder, value, value_type, ret.dtype),
+                          pack_lanes(context, builder, ret.partials_type, lanes))
 
-    return ret(partials, index, lanes), codegen
+    return ret(a, i), codegen
 
 
-@intrinsic
-def write_lanes(typingctx, partials, index, lanes_tuple):
-    """``partials[k, *index] = lanes_tuple[k]`` for every k, cast to the array's dtype as
-    numba's ``setitem`` casts (storing a number writes a tuple of zeros)."""
-    if not isinstance(lanes_tuple, types.UniTuple):
-        raise TypingError(f"write_lanes: the lanes must be a tuple; got {lanes_tuple}")
-    n, lane_type = lanes_tuple.count, lanes_tuple.dtype
+def _element_set(typingctx, a, i, v):
+    """``a[i] = v`` with one integer per axis: a dual's value and lanes, or a number and zero
+    lanes, lowered in the caller (numba's own setitem stores the value, cast as it casts)."""
+    if not isinstance(a, DualArrayType) or _index_parts(i, a.ndim) is None:
+        return None
+    if isinstance(v, DualType):
+        _check_compatible(a, v)
+    elif not isinstance(v, (types.Float, types.Integer, types.Boolean)):
+        raise TypingError(f"cannot store {v} into {a}; expected a Dual or a number.")
 
     def codegen(context, builder, sig, args):
-        index_types, index_values = _unpack_index(builder, index, args[1])
-        pointers = _lane_pointers(context, builder, partials, args[0], index_types,
-                                  index_values, n)
-        lanes = cgutils.unpack_tuple(builder, args[2], n)
-        for ptr, lane in zip(pointers, lanes):
-            value = context.cast(builder, lane, lane_type, partials.dtype)
-            arrayobj.store_item(context, builder, partials, value, ptr)
+        arr = cgutils.create_struct_proxy(a)(context, builder, value=args[0])
+        if isinstance(v, DualType):
+            dual = cgutils.create_struct_proxy(v)(context, builder, value=args[2])
+            value, value_type = dual.value, v.dtype
+            lanes = [context.cast(builder, lane, v.lane_dtype, a.partials_type.dtype)
+                     for lane in cgutils.unpack_tuple(builder, dual.partials, v.n)]
+        else:
+            value, value_type = args[2], v
+            lanes = [context.get_constant(a.partials_type.dtype, 0)] * a.n
+        lower_call(context, builder, operator.setitem, (a.values_type, i, value_type),
+                   (arr.values, args[1], value))
+        index_types, index_values = _unpack_index(builder, i, args[1])
+        pointers = _lane_pointers(context, builder, a.partials_type, arr.partials, index_types,
+                                  index_values, a.n)
+        for pointer, lane in zip(pointers, lanes):
+            arrayobj.store_item(context, builder, a.partials_type, lane, pointer)
         return context.get_dummy_value()
 
-    return types.none(partials, index, lanes_tuple), codegen
+    return types.none(a, i, v), codegen
 
 
-def _element_getter(n):
-    if n not in _GETITEM:
-        src = (
-            "def getitem(a, i):\n"
-            f"    return _make_dual(a.values[i], _read_lanes(a.partials, i, {n}))\n"
-        )
-        ns = {"_make_dual": make_dual, "_read_lanes": read_lanes}
-        exec(compile(src, f"<dualgpu getitem {n}>", "exec"), ns)
-        _GETITEM[n] = ns["getitem"]
-    return _GETITEM[n]
-
-
-def _element_setter(n, kind):
-    key = (n, kind)
-    if key not in _SETITEM:
-        if kind == "dual":
-            body = "    a.values[i] = v.value\n    _write_lanes(a.partials, i, v.partials)\n"
-        else:
-            body = "    a.values[i] = v\n    _write_lanes(a.partials, i, _zeros)\n"
-        src = "def setitem(a, i, v):\n" + body
-        ns = {"_write_lanes": write_lanes, "_zeros": (0,) * n}
-        exec(compile(src, f"<dualgpu setitem {key}>", "exec"), ns)
-        _SETITEM[key] = ns["setitem"]
-    return _SETITEM[key]
+register_lowered(operator.getitem, _element_get, "dualgpu_dual_array_element")
+register_lowered(operator.setitem, _element_set, "dualgpu_dual_array_store")
 
 
 def _view_index_source(index, ndim):
@@ -197,9 +188,8 @@ def _view_index_source(index, ndim):
 def _dual_array_getitem(a, i):
     if not isinstance(a, DualArrayType):
         return None
-    full = _index_parts(i, a.ndim)
-    if full is not None:
-        return _element_getter(a.n)
+    if _index_parts(i, a.ndim) is not None:
+        return None  # an element: _element_get
     ok = isinstance(i, (types.Integer, types.SliceType)) or (
         isinstance(i, types.BaseTuple) and all(isinstance(t, (types.Integer, types.SliceType)) for t in i)
     )
@@ -230,17 +220,9 @@ def _dual_array_setitem(a, i, v):
         )
     if not isinstance(a, DualArrayType):
         return None
-    full = _index_parts(i, a.ndim)
-    if full is None:
-        return _slice_setter(a, i, v)
-    if isinstance(v, DualType):
-        _check_compatible(a, v)
-        kind = "dual"
-    elif isinstance(v, (types.Float, types.Integer, types.Boolean)):
-        kind = "number"
-    else:
-        raise TypingError(f"cannot store {v} into {a}; expected a Dual or a number.")
-    return _element_setter(a.n, kind)
+    if _index_parts(i, a.ndim) is not None:
+        return None  # an element: _element_set
+    return _slice_setter(a, i, v)
 
 
 def _check_compatible(a, v):

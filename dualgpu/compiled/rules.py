@@ -1,21 +1,18 @@
-"""numba overloads of every rule in :mod:`dualgpu.rules`, for CPU and CUDA.
+"""Every rule in :mod:`dualgpu.rules` on duals in compiled code, for CPU and CUDA.
 
-For each rule and each mix of dual and plain arguments, the implementation is
-generated as Python source, compiled with the rule's derivative expressions
-inlined and their literals bound to constants of the result dtype (so float32
-duals never compute in float64 unless numba's own promotion asks for it), and
-returned from an ``@overload`` template registered for the generic target.
+Each function the table covers (the rule's primal, its aliases, in-place operators and
+numpy ufuncs) gets a typing template for the generic target: a call with duals is typed to
+a dual of the primal's float dtype and lowered straight into the caller by
+:mod:`dualgpu.compiled.lowering` -- no per-rule function to compile.
 
 The primal is the function the user called (``math.pow`` is not ``**``,
 ``np.minimum`` is not ``min``), computed by numba's own implementation, so a
-dual's value is bit-identical to the plain value. The implementations are
-compiled with numpy's error model: a derivative factor never raises (``sqrt(0)``
-gives an infinite factor, as in a kernel). Where plain ``@njit`` code raises
-(``x / 0.0``, see :data:`dualgpu.rules.ZERO_DIVISION_ERRORS`), the
-implementation generated for a caller with numba's default
-``error_model="python"`` raises the same ``ZeroDivisionError``. With
-:data:`dualgpu.nansafe.NANSAFE_MODE_ENABLED`, lane products go through the
-NaN-safe intrinsics (a zero partial stays zero).
+dual's value is bit-identical to the plain value. A derivative factor never raises
+(``sqrt(0)`` gives an infinite factor, as in a kernel). Where plain ``@njit`` code raises
+(``x / 0.0``, see :data:`dualgpu.rules.ZERO_DIVISION_ERRORS`), a caller compiled with numba's
+default ``error_model="python"`` raises the same ``ZeroDivisionError``. With
+:data:`dualgpu.nansafe.NANSAFE_MODE_ENABLED`, lane products are NaN-safe (a zero partial
+stays zero).
 
 Hand-written cases (each says why it cannot come from the table):
 comparisons (they return a bool from the values), value-only functions
@@ -26,37 +23,26 @@ that names the function and how to add a rule), and the ``Dual`` constructor.
 import builtins
 import math
 import operator
-import re
 import types as pytypes
 
 import numpy as np
 from numba import types
-from numba.core import targetconfig
 from numba.core.errors import TypingError
 from numba.core.extending import overload, register_jitable
 from numba.core.target_extension import current_target
 
 from dualgpu import nansafe, rules
-from dualgpu.core._expressions import expression
 from dualgpu.core.dual import Dual
 from dualgpu.core.int_power import float_int_power
 from dualgpu.errors import MissingRuleError, complex_dual_message, missing_rule_message
 from dualgpu.compiled.attributes import lanes_attribute
+from dualgpu.compiled.lowering import RuleSpec, lower_call, register_lowered, rule_codegen, value_of
 from dualgpu.compiled.types import (
     DualType,
     float_floor,
     float_trunc,
     float_rint,
-    lanes_add,
-    lanes_axpby,
-    lanes_axpby_nansafe,
     lanes_cast,
-    lanes_neg,
-    lanes_or,
-    lanes_scale,
-    lanes_scale_nansafe,
-    lanes_sub,
-    lanes_zero,
     make_dual,
     promote,
     same_bits,
@@ -66,26 +52,13 @@ __all__ = ["resolve_primal", "result_dtype", "rule_targets", "register_variadic"
            "GLOBAL_BRANCH_MESSAGE"]
 
 _MODULES = {"math": math, "operator": operator, "builtins": builtins}
-#: what the expression functions of the rule table mean in compiled code
+#: what the names of the rule table's derivative expressions call in compiled code
 _EXPRESSION_IMPLEMENTATIONS = {"floor": float_floor, "trunc": float_trunc, "rint": float_rint,
                                "same": same_bits}
-_NUMBA_NAMESPACE = {
+_EXPRESSION_FUNCTIONS = {
     name: _EXPRESSION_IMPLEMENTATIONS.get(name) or getattr(math, name)
     for name in rules.EXPRESSION_FUNCTIONS
 }
-#: compiled implementations: derivative factors never raise (see the module docstring)
-_JIT_OPTIONS = {"error_model": "numpy"}
-_NUMBA_NAMESPACE.update(
-    _make_dual=make_dual,
-    _lanes_scale=lanes_scale_nansafe if nansafe.NANSAFE_MODE_ENABLED else lanes_scale,
-    _lanes_axpby=lanes_axpby_nansafe if nansafe.NANSAFE_MODE_ENABLED else lanes_axpby,
-    _lanes_add=lanes_add,
-    _lanes_sub=lanes_sub,
-    _lanes_neg=lanes_neg,
-    _lanes_cast=lanes_cast,
-    _lanes_zero=lanes_zero,
-    _lanes_or=lanes_or,
-)
 
 
 def resolve_primal(dotted):
@@ -101,12 +74,6 @@ def _dotted(fn):
         if name and getattr(module, name, None) is fn:
             return f"{module_name}.{name}"
     return None
-
-
-def _caller_raises():
-    """True when the function being compiled uses numba's ``error_model="python"`` (@njit)."""
-    flags = targetconfig.ConfigStack.top_or_none()
-    return getattr(flags, "error_model", "numpy") == "python"
 
 
 def _on_cpu():
@@ -176,147 +143,9 @@ def _check_lanes(name, arg_types):
         )
 
 
-_IMPL_CACHE = {}
-
-
-def _generate_tracer(rule_name, rule, kinds, dtype, primal):
-    """Structural tracer: the answer depends on every dual argument whose factor is not 0."""
-    params = ["a", "b"][: len(kinds)]
-    values = [f"{p}.value" if kind == "d" else p for p, kind in zip(params, kinds)]
-    deps = [
-        f"{p}.partials" for p, kind, text in zip(params, kinds, rule.derivatives)
-        if kind == "d" and expression(text).unit != 0
-    ]
-    if not deps:
-        lanes = f"_lanes_zero({params[kinds.index('d')]})"
-    elif len(deps) == 1:
-        lanes = deps[0]
-    else:
-        lanes = f"_lanes_or({deps[0]}, {deps[1]})"
-    source = (
-        f"def impl({', '.join(params)}):\n"
-        f"    return _make_dual(_T(_primal({', '.join(values)})), {lanes})\n"
-    )
-    ns = dict(_NUMBA_NAMESPACE)
-    ns["_T"] = np.float32 if dtype == types.float32 else np.float64
-    ns["_primal"] = primal
-    exec(compile(source, f"<dualgpu tracer rule {rule_name} {kinds} {dtype}>", "exec"), ns)
-    return ns["impl"]
-
-
-def _generate(rule_name, rule, kinds, dtype, tracer=False, primal=None, zero_division=None):
-    """Generate the implementation for a rule and a tuple of 'd'/'n' argument kinds.
-
-    ``primal`` is the callable computing the value (default: the rule's);
-    ``zero_division`` a ``(condition, message)`` of
-    :data:`dualgpu.rules.ZERO_DIVISION_ERRORS` to raise ZeroDivisionError where
-    plain @njit code does, or None.
-    """
-    primal = resolve_primal(rule.primal) if primal is None else primal
-    key = (rule_name, rule.derivatives, kinds, dtype, tracer, primal, zero_division,
-           nansafe.NANSAFE_MODE_ENABLED)
-    if key in _IMPL_CACHE:
-        return _IMPL_CACHE[key]
-    if tracer:
-        _IMPL_CACHE[key] = _generate_tracer(rule_name, rule, kinds, dtype, primal)
-        return _IMPL_CACHE[key]
-    nargs = len(kinds)
-    params = ["a", "b"][:nargs]
-    values = [f"{p}.value" if kind == "d" else p for p, kind in zip(params, kinds)]
-    ns = dict(_NUMBA_NAMESPACE)
-    ns["_T"] = np.float32 if dtype == types.float32 else np.float64
-    ns["_primal"] = primal
-    lines = [f"def impl({', '.join(params)}):"]
-    names = ["x", "y"][:nargs]
-    for name, value in zip(names, values):
-        lines.append(f"    {name} = _T({value})")
-    if zero_division is not None and nargs == 2:
-        condition, message = zero_division
-        test = {"zero divisor": f"{values[1]} == 0",
-                "zero to a negative int": f"{values[1]} < 0 and {values[0]} == 0"}[condition]
-        lines.append(f"    if {test}:")
-        lines.append(f"        raise ZeroDivisionError({message!r})")
-    lines.append(f"    ans = _T(_primal({', '.join(values)}))")
-    terms = []  # _Term per dual argument whose factor is not identically 0
-    for k, kind in enumerate(kinds):
-        if kind != "d":
-            continue
-        expr = expression(rule.derivatives[k])
-        for cname, cvalue in expr.constants.items():
-            ns[f"{cname}_{k}"] = ns["_T"](cvalue)
-        if expr.unit == 0:
-            continue
-
-        def rename(src, k=k):
-            return re.sub(r"\b(_c\d+)\b", rf"\1_{k}", src)
-
-        partials = f"{params[k]}.partials"
-        if expr.gate is not None:
-            # "A if test else 0": inactive, the term contributes nothing (not 0 * partials)
-            gate = expr.gate
-            lines.append(f"    g{k} = {'' if gate.when else 'not '}({rename(gate.test)})")
-            if gate.unit != 0:
-                terms.append(_Term(k, gate.unit, rename(gate.source), partials, f"g{k}"))
-            continue
-        if expr.unit is None:
-            lines.append(f"    f{k} = _T({rename(expr.source)})")
-        terms.append(_Term(k, expr.unit, None, partials, None))
-    _emit_lanes(lines, terms, [t for t in terms if t.gate], "    ", params, kinds)
-    lines.append("    return _make_dual(ans, lanes)")
-    source = "\n".join(lines)
-    exec(compile(source, f"<dualgpu rule {rule_name} {kinds} {dtype}>", "exec"), ns)
-    impl = ns["impl"]
-    impl.__dualgpu_source__ = source
-    _IMPL_CACHE[key] = impl
-    return impl
-
-
-class _Term:
-    """One argument's contribution: ``factor * partials``, possibly behind a gate."""
-
-    __slots__ = ("k", "unit", "source", "partials", "gate")
-
-    def __init__(self, k, unit, source, partials, gate):
-        self.k, self.unit, self.source, self.partials, self.gate = k, unit, source, partials, gate
-
-
-def _emit_lanes(lines, terms, gated, indent, params, kinds):
-    """Append code computing ``lanes`` from the active terms, one branch per gate."""
-    if gated:
-        gate = gated[0]
-        lines.append(f"{indent}if {gate.gate}:")
-        _emit_lanes(lines, terms, gated[1:], indent + "    ", params, kinds)
-        lines.append(f"{indent}else:")
-        _emit_lanes(lines, [t for t in terms if t is not gate], gated[1:], indent + "    ",
-                    params, kinds)
-        return
-    for t in terms:
-        if t.gate and t.unit is None:  # a gated factor is computed only where it is active
-            lines.append(f"{indent}f{t.k} = _T({t.source})")
-    lines.append(f"{indent}lanes = {_combine(terms, params, kinds)}")
-
-
-def _combine(terms, params, kinds):
-    """The lane expression for up to two active terms (units cost no multiplication)."""
-    if not terms:
-        first = kinds.index("d")
-        return f"_lanes_cast(ans, _lanes_zero({params[first]}))"
-    if len(terms) == 1:
-        t = terms[0]
-        return {1: f"_lanes_cast(ans, {t.partials})", -1: f"_lanes_neg(ans, {t.partials})"}.get(
-            t.unit, f"_lanes_scale(f{t.k}, {t.partials})")
-    a, b = terms
-    if (a.unit, b.unit) == (1, 1):
-        return f"_lanes_add(ans, {a.partials}, {b.partials})"
-    if (a.unit, b.unit) == (1, -1):
-        return f"_lanes_sub(ans, {a.partials}, {b.partials})"
-    fa = {1: "_T(1)", -1: "_T(-1)"}.get(a.unit, f"f{a.k}")
-    fb = {1: "_T(1)", -1: "_T(-1)"}.get(b.unit, f"f{b.k}")
-    return f"_lanes_axpby({fa}, {a.partials}, {fb}, {b.partials})"
-
-
-def _rule_implementation(fn, rule_name, args, primal=None):
-    """The implementation of ``fn(*args)`` (``fn`` called with duals) by the rule ``rule_name``.
+def _rule_call(fn, rule_name, args, primal=None):
+    """``(signature, codegen)`` of ``fn(*args)`` (``fn`` called with duals) by the rule
+    ``rule_name``, or None where the arguments are not this rule's.
 
     The rule is looked up when a call is typed (:func:`dualgpu.rules.lookup`), so a rule
     added or replaced with :func:`dualgpu.rules.define` applies to code compiled afterwards.
@@ -324,39 +153,42 @@ def _rule_implementation(fn, rule_name, args, primal=None):
     """
     rule = rules.lookup(rule_name)
     nargs = len(rule.derivatives)
-    zero_division = rules.ZERO_DIVISION_ERRORS.get(_dotted(fn))
     if len(args) != nargs or not any(isinstance(a, DualType) for a in args):
         return None
     if not all(isinstance(a, DualType) or _is_number(a) for a in args):
         return None
     _check_lanes(rule.primal, args)
-    kinds = tuple("d" if isinstance(a, DualType) else "n" for a in args)
     primal = _target_primal(fn, rule) if primal is None else primal
     dtype = result_dtype(primal, args)
     tracer = any(isinstance(a, DualType) and a.tracer for a in args)
-    raises = zero_division if _caller_raises() else None
-    if raises and raises[0] == "zero to a negative int" and not isinstance(
+    zero_division = None if tracer else rules.ZERO_DIVISION_ERRORS.get(_dotted(fn))
+    if zero_division and zero_division[0] == "zero to a negative int" and not isinstance(
             args[1], types.Integer):
-        raises = None  # 0.0 ** -1.0 is inf in plain code too
-    if (rule_name == "pow" and not raises and isinstance(args[1], types.Integer)
+        zero_division = None  # 0.0 ** -1.0 is inf in plain code too
+    quiet_primal = None
+    if (rule_name == "pow" and isinstance(args[1], types.Integer)
             and isinstance(args[0], DualType) and _on_cpu()):
         # numba's CPU float ** int raises at 0 whatever the error model: inf, as on GPUs
-        primal = float_int_power
+        quiet_primal = float_int_power
     rules.note_compiled(rule_name)  # compiled code keeps this rule (see rules.define)
-    return _generate(rule_name, rule, kinds, dtype, tracer, primal, raises)
+    spec = RuleSpec(rule, args, dtype, primal, quiet_primal, zero_division,
+                    nansafe.NANSAFE_MODE_ENABLED, _EXPRESSION_FUNCTIONS)
+    return spec.result(*args), rule_codegen(spec)
+
+
+def _definition(nargs, define):
+    """A typing definition ``(typingctx, a[, b])`` calling ``define(args)`` (numba reads the
+    parameters of a definition to name the call's arguments)."""
+    if nargs == 1:
+        return lambda typingctx, a: define((a,))
+    return lambda typingctx, a, b: define((a, b))
 
 
 def _register_rule(fn, rule_name, rule):
-    """Overload ``fn`` (the rule's primal, an alias, an in-place operator or a ufunc)."""
-    nargs = len(rule.derivatives)
-
-    def typer(*args):
-        return _rule_implementation(fn, rule_name, args)
-
-    if nargs == 1:
-        overload(fn, jit_options=_JIT_OPTIONS)(lambda a: typer(a))
-    else:
-        overload(fn, jit_options=_JIT_OPTIONS)(lambda a, b: typer(a, b))
+    """Lower ``fn`` (the rule's primal, an alias, an in-place operator or a ufunc) on duals."""
+    register_lowered(fn, _definition(len(rule.derivatives),
+                                     lambda args: _rule_call(fn, rule_name, args)),
+                     f"dualgpu_{rule_name}")
 
 
 #: Raised (from compiled code) where a global sparsity tracer meets a branch on a traced value;
@@ -411,20 +243,28 @@ def _round_ndigits_typer(dual_type):
 
 
 def _register_comparison(fn):
-    def typer(a, b):
-        if not (isinstance(a, DualType) or isinstance(b, DualType)):
+    """Compare the values (lowered in the caller); global tracers refuse the branch."""
+    def values_compared(typingctx, a, b):
+        if not _first_order_operands((a, b)) or _is_global(a) or _is_global(b):
             return None
-        if not all(isinstance(t, DualType) or _is_number(t) for t in (a, b)):
+        value_types = (_value_type(a), _value_type(b))
+        sig = typingctx.resolve_function_type(typingctx.resolve_value_type(fn), value_types, {})
+        if sig is None:
             return None
-        if _is_global(a) or _is_global(b):  # global sparsity: no branch on a traced value
-            return _global_comparison(fn, isinstance(a, DualType), isinstance(b, DualType))
-        if isinstance(a, DualType) and isinstance(b, DualType):
-            return lambda a, b: fn(a.value, b.value)
-        if isinstance(a, DualType):
-            return lambda a, b: fn(a.value, b)
-        return lambda a, b: fn(a, b.value)
 
-    overload(fn)(typer)
+        def codegen(context, builder, signature, args):
+            values = [value_of(context, builder, t, v) for t, v in zip((a, b), args)]
+            return lower_call(context, builder, fn, value_types, values)[0]
+
+        return sig.return_type(a, b), codegen
+
+    def global_typer(a, b):  # global sparsity: no branch on a traced value
+        if _first_order_operands((a, b)) and (_is_global(a) or _is_global(b)):
+            return _global_comparison(fn, isinstance(a, DualType), isinstance(b, DualType))
+        return None
+
+    register_lowered(fn, values_compared, f"dualgpu_{fn.__name__}")
+    overload(fn)(global_typer)
 
 
 def _global_comparison(fn, a_dual, b_dual):
@@ -530,46 +370,62 @@ def _jitable(function):
 _JITABLE = set()
 
 
-def _defined_typer(key):
+def _defined_numbers_typer(key):
+    """The overload of a defined rule's wrapper: on plain numbers, the primal itself."""
     def typer(*args):
         definition = rules.DEFINED.get(key)
         if definition is None:
             raise MissingRuleError(
                 f"{key}: its rule was removed (dualgpu.rules.undefine); define it again.")
+        if not all(_is_number(a) for a in args):
+            return None  # duals: the lowered rule (_defined_rule_call)
         primal = _jitable(definition.function)
-        if all(_is_number(a) for a in args):  # plain numbers: the primal itself
-            ns = {"_primal": primal, "__name__": __name__}  # numba rebuilds envs by module
-            params = ", ".join("ab"[: len(args)])
-            exec(f"def impl({params}):\n    return _primal({params})\n", ns)
-            return ns["impl"]
-        return _rule_implementation(definition.wrapper, key, args, primal=primal)
+        ns = {"_primal": primal, "__name__": __name__}  # numba rebuilds envs by module
+        params = ", ".join("ab"[: len(args)])
+        exec(f"def impl({params}):\n    return _primal({params})\n", ns)
+        return ns["impl"]
 
     return typer
 
 
-def _overload_defined(fn, typer, nargs):
+def _defined_rule_call(key, args):
+    """The lowered rule of a defined wrapper called with duals (None once it is removed)."""
+    definition = rules.DEFINED.get(key)
+    if definition is None:
+        return None  # the numbers overload says it was removed
+    return _rule_call(definition.wrapper, key, args, primal=_jitable(definition.function))
+
+
+#: the plain numbers' implementation compiled with numpy's error model, as the primal's
+_JIT_OPTIONS = {"error_model": "numpy"}
+
+
+def _register_defined(fn, define, nargs, numbers_typer=None):
+    """Lower ``fn`` on duals with ``define(args)``; ``numbers_typer``: its plain overload."""
     if fn in _DEFINED_OVERLOADS:
         return
     _DEFINED_OVERLOADS.add(fn)
-    if nargs == 1:
-        overload(fn, jit_options=_JIT_OPTIONS)(lambda a: typer(a))
-    else:
-        overload(fn, jit_options=_JIT_OPTIONS)(lambda a, b: typer(a, b))
+    register_lowered(fn, _definition(nargs, define), f"dualgpu_defined_{fn.__name__}")
+    if numbers_typer is not None:
+        if nargs == 1:
+            overload(fn, jit_options=_JIT_OPTIONS)(lambda a: numbers_typer(a))
+        else:
+            overload(fn, jit_options=_JIT_OPTIONS)(lambda a, b: numbers_typer(a, b))
 
 
 def _on_rule_defined(new, old):
     if new is None:
         return
     nargs = len(new.rule.derivatives)
-    _overload_defined(new.wrapper, _defined_typer(new.key), nargs)
     key = new.key
+    _register_defined(new.wrapper, lambda args: _defined_rule_call(key, args), nargs,
+                      _defined_numbers_typer(key))
     for fn in (new.function if new.name.startswith("math.") and key == new.name else None,
                new.ufunc if new.ufunc is not None and new.ufunc.__name__ not in
                rules.NUMPY_UFUNCS else None):
         if fn is not None:  # math.exp2, np.cbrt: numba's own function computes the value
-            _overload_defined(fn, lambda *args, fn=fn: (
-                _rule_implementation(fn, key, args, primal=fn) if key in rules.DEFINED
-                else None), nargs)
+            _register_defined(fn, lambda args, fn=fn: (
+                _rule_call(fn, key, args, primal=fn) if key in rules.DEFINED else None), nargs)
 
 
 rules.subscribe(_on_rule_defined)

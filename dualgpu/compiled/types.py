@@ -35,7 +35,7 @@ from numba.core.extending import (
 from numba.core.typeconv import Conversion
 
 from dualgpu import nansafe
-from dualgpu.core import lanes as _lanes
+from dualgpu.core import lanes as core_lanes
 from dualgpu.core.nested import MAX_TAG
 from dualgpu.errors import DualgpuError
 
@@ -68,6 +68,13 @@ __all__ = [
     "float_trunc",
     "float_rint",
     "MAX_LANES",
+    "build_dual",
+    "lane_values",
+    "pack_lanes",
+    "cast_lane_values",
+    "plain_product",
+    "nansafe_product",
+    "lane_flags",
     "TRACER_LANE",
     "GLOBAL_TRACER_LANE",
     "tracer_of_lane",
@@ -75,7 +82,7 @@ __all__ = [
 
 #: Largest lane count a compiled dual accepts (a soft limit for register use); the one value is
 #: :data:`dualgpu.core.lanes.MAX_LANES`.
-MAX_LANES = _lanes.MAX_LANES
+MAX_LANES = core_lanes.MAX_LANES
 
 _FLOATS = (types.float32, types.float64)
 
@@ -463,18 +470,21 @@ make_attribute_wrapper(TaggedDualArrayType, "partials", "partials")
 
 # --- intrinsics: straight-line lane arithmetic ---------------------------------
 
-def _build_dual(context, builder, dual_ty, value, partials):
+def build_dual(context, builder, dual_ty, value, partials):
+    """The dual of type ``dual_ty`` made of ``value`` and the packed ``partials``."""
     d = cgutils.create_struct_proxy(dual_ty)(context, builder)
     d.value = value
     d.partials = partials
     return d._getvalue()
 
 
-def _lanes(builder, tup, n):
+def lane_values(builder, tup, n):
+    """The ``n`` lanes of the UniTuple ``tup``, as a list of LLVM values."""
     return [builder.extract_value(tup, k) for k in range(n)]
 
 
-def _pack(context, builder, tuple_ty, items):
+def pack_lanes(context, builder, tuple_ty, items):
+    """The UniTuple of type ``tuple_ty`` holding ``items``."""
     return context.make_tuple(builder, tuple_ty, items)
 
 
@@ -491,13 +501,15 @@ def make_dual(typingctx, value, partials):
     ret = dual_type(value, partials.count, tracer=tracer_of_lane(partials.dtype))
 
     def codegen(context, builder, sig, args):
-        return _build_dual(context, builder, ret, args[0], args[1])
+        return build_dual(context, builder, ret, args[0], args[1])
 
     return ret(value, partials), codegen
 
 
-def _cast_lanes(context, builder, tup, from_ty, to_dtype):
-    return [context.cast(builder, v, from_ty.dtype, to_dtype) for v in _lanes(builder, tup, from_ty.count)]
+def cast_lane_values(context, builder, tup, from_ty, to_dtype):
+    """The lanes of the UniTuple ``tup`` (of type ``from_ty``), each cast to ``to_dtype``."""
+    return [context.cast(builder, v, from_ty.dtype, to_dtype)
+            for v in lane_values(builder, tup, from_ty.count)]
 
 
 #: Fast-math flags of the lane arithmetic on the CPU: ``contract`` lets LLVM fuse a lane's
@@ -514,12 +526,12 @@ def lane_flags(context):
     return CPU_LANE_FLAGS if isinstance(context, CPUContext) else ()
 
 
-def _plain_product(context, builder, factor, lane, dtype):
+def plain_product(context, builder, factor, lane, dtype):
     """``factor * lane``."""
     return builder.fmul(factor, lane, flags=lane_flags(context))
 
 
-def _nansafe_product(context, builder, factor, lane, dtype):
+def nansafe_product(context, builder, factor, lane, dtype):
     """``factor * lane``, or exactly 0 where ``lane`` is 0 (an inf/nan factor cannot leak)."""
     zero = context.get_constant(dtype, 0.0)
     is_zero = builder.fcmp_ordered("==", lane, zero)
@@ -534,9 +546,9 @@ def _lanes_scale(name, product, doc):
 
         def codegen(context, builder, sig, args):
             f, tup = args
-            lanes = _cast_lanes(context, builder, tup, partials, factor)
+            lanes = cast_lane_values(context, builder, tup, partials, factor)
             out = [product(context, builder, f, v, factor) for v in lanes]
-            return _pack(context, builder, ret, out)
+            return pack_lanes(context, builder, ret, out)
 
         return ret(factor, partials), codegen
 
@@ -553,13 +565,13 @@ def _lanes_axpby(name, product, doc):
         def codegen(context, builder, sig, args):
             fa, tp, fb, tq = args
             fb = context.cast(builder, fb, b, a)
-            lp = _cast_lanes(context, builder, tp, p, a)
-            lq = _cast_lanes(context, builder, tq, q, a)
+            lp = cast_lane_values(context, builder, tp, p, a)
+            lq = cast_lane_values(context, builder, tq, q, a)
             flags = lane_flags(context)
             out = [builder.fadd(product(context, builder, fa, x, a),
                                 product(context, builder, fb, y, a), flags=flags)
                    for x, y in zip(lp, lq)]
-            return _pack(context, builder, ret, out)
+            return pack_lanes(context, builder, ret, out)
 
         return ret(a, p, b, q), codegen
 
@@ -568,16 +580,16 @@ def _lanes_axpby(name, product, doc):
 
 
 lanes_scale = _lanes_scale(
-    "lanes_scale", _plain_product,
+    "lanes_scale", plain_product,
     """``factor * partials`` lane by lane, in the dtype of ``factor``.""")
 lanes_axpby = _lanes_axpby(
-    "lanes_axpby", _plain_product,
+    "lanes_axpby", plain_product,
     """``a * p + b * q`` lane by lane, in the dtype of ``a``.""")
 lanes_scale_nansafe = _lanes_scale(
-    "lanes_scale_nansafe", _nansafe_product,
+    "lanes_scale_nansafe", nansafe_product,
     """``factor * partials`` lane by lane, a zero lane staying zero (NaN-safe mode).""")
 lanes_axpby_nansafe = _lanes_axpby(
-    "lanes_axpby_nansafe", _nansafe_product,
+    "lanes_axpby_nansafe", nansafe_product,
     """``a * p + b * q`` lane by lane, zero lanes contributing zero (NaN-safe mode).""")
 
 
@@ -635,10 +647,10 @@ def _lanes_binary(name, build):
         ret = types.UniTuple(dtype_of, p.count)
 
         def codegen(context, builder, sig, args):
-            lp = _cast_lanes(context, builder, args[1], p, dtype_of)
-            lq = _cast_lanes(context, builder, args[2], q, dtype_of)
+            lp = cast_lane_values(context, builder, args[1], p, dtype_of)
+            lq = cast_lane_values(context, builder, args[2], q, dtype_of)
             op, flags = build(builder), lane_flags(context)
-            return _pack(context, builder, ret, [op(x, y, flags=flags) for x, y in zip(lp, lq)])
+            return pack_lanes(context, builder, ret, [op(x, y, flags=flags) for x, y in zip(lp, lq)])
 
         return ret(dtype_of, p, q), codegen
 
@@ -657,10 +669,10 @@ def lanes_neg(typingctx, dtype_of, p):
     ret = types.UniTuple(dtype_of, p.count)
 
     def codegen(context, builder, sig, args):
-        lp = _cast_lanes(context, builder, args[1], p, dtype_of)
+        lp = cast_lane_values(context, builder, args[1], p, dtype_of)
         # fsub from -0.0 rather than fneg: NVVM's IR dialect predates fneg
         minus_zero = context.get_constant(dtype_of, -0.0)
-        return _pack(context, builder, ret, [builder.fsub(minus_zero, x) for x in lp])
+        return pack_lanes(context, builder, ret, [builder.fsub(minus_zero, x) for x in lp])
 
     return ret(dtype_of, p), codegen
 
@@ -671,7 +683,7 @@ def lanes_cast(typingctx, dtype_of, p):
     ret = types.UniTuple(dtype_of, p.count)
 
     def codegen(context, builder, sig, args):
-        return _pack(context, builder, ret, _cast_lanes(context, builder, args[1], p, dtype_of))
+        return pack_lanes(context, builder, ret, cast_lane_values(context, builder, args[1], p, dtype_of))
 
     return ret(dtype_of, p), codegen
 
@@ -682,9 +694,9 @@ def lanes_or(typingctx, p, q):
     ret = p
 
     def codegen(context, builder, sig, args):
-        lp = _lanes(builder, args[0], p.count)
-        lq = _lanes(builder, args[1], q.count)
-        return _pack(context, builder, ret, [builder.or_(x, y) for x, y in zip(lp, lq)])
+        lp = lane_values(builder, args[0], p.count)
+        lq = lane_values(builder, args[1], q.count)
+        return pack_lanes(context, builder, ret, [builder.or_(x, y) for x, y in zip(lp, lq)])
 
     return ret(p, q), codegen
 
@@ -696,7 +708,7 @@ def lanes_zero(typingctx, like):
 
     def codegen(context, builder, sig, args):
         zero = context.get_constant(like.lane_dtype, 0)
-        return _pack(context, builder, ret, [zero] * like.n)
+        return pack_lanes(context, builder, ret, [zero] * like.n)
 
     return ret(like), codegen
 
@@ -709,8 +721,8 @@ def lanes_zero(typingctx, like):
 def _number_to_dual(context, builder, fromty, toty, val):
     value = context.cast(builder, val, fromty, toty.dtype)
     zero = context.get_constant(toty.lane_dtype, 0)
-    partials = _pack(context, builder, toty.partials_type, [zero] * toty.n)
-    return _build_dual(context, builder, toty, value, partials)
+    partials = pack_lanes(context, builder, toty.partials_type, [zero] * toty.n)
+    return build_dual(context, builder, toty, value, partials)
 
 
 @lower_cast(DualType, DualType)
@@ -719,5 +731,5 @@ def _dual_to_dual(context, builder, fromty, toty, val):
         raise TypingError(f"cannot convert {fromty} to {toty}")
     src = cgutils.create_struct_proxy(fromty)(context, builder, value=val)
     value = context.cast(builder, src.value, fromty.dtype, toty.dtype)
-    lanes = _cast_lanes(context, builder, src.partials, fromty.partials_type, toty.lane_dtype)
-    return _build_dual(context, builder, toty, value, _pack(context, builder, toty.partials_type, lanes))
+    lanes = cast_lane_values(context, builder, src.partials, fromty.partials_type, toty.lane_dtype)
+    return build_dual(context, builder, toty, value, pack_lanes(context, builder, toty.partials_type, lanes))

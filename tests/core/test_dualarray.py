@@ -121,8 +121,8 @@ def test_chain_rule_through_exp_and_tanh(x, p):
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_element_lanes_read_and_written_as_numba_indexes(dtype):
-    """An element's lanes are read and written in one intrinsic (``read_lanes`` and
-    ``write_lanes``): negative indices wrap around, index tuples may mix integer types, views
+    """An element's lanes are read and written by one lowering (its value by numba's own
+    getitem and setitem): negative indices wrap around, index tuples may mix integer types, views
     with strides (a transposed array, every other lane) are honoured, and a dual of float64
     lanes stored into float32 partials is cast as numba's setitem casts."""
     rng = np.random.default_rng(3)
