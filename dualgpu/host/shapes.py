@@ -138,23 +138,36 @@ def moveaxis(a, source, destination):
     return wrap(result, np.moveaxis(partials, lane_axes(src), lane_axes(dst)))
 
 
+def _squeezed_axes(shape, axis):
+    """The axes ``np.squeeze(x, axis)`` removes from an array of ``shape`` (numpy's errors)."""
+    if axis is None:
+        return tuple(i for i, s in enumerate(shape) if s == 1)
+    axes = normalize_axes(axis, len(shape), "numpy.squeeze")
+    np.squeeze(np.broadcast_to(0, shape), axis=axes)  # numpy's error for an axis not of size 1
+    return axes
+
+
 @implements(np.squeeze)
 def squeeze(a, axis=None):
     """Return ``a`` without its length-one axes (or the ones named)."""
+    if _on_device(a):
+        # the device arrays' own squeeze: a view (numba.cuda's squeeze, and a view of the
+        # simulator's memory), so a kernel writing into u.squeeze() writes into u
+        axes = _squeezed_axes(a.shape, axis)
+        return DualArray(a.values.squeeze(axis=axes), a.partials.squeeze(axis=lane_axes(axes)))
     values, partials = _pair(a, "numpy.squeeze")
     result = np.squeeze(values, axis=axis)
     if partials is None:
         return wrap(result, None)
-    if axis is None:
-        axes = tuple(i for i, s in enumerate(values.shape) if s == 1)
-    else:
-        axes = normalize_axes(axis, values.ndim, "numpy.squeeze")
-    return wrap(result, np.squeeze(partials, axis=lane_axes(axes)))
+    return wrap(result, np.squeeze(partials, axis=lane_axes(_squeezed_axes(values.shape, axis))))
 
 
 @implements(np.expand_dims)
 def expand_dims(a, axis):
     """Return ``a`` with length-one axes inserted at ``axis``."""
+    if _on_device(a) and a.values.is_c_contiguous() and a.partials.is_c_contiguous():
+        # a reshape of contiguous device arrays: a view, as for the values of plain code
+        return reshape(a, np.expand_dims(np.broadcast_to(0, a.shape), axis).shape)
     values, partials = _pair(a, "numpy.expand_dims")
     result = np.expand_dims(values, axis)
     if partials is None:

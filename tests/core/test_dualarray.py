@@ -238,3 +238,29 @@ def test_kernel_writes_into_a_reshaped_device_view_under_the_driver():
         with dualgpu.using_backend(backend):
             np.testing.assert_array_equal(f(x), 4 * x.ravel())
             np.testing.assert_array_equal(dualgpu.jacobian(f, x).reshape(12, 12), 4 * np.eye(12))
+
+
+def test_kernel_writes_into_squeezed_and_expanded_device_views_under_the_driver():
+    """``out.squeeze()``, ``np.squeeze`` and ``np.expand_dims`` of device arrays: views (the
+    device arrays' own squeeze, a reshape of contiguous ones), so a kernel writing into them
+    under the driver writes into ``out`` as the plain run does (both used to go through host
+    numpy, which copied the simulator's arrays and lost the writes)."""
+    def f(x):
+        out = dualgpu.cuda.device_array((3, 1, 4), dtype=x.dtype)
+        _double_into[(1, 1), (4, 4)](dualgpu.cuda.to_device(x), out.squeeze())
+        flat = dualgpu.cuda.device_array((3, 4), dtype=x.dtype)
+        view = np.squeeze(np.expand_dims(flat, 1), axis=1)
+        _double_into[(1, 1), (4, 4)](dualgpu.cuda.to_device(x), view)
+        return out.copy_to_host().ravel() + flat.copy_to_host().ravel()
+
+    x = np.arange(12.0).reshape(3, 4)
+    for backend in ("cpu", "cudasim"):
+        with dualgpu.using_backend(backend):
+            np.testing.assert_array_equal(f(x), 4 * x.ravel())
+            np.testing.assert_array_equal(dualgpu.jacobian(f, x).reshape(12, 12), 4 * np.eye(12))
+    with dualgpu.using_backend("cudasim"), dual_allocation(1):
+        out = dualgpu.cuda.device_array((1, 3, 1))
+        assert out.squeeze().shape == (3,) and out.squeeze().partials.shape == (1, 3)
+        assert np.expand_dims(out.squeeze(), -1).partials.shape == (1, 3, 1)
+        with pytest.raises(ValueError):
+            out.squeeze(axis=1)  # numpy's error: not an axis of length one
