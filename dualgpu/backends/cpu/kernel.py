@@ -58,6 +58,10 @@ DEFAULT_TILE_LANES = TILE_LANES[BACKEND]
 #: CUDA's limit on the number of threads in one block.
 MAX_THREADS_PER_BLOCK = 1024
 
+#: A thread function is called by its launcher only: no CPython or C wrapper is generated
+#: (numba would build and compile both for every thread function).
+_CALLED_FROM_COMPILED_CODE_ONLY = {"no_cpython_wrapper": True, "no_cfunc_wrapper": True}
+
 
 def _dim3(value, what, kernel):
     if type(value) is int and value > 0:
@@ -158,14 +162,14 @@ class CpuKernel(LaneTiles):
         if nrt:
             # numba inlines it: reference counts then live in one function
             thread = self._translation.build(
-                lanes, self.fastmath, unguarded, spec.tracer, _nrt=True, inline="always"
-            )
+                lanes, self.fastmath, unguarded, spec.tracer, _nrt=True, inline="always",
+                **_CALLED_FROM_COMPILED_CODE_ONLY)
         else:
             # a separate function that LLVM inlines (vectorises more loops than
             # numba's IR inlining does)
             thread = self._translation.build(
-                lanes, self.fastmath, unguarded, spec.tracer, _nrt=False, inline="never"
-            )
+                lanes, self.fastmath, unguarded, spec.tracer, _nrt=False, inline="never",
+                **_CALLED_FROM_COMPILED_CODE_ONLY)
             _llvm.inline_every_overload(thread)
         return thread, nrt
 
