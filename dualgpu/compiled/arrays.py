@@ -12,9 +12,11 @@ The type and its data model are :mod:`dualgpu.compiled.types`', its ``typeof``
 :mod:`dualgpu.compiled.typeof`'s and its boxing :mod:`dualgpu.compiled.boxing`'s; this
 module holds the operations: building, allocating, indexing, storing and ``len``.
 """
+import functools
 import operator
 
 import numpy as np
+from llvmlite import ir
 from numba import types
 from numba.core import cgutils
 from numba.core.errors import TypingError
@@ -103,14 +105,27 @@ def _lane_pointers(context, builder, partials_type, partials, index_types, index
         if check:
             cgutils.do_boundscheck(context, builder, ind, shapes[axis], axis)
         fixed.append(ind)
-    pointers = []
-    for k in range(n):
-        lane = context.get_constant(types.intp, k)
-        if check:
-            cgutils.do_boundscheck(context, builder, lane, shapes[0], 0)
-        pointers.append(cgutils.get_item_pointer2(
-            context, builder, ary.data, shapes, strides, partials_type.layout, [lane] + fixed))
-    return pointers
+    zero = context.get_constant(types.intp, 0)
+    if check:
+        for k in (0, n - 1):
+            cgutils.do_boundscheck(context, builder, context.get_constant(types.intp, k),
+                                   shapes[0], 0)
+    first = cgutils.get_item_pointer2(context, builder, ary.data, shapes, strides,
+                                      partials_type.layout, [zero] + fixed)
+    # lane k is k lane strides further: one address computation, not n (the stride of a
+    # 'C' or 'F' array comes from its shape, so LLVM sees lanes-last lanes as adjacent)
+    itemsize = context.get_constant(types.intp, context.get_abi_sizeof(
+        context.get_data_type(partials_type.dtype)))
+    if partials_type.layout == "F":
+        lane_stride = itemsize
+    elif partials_type.layout == "C":
+        lane_stride = functools.reduce(builder.mul, shapes[1:], itemsize)
+    else:
+        lane_stride = strides[0]
+    raw = builder.bitcast(first, ir.IntType(8).as_pointer())
+    return [first] + [
+        builder.bitcast(builder.gep(raw, [builder.mul(lane_stride, context.get_constant(
+            types.intp, k))], inbounds=True), first.type) for k in range(1, n)]
 
 
 def _unpack_index(builder, index_type, index):
