@@ -7,6 +7,7 @@ names, block-level calls into markers (:mod:`dualgpu.backends.cpu.blocks.markers
 and refuses what this backend cannot run with a message that names it.
 """
 import ast
+import copy
 
 from numba import types
 
@@ -127,6 +128,19 @@ class CpuRewriter(CudaRewriter):
             return ast.copy_location(
                 ast.Call(func=_name("_dg_power"), args=[node.left, node.right], keywords=[]),
                 node)
+        return node
+
+    def visit_AugAssign(self, node):
+        # x %= n and x **= n compile as x % n and x ** n do (see visit_BinOp: no division
+        # where none is needed, inf for 0.0 ** -1 as on GPUs), when the target can be read
+        # again without a second side effect: a name, or a name indexed by names and literals
+        node.target = self.visit(node.target)
+        if isinstance(node.op, (ast.Mod, ast.Pow)) and _rereadable(node.target):
+            load = _as_load(node.target)
+            value = self.visit_BinOp(ast.copy_location(
+                ast.BinOp(left=load, op=node.op, right=node.value), node))
+            return ast.copy_location(ast.Assign(targets=[node.target], value=value), node)
+        node.value = self.visit(node.value)
         return node
 
     # -- errors ----------------------------------------------------------------
@@ -288,3 +302,33 @@ class CpuRewriter(CudaRewriter):
                 "reads the thread index."
             )
         return _name(name)
+
+
+def _pure(node):
+    """True for an expression of names and literals only (evaluating it twice is harmless)."""
+    if isinstance(node, (ast.Name, ast.Constant)):
+        return True
+    if isinstance(node, ast.Tuple):
+        return all(_pure(e) for e in node.elts)
+    if isinstance(node, ast.UnaryOp):
+        return _pure(node.operand)
+    if isinstance(node, ast.BinOp):
+        return _pure(node.left) and _pure(node.right)
+    return False
+
+
+def _rereadable(target):
+    """True for an assignment target that can be read back: ``x`` or ``a[i, j + 1]``."""
+    if isinstance(target, ast.Name):
+        return True
+    return (isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name)
+            and _pure(target.slice))
+
+
+def _as_load(target):
+    """A copy of the target ``x`` / ``a[i]`` that reads it."""
+    load = copy.deepcopy(target)
+    for node in ast.walk(load):
+        if hasattr(node, "ctx"):
+            node.ctx = ast.Load()
+    return load

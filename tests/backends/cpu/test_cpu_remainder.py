@@ -147,3 +147,53 @@ def test_periodic_laplacian_dual_matches_simulator(dtype, launch_mode, rng):
         simulate(kr.periodic_laplacian, (2, 2), (8, 8), src, want, r)
         got_lane = np.asarray(got.values) if lane < 0 else np.asarray(got.partials)[lane]
         np.testing.assert_allclose(got_lane, want, rtol=1e-6 if dtype == np.float32 else 1e-15)
+
+
+def test_inplace_remainder_and_power_compile_as_the_operators():
+    """``x %= n``, ``a[i] %= n`` and ``x **= -1`` compile as ``x % n`` and ``x ** -1`` do
+    (a target that cannot be read back twice without a side effect keeps ``%=``)."""
+    tree = translation.Translation(unwrap(kr.inplace_wrap_and_power), "kernel", "k").tree
+    source = ast.unparse(tree)
+    assert not any(isinstance(n, ast.AugAssign) for n in ast.walk(tree))
+    assert source.count("_dg_mod(") == 2 and source.count("_dg_power(") == 1
+    assert "out[i] = out[i] ** 2" in source  # a literal exponent >= 0: numba's products
+
+
+@pytest.mark.parametrize("shift", [-23, -1, 0, 5, 44])
+def test_inplace_remainder_and_power_match_the_simulator(shift, launch_mode):
+    """Values and integer results as numba's simulator gives them, and ``0.0 **= -1`` gives
+    inf, as numba.cuda on a GPU (it raised ZeroDivisionError on the cpu backend before)."""
+    x = np.array([0.0, 0.5, -2.0, 4.0, 1.5, -0.25, 3.0])
+    n = x.size
+    got, counts = np.full(n, np.nan), np.zeros(n, np.int64)
+    compiled(kr.inplace_wrap_and_power).launch((1,), (8,), (x, shift, got, counts))
+    want_index = (np.arange(n) + shift) % n
+    np.testing.assert_array_equal(counts, want_index % 3)
+    with np.errstate(divide="ignore"):
+        np.testing.assert_array_equal(got, (1.0 / x[want_index]) ** 2)
+    safe = x + (x == 0)  # the simulator is Python: 0.0 ** -1 raises there
+    expected, counts_sim = np.full(n, np.nan), np.zeros(n, np.int64)
+    simulate(kr.inplace_wrap_and_power, (1,), (8,), safe, shift, expected, counts_sim)
+    np.testing.assert_array_equal(counts_sim, counts)
+    finite = x[want_index] != 0
+    np.testing.assert_array_equal(got[finite], expected[finite])
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_inplace_power_of_duals_jacobian(dtype):
+    """Through ``v **= -1`` and ``out[i] **= 2`` of duals the Jacobian is analytic:
+    d/dx_j of x_j ** -2 is -2 x_j ** -3, and it matches central differences."""
+    x = np.array([0.5, -2.0, 4.0, 1.5, -0.25], dtype)
+    kernel = dualgpu.jit(kr.inplace_wrap_and_power)
+
+    def run(x):
+        out = dualgpu.cuda.device_array_like(x)
+        counts = dualgpu.cuda.device_array(x.shape[0], np.int64)
+        kernel[1, 8](dualgpu.cuda.to_device(x), 0, out, counts)
+        return out.copy_to_host()
+
+    with dualgpu.using_backend("cpu"):
+        check_jacobian(run, x)
+        jac = dualgpu.jacobian(run, x)
+    np.testing.assert_allclose(jac, np.diag(-2 * x.astype(np.float64) ** -3),
+                               rtol=1e-5 if dtype == np.float32 else 1e-13)
