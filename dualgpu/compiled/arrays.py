@@ -139,6 +139,8 @@ def _element_get(typingctx, a, i):
     caller (numba's own getitem reads the value, :func:`_lane_pointers` the lanes)."""
     if not isinstance(a, DualArrayType) or _index_parts(i, a.ndim) is None:
         return None
+    if typingctx.resolve_function_type(operator.getitem, (a.values_type, i), {}) is None:
+        return None  # numba cannot index the values so: its own error names the index
     ret = a.dual
 
     def codegen(context, builder, sig, args):
@@ -165,6 +167,9 @@ def _element_set(typingctx, a, i, v):
         _check_compatible(a, v)
     elif not isinstance(v, (types.Float, types.Integer, types.Boolean)):
         raise TypingError(f"cannot store {v} into {a}; expected a Dual or a number.")
+    if not (a.values_type.mutable and a.partials_type.mutable):
+        raise TypingError(f"cannot store into {a}: its arrays are read-only. Store into a "
+                          "DualArray of writable arrays (a copy).")
 
     def codegen(context, builder, sig, args):
         arr = cgutils.create_struct_proxy(a)(context, builder, value=args[0])

@@ -33,6 +33,7 @@ from numba.core.typing.templates import (
     fold_arguments, infer, infer_global, make_intrinsic_template)
 
 from dualgpu.compiled.types import (
+    DualArrayType,
     DualType,
     build_dual,
     cast_lane_values,
@@ -50,7 +51,7 @@ __all__ = ["register_lowered", "lower_call", "value_of", "RuleSpec", "rule_codeg
 
 def register_lowered(fn, definition, name):
     """Type calls of ``fn`` with ``definition(typingctx, *arg_types)``, lowered by the codegen
-    it returns.
+    it returns; calls without a dual or a DualArray among their arguments are not offered.
 
     ``definition`` returns None (not this template's call: numba tries the next) or
     ``(signature, codegen)`` as an ``@intrinsic`` does; ``codegen(context, builder, sig, args)``
@@ -66,9 +67,13 @@ def register_lowered(fn, definition, name):
 
 
 def _generic_of_arity(self, args, kws):
-    if kws or len(args) != self._arity:
+    # every `i + 1` of every kernel asks this template: answer at once where no dual is
+    if kws or len(args) != self._arity or not any(isinstance(a, _DUAL_TYPES) for a in args):
         return None
     return super(type(self), self).generic(args, kws)
+
+
+_DUAL_TYPES = (DualType, DualArrayType)
 
 
 def lower_call(context, builder, fn, arg_types, args):

@@ -135,3 +135,17 @@ def test_lowered_rules_leave_no_call_in_ptx(offline_ptx):
     ptx, _ = cuda.compile_ptx(kernel, (ty, ty), cc=(9, 0))
     body = ptx.split(".entry", 1)[1]
     assert not re.search(r"^\s*call", body, re.MULTILINE)
+
+
+def test_storing_into_a_read_only_dual_array_is_a_typing_error():
+    """A store into a DualArray of read-only arrays is refused when typed, with the fix."""
+    values, partials = np.ones(3), np.zeros((2, 3))
+    values.flags.writeable = partials.flags.writeable = False
+
+    @njit
+    def put(u, d):
+        u[0] = d
+
+    with pytest.raises(Exception, match="read-only"):
+        put(DualArray(values, partials), Dual(1.0, (1.0, 0.0)))
+    assert values[0] == 1.0 and not partials.any()  # nothing written
