@@ -35,6 +35,7 @@ from numba.core.typing.templates import (
 from dualgpu.compiled.types import (
     DualArrayType,
     DualType,
+    TaggedDualType,
     build_dual,
     cast_lane_values,
     dual_type,
@@ -46,7 +47,8 @@ from dualgpu.compiled.types import (
 )
 from dualgpu.core._expressions import expression
 
-__all__ = ["register_lowered", "lower_call", "value_of", "RuleSpec", "rule_codegen"]
+__all__ = ["register_lowered", "lower_call", "value_of", "RuleSpec", "rule_codegen", "Emitter",
+           "TypeWalk", "DUAL_TYPES"]
 
 
 def register_lowered(fn, definition, name):
@@ -68,12 +70,13 @@ def register_lowered(fn, definition, name):
 
 def _generic_of_arity(self, args, kws):
     # every `i + 1` of every kernel asks this template: answer at once where no dual is
-    if kws or len(args) != self._arity or not any(isinstance(a, _DUAL_TYPES) for a in args):
+    if kws or len(args) != self._arity or not any(isinstance(a, DUAL_TYPES) for a in args):
         return None
     return super(type(self), self).generic(args, kws)
 
 
-_DUAL_TYPES = (DualType, DualArrayType)
+#: the types whose calls the lowered templates answer (first-order and tagged duals, DualArrays)
+DUAL_TYPES = (DualType, DualArrayType, TaggedDualType)
 
 
 def lower_call(context, builder, fn, arg_types, args):
@@ -136,8 +139,14 @@ def _parsed(source):
     return ast.parse(source, mode="eval").body
 
 
-class _Emitter:
-    """Emits derivative expressions on the names ``x``, ``y``, ``ans`` (of dtype ``dtype``)."""
+class Emitter:
+    """Emits derivative expressions on the names ``x``, ``y``, ``ans``.
+
+    ``names`` maps each to ``(value, numba type)``; literals are constants of ``dtype``;
+    ``functions`` says what each function name of the table calls. Each operation is lowered
+    by numba as in plain code (:func:`lower_call`), so on nested duals an operation of inner
+    duals is the inner rule. :class:`TypeWalk` walks the same expression for its types alone.
+    """
 
     def __init__(self, context, builder, dtype, names, functions):
         self.context, self.builder, self.dtype = context, builder, dtype
@@ -148,50 +157,104 @@ class _Emitter:
         value, ty = self.emit(_parsed(source), constants)
         return self.context.cast(self.builder, value, ty, self.dtype)
 
+    def value(self, source, constants):
+        """The expression ``source`` as ``(value, type)``, in the type numba gives it."""
+        return self.emit(_parsed(source), constants)
+
     def test(self, source, constants):
         """The expression ``source`` as an i1."""
-        value, ty = self.emit(_parsed(source), constants)
+        return self._truth(_parsed(source), constants)
+
+    # primitives (TypeWalk replaces them)
+    def call(self, fn, arg_types, args):
+        return lower_call(self.context, self.builder, fn, arg_types, args)
+
+    def constant(self, value):
+        return self.context.get_constant(self.dtype, value), self.dtype
+
+    def select(self, test, a, b):
+        (a, at), (b, bt) = a, b
+        ty = self.context.typing_context.unify_types(at, bt) or self.dtype
+        a, b = self.context.cast(self.builder, a, at, ty), self.context.cast(self.builder, b, bt, ty)
+        return self.builder.select(test, a, b), ty
+
+    def truth(self, value, ty):
         return self.context.is_true(self.builder, ty, value)
 
+    def join(self, is_and, bits):
+        return functools.reduce(self.builder.and_ if is_and else self.builder.or_, bits)
+
+    def negate(self, bit):
+        return self.builder.not_(bit)
+
     def emit(self, node, constants):
-        context, builder, dtype = self.context, self.builder, self.dtype
         if isinstance(node, ast.Name):
             if node.id in constants:
-                return context.get_constant(dtype, constants[node.id]), dtype
-            return self.names[node.id], dtype
+                return self.constant(constants[node.id])
+            return self.names[node.id]
         if isinstance(node, ast.Constant):
-            return context.get_constant(dtype, float(node.value)), dtype
+            return self.constant(float(node.value))
         if isinstance(node, ast.BinOp):
             (a, at), (b, bt) = self.emit(node.left, constants), self.emit(node.right, constants)
-            return lower_call(context, builder, _BINARY[type(node.op)], (at, bt), (a, b))
+            return self.call(_BINARY[type(node.op)], (at, bt), (a, b))
         if isinstance(node, ast.UnaryOp):
             if isinstance(node.op, ast.Not):
-                return builder.not_(self._truth(node.operand, constants)), types.boolean
+                return self.negate(self._truth(node.operand, constants)), types.boolean
             a, at = self.emit(node.operand, constants)
-            return lower_call(context, builder, _UNARY[type(node.op)], (at,), (a,))
+            return self.call(_UNARY[type(node.op)], (at,), (a,))
         if isinstance(node, ast.Compare) and len(node.ops) == 1:
             (a, at), (b, bt) = (self.emit(node.left, constants),
                                 self.emit(node.comparators[0], constants))
-            return lower_call(context, builder, _COMPARE[type(node.ops[0])], (at, bt), (a, b))
+            return self.call(_COMPARE[type(node.ops[0])], (at, bt), (a, b))
         if isinstance(node, ast.BoolOp):
-            join = builder.and_ if isinstance(node.op, ast.And) else builder.or_
             bits = [self._truth(v, constants) for v in node.values]
-            return functools.reduce(join, bits), types.boolean
+            return self.join(isinstance(node.op, ast.And), bits), types.boolean
         if isinstance(node, ast.IfExp):
             test = self._truth(node.test, constants)
-            (a, at), (b, bt) = self.emit(node.body, constants), self.emit(node.orelse, constants)
-            a, b = context.cast(builder, a, at, dtype), context.cast(builder, b, bt, dtype)
-            return builder.select(test, a, b), dtype
+            return self.select(test, self.emit(node.body, constants),
+                               self.emit(node.orelse, constants))
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
             emitted = [self.emit(a, constants) for a in node.args]
-            return lower_call(context, builder, self.functions[node.func.id],
-                              [t for _, t in emitted], [v for v, _ in emitted])
+            return self.call(self.functions[node.func.id], [t for _, t in emitted],
+                             [v for v, _ in emitted])
         raise NotImplementedError(f"dualgpu: cannot lower {ast.unparse(node)!r} "
                                   "in a derivative expression")
 
     def _truth(self, node, constants):
-        value, ty = self.emit(node, constants)
-        return self.context.is_true(self.builder, ty, value)
+        return self.truth(*self.emit(node, constants))
+
+
+class TypeWalk(Emitter):
+    """Walks expressions as :class:`Emitter` does, for the types alone (when a call is typed).
+
+    ``names`` maps each name to ``(None, numba type)``.
+    """
+
+    def __init__(self, typingctx, dtype, names, functions):
+        super().__init__(None, None, dtype, names, functions)
+        self.typingctx = typingctx
+
+    def call(self, fn, arg_types, args):
+        sig = self.typingctx.resolve_function_type(self.typingctx.resolve_value_type(fn),
+                                                   tuple(arg_types), {})
+        if sig is None:
+            raise TypingError(f"dualgpu: no implementation of {fn} for {tuple(arg_types)}")
+        return None, sig.return_type
+
+    def constant(self, value):
+        return None, self.dtype
+
+    def select(self, test, a, b):
+        return None, self.typingctx.unify_types(a[1], b[1]) or self.dtype
+
+    def truth(self, value, ty):
+        return None
+
+    def join(self, is_and, bits):
+        return None
+
+    def negate(self, bit):
+        return None
 
 
 # --- one rule on one mix of argument types -------------------------------------------------
@@ -302,10 +365,10 @@ def _tracer_lanes(context, builder, spec, partials):
 def _tangent_lanes(context, builder, spec, values, value_types, ans, partials):
     """The partials of the result: ``sum_k factor_k * partials_k`` (``context`` is quiet)."""
     dtype = spec.dtype
-    names = {"ans": ans}
+    names = {"ans": (ans, dtype)}
     for name, value, ty in zip(("x", "y"), values, value_types):
-        names[name] = context.cast(builder, value, ty, dtype)
-    emitter = _Emitter(context, builder, dtype, names, spec.functions)
+        names[name] = (context.cast(builder, value, ty, dtype), dtype)
+    emitter = Emitter(context, builder, dtype, names, spec.functions)
     terms, factors = [], {}
     for k, ty in enumerate(spec.arg_types):
         if not isinstance(ty, DualType):

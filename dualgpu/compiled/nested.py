@@ -1,4 +1,4 @@
-"""numba typing and overloads of tagged and nested duals (second order), CPU and CUDA alike.
+"""numba typing and lowering of tagged and nested duals (second order), CPU and CUDA alike.
 
 ``TaggedDualType(value_type, n, tag)`` is a dual of tag 1 or more (tag 0 is the
 first-order :class:`~dualgpu.compiled.types.DualType`): a struct of a value and a
@@ -7,9 +7,10 @@ first-order dual of that tag) or a dual of a lower tag (a nested dual: a dual
 of duals). ``TaggedDualArrayType`` is the matching DualArray: its ``values``
 and lane-major ``partials`` are float arrays or DualArrays of a lower tag.
 
-The overloads are generated from the same rule table as first order
-(:mod:`dualgpu.rules`), with ordinary operators instead of lane intrinsics, so
-that on nested duals each operation resolves to the first-order overload:
+The rules are lowered inline from the same rule table as first order
+(:mod:`dualgpu.rules`, through :mod:`dualgpu.compiled.lowering`), with ordinary
+operators instead of lane arithmetic, so that on nested duals each operation is
+the first-order rule:
 
 * the primal is the rule's primal applied to the values;
 * each derivative factor is the rule's expression evaluated on the values
@@ -25,14 +26,14 @@ first-order generators in :mod:`dualgpu.compiled.rules` never see these types.
 import math
 import operator
 
-import numpy as np
 from numba import types
 from numba.core import cgutils
 from numba.core.errors import TypingError
-from numba.core.extending import intrinsic, lower_cast, overload, register_jitable
+from numba.core.extending import intrinsic, lower_cast, overload
 
 from dualgpu import rules
 from dualgpu.compiled.attributes import array_attributes, lanes_attribute
+from dualgpu.compiled.lowering import Emitter, TypeWalk, _quiet, lower_call, register_lowered
 from dualgpu.compiled.rules import (
     _round_ndigits_typer, register_variadic, resolve_primal, result_dtype, rule_targets,
 )
@@ -135,51 +136,45 @@ def _tagged_to_tagged(context, builder, fromty, toty, val):
 
 # --- overloads generated from the rule table -------------------------------------------------
 
-def _innermost_value(x):
-    """The innermost value of a (nested) dual, or the number itself (compiled code only)."""
-    raise NotImplementedError("_innermost_value runs in compiled code only")
+def _innermost_ir(context, builder, ty, value):
+    """The innermost float of ``value`` (a number, or a dual of duals) and its type."""
+    while isinstance(ty, (DualType, TaggedDualType)):
+        value = cgutils.create_struct_proxy(ty)(context, builder, value=value).value
+        ty = ty.dtype if isinstance(ty, DualType) else ty.value_type
+    return value, ty
 
 
-@overload(_innermost_value)
-def _ov_innermost_value(x):
-    if level(x) == -1:  # a number
-        return lambda x: x
-    if isinstance(x, (DualType, TaggedDualType)):
-        return lambda x: _innermost_value(x.value)
-    return None
+def _of_innermost(name, fn, as_float64=False):
+    """An intrinsic ``name(*args)``: ``fn`` of the arguments' innermost values (as float64
+    with ``as_float64``: two values may differ in precision, max of a float32 dual and a
+    float64, and float64 holds every float32 exactly)."""
+    def typer(typingctx, *args):
+        inner = tuple(types.float64 if as_float64 else innermost(a) for a in args)
+        sig = typingctx.resolve_function_type(typingctx.resolve_value_type(fn), inner, {})
 
+        def codegen(context, builder, signature, values):
+            found = [_innermost_ir(context, builder, a, v) for a, v in zip(args, values)]
+            return lower_call(context, builder, fn, inner, [
+                context.cast(builder, v, t, f) for (v, t), f in zip(found, inner)])[0]
 
-@register_jitable
-def _floor_of_value(x):
-    return float_floor(_innermost_value(x))
+        return sig.return_type(*args), codegen
 
-
-@register_jitable
-def _trunc_of_value(x):
-    return float_trunc(_innermost_value(x))
-
-
-@register_jitable
-def _rint_of_value(x):
-    return float_rint(_innermost_value(x))
-
-
-@register_jitable
-def _same_values(a, b):
-    # the two may differ in precision (max of a float32 dual and a float64): compared as
-    # float64, which holds every float32 exactly, as first order compares them cast to ans's
-    return same_bits(np.float64(_innermost_value(a)), np.float64(_innermost_value(b)))
+    if name == "same":
+        definition = lambda typingctx, a, b: typer(typingctx, a, b)  # noqa: E731
+    else:
+        definition = lambda typingctx, x: typer(typingctx, x)  # noqa: E731
+    definition.__name__ = f"{name}_of_innermost"
+    return intrinsic(definition)
 
 
 #: the rule expressions' functions on nested duals: the value-only ones (floor, trunc,
 #: same) read the innermost values; the others are math's, whose dual overloads apply
-_VALUE_FUNCTIONS = {"floor": _floor_of_value, "trunc": _trunc_of_value, "rint": _rint_of_value,
-                    "same": _same_values}
+_VALUE_FUNCTIONS = {"floor": _of_innermost("floor", float_floor),
+                    "trunc": _of_innermost("trunc", float_trunc),
+                    "rint": _of_innermost("rint", float_rint),
+                    "same": _of_innermost("same", same_bits, as_float64=True)}
 _NAMESPACE = {name: _VALUE_FUNCTIONS.get(name) or getattr(math, name)
               for name in rules.EXPRESSION_FUNCTIONS}
-_IMPLS = {}
-
-
 def _accepts(args):
     """True for argument types among which a tagged dual is and every one is a number or dual."""
     return any(isinstance(a, TaggedDualType) for a in args) and all(
@@ -193,69 +188,91 @@ def _top(args):
     return top, kinds, lanes
 
 
-def _generate(rule_name, rule, kinds, dtype, tag, n):
-    """Source of a rule's implementation for tagged duals: ordinary arithmetic on the values."""
-    key = (rule_name, kinds, dtype, tag, n)
-    if key in _IMPLS:
-        return _IMPLS[key]
-    params = ["a", "b"][: len(kinds)]
-    ns = dict(_NAMESPACE)
-    T = np.float32 if dtype == types.float32 else np.float64
-    ns.update(_primal=resolve_primal(rule.primal), _make=maker(tag), _ZERO=T(0))
-    lines = [f"def impl({', '.join(params)}):"]
-    for name, p, kind in zip(("x", "y"), params, kinds):
-        lines.append(f"    {name} = {p}.value" if kind == "d" else f"    {name} = {p}")
-    lines.append(f"    ans = _primal({', '.join(('x', 'y')[: len(kinds)])})")
-    terms = []  # per differentiated argument: (unit or None, factor name, partials name)
-    for k, (p, kind) in enumerate(zip(params, kinds)):
-        if kind != "d":
-            continue
+def _nested_call(typingctx, rule_name, rule, args):
+    """``(signature, codegen)`` of a rule on tagged duals, lowered inline: the primal on the
+    values, each derivative factor the rule's expression on the values (an operation of inner
+    duals is the inner rule), each lane ``factor * partial`` summed over the differentiated
+    arguments, in ordinary (dual) arithmetic. Typed by walking the same operations."""
+    top, kinds, lanes = _top(args)
+    if len(lanes) > 1:
+        raise TypingError(
+            f"{rule.primal}: duals of tag {top} with different lane counts {sorted(lanes)}; "
+            "seed every dual of one derivative with the same N."
+        )
+    n = lanes.pop()
+    primal = resolve_primal(rule.primal)
+    dtype = result_dtype(primal, [innermost(a) for a in args])
+    value_types = [a.value_type if k == "d" else a for a, k in zip(args, kinds)]
+    terms = []  # (k, unit, source, constants) per differentiated argument with a factor
+    for k, kind in enumerate(kinds):
         expr = expression(rule.derivatives[k])
-        if expr.unit == 0:
-            continue
-        src = expr.source
-        for cname, cvalue in expr.constants.items():
-            ns[f"{cname}_{k}"] = T(cvalue)
-            src = src.replace(cname, f"{cname}_{k}")
-        if expr.unit is None:
-            lines.append(f"    f{k} = {src}")
-        lines.append(f"    p{k} = {p}.partials")
-        terms.append((expr.unit, f"f{k}", f"p{k}"))
-    lanes = []
-    for j in range(n):
-        parts = []
-        for unit, f, p in terms:
-            parts.append({1: f"{p}[{j}]", -1: f"-{p}[{j}]"}.get(unit, f"{f} * {p}[{j}]"))
-        lanes.append(" + ".join(parts) if parts else "_ZERO")
-    lines.append(f"    return _make(ans, ({', '.join(lanes)},))")
-    source = "\n".join(lines)
-    exec(compile(source, f"<dualgpu tagged rule {rule_name} {kinds} {dtype} tag {tag}>", "exec"),
-         ns)
-    impl = ns["impl"]
-    impl.__dualgpu_source__ = source
-    _IMPLS[key] = impl
-    return impl
+        if kind == "d" and expr.unit != 0:
+            terms.append((k, expr.unit, expr.source, expr.constants))
+
+    def walk(emitter, values, partials, ans):
+        """The lanes as ``(value, type)``, emitted or typed (``ans``: the primal's)."""
+        emitter.names = {"ans": ans, **{name: (v, t) for name, v, t in
+                                        zip(("x", "y"), values, value_types)}}
+        factors = {k: emitter.value(source, constants)
+                   for k, unit, source, constants in terms if unit is None}
+        out = []
+        for j in range(n):
+            total = None
+            for k, unit, _, _ in terms:
+                lane = (partials[k][j] if partials else None, args[k].value_type)
+                if unit == -1:
+                    lane = emitter.call(operator.neg, (lane[1],), (lane[0],))
+                elif unit != 1:
+                    f = factors[k]
+                    lane = emitter.call(operator.mul, (f[1], lane[1]), (f[0], lane[0]))
+                total = lane if total is None else emitter.call(
+                    operator.add, (total[1], lane[1]), (total[0], lane[0]))
+            out.append(total if total is not None else emitter.constant(0.0))
+        return out
+
+    ans_type = typingctx.resolve_function_type(
+        typingctx.resolve_value_type(primal), tuple(value_types), {}).return_type
+    lanes_typed = walk(TypeWalk(typingctx, dtype, {}, _NAMESPACE), [None] * len(args), None,
+                       (None, ans_type))
+    value_type = _combine_all([ans_type] + [t for _, t in lanes_typed])
+    if value_type is None or (level(value_type) or 0) >= top:
+        raise TypingError(f"{rule.primal} of {args}: a dual of tag {top} cannot hold its "
+                          "result's value and lanes.")
+    ret = tagged_type(value_type, n, top)
+
+    def codegen(context, builder, sig, llargs):
+        values, partials = [], {}
+        for k, (a, kind, v) in enumerate(zip(args, kinds, llargs)):
+            if kind == "d":
+                d = cgutils.create_struct_proxy(a)(context, builder, value=v)
+                values.append(d.value)
+                partials[k] = [builder.extract_value(d.partials, j) for j in range(n)]
+            else:
+                values.append(v)
+        ans = lower_call(context, builder, primal, value_types, values)  # as plain code
+        emitter = Emitter(_quiet(context), builder, dtype, {}, _NAMESPACE)  # factors never raise
+        lanes = walk(emitter, values, partials, ans)
+        value = context.cast(builder, ans[0], ans[1], value_type)
+        items = [context.cast(builder, v, t, value_type) for v, t in lanes]
+        return _build(context, builder, ret, value, items)
+
+    return ret(*args), codegen
 
 
 def _register_rule(fn, rule_name, rule):
     nargs = len(rule.derivatives)
 
-    def typer(*args):
+    def define(typingctx, args):
         if len(args) != nargs or not _accepts(args):
             return None
-        top, kinds, lanes = _top(args)
-        if len(lanes) > 1:
-            raise TypingError(
-                f"{rule.primal}: duals of tag {top} with different lane counts {sorted(lanes)}; "
-                "seed every dual of one derivative with the same N."
-            )
-        dtype = result_dtype(resolve_primal(rule.primal), [innermost(a) for a in args])
-        return _generate(rule_name, rule, kinds, dtype, top, lanes.pop())
+        return _nested_call(typingctx, rule_name, rule, args)
 
     if nargs == 1:
-        overload(fn)(lambda a: typer(a))
+        register_lowered(fn, lambda typingctx, a: define(typingctx, (a,)),
+                         f"dualgpu_tagged_{rule_name}")
     else:
-        overload(fn)(lambda a, b: typer(a, b))
+        register_lowered(fn, lambda typingctx, a, b: define(typingctx, (a, b)),
+                         f"dualgpu_tagged_{rule_name}")
 
 
 def _strip(args):

@@ -149,3 +149,23 @@ def test_storing_into_a_read_only_dual_array_is_a_typing_error():
     with pytest.raises(Exception, match="read-only"):
         put(DualArray(values, partials), Dual(1.0, (1.0, 0.0)))
     assert values[0] == 1.0 and not partials.any()  # nothing written
+
+
+def _second_order(x):
+    return math.sin(x) * x / (1.0 + x * x) + max(x, 0.2) ** 2 - math.hypot(x, 0.5)
+
+
+def test_nested_duals_compile_inline_and_match_second_differences():
+    """Rules on tagged (nested) duals are lowered inline too: a function of nested duals
+    compiles alone, and its second derivative matches central second differences."""
+    x = Dual(Dual(0.7, [1.0]), [Dual(1.0, [0.0])], tag=1)
+    fn = njit(_second_order)
+    names = _compiled_while(lambda: fn(x))
+    assert names == ["_second_order"], names
+    result = fn(x)
+    h = 1e-4
+    second = (_second_order(0.7 + h) - 2 * _second_order(0.7) + _second_order(0.7 - h)) / h**2
+    first = (_second_order(0.7 + h) - _second_order(0.7 - h)) / (2 * h)
+    assert result.value.value == _second_order(0.7)
+    np.testing.assert_allclose(result.value.partials[0], first, rtol=1e-7)
+    np.testing.assert_allclose(result.partials[0].partials[0], second, rtol=1e-5)
