@@ -47,7 +47,7 @@ from dualgpu.compiled.types import (
 )
 from dualgpu.core._expressions import expression
 
-__all__ = ["register_lowered", "lower_call", "value_of", "RuleSpec", "rule_codegen", "Emitter",
+__all__ = ["register_lowered", "lower_call", "value_of", "quiet", "RuleSpec", "rule_codegen", "Emitter",
            "TypeWalk", "DUAL_TYPES"]
 
 
@@ -116,7 +116,7 @@ def value_of(context, builder, ty, arg):
     return arg
 
 
-def _quiet(context):
+def quiet(context):
     """``context`` with numpy's error model (a float division by zero gives inf, no raise)."""
     model = context.error_model
     if not getattr(model, "raise_on_fp_zero_division", False):
@@ -316,8 +316,8 @@ def rule_codegen(spec):
             primal = spec.primal
         else:
             primal = spec.quiet_primal or spec.primal
-        quiet = _quiet(context)
-        ans, ans_type = lower_call(quiet, builder, primal, value_types, values)
+        silent = quiet(context)
+        ans, ans_type = lower_call(silent, builder, primal, value_types, values)
         ans = context.cast(builder, ans, ans_type, spec.dtype)
         partials = [cgutils.create_struct_proxy(t)(context, builder, value=a).partials
                     if isinstance(t, DualType) else None
@@ -325,7 +325,7 @@ def rule_codegen(spec):
         if spec.result.tracer:
             lanes = _tracer_lanes(context, builder, spec, partials)
         else:
-            lanes = _tangent_lanes(quiet, builder, spec, values, value_types, ans, partials)
+            lanes = _tangent_lanes(silent, builder, spec, values, value_types, ans, partials)
         return build_dual(context, builder, spec.result, ans, lanes)
 
     return codegen

@@ -33,7 +33,7 @@ from numba.core.extending import intrinsic, lower_cast, overload
 
 from dualgpu import rules
 from dualgpu.compiled.attributes import array_attributes, lanes_attribute
-from dualgpu.compiled.lowering import Emitter, TypeWalk, _quiet, lower_call, register_lowered
+from dualgpu.compiled.lowering import Emitter, TypeWalk, quiet, lower_call, register_lowered
 from dualgpu.compiled.rules import (
     _round_ndigits_typer, register_variadic, resolve_primal, result_dtype, rule_targets,
 )
@@ -250,7 +250,7 @@ def _nested_call(typingctx, rule_name, rule, args):
             else:
                 values.append(v)
         ans = lower_call(context, builder, primal, value_types, values)  # as plain code
-        emitter = Emitter(_quiet(context), builder, dtype, {}, _NAMESPACE)  # factors never raise
+        emitter = Emitter(quiet(context), builder, dtype, {}, _NAMESPACE)  # factors never raise
         lanes = walk(emitter, values, partials, ans)
         value = context.cast(builder, ans[0], ans[1], value_type)
         items = [context.cast(builder, v, t, value_type) for v, t in lanes]
