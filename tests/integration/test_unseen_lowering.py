@@ -80,10 +80,13 @@ KERNELS = {
     # np.float32(a) of a float64 input: steps below float32's resolution would see its rounding
     "mixed_precision": (K.mixed_precision, (6,), 6, 1e-2),
     "branchy": (K.branchy, (6,), 6, 1e-6),
+    "negative_operands": (K.negative_operands, (8,), 8, 1e-6),
 }
 
 
 def _input(name):
+    if name == "negative_operands":
+        return np.array([-0.83, 0.41, -0.27, 0.66, -0.52, 0.93, -0.11, 0.37])
     shape = KERNELS[name][1]
     return np.random.default_rng(3).uniform(0.3, 0.9, shape)
 
@@ -146,6 +149,30 @@ def test_min_max_ties_take_the_first_argument(backend):
             J = dualgpu.jacobian(f, np.full(3, 0.5, dtype))
         # min(a, b), max(b, a), min(b, a, c), max(c, a, b), np.minimum(a, b), np.maximum(b, a)
         np.testing.assert_array_equal(J, np.eye(3)[[0, 1, 1, 2, 0, 1]])
+
+
+def _at_zero(x):
+    d = cuda.to_device(x)
+    o = cuda.device_array_like(d)
+    K.at_zero[1, 4](d, o)
+    return o.copy_to_host()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_derivatives_at_zero_follow_the_documented_conventions(backend):
+    """x[0] == 0: z**2, z**2.5, pow(z, 3), math.pow(z, 2), np.power(z, 2) give 0; z**1.0 gives 1;
+    1.5**z and 2**z give log 1.5 + log 2; hypot(0, 0) zero partials; abs and fabs +1 (from the
+    right); max(z, 0.0) the first argument's partials (1), min(0.0, z) the first's (0);
+    copysign(a, +0.0) gives +1 with respect to a."""
+    x = np.array([0.0, 0.4, 0.7, 1.3])
+    want = np.eye(4)  # d/da: copysign(a, +0.0) gives 1, z * a and np.hypot(z, z * a) give 0
+    # d/dz: z**1.0, abs, fabs, max: 1 each; 1.5**z, 2**z; z * a: a (x[0] = 0 at i = 0)
+    want[:, 0] = 4.0 + np.log(1.5) + np.log(2.0) + x
+    want[0, 0] += 1.0  # i == 0: copysign(z, z) has derivative 1
+    for dtype in DTYPES:
+        with dualgpu.using_backend(backend):
+            J = dualgpu.jacobian(_at_zero, x.astype(dtype))
+        np.testing.assert_allclose(J, want, rtol=RTOL[dtype] / 10, atol=RTOL[dtype] / 10)
 
 
 def _scalar_params(x, p, q):
