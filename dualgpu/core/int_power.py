@@ -20,12 +20,12 @@ import math
 import operator
 
 from numba import types
-from numba.extending import overload, register_jitable
+import numpy as np
+from numba.extending import overload
 
 __all__ = ["float_int_power", "power"]
 
 
-@register_jitable
 def float_int_power(a, b):
     """``a ** b`` for a float ``a`` and an int ``b``: numba's algorithm, numpy's zero.
 
@@ -37,23 +37,45 @@ def float_int_power(a, b):
     Returns
     -------
     float
-        ``a ** b``; ``±inf`` (the sign of ``a ** |b|``) where ``a`` is zero and ``b < 0``.
+        ``a ** b`` in ``a``'s type (float32 stays float32, as numba types it); ``±inf``
+        (the sign of ``a ** |b|``) where ``a`` is zero and ``b < 0``.
     """
-    r = a * 0 + 1  # 1 in a's type (float32 stays float32)
-    x = a
-    exp = -b if b < 0 else b
-    if exp > 0x10000:
-        return math.pow(a, float(b))
-    while exp != 0:
-        if exp & 1:
-            r *= x
-        exp >>= 1
-        x *= x
-    if b < 0:
-        if r == 0:
-            return math.copysign(math.inf, r) * (a * 0 + 1)
-        return 1 / r
-    return r
+    return _float_int_power(a, b)  # pragma: no cover - replaced in compiled code
+
+
+@overload(float_int_power)
+def _ov_float_int_power(a, b):
+    if not (isinstance(a, types.Float) and isinstance(b, types.Integer)):
+        return None
+    one = np.float32(1) if a == types.float32 else np.float64(1)  # a typed 1: a * 0 + 1 is nan
+    inf = one * np.inf                                            # for an infinite a
+
+    def impl(a, b):
+        r = one
+        x = a
+        exp = -b if b < 0 else b
+        if exp > 0x10000:
+            return math.pow(a, type(one)(b))
+        while exp != 0:
+            if exp & 1:
+                r *= x
+            exp >>= 1
+            x *= x
+        if b < 0:
+            if r == 0:
+                return math.copysign(inf, r)
+            return one / r
+        return r
+
+    return impl
+
+
+def _float_int_power(a, b):
+    """The Python value of :func:`float_int_power` (numpy's semantics)."""
+    with np.errstate(divide="ignore", over="ignore"):
+        if isinstance(a, np.floating):
+            return np.power(a, type(a)(b))
+        return float(np.power(np.float64(a), np.float64(b)))
 
 
 def power(a, b):

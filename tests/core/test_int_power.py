@@ -69,3 +69,29 @@ def kp_run(u):
     out = dualgpu.cuda.device_array((u.shape[0], 5), dtype=u.dtype)
     kp.negative_powers[1, u.shape[0]](dualgpu.cuda.to_device(u), 0.5, out)
     return out.copy_to_host()
+
+
+def test_float_int_power_keeps_the_type_and_infinite_bases():
+    """``float_int_power`` (the cpu backend's ``a ** n``) is numba's ``**`` away from zero:
+    float32 stays float32 (``1 / r`` made it float64), and an infinite base gives numba's
+    inf (``a * 0 + 1`` as the start of the product made it NaN)."""
+    from numba import njit
+
+    from dualgpu.core.int_power import float_int_power
+
+    ours = njit(lambda a, b: float_int_power(a, b))
+    theirs = njit(lambda a, b: a ** b)
+    for a in (np.float32(1.5), np.float32(-0.75), 1.5, np.inf, -np.inf, np.float32(np.inf)):
+        for b in (-3, -1, 1, 2, 3):
+            got, want = ours(a, b), theirs(a, b)
+            assert got == want or (np.isnan(got) and np.isnan(want)), (a, b, got, want)
+    assert {str(s.return_type) for s in ours.nopython_signatures} == {"float32", "float64"}
+
+
+def test_plain_float32_kernel_negative_power_is_float32_on_the_cpu_backend():
+    """A plain float32 kernel's ``x[i] ** -1`` rounds to float32 as numba.cuda does."""
+    x = np.float32([0.7, 0.3, 0.9])
+    out = np.zeros(3)
+    with dualgpu.using_backend("cpu"):
+        kp.reciprocal_into[1, 4](x, out)
+    np.testing.assert_array_equal(out, (np.float32(1) / x).astype(np.float64))
