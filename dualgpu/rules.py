@@ -272,9 +272,10 @@ EXPRESSION_FUNCTIONS = (
 #: ``"zero divisor"`` (the second argument is 0) and ``"zero to a negative int"`` (a zero
 #: base and a negative *integer* exponent; ``0.0 ** -1.0`` gives inf). A dual raises the same
 #: there. Kernels (numpy's error model) give inf/nan for a zero divisor, as the plain code
-#: does; compiled CPU code raises for ``0.0 ** -n`` under either error model (numba compiles
-#: its integer power with Python's), and so does a dual. The pure-Python dual (cudasim, host)
-#: gives inf/nan, as numpy scalars do.
+#: does. Plain compiled CPU code raises for ``0.0 ** -n`` under either error model (numba
+#: compiles its integer power with Python's); under numpy's error model a dual gives inf
+#: there instead, as numba.cuda, numpy and the cpu backend's kernels do. The pure-Python dual
+#: (cudasim, host) gives inf/nan, as numpy scalars do.
 ZERO_DIVISION_ERRORS = {
     "operator.truediv": ("zero divisor", "division by zero"),
     "operator.floordiv": ("zero divisor", "division by zero"),

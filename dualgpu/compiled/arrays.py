@@ -21,7 +21,11 @@ from numba import types
 from numba.core import cgutils
 from numba.core.cpu import CPUContext
 from numba.core.errors import TypingError
-from numba.core.extending import intrinsic, overload, register_jitable
+from numba.core.extending import (
+    infer_getattr, intrinsic, lower_getattr, overload, register_jitable,
+)
+from numba.core.imputils import impl_ret_borrowed
+from numba.core.typing.templates import AttributeTemplate
 from numba.np import arrayobj
 
 from dualgpu.compiled.attributes import array_attributes
@@ -320,6 +324,56 @@ def _slice_setter(a, i, v):
 
 
 _SLICE_SETITEM = {}
+
+
+# --- a.T -------------------------------------------------------------------------------
+
+def _transposed_type(a):
+    """The type of ``a.T``: the values transposed as numba transposes them, the lane axis
+    staying first."""
+    if a.ndim == 1:
+        return a
+    flipped = {"C": "F", "F": "C"}.get(a.values_type.layout, "A")
+    return DualArrayType(a.values_type.copy(layout=flipped), a.partials_type.copy(layout="A"),
+                         a.n)
+
+
+@infer_getattr
+class _DualArrayTransposeTemplate(AttributeTemplate):
+    key = DualArrayType
+
+    def resolve_T(self, a):
+        return _transposed_type(a)
+
+
+def _permuted(context, builder, from_type, to_type, value, order):
+    """A view of the array ``value`` with its axes in ``order`` (shape and strides permuted)."""
+    ary = context.make_array(from_type)(context, builder, value)
+    out = context.make_array(to_type)(context, builder)
+    shapes = cgutils.unpack_tuple(builder, ary.shape, from_type.ndim)
+    strides = cgutils.unpack_tuple(builder, ary.strides, from_type.ndim)
+    arrayobj.populate_array(
+        out, data=ary.data, shape=cgutils.pack_array(builder, [shapes[k] for k in order]),
+        strides=cgutils.pack_array(builder, [strides[k] for k in order]),
+        itemsize=ary.itemsize, meminfo=ary.meminfo, parent=ary.parent)
+    return out._getvalue()
+
+
+@lower_getattr(DualArrayType, "T")
+def _dual_array_transposed(context, builder, typ, value):
+    """``a.T`` in a kernel: a view, as numba's ``ndarray.T``, its lanes axis staying first
+    (the cpu backend and numba.cuda; numba's simulator transposes the DualArray itself)."""
+    ret = _transposed_type(typ)
+    if typ.ndim > 1:
+        src = cgutils.create_struct_proxy(typ)(context, builder, value=value)
+        order = tuple(range(typ.ndim - 1, -1, -1))
+        out = cgutils.create_struct_proxy(ret)(context, builder)
+        out.values = _permuted(context, builder, typ.values_type, ret.values_type, src.values,
+                               order)
+        out.partials = _permuted(context, builder, typ.partials_type, ret.partials_type,
+                                 src.partials, (0,) + tuple(k + 1 for k in order))
+        value = out._getvalue()
+    return impl_ret_borrowed(context, builder, ret, value)
 
 
 @overload(len)

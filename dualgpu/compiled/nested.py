@@ -35,7 +35,8 @@ from dualgpu import rules
 from dualgpu.compiled.attributes import array_attributes, lanes_attribute
 from dualgpu.compiled.lowering import Emitter, TypeWalk, quiet, lower_call, register_lowered
 from dualgpu.compiled.rules import (
-    _round_ndigits_typer, register_variadic, resolve_primal, result_dtype, rule_targets,
+    _round_ndigits_typer, register_divmod, register_variadic, resolve_primal, result_dtype,
+    rule_targets,
 )
 from dualgpu.compiled.types import (
     DualArrayType, DualType, TaggedDualArrayType, TaggedDualType, combine, float_floor,
@@ -325,6 +326,7 @@ def _register_all():
             _register_missing(fn, name)
     register_variadic(min, _accepts)
     register_variadic(max, _accepts)
+    register_divmod(_accepts)
 
 
 _register_all()

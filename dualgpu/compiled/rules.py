@@ -49,7 +49,7 @@ from dualgpu.compiled.types import (
 )
 
 __all__ = ["resolve_primal", "result_dtype", "rule_targets", "register_variadic",
-           "GLOBAL_BRANCH_MESSAGE"]
+           "register_divmod", "GLOBAL_BRANCH_MESSAGE"]
 
 _MODULES = {"math": math, "operator": operator, "builtins": builtins}
 #: what the names of the rule table's derivative expressions call in compiled code
@@ -479,6 +479,19 @@ def _first_order_operands(args):
 
 register_variadic(min, _first_order_operands)
 register_variadic(max, _first_order_operands)
+
+
+def register_divmod(accepts):
+    """Overload ``divmod(a, b)`` for argument types that ``accepts``: ``(a // b, a % b)``,
+    the two rules of the table (numba computes plain ``divmod`` the same way)."""
+    @overload(divmod)
+    def _divmod(a, b):
+        if accepts((a, b)):
+            return lambda a, b: (a // b, a % b)
+        return None
+
+
+register_divmod(_first_order_operands)
 
 
 # --- hand-written: conversions that would drop partials ------------------------

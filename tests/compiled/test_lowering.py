@@ -169,3 +169,35 @@ def test_nested_duals_compile_inline_and_match_second_differences():
     assert result.value.value == _second_order(0.7)
     np.testing.assert_allclose(result.value.partials[0], first, rtol=1e-7)
     np.testing.assert_allclose(result.partials[0].partials[0], second, rtol=1e-5)
+
+
+@pytest.mark.compile
+def test_transposed_dual_array_compiles_to_ptx(offline_ptx):
+    """``a.T`` of a DualArray (2-D and 3-D) types and lowers for CUDA too."""
+    def kernel(x, y, out):
+        i = cuda.grid(1)
+        if i < x.shape[0]:
+            out.T[0, i] = x.T[1, i] * y.T[1, 0, i]
+
+    f64 = types.float64
+    args = (dual_array_type(f64, 2, 4), dual_array_type(f64, 3, 4), dual_array_type(f64, 2, 4))
+    ptx, _ = cuda.compile_ptx(kernel, args, cc=(9, 0))
+    assert ".entry" in ptx
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_divmod_of_duals(dtype):
+    """``divmod`` of duals is ``(a // b, a % b)``: the values numba's plain ``divmod`` gives
+    and the partials of the two rules (it was a typing error naming no rule)."""
+    @njit
+    def both(a, b):
+        q, r = divmod(a, b)
+        return q, r
+
+    for a, b in [(0.7, 0.3), (-2.5, 0.75), (5.0, -1.5)]:
+        q, r = both(Dual(dtype(a), (1.0, 0.0)), Dual(dtype(b), (0.0, 1.0)))
+        pq, pr = both(dtype(a), dtype(b))
+        assert (q.value, r.value) == (pq, pr)
+        assert tuple(q.partials) == (0.0, 0.0)
+        # the rule: d(a % b)/da = 1, d(a % b)/db = rint((ans - a) / b) = -(a // b)
+        assert r.partials[0] == 1.0 and r.partials[1] == -pq

@@ -7,6 +7,7 @@ from numba import njit
 import dualgpu
 from dualgpu import Dual, DualArray, cuda, dmath, dual_array
 from dualgpu.core._context import dual_allocation
+from dualgpu.testing import check_jacobian
 
 
 @pytest.mark.parametrize("shape", [(5,), (3, 4), (2, 3, 4)])
@@ -264,3 +265,32 @@ def test_kernel_writes_into_squeezed_and_expanded_device_views_under_the_driver(
         assert np.expand_dims(out.squeeze(), -1).partials.shape == (1, 3, 1)
         with pytest.raises(ValueError):
             out.squeeze(axis=1)  # numpy's error: not an axis of length one
+
+
+@cuda.jit
+def _through_transposes(x, y, out):
+    """Reads through ``x.T`` (2-D) and ``y.T`` (3-D) and writes through ``out.T``."""
+    i = cuda.grid(1)
+    if i < x.shape[0]:
+        t = x.T
+        yt = y.T
+        out.T[0, i] = t[0, i] * t[1, i] + yt[1, 0, i] * yt[0, 1, i]
+
+
+def test_transposed_dual_arrays_inside_kernels():
+    """``a.T`` of a DualArray inside a kernel is a view as numba's ``ndarray.T`` (values and
+    lanes), on the cpu backend as on the simulator (it failed to type on the cpu backend);
+    the Jacobian matches central differences (PTX: tests/compiled/test_lowering.py)."""
+    def f(x, y):
+        out = dualgpu.cuda.device_array((x.shape[0], 1), dtype=x.dtype)
+        _through_transposes[1, 8](dualgpu.cuda.to_device(x), dualgpu.cuda.to_device(y), out)
+        return out.copy_to_host()[:, 0]
+
+    rng = np.random.default_rng(5)
+    x, y = rng.normal(size=(4, 2)), rng.normal(size=(4, 2, 2))
+    want = x[:, 0] * x[:, 1] + y[:, 1, 0] * y[:, 0, 1]
+    for backend in ("cpu", "cudasim"):
+        with dualgpu.using_backend(backend):
+            np.testing.assert_allclose(f(x, y), want, rtol=1e-15)
+            check_jacobian(lambda x: f(x, y), x)
+            check_jacobian(lambda y: f(x, y), y)

@@ -41,13 +41,10 @@ def _rtol(name, dtype):
     return max(RTOL[dtype], FD_RTOL.get(name, 0.0))
 
 
-# Values that are not bit-identical to the plain cpu-backend run, for known reasons:
-# * powers, float32: the cpu backend's PLAIN kernel computes float32 ** negative int as
-#   float64 (repros/cpu_backend_float32_negative_int_power.py); the dual is numba's float32;
-# * ufuncs on the simulator, float32: the simulator's dual calls numpy's own ufuncs, which
-#   differ from the compiled ones in the last bit (documented in dualgpu/core/_primals.py).
-VALUES_CLOSE_ONLY = {("powers", "cpu", np.float32), ("powers", "cudasim", np.float32),
-                     ("ufuncs", "cudasim", np.float32)}
+# Values that are not bit-identical to the plain cpu-backend run, for a known reason: ufuncs
+# on the simulator, float32: the simulator's dual calls numpy's own ufuncs, which differ from
+# the compiled ones in the last bit (documented in dualgpu/core/_primals.py).
+VALUES_CLOSE_ONLY = {("ufuncs", "cudasim", np.float32)}
 
 
 def _launcher(kernel, threads):
