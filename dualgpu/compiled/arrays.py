@@ -169,7 +169,8 @@ def _element_get(typingctx, a, i):
                                   index_values, a.n)
         lanes = [context.cast(builder, arrayobj.load_item(context, builder, a.partials_type, p),
                               a.partials_type.dtype, ret.lane_dtype) for p in pointers]
-        return build_dual(context, builder, ret, context.cast(builder, value, value_type, ret.dtype),
+        value = context.cast(builder, value, value_type, ret.dtype)
+        return build_dual(context, builder, ret, value,
                           pack_lanes(context, builder, ret.partials_type, lanes))
 
     return ret(a, i), codegen

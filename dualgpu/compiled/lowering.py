@@ -47,8 +47,8 @@ from dualgpu.compiled.types import (
 )
 from dualgpu.core._expressions import expression
 
-__all__ = ["register_lowered", "lower_call", "value_of", "quiet", "RuleSpec", "rule_codegen", "Emitter",
-           "TypeWalk", "DUAL_TYPES"]
+__all__ = ["register_lowered", "lower_call", "value_of", "quiet", "RuleSpec", "rule_codegen",
+           "Emitter", "TypeWalk", "DUAL_TYPES"]
 
 
 def register_lowered(fn, definition, name):
@@ -175,7 +175,8 @@ class Emitter:
     def select(self, test, a, b):
         (a, at), (b, bt) = a, b
         ty = self.context.typing_context.unify_types(at, bt) or self.dtype
-        a, b = self.context.cast(self.builder, a, at, ty), self.context.cast(self.builder, b, bt, ty)
+        a = self.context.cast(self.builder, a, at, ty)
+        b = self.context.cast(self.builder, b, bt, ty)
         return self.builder.select(test, a, b), ty
 
     def truth(self, value, ty):

@@ -135,7 +135,7 @@ def _tagged_to_tagged(context, builder, fromty, toty, val):
     return _build(context, builder, toty, value, lanes)
 
 
-# --- overloads generated from the rule table -------------------------------------------------
+# --- rules of the table, lowered inline --------------------------------------------------------
 
 def _innermost_ir(context, builder, ty, value):
     """The innermost float of ``value`` (a number, or a dual of duals) and its type."""
@@ -176,6 +176,8 @@ _VALUE_FUNCTIONS = {"floor": _of_innermost("floor", float_floor),
                     "same": _of_innermost("same", same_bits, as_float64=True)}
 _NAMESPACE = {name: _VALUE_FUNCTIONS.get(name) or getattr(math, name)
               for name in rules.EXPRESSION_FUNCTIONS}
+
+
 def _accepts(args):
     """True for argument types among which a tagged dual is and every one is a number or dual."""
     return any(isinstance(a, TaggedDualType) for a in args) and all(
