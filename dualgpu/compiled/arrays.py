@@ -97,9 +97,11 @@ def _index_parts(index, ndim):
     return None
 
 
-def _lane_pointers(context, builder, partials_type, partials, index_types, index, n):
-    """Pointers to ``partials[k, *index]`` for k < n, with numba's own index handling:
-    negative indices wrap around, and with ``NUMBA_BOUNDSCHECK`` every index is checked."""
+def _lane_pointers(context, builder, partials_type, partials, index_type, index, n):
+    """Pointers to ``partials[k, *index]`` for k < n (``index``: an integer or a tuple of
+    them), with numba's own index handling: negative indices wrap around, and with
+    ``NUMBA_BOUNDSCHECK`` every index is checked."""
+    index_types, index = _unpack_index(builder, index_type, index)
     ary = context.make_array(partials_type)(context, builder, partials)
     shapes = cgutils.unpack_tuple(builder, ary.shape, partials_type.ndim)
     strides = cgutils.unpack_tuple(builder, ary.strides, partials_type.ndim)
@@ -164,9 +166,8 @@ def _element_get(typingctx, a, i):
         arr = cgutils.create_struct_proxy(a)(context, builder, value=args[0])
         value, value_type = lower_call(context, builder, operator.getitem,
                                        (a.values_type, i), (arr.values, args[1]))
-        index_types, index_values = _unpack_index(builder, i, args[1])
-        pointers = _lane_pointers(context, builder, a.partials_type, arr.partials, index_types,
-                                  index_values, a.n)
+        pointers = _lane_pointers(context, builder, a.partials_type, arr.partials, i, args[1],
+                                  a.n)
         lanes = [context.cast(builder, arrayobj.load_item(context, builder, a.partials_type, p),
                               a.partials_type.dtype, ret.lane_dtype) for p in pointers]
         value = context.cast(builder, value, value_type, ret.dtype)
@@ -201,9 +202,8 @@ def _element_set(typingctx, a, i, v):
             lanes = [context.get_constant(a.partials_type.dtype, 0)] * a.n
         lower_call(context, builder, operator.setitem, (a.values_type, i, value_type),
                    (arr.values, args[1], value))
-        index_types, index_values = _unpack_index(builder, i, args[1])
-        pointers = _lane_pointers(context, builder, a.partials_type, arr.partials, index_types,
-                                  index_values, a.n)
+        pointers = _lane_pointers(context, builder, a.partials_type, arr.partials, i, args[1],
+                                  a.n)
         for pointer, lane in zip(pointers, lanes):
             arrayobj.store_item(context, builder, a.partials_type, lane, pointer)
         return context.get_dummy_value()

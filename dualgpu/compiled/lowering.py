@@ -47,7 +47,7 @@ from dualgpu.compiled.types import (
 )
 from dualgpu.core._expressions import expression
 
-__all__ = ["register_lowered", "lower_call", "value_of", "quiet", "RuleSpec", "rule_codegen",
+__all__ = ["register_lowered", "lower_call", "value_of", "value_and_partials", "quiet", "RuleSpec", "rule_codegen",
            "Emitter", "TypeWalk", "DUAL_TYPES"]
 
 
@@ -109,11 +109,18 @@ def lower_call(context, builder, fn, arg_types, args):
     return context.get_function(fnty, sig)(builder, values), sig.return_type
 
 
+def value_and_partials(context, builder, ty, arg):
+    """``(value, partials)`` of ``arg`` (of type ``ty``): a dual's (first order or tagged), or
+    the number itself and None."""
+    if isinstance(ty, (DualType, TaggedDualType)):
+        dual = cgutils.create_struct_proxy(ty)(context, builder, value=arg)
+        return dual.value, dual.partials
+    return arg, None
+
+
 def value_of(context, builder, ty, arg):
     """The value of ``arg`` (of type ``ty``): a dual's value, or the number itself."""
-    if isinstance(ty, DualType):
-        return cgutils.create_struct_proxy(ty)(context, builder, value=arg).value
-    return arg
+    return value_and_partials(context, builder, ty, arg)[0]
 
 
 def quiet(context):
@@ -310,7 +317,8 @@ def rule_codegen(spec):
     """The codegen of the call that ``spec`` describes (see the module docstring)."""
 
     def codegen(context, builder, sig, args):
-        values = [value_of(context, builder, t, a) for t, a in zip(spec.arg_types, args)]
+        values, partials = zip(*(value_and_partials(context, builder, t, a)
+                                 for t, a in zip(spec.arg_types, args)))
         value_types = [t.dtype if isinstance(t, DualType) else t for t in spec.arg_types]
         if spec.zero_division is not None and context.error_model.raise_on_fp_zero_division:
             _raise_zero_division(context, builder, spec.zero_division, values, value_types)
@@ -320,9 +328,6 @@ def rule_codegen(spec):
         silent = quiet(context)
         ans, ans_type = lower_call(silent, builder, primal, value_types, values)
         ans = context.cast(builder, ans, ans_type, spec.dtype)
-        partials = [cgutils.create_struct_proxy(t)(context, builder, value=a).partials
-                    if isinstance(t, DualType) else None
-                    for t, a in zip(spec.arg_types, args)]
         if spec.result.tracer:
             lanes = _tracer_lanes(context, builder, spec, partials)
         else:

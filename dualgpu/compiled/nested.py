@@ -33,7 +33,9 @@ from numba.core.extending import intrinsic, lower_cast, overload
 
 from dualgpu import rules
 from dualgpu.compiled.attributes import array_attributes, lanes_attribute
-from dualgpu.compiled.lowering import Emitter, TypeWalk, quiet, lower_call, register_lowered
+from dualgpu.compiled.lowering import (
+    Emitter, TypeWalk, lower_call, quiet, register_lowered, value_and_partials,
+)
 from dualgpu.compiled.rules import (
     _round_ndigits_typer, register_divmod, register_variadic, resolve_primal, result_dtype,
     rule_targets,
@@ -69,6 +71,23 @@ def _combine_all(tys):
     return result
 
 
+def _holding(tag, value, lanes, what):
+    """The dual of ``tag`` whose value type holds ``value`` and every type in ``lanes`` (their
+    common type), or a TypingError naming ``what``."""
+    value_type = _combine_all([value] + list(lanes))
+    if value_type is None or (level(value_type) or 0) >= tag:
+        raise TypingError(f"a dual of tag {tag} cannot hold {what}: a value of a higher tag "
+                          "would lose its partials.")
+    return tagged_type(value_type, len(lanes), tag)
+
+
+def _build_cast(context, builder, ret, value, lanes):
+    """The dual of type ``ret`` from ``(llvm value, type)`` pairs, cast to its value type."""
+    value_type = ret.value_type
+    return _build(context, builder, ret, context.cast(builder, *value, value_type),
+                  [context.cast(builder, *lane, value_type) for lane in lanes])
+
+
 _MAKERS = {}
 
 
@@ -81,21 +100,11 @@ def maker(tag):
     def make(typingctx, value, lanes):
         if not isinstance(lanes, types.BaseTuple) or len(lanes) == 0:
             raise TypingError(f"make tagged dual: lanes must be a non-empty tuple; got {lanes}")
-        value_type = _combine_all([value] + list(lanes.types))
-        if value_type is None or (level(value_type) or 0) >= tag:
-            raise TypingError(
-                f"a dual of tag {tag} cannot hold {value} and {lanes}: a value of a higher tag "
-                "would lose its partials."
-            )
-        ret = tagged_type(value_type, len(lanes), tag)
+        ret = _holding(tag, value, lanes.types, f"{value} and {lanes}")
 
         def codegen(context, builder, sig, args):
-            v = context.cast(builder, args[0], value, value_type)
-            items = [
-                context.cast(builder, builder.extract_value(args[1], k), t, value_type)
-                for k, t in enumerate(lanes.types)
-            ]
-            return _build(context, builder, ret, v, items)
+            items = [(builder.extract_value(args[1], k), t) for k, t in enumerate(lanes.types)]
+            return _build_cast(context, builder, ret, (args[0], value), items)
 
         return ret(value, lanes), codegen
 
@@ -237,27 +246,21 @@ def _nested_call(typingctx, rule_name, rule, args):
         typingctx.resolve_value_type(primal), tuple(value_types), {}).return_type
     lanes_typed = walk(TypeWalk(typingctx, dtype, {}, _NAMESPACE), [None] * len(args), None,
                        (None, ans_type))
-    value_type = _combine_all([ans_type] + [t for _, t in lanes_typed])
-    if value_type is None or (level(value_type) or 0) >= top:
-        raise TypingError(f"{rule.primal} of {args}: a dual of tag {top} cannot hold its "
-                          "result's value and lanes.")
-    ret = tagged_type(value_type, n, top)
+    ret = _holding(top, ans_type, [t for _, t in lanes_typed],
+                   f"the value and lanes of {rule.primal} of {args}")
 
     def codegen(context, builder, sig, llargs):
         values, partials = [], {}
         for k, (a, kind, v) in enumerate(zip(args, kinds, llargs)):
-            if kind == "d":
-                d = cgutils.create_struct_proxy(a)(context, builder, value=v)
-                values.append(d.value)
-                partials[k] = [builder.extract_value(d.partials, j) for j in range(n)]
-            else:
+            if kind != "d":  # a number or a lower-tag dual: a constant of this tag, whole
                 values.append(v)
+                continue
+            value, lanes = value_and_partials(context, builder, a, v)
+            values.append(value)
+            partials[k] = [builder.extract_value(lanes, j) for j in range(n)]
         ans = lower_call(context, builder, primal, value_types, values)  # as plain code
         emitter = Emitter(quiet(context), builder, dtype, {}, _NAMESPACE)  # factors never raise
-        lanes = walk(emitter, values, partials, ans)
-        value = context.cast(builder, ans[0], ans[1], value_type)
-        items = [context.cast(builder, v, t, value_type) for v, t in lanes]
-        return _build(context, builder, ret, value, items)
+        return _build_cast(context, builder, ret, ans, walk(emitter, values, partials, ans))
 
     return ret(*args), codegen
 

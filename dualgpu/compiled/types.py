@@ -55,14 +55,7 @@ __all__ = [
     "innermost",
     "as_float_type",
     "make_dual",
-    "lanes_scale",
-    "lanes_axpby",
-    "lanes_neg",
     "lanes_cast",
-    "lanes_zero",
-    "lanes_or",
-    "lanes_scale_nansafe",
-    "lanes_axpby_nansafe",
     "same_bits",
     "float_floor",
     "float_trunc",
@@ -468,7 +461,7 @@ make_attribute_wrapper(TaggedDualArrayType, "values", "values")
 make_attribute_wrapper(TaggedDualArrayType, "partials", "partials")
 
 
-# --- intrinsics: straight-line lane arithmetic ---------------------------------
+# --- lane arithmetic: the pieces lowered rules emit, and intrinsics ----------------
 
 def build_dual(context, builder, dual_ty, value, partials):
     """The dual of type ``dual_ty`` made of ``value`` and the packed ``partials``."""
@@ -538,61 +531,6 @@ def nansafe_product(context, builder, factor, lane, dtype):
     return builder.select(is_zero, zero, builder.fmul(factor, lane, flags=lane_flags(context)))
 
 
-def _lanes_scale(name, product, doc):
-    """An intrinsic ``name(factor, partials)``: ``product(factor, lane)`` lane by lane."""
-
-    def typer(typingctx, factor, partials):
-        ret = types.UniTuple(factor, partials.count)
-
-        def codegen(context, builder, sig, args):
-            f, tup = args
-            lanes = cast_lane_values(context, builder, tup, partials, factor)
-            out = [product(context, builder, f, v, factor) for v in lanes]
-            return pack_lanes(context, builder, ret, out)
-
-        return ret(factor, partials), codegen
-
-    typer.__name__, typer.__doc__ = name, doc
-    return intrinsic(typer)
-
-
-def _lanes_axpby(name, product, doc):
-    """An intrinsic ``name(a, p, b, q)``: ``product(a, p_k) + product(b, q_k)`` lane by lane."""
-
-    def typer(typingctx, a, p, b, q):
-        ret = types.UniTuple(a, p.count)
-
-        def codegen(context, builder, sig, args):
-            fa, tp, fb, tq = args
-            fb = context.cast(builder, fb, b, a)
-            lp = cast_lane_values(context, builder, tp, p, a)
-            lq = cast_lane_values(context, builder, tq, q, a)
-            flags = lane_flags(context)
-            out = [builder.fadd(product(context, builder, fa, x, a),
-                                product(context, builder, fb, y, a), flags=flags)
-                   for x, y in zip(lp, lq)]
-            return pack_lanes(context, builder, ret, out)
-
-        return ret(a, p, b, q), codegen
-
-    typer.__name__, typer.__doc__ = name, doc
-    return intrinsic(typer)
-
-
-lanes_scale = _lanes_scale(
-    "lanes_scale", plain_product,
-    """``factor * partials`` lane by lane, in the dtype of ``factor``.""")
-lanes_axpby = _lanes_axpby(
-    "lanes_axpby", plain_product,
-    """``a * p + b * q`` lane by lane, in the dtype of ``a``.""")
-lanes_scale_nansafe = _lanes_scale(
-    "lanes_scale_nansafe", nansafe_product,
-    """``factor * partials`` lane by lane, a zero lane staying zero (NaN-safe mode).""")
-lanes_axpby_nansafe = _lanes_axpby(
-    "lanes_axpby_nansafe", nansafe_product,
-    """``a * p + b * q`` lane by lane, zero lanes contributing zero (NaN-safe mode).""")
-
-
 @intrinsic
 def same_bits(typingctx, a, b):
     """True when the floats ``a`` and ``b`` have the same bits (NaNs and signed zeros count)."""
@@ -640,43 +578,6 @@ def float_rint(x):
     return math.copysign(r, x)  # rint keeps x's sign: -0.5 -> -0.0
 
 
-def _lanes_binary(name, build):
-    """An intrinsic ``name(dtype_of, p, q)``: ``build(builder)(p_k, q_k)`` lane by lane."""
-
-    def typer(typingctx, dtype_of, p, q):
-        ret = types.UniTuple(dtype_of, p.count)
-
-        def codegen(context, builder, sig, args):
-            lp = cast_lane_values(context, builder, args[1], p, dtype_of)
-            lq = cast_lane_values(context, builder, args[2], q, dtype_of)
-            op, flags = build(builder), lane_flags(context)
-            return pack_lanes(context, builder, ret, [op(x, y, flags=flags) for x, y in zip(lp, lq)])
-
-        return ret(dtype_of, p, q), codegen
-
-    typer.__name__ = name
-    return intrinsic(typer)
-
-
-#: ``p + q`` and ``p - q`` lane by lane, converted to the dtype of ``dtype_of``.
-lanes_add = _lanes_binary("lanes_add", lambda builder: builder.fadd)
-lanes_sub = _lanes_binary("lanes_sub", lambda builder: builder.fsub)
-
-
-@intrinsic
-def lanes_neg(typingctx, dtype_of, p):
-    """``-p`` lane by lane, converted to the dtype of ``dtype_of``."""
-    ret = types.UniTuple(dtype_of, p.count)
-
-    def codegen(context, builder, sig, args):
-        lp = cast_lane_values(context, builder, args[1], p, dtype_of)
-        # fsub from -0.0 rather than fneg: NVVM's IR dialect predates fneg
-        minus_zero = context.get_constant(dtype_of, -0.0)
-        return pack_lanes(context, builder, ret, [builder.fsub(minus_zero, x) for x in lp])
-
-    return ret(dtype_of, p), codegen
-
-
 @intrinsic
 def lanes_cast(typingctx, dtype_of, p):
     """``p`` converted to the dtype of ``dtype_of`` (a float value)."""
@@ -686,31 +587,6 @@ def lanes_cast(typingctx, dtype_of, p):
         return pack_lanes(context, builder, ret, cast_lane_values(context, builder, args[1], p, dtype_of))
 
     return ret(dtype_of, p), codegen
-
-
-@intrinsic
-def lanes_or(typingctx, p, q):
-    """``p | q`` lane by lane (structural tracer: union of dependency sets)."""
-    ret = p
-
-    def codegen(context, builder, sig, args):
-        lp = lane_values(builder, args[0], p.count)
-        lq = lane_values(builder, args[1], q.count)
-        return pack_lanes(context, builder, ret, [builder.or_(x, y) for x, y in zip(lp, lq)])
-
-    return ret(p, q), codegen
-
-
-@intrinsic
-def lanes_zero(typingctx, like):
-    """Zero partials shaped like the partials of the dual ``like``."""
-    ret = like.partials_type
-
-    def codegen(context, builder, sig, args):
-        zero = context.get_constant(like.lane_dtype, 0)
-        return pack_lanes(context, builder, ret, [zero] * like.n)
-
-    return ret(like), codegen
 
 
 # --- casts ------------------------------------------------------------------------
