@@ -493,11 +493,7 @@ NANSAFE_SCRIPT = textwrap.dedent("""
 """ % os.path.dirname(os.path.abspath(K.__file__)))
 
 
-def _nansafe_probe(x):
-    d = cuda.to_device(x)
-    o = cuda.device_array_like(d)
-    K.nansafe_probe[1, 4](d, o)
-    return o.copy_to_host()
+_nansafe_probe = _launcher(K.nansafe_probe, 4)
 
 
 def test_nansafe_mode_on_keeps_zero_partials_zero(tmp_path):
