@@ -505,11 +505,18 @@ def cast_lane_values(context, builder, tup, from_ty, to_dtype):
             for v in lane_values(builder, tup, from_ty.count)]
 
 
-#: Fast-math flags of the lane arithmetic on the CPU: ``contract`` lets LLVM fuse a lane's
+#: Fast-math flags of the lane arithmetic on the CPU. ``contract`` lets LLVM fuse a lane's
 #: ``a * p + b * q`` into FMA instructions (packed ``vfmadd...pd`` once the lanes are
-#: vectorised), as NVVM does by default on the GPU. Values are never contracted: a dual's
-#: value stays bit-identical to the plain computation.
-CPU_LANE_FLAGS = ("contract",)
+#: vectorised), as NVVM does by default on the GPU. ``reassoc`` and ``nsz`` let it factor
+#: the chain rule the way a hand-written tangent does: ``x * x`` gives ``(2 x) * dx`` instead
+#: of ``x * dx + x * dx``, and ``r2 * sqrt(r2)`` one multiply per lane by a scalar coefficient
+#: (the dual N-body pair loop: 112 packed operations per pair instead of 194 at 32 lanes,
+#: 1.21 instead of 1.38 ns per pair and lane on a 2-core AVX2 machine). Partials may then
+#: differ from the unfactored sums in the last bits; infinities and NaNs keep their meaning
+#: (no ``nnan``/``ninf``), and signed zeros of partials are not told apart (``nsz``; the
+#: NaN-safe mode tests ``== 0``, true for both). Values never carry any flag: a dual's value
+#: stays bit-identical to the plain computation.
+CPU_LANE_FLAGS = ("contract", "reassoc", "nsz")
 
 
 def lane_flags(context):

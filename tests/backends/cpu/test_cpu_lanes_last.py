@@ -150,8 +150,9 @@ def _host_has_fma():
 requires_fma = pytest.mark.skipif(not _host_has_fma(),
                                   reason="the host CPU has no AVX2 FMA: nothing packed to find")
 
-#: A packed double FMA on 256- or 512-bit registers (AT&T syntax, as numba prints it).
-PACKED_FMA = re.compile(r"\bvfmadd\w*pd\s+[^\n]*%[yz]mm")
+#: A packed double fused multiply-add in any of its forms (``vfmadd``, ``vfmsub``,
+#: ``vfnmadd``, ``vfnmsub``) on 256- or 512-bit registers (AT&T syntax, as numba prints it).
+PACKED_FMA = re.compile(r"\bvfn?m(?:add|sub)\w*pd\s+[^\n]*%[yz]mm")
 
 
 def _asm(dispatcher):
@@ -193,3 +194,25 @@ def test_dual_stencil_has_packed_fma(monkeypatch, rng):
     (spec, launcher), = kernel._launchers.items()
     assert not spec.lanes_last
     assert len(PACKED_FMA.findall(_asm(launcher))) >= 1
+
+
+#: Packed double arithmetic instructions (multiplies, adds, subtracts, FMAs of any form).
+PACKED_ARITHMETIC = re.compile(r"\b(?:vmulpd|vaddpd|vsubpd|vfn?m(?:add|sub)\w*pd)\s+[^\n]*%[yz]mm")
+
+
+@requires_fma
+def test_nbody_pair_loop_factors_the_chain_rule(monkeypatch, rng):
+    # the lane arithmetic carries reassoc/nsz (compiled/types.CPU_LANE_FLAGS), so LLVM folds
+    # scalar coefficients before they meet a lane: at 32 lanes the pair loop's launcher held
+    # 194 packed arithmetic instructions on AVX2 with `contract` alone, 112 with them (AVX-512
+    # halves both); the bound sits between the two
+    monkeypatch.setenv("DUALGPU_CACHE", "0")
+    monkeypatch.setattr(cpu_parallel, "ENABLED", False)
+    kernel = cpu.CpuKernel(nbody.accelerations.py_func)
+    n = 64
+    pos, mass, acc = _dual(rng, (n, 3), 32), _dual(rng, n, 32), _dual(rng, (n, 3), 32)
+    with _context.dual_allocation(32):
+        kernel.launch(1, n, (pos, mass, 1.0, 0.1, acc))
+    (spec, launcher), = kernel._launchers.items()
+    assert spec.lanes_last
+    assert len(PACKED_ARITHMETIC.findall(_asm(launcher))) < 160

@@ -264,7 +264,7 @@ def _packed_double_ops(dispatcher):
     import re
 
     asm = "\n".join(dispatcher.inspect_asm().values())
-    return len(re.findall(r"\b(?:v?mulpd|v?addpd|v?subpd|vfmadd\w*pd)\b", asm))
+    return len(re.findall(r"\b(?:v?mulpd|v?addpd|v?subpd|vfn?m(?:add|sub)\w*pd)\b", asm))
 
 
 def test_serial_and_pieces_launchers_both_vectorise_a_dual_stencil(monkeypatch, rng):
