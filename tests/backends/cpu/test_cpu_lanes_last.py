@@ -20,6 +20,7 @@ from dualgpu import Dual
 from dualgpu.core import _context
 from dualgpu.backends.cpu import kernel as cpu
 from dualgpu.backends.cpu import parallel as cpu_parallel
+from dualgpu.backends.cpu import lane_model
 from dualgpu.backends.cpu.lane_model import TILE_WIDTH, kernel_profile
 from simulations import heat1d, nbody, pendulum_samples
 
@@ -37,12 +38,21 @@ def test_profile_of_kernels(kernel, kind):
 
 @pytest.mark.parametrize("lanes, expected", [(64, (32, 2)), (48, (16, 3)), (24, (24, 1)),
                                              (40, (8, 5))])
-def test_compute_bound_kernels_take_wide_tiles(rng, lanes, expected):
+def test_compute_bound_kernels_take_wide_tiles(rng, monkeypatch, lanes, expected):
+    monkeypatch.setitem(TILE_WIDTH, "compute", 32)  # an AVX-512 machine's width
     kernel = cpu.compile_kernel(kl.pair_sum)
     args = (_dual(rng, 4, lanes), _dual(rng, 4, lanes), 0.1, _dual(rng, 4, lanes))
     with _context.dual_allocation(lanes):  # no tile from the driver
         assert kernel._tiles(lanes, args, ("a", "a", "", "a")) == expected
-    assert TILE_WIDTH["compute"] == 32
+
+
+@pytest.mark.parametrize("features, vector, width", [
+    ("+avx512f,+avx2,+avx,+fma", 64, 32), ("-avx512f,+avx2,+avx,+fma", 32, 16),
+    ("+sse4.2,-avx", 16, 8), ("+neon", 16, 8)])
+def test_compute_tile_width_follows_the_vector_registers(features, vector, width):
+    assert lane_model.vector_bytes(features) == vector
+    assert lane_model.compute_tile_width(vector) == width
+    assert TILE_WIDTH["compute"] == lane_model.compute_tile_width()  # this machine's
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
@@ -117,7 +127,8 @@ def test_wide_tile_jacobian_matches_central_differences(rng, dtype, rtol):
     with dualgpu.using_backend("cpu"):
         jac = np.asarray(dualgpu.jacfwd(f, progress=False)(x0))
         kernel = cpu.compile_kernel(kl.pair_sum)
-        assert any(spec.lanes_last and spec.lanes == 32 for spec in kernel._launchers)
+        width = TILE_WIDTH["compute"]  # 32 with AVX-512, 16 with AVX2
+        assert any(spec.lanes_last and spec.lanes == width for spec in kernel._launchers)
         x64 = x0.astype(np.float64)
         h = 1e-6
         for k in (0, 17, 64, 127):
@@ -169,6 +180,7 @@ def test_nbody_pair_loop_has_packed_fma(monkeypatch, rng, mode):
     else:
         monkeypatch.setattr(cpu_parallel, "ENABLED", False)
     kernel = cpu.CpuKernel(nbody.accelerations.py_func)
+    kernel.tile_lanes = 32  # whatever this machine's width
     n = 64
     pos, mass, acc = _dual(rng, (n, 3), 32), _dual(rng, n, 32), _dual(rng, (n, 3), 32)
     with _context.dual_allocation(32):
@@ -209,6 +221,7 @@ def test_nbody_pair_loop_factors_the_chain_rule(monkeypatch, rng):
     monkeypatch.setenv("DUALGPU_CACHE", "0")
     monkeypatch.setattr(cpu_parallel, "ENABLED", False)
     kernel = cpu.CpuKernel(nbody.accelerations.py_func)
+    kernel.tile_lanes = 32  # whatever this machine's width
     n = 64
     pos, mass, acc = _dual(rng, (n, 3), 32), _dual(rng, n, 32), _dual(rng, (n, 3), 32)
     with _context.dual_allocation(32):
