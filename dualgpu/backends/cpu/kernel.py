@@ -312,20 +312,25 @@ class CpuKernel(LaneTiles):
             cost = self._costs[spec] = cpu_parallel.LaunchCost()
         eligible = (cpu_parallel.ENABLED and not spec.restore
                     and not self._translation.uses_atomics)
-        parallel = eligible and cost.parallel(
-            items, presume=kernel_profile(self._translation).kind == "compute")
+        presume = kernel_profile(self._translation).kind == "compute"
+        parallel = eligible and cost.parallel(items, presume=presume)
         threads = 1
         if parallel:
             threads = cpu_parallel.available_threads()
             parallel = threads > 1
         dual = bool(spec.lanes)
         tiles_range = (first_tile, first_tile + tiles)
-        # a large launch that may go parallel runs its serial launches with the pieces
-        # launcher too (one thread claims every piece): one launcher to compile, not two
-        in_pieces = parallel or (eligible and items >= cpu_parallel.PIECES_SERIAL_MIN_ITEMS)
+        # a launch that may go parallel runs its serial launches with the pieces launcher
+        # too (one thread claims every piece): one launcher to compile, not two. So do a
+        # compute-bound kernel's launches, which go parallel whenever a core is free (a busy
+        # machine at one launch used to cost a second launcher, 0.4-0.5 s to compile), and
+        # any launch whose pieces launcher exists already.
+        pieces = spec._replace(mode="pieces")
+        in_pieces = parallel or (eligible and (
+            items >= cpu_parallel.PIECES_SERIAL_MIN_ITEMS or pieces in self._launchers
+            or (presume and items >= cpu_parallel.PARALLEL_MIN_ITEMS)))
         with _llvm.slp_vectorize() if spec.lanes_last else _NO_CONTEXT:
             if in_pieces:
-                pieces = spec._replace(mode="pieces")
                 launcher = self._launcher(pieces)
                 control = cpu_parallel.control_array()
                 chunk = cpu_parallel.chunk_length(spec.base, g, b, self._translation.inner_axis,
