@@ -141,6 +141,33 @@ def test_running_processes_are_read_from_proc_loadavg():
     assert cpu_parallel._others_running() >= 0
 
 
+def test_one_busy_reading_is_not_enough(monkeypatch):
+    # a process seen running once (a kernel thread, a short-lived command) must not send the
+    # next launches serial; one that stays is confirmed at the next call, not 50 ms later
+    import builtins
+    import io
+
+    readings = iter([5, 1, 1, 5, 5, 5, 1])  # running threads in /proc/loadavg, ours: 1
+    real_open = builtins.open
+
+    def fake_open(path, *args, **kwargs):
+        if path == "/proc/loadavg":
+            return io.StringIO(f"0.5 0.5 0.5 {next(readings)}/300 1234\n")
+        return real_open(path, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "open", fake_open)
+    monkeypatch.setattr(cpu_parallel, "_own_running", lambda: 1)
+    monkeypatch.setattr(cpu_parallel, "_LOAD", [-1e9, 0, 0])  # stale: read first
+    monkeypatch.setattr(cpu_parallel, "LOAD_CHECK_SECONDS", -1.0)  # read at every call
+    got = [cpu_parallel._others_running() for _ in range(7)]
+    assert got == [0, 0, 0, 0, 4, 4, 0]
+    monkeypatch.setattr(cpu_parallel, "LOAD_CHECK_SECONDS", 3600.0)
+    monkeypatch.setattr(cpu_parallel, "_LOAD", [-1e9, 0, 0])  # stale: read first
+    readings = iter([5, 5, 1])
+    got = [cpu_parallel._others_running() for _ in range(4)]
+    assert got == [0, 4, 0, 0]  # busy readings are re-read; an idle one is reused
+
+
 def test_helpers_do_not_keep_a_launch_alive():
     import gc
     import weakref
