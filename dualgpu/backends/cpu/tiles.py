@@ -5,9 +5,9 @@ call (see :mod:`dualgpu.backends.cpu.launchers`). :class:`LaneTiles`, a base of
 :class:`dualgpu.backends.cpu.kernel.CpuKernel`, decides:
 
 - N: the driver's tile when it sets one; else the width the kernel's profile asks for
-  (:mod:`dualgpu.backends.cpu.lane_model`: 32 lanes for a compute-bound kernel, 8 for a
-  memory-bound one), the largest of :data:`dualgpu.core.lanes.TILE_CANDIDATES` up to it
-  that divides L; else :func:`dualgpu.core.lanes.launch_tile`. Nothing is timed: the
+  (:mod:`dualgpu.backends.cpu.lane_model`: for a compute-bound kernel the lanes 4 SIMD
+  registers hold, 32 with AVX-512 and 16 with AVX2; 8 for a memory-bound one), the
+  largest of :data:`dualgpu.core.lanes.TILE_CANDIDATES` up to it that divides L; else :func:`dualgpu.core.lanes.launch_tile`. Nothing is timed: the
   first launch is as fast as the next;
 - which arrays to copy back between tiles: those the kernel reads and writes
   (:mod:`dualgpu.backends.common.access`), and those written that share memory with
