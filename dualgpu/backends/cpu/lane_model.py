@@ -16,7 +16,7 @@ want opposite things from the cpu backend:
     SLP vectoriser turns every lane operation of the tile into packed instructions
     (``vfmadd...pd`` on ymm). Wide tiles amortise the value computation, which each
     tile repeats, up to what the vector registers hold (:func:`compute_tile_width`: 32
-    lanes with AVX-512, 16 with AVX2).
+    lanes with AVX-512, 8 with AVX2).
 
 :func:`kernel_profile` decides from the kernel's translated source (device functions
 followed): a kernel is compute-bound when a loop with a trip count known only at run
@@ -50,23 +50,33 @@ Examples
 import ast
 import collections
 
-__all__ = ["OPS_PER_ACCESS", "TILE_WIDTH", "REGISTERS_PER_DUAL", "Profile", "kernel_profile",
-           "profile_tree", "vector_bytes", "compute_tile_width"]
+__all__ = ["OPS_PER_ACCESS", "TILE_WIDTH", "REGISTER_SHARE", "Profile", "kernel_profile",
+           "profile_tree", "vector_bytes", "vector_registers", "compute_tile_width"]
 
 #: Arithmetic operations per array access in a run-time loop from which a kernel counts
 #: as compute-bound. The dual N-body pair loop does about 5 (20 operations on 4 loaded
 #: elements), a 3-point stencil in a grid-stride loop about 1.
 OPS_PER_ACCESS = 3.0
 
-#: A compute-bound tile holds this many vector registers' worth of float64 lanes per dual
-#: (see :func:`compute_tile_width`).
-REGISTERS_PER_DUAL = 4
+#: A compute-bound tile gives each dual this share of the vector register file (an eighth:
+#: the pair loop keeps about six duals live, accumulators and loop invariants, beside its
+#: temporaries; see :func:`compute_tile_width`).
+REGISTER_SHARE = 8
 
 
 def vector_bytes(features=None):
     """Bytes in one SIMD register of the CPU numba compiles for: 64 with AVX-512, 32 with
     AVX or AVX2, 16 otherwise (SSE, NEON). ``features``: LLVM's feature string
     (``+avx2,-avx512f,...``); default the host's, or ``NUMBA_CPU_FEATURES`` when set."""
+    return _isa(features)[0]
+
+
+def vector_registers(features=None):
+    """How many SIMD registers x86-64 code may use: 32 with AVX-512, else 16."""
+    return _isa(features)[1]
+
+
+def _isa(features):
     if features is None:
         from numba.core import config
 
@@ -80,23 +90,25 @@ def vector_bytes(features=None):
                 features = ""
     enabled = {f[1:] for f in features.split(",") if f.startswith("+")}
     if "avx512f" in enabled:
-        return 64
+        return 64, 32
     if "avx" in enabled:
-        return 32
-    return 16
+        return 32, 16
+    return 16, 16
 
 
-def compute_tile_width(vector=None):
-    """Lanes per tile of a compute-bound kernel: :data:`REGISTERS_PER_DUAL` registers of
-    float64 lanes (32 with AVX-512, 16 with AVX2, 8 with SSE).
+def compute_tile_width(vector=None, registers=None):
+    """Lanes per tile of a compute-bound kernel: float64 lanes in an eighth of the vector
+    register file (:data:`REGISTER_SHARE`), from 8 to 32: 32 with AVX-512 (32 zmm), 8 with
+    AVX2 (16 ymm) or SSE.
 
     Measured on the dual N-body pair loop (2 cores, float64): with AVX-512, 32 lanes cost
-    1.5 ns per pair and lane on one thread against 2.7 at 16; with AVX2 (16 ymm registers),
-    16 and 32 lanes cost the same (1.22-1.25 ns on 2 threads) and 16 compiles in 1.5 s
-    instead of 2.2.
+    1.5 ns per pair and lane on one thread against 2.7 at 16; with AVX2, 8, 16 and 32 lanes
+    cost the same (1.08-1.10 ns on 2 threads, once the chain rule is factored) and compile
+    in 1.1, 1.6 and 2.2 s.
     """
     vector = vector_bytes() if vector is None else vector
-    return max(8, min(32, REGISTERS_PER_DUAL * vector // 8))
+    registers = vector_registers() if registers is None else registers
+    return max(8, min(32, registers // REGISTER_SHARE * vector // 8))
 
 
 #: Lanes per tile each kind wants (the largest candidate dividing the launch's lanes
