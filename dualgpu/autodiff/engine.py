@@ -43,7 +43,8 @@ the SIMD registers hold, 32 with AVX-512 and 8 with AVX2; memory-bound: 8; see
 :mod:`dualgpu.backends.cpu.lane_model` and :data:`dualgpu.core.lanes.TILE_CANDIDATES`);
 with few, N is the fewest tiles of at most :data:`dualgpu.core.lanes.TILE_LANES` lanes,
 then the N that leaves the fewest padded lanes (ForwardDiff.jl's rule,
-:func:`dualgpu.core.lanes.default_chunk_size`). A ``chunk_size`` sets N for every kernel; any N from 1 to n and at most
+:func:`dualgpu.core.lanes.default_chunk_size`). A ``chunk_size`` sets N for every
+kernel; any N from 1 to n and at most
 :data:`dualgpu.compiled.types.MAX_LANES` works, more than the backend's measured
 good range warns (:class:`dualgpu.core.lanes.ChunkSizeWarning`). Memory does not
 grow with the number of time steps (forward mode). The last run reuses the
