@@ -167,6 +167,18 @@ requires_fma = pytest.mark.skipif(not _host_has_fma(),
 PACKED_FMA = re.compile(r"\bvfn?m(?:add|sub)\w*pd\s+[^\n]*%[yz]mm")
 
 
+def _pair_loop_launcher(rng, n=64):
+    """(spec, launcher) of one 32-lane-tile launch of the N-body pair loop, whatever this
+    machine's tile width."""
+    kernel = cpu.CpuKernel(nbody.accelerations.py_func)
+    kernel.tile_lanes = 32
+    pos, mass, acc = _dual(rng, (n, 3), 32), _dual(rng, n, 32), _dual(rng, (n, 3), 32)
+    with _context.dual_allocation(32):
+        kernel.launch(1, n, (pos, mass, 1.0, 0.1, acc))
+    (spec, launcher), = kernel._launchers.items()
+    return spec, launcher
+
+
 def _asm(dispatcher):
     return "\n".join(dispatcher.inspect_asm().values())
 
@@ -180,13 +192,7 @@ def test_nbody_pair_loop_has_packed_fma(monkeypatch, rng, mode):
         monkeypatch.setattr(cpu_parallel, "available_threads", lambda: 2)
     else:
         monkeypatch.setattr(cpu_parallel, "ENABLED", False)
-    kernel = cpu.CpuKernel(nbody.accelerations.py_func)
-    kernel.tile_lanes = 32  # whatever this machine's width
-    n = 64
-    pos, mass, acc = _dual(rng, (n, 3), 32), _dual(rng, n, 32), _dual(rng, (n, 3), 32)
-    with _context.dual_allocation(32):
-        kernel.launch(1, n, (pos, mass, 1.0, 0.1, acc))
-    (spec, launcher), = kernel._launchers.items()
+    spec, launcher = _pair_loop_launcher(rng)
     assert spec.lanes_last and spec.lanes == 32 and spec.mode == mode
     assert len(PACKED_FMA.findall(_asm(launcher))) >= 8
 
@@ -221,12 +227,6 @@ def test_nbody_pair_loop_factors_the_chain_rule(monkeypatch, rng):
     # halves both); the bound sits between the two
     monkeypatch.setenv("DUALGPU_CACHE", "0")
     monkeypatch.setattr(cpu_parallel, "ENABLED", False)
-    kernel = cpu.CpuKernel(nbody.accelerations.py_func)
-    kernel.tile_lanes = 32  # whatever this machine's width
-    n = 64
-    pos, mass, acc = _dual(rng, (n, 3), 32), _dual(rng, n, 32), _dual(rng, (n, 3), 32)
-    with _context.dual_allocation(32):
-        kernel.launch(1, n, (pos, mass, 1.0, 0.1, acc))
-    (spec, launcher), = kernel._launchers.items()
+    spec, launcher = _pair_loop_launcher(rng)
     assert spec.lanes_last
     assert len(PACKED_ARITHMETIC.findall(_asm(launcher))) < 160
