@@ -171,7 +171,9 @@ def test_element_indexing_is_bounds_checked_with_numba_boundscheck(tmp_path):
         "for f in (lambda: read(a, 4), lambda: write(a, -5)):\n"
         "    try:\n        f()\n        print('unchecked')\n"
         "    except IndexError as e:\n        print('IndexError')\n")
-    env = dict(os.environ, NUMBA_BOUNDSCHECK="1")
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    env = dict(os.environ, NUMBA_BOUNDSCHECK="1",
+               PYTHONPATH=os.pathsep.join([root, os.environ.get("PYTHONPATH", "")]))
     out = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True,
                          timeout=300)
     assert out.stdout.split() == ["IndexError", "IndexError"], out.stderr[-2000:]

@@ -17,6 +17,7 @@ import os
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -356,7 +357,11 @@ def _run(script, directory, **env):
     """Run ``script`` from a file (the cpu backend reads kernels' source) in a fresh process."""
     path = directory / "script.py"
     path.write_text(script)
+    # the repository root first, so the fresh process imports this checkout's dualgpu
+    # whether or not (and wherever) the package is installed
+    root = str(Path(__file__).resolve().parents[2])
     environment = dict(os.environ, **env)
+    environment["PYTHONPATH"] = os.pathsep.join([root, os.environ.get("PYTHONPATH", "")])
     return subprocess.run([sys.executable, str(path)], capture_output=True, text=True,
                           env=environment, timeout=240)
 
