@@ -328,7 +328,10 @@ def make_launcher(spec, params, bound, inner, thread, fastmath, nrt, label, thre
         "_dg_thread": thread, "_dg_claim": claim, "_dg_finish": finish, "_dg_assume": _assume,
         "_dg_restore": _restore, "_dg_dual_array": make_dual_array, "_dg_dual": make_dual,
     }
-    options = dict(fastmath=fastmath, error_model="numpy", _nrt=nrt, nogil=spec.mode == "pieces")
+    # called from Python only: numba's C wrapper (for cfunc and first-class function use)
+    # would be built and compiled for nothing
+    options = dict(fastmath=fastmath, error_model="numpy", _nrt=nrt, nogil=spec.mode == "pieces",
+                   no_cfunc_wrapper=True)
     if thread_key is not None and cpu_cache.enabled():
         key = cpu_cache.launcher_key(source, thread_key, options)
         try:

@@ -157,6 +157,9 @@ class Translation:
                 # Inlined in numba's IR, a device function is compiled with the
                 # thread function's options (no NRT: no reference counting).
                 options.setdefault("inline", "always")
+                # called from compiled code only: no CPython or C wrapper to build
+                options.setdefault("no_cpython_wrapper", True)
+                options.setdefault("no_cfunc_wrapper", True)
             dispatcher = njit(fastmath=fastmath, error_model="numpy", **options)(function)
             self._built[key] = dispatcher
             for name, device in self.devices.items():

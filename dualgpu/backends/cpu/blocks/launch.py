@@ -191,7 +191,9 @@ class BlockLauncher:
         layout.team_arrays()  # registers the dtype globals
         values.update(layout.globals)
         team = _translate.compile_function(team_tree(layout), values, self.prepared.filename)
-        team = njit(fastmath=self.fastmath, error_model="numpy", _nrt=nrt)(team)
+        # called by the block launcher only: no CPython or C wrapper to build
+        team = njit(fastmath=self.fastmath, error_model="numpy", _nrt=nrt,
+                    no_cpython_wrapper=True, no_cfunc_wrapper=True)(team)
         launcher_values = dict(values)
         launcher_values["_dg_team"] = team
         source = launcher_source(layout, release=nrt)
@@ -201,7 +203,9 @@ class BlockLauncher:
             source, launcher_values, "_dg_launch", f"cpu block launcher of {self.name}")
         # serial and parallel launches share it: nogil, so helper threads run it beside
         # the caller (numba's prange compiled a second launcher, as long to build again)
-        return _Built(njit(error_model="numpy", nogil=True)(function), nrt)
+        # (called from Python only: no C wrapper)
+        return _Built(njit(error_model="numpy", nogil=True, no_cfunc_wrapper=True)(function),
+                      nrt)
 
     def _launcher(self, lanes, argtypes):
         nrt = (lanes, argtypes) in self._nrt

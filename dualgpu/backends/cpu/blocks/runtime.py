@@ -30,6 +30,9 @@ from numba.extending import overload
 
 from dualgpu.compiled.types import DualType
 
+#: helpers called from compiled block code only: numba builds no CPython or C wrapper
+_compiled_only = njit(no_cpython_wrapper=True, no_cfunc_wrapper=True)
+
 __all__ = [
     "DIVERGENT", "MASK_SELF", "MASK_ABSENT", "SOURCE_INACTIVE", "VOTE_KINDS", "WARP_OPS",
     "check_sync", "vote_block", "warp_op", "to_i32", "lanemask_lt", "value_of", "typing_stubs",
@@ -48,7 +51,7 @@ _WARP = 32
 _FULL = (1 << 32) - 1
 
 
-@njit
+@_compiled_only
 def _fail(err, code, site, t, a, b):
     err[0] = code
     err[1] = site
@@ -57,7 +60,7 @@ def _fail(err, code, site, t, a, b):
     err[4] = b
 
 
-@njit
+@_compiled_only
 def check_sync(part, alive, n, bs, gridwide, err, site):
     """Return 0 if each block (or the grid) has all or none of its live threads in ``part``."""
     size = n if gridwide else bs
@@ -82,7 +85,7 @@ def check_sync(part, alive, n, bs, gridwide, err, site):
     return 0
 
 
-@njit
+@_compiled_only
 def vote_block(kind, part, alive, xa, res, n, bs, err, site):
     """Return 0 after syncthreads_count (kind 0), _and (1) or _or (2) over each block's ``part``.
 
@@ -111,7 +114,7 @@ def vote_block(kind, part, alive, xa, res, n, bs, err, site):
     return 0
 
 
-@njit
+@_compiled_only
 def _rows_equal(xv, a, b):
     for k in range(xv.shape[1]):
         if xv[a, k] != xv[b, k]:
@@ -119,7 +122,7 @@ def _rows_equal(xv, a, b):
     return True
 
 
-@njit
+@_compiled_only
 def warp_op(kind, part, alive, xm, xa, src, res, xv, n, bs, err, site):
     """Return 0 after warp operation ``kind`` (a WARP_OPS value) for the threads in ``part``.
 
@@ -199,7 +202,7 @@ def warp_op(kind, part, alive, xm, xa, src, res, xv, n, bs, err, site):
     return 0
 
 
-@njit
+@_compiled_only
 def to_i32(value):
     """An unsigned 32-bit mask held in an int64 as numba.cuda's int32 result."""
     if value >= (1 << 31):
@@ -207,7 +210,7 @@ def to_i32(value):
     return np.int32(value)
 
 
-@njit
+@_compiled_only
 def lanemask_lt(lane):
     """``cuda.lanemask_lt()``: the lanes below ``lane`` as a uint32 mask."""
     return np.uint32((1 << lane) - 1)

@@ -27,6 +27,9 @@ from numba.core import cgutils
 from numba.core.errors import TypingError
 from numba.extending import intrinsic
 
+#: helpers called from compiled block code only: numba builds no CPython or C wrapper
+_compiled_only = njit(no_cpython_wrapper=True, no_cfunc_wrapper=True)
+
 __all__ = ["slots_new", "slot_put", "slot_get", "slots_release", "slot_size"]
 
 #: Rows are padded to a multiple of this many bytes (aligned loads and stores).
@@ -73,7 +76,7 @@ def slot_size(typingctx, ty):
     return types.intp(ty), codegen
 
 
-@njit
+@_compiled_only
 def slots_new(n, ty):
     """Zeroed storage for ``n`` values of the type ``ty``."""
     return np.zeros((n, slot_size(ty)), np.uint8)
@@ -136,7 +139,7 @@ def _slot_release(typingctx, slots, t, ty):
     return types.none(slots, t, ty), codegen
 
 
-@njit
+@_compiled_only
 def slots_release(slots, ty):
     """Drop the references held by every row of ``slots`` (no-op without NRT)."""
     for t in range(slots.shape[0]):
