@@ -30,7 +30,7 @@ os.environ.setdefault("DUALGPU_CACHE_DIR", tempfile.mkdtemp(prefix="dualgpu-test
 # Property tests (tests/core/test_properties.py). The default keeps the suite fast and repeatable;
 # DUALGPU_HYPOTHESIS_PROFILE=dualgpu-long (or --hypothesis-profile=dualgpu-long) explores far
 # more programs, with fresh random draws each run.
-settings.register_profile("dualgpu-ci", max_examples=100, derandomize=True, database=None,
+settings.register_profile("dualgpu-ci", max_examples=50, derandomize=True, database=None,
                           deadline=None, print_blob=True)
 settings.register_profile("dualgpu-long", max_examples=3000, database=None, deadline=None,
                           print_blob=True)

@@ -1,8 +1,8 @@
 """Every dual kernel of the simulations assembles to SASS for sm_90 (ptxas, no GPU needed).
 
 ``benchmarks/sass.py`` records each simulation kernel's argument types from a small cpu run,
-compiles it as the GPU backend prepares it to PTX and assembles it with ``ptxas -v`` at 1, 8
-and 16 lanes. Stencils must not spill at 8 lanes. The block-level kernels of
+compiles it as the GPU backend prepares it to PTX and assembles it with ``ptxas -v`` plain and
+at 8 and 16 lanes (the N-body kernel at 1 too). Stencils must not spill at 8 lanes. The block-level kernels of
 tests/fixtures/block_kernels.py are assembled too, plain and dual (dual shared tiles, dual shuffles).
 """
 import functools
@@ -57,7 +57,12 @@ def sass_of(kernels):
     return assembled
 
 
-@pytest.mark.parametrize("lanes", [0, 1, 8, 16])
+#: plain, the default tile and a wide one (one lane is assembled for the N-body kernel below,
+#: and every rule at one lane in tests/compiled/test_rules_ptx.py)
+LANES = [0, 8, 16]
+
+
+@pytest.mark.parametrize("lanes", LANES)
 @pytest.mark.parametrize("simulation", SIMULATIONS)
 def test_simulation_kernels_assemble(kernels, sass_of, simulation, lanes):
     for kernel, (py_func, plain, dual) in kernels[simulation].items():
@@ -98,7 +103,7 @@ def _block_signatures(lanes):
     }
 
 
-@pytest.mark.parametrize("lanes", [0, 1, 8, 16])
+@pytest.mark.parametrize("lanes", LANES)
 @pytest.mark.parametrize("name", list(_block_signatures(0)))
 def test_block_kernels_assemble(name, lanes):
     import numba.cuda
