@@ -80,7 +80,12 @@ Imports go one way: ``kernel`` -> ``blocks.launch`` -> ``blocks.prepare`` ->
 ``translation`` -> ``rewrite``, ``guards``, ``intrinsics``.
 """
 
-__all__ = ["BACKEND"]
+__all__ = ["BACKEND", "COMPILED_CODE_ONLY"]
 
 #: This backend's name (as :func:`dualgpu.set_backend` spells it).
 BACKEND = "cpu"
+
+#: ``numba.njit`` options of a function only compiled code calls (thread and device
+#: functions, block team functions, the block runtime's helpers): numba builds and compiles
+#: no CPython or C wrapper for it.
+COMPILED_CODE_ONLY = {"no_cpython_wrapper": True, "no_cfunc_wrapper": True}

@@ -35,7 +35,7 @@ from dualgpu.core.nested import lane_key, nested_local_array_error
 from dualgpu.errors import DualgpuError
 from dualgpu.backends.common import translate as _translate
 from dualgpu.backends.common.tiles import launch_tiles
-from dualgpu.backends.cpu import BACKEND
+from dualgpu.backends.cpu import BACKEND, COMPILED_CODE_ONLY
 from dualgpu.backends.cpu import cache as cpu_cache
 from dualgpu.backends.cpu import lanes_last as _lanes_last
 from dualgpu.backends.cpu import llvm as _llvm
@@ -57,10 +57,6 @@ DEFAULT_TILE_LANES = TILE_LANES[BACKEND]
 
 #: CUDA's limit on the number of threads in one block.
 MAX_THREADS_PER_BLOCK = 1024
-
-#: A thread function is called by its launcher only: no CPython or C wrapper is generated
-#: (numba would build and compile both for every thread function).
-_CALLED_FROM_COMPILED_CODE_ONLY = {"no_cpython_wrapper": True, "no_cfunc_wrapper": True}
 
 
 def _dim3(value, what, kernel):
@@ -163,13 +159,13 @@ class CpuKernel(LaneTiles):
             # numba inlines it: reference counts then live in one function
             thread = self._translation.build(
                 lanes, self.fastmath, unguarded, spec.tracer, _nrt=True, inline="always",
-                **_CALLED_FROM_COMPILED_CODE_ONLY)
+                **COMPILED_CODE_ONLY)
         else:
             # a separate function that LLVM inlines (vectorises more loops than
             # numba's IR inlining does)
             thread = self._translation.build(
                 lanes, self.fastmath, unguarded, spec.tracer, _nrt=False, inline="never",
-                **_CALLED_FROM_COMPILED_CODE_ONLY)
+                **COMPILED_CODE_ONLY)
             _llvm.inline_every_overload(thread)
         return thread, nrt
 

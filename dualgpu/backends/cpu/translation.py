@@ -17,7 +17,7 @@ from numba import njit
 from dualgpu.errors import DualgpuError
 from dualgpu.backends.common import translate as _translate
 from dualgpu.backends.common.translate import Namespace
-from dualgpu.backends.cpu import BACKEND
+from dualgpu.backends.cpu import BACKEND, COMPILED_CODE_ONLY
 from dualgpu.backends.cpu.guards import find_guard
 from dualgpu.backends.cpu.intrinsics import RUNTIME, stack_array, tracer_local_array
 from dualgpu.backends.cpu.launchers import CONTEXT
@@ -155,11 +155,10 @@ class Translation:
             function, values = self.function(lanes, unguarded, tracer)
             if self.role != "kernel" and not self.recursive:
                 # Inlined in numba's IR, a device function is compiled with the
-                # thread function's options (no NRT: no reference counting).
+                # thread function's options (no NRT: no reference counting), and
+                # without the wrappers for Python or C callers that it never has.
                 options.setdefault("inline", "always")
-                # called from compiled code only: no CPython or C wrapper to build
-                options.setdefault("no_cpython_wrapper", True)
-                options.setdefault("no_cfunc_wrapper", True)
+                options = {**COMPILED_CODE_ONLY, **options}
             dispatcher = njit(fastmath=fastmath, error_model="numpy", **options)(function)
             self._built[key] = dispatcher
             for name, device in self.devices.items():

@@ -25,7 +25,7 @@ from dualgpu.core.dual import Dual
 from dualgpu.core.dualarray import DualArray
 from dualgpu.errors import DualgpuError
 from dualgpu.backends.common import translate as _translate
-from dualgpu.backends.cpu import parallel as cpu_parallel
+from dualgpu.backends.cpu import COMPILED_CODE_ONLY, parallel as cpu_parallel
 from dualgpu.backends.cpu.blocks import runtime
 from dualgpu.backends.cpu.blocks import storage
 from dualgpu.backends.cpu.blocks.codegen import Layout, launcher_source, team_tree, typing_function_tree
@@ -191,9 +191,9 @@ class BlockLauncher:
         layout.team_arrays()  # registers the dtype globals
         values.update(layout.globals)
         team = _translate.compile_function(team_tree(layout), values, self.prepared.filename)
-        # called by the block launcher only: no CPython or C wrapper to build
+        # called by the block launcher only
         team = njit(fastmath=self.fastmath, error_model="numpy", _nrt=nrt,
-                    no_cpython_wrapper=True, no_cfunc_wrapper=True)(team)
+                    **COMPILED_CODE_ONLY)(team)
         launcher_values = dict(values)
         launcher_values["_dg_team"] = team
         source = launcher_source(layout, release=nrt)

@@ -28,10 +28,11 @@ from numba import njit, types
 from numba.core.errors import TypingError
 from numba.extending import overload
 
+from dualgpu.backends.cpu import COMPILED_CODE_ONLY
 from dualgpu.compiled.types import DualType
 
-#: helpers called from compiled block code only: numba builds no CPython or C wrapper
-_compiled_only = njit(no_cpython_wrapper=True, no_cfunc_wrapper=True)
+#: helpers called from compiled block code only
+_compiled_only = njit(**COMPILED_CODE_ONLY)
 
 __all__ = [
     "DIVERGENT", "MASK_SELF", "MASK_ABSENT", "SOURCE_INACTIVE", "VOTE_KINDS", "WARP_OPS",

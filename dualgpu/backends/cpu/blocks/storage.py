@@ -27,8 +27,10 @@ from numba.core import cgutils
 from numba.core.errors import TypingError
 from numba.extending import intrinsic
 
-#: helpers called from compiled block code only: numba builds no CPython or C wrapper
-_compiled_only = njit(no_cpython_wrapper=True, no_cfunc_wrapper=True)
+from dualgpu.backends.cpu import COMPILED_CODE_ONLY
+
+#: helpers called from compiled block code only
+_compiled_only = njit(**COMPILED_CODE_ONLY)
 
 __all__ = ["slots_new", "slot_put", "slot_get", "slots_release", "slot_size"]
 
