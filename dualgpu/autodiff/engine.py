@@ -38,8 +38,8 @@ runs a launch's L / N tiles inside one compiled call, the GPU backend launches
 once per tile. Runs for an executor's workers and derivatives nested in another
 carry one tile each. ``chunk_size=None``: with many directions
 (:data:`dualgpu.core.lanes.TUNE_MIN_DIRECTIONS`) L is a multiple of 16 or 32 and each
-kernel takes the tile its profile asks for (compute-bound: the float64 lanes an eighth of
-the SIMD registers hold, 32 with AVX-512 and 8 with AVX2; memory-bound: 8; see
+kernel takes the tile its profile asks for (compute-bound: 32 lanes with AVX, AVX2 or
+AVX-512, 16 with SSE or NEON; memory-bound: 8; see
 :mod:`dualgpu.backends.cpu.lane_model` and :data:`dualgpu.core.lanes.TILE_CANDIDATES`);
 with few, N is the fewest tiles of at most :data:`dualgpu.core.lanes.TILE_LANES` lanes,
 then the N that leaves the fewest padded lanes (ForwardDiff.jl's rule,

@@ -50,10 +50,10 @@ TILE_LANES = {"cpu": 8, "cuda": 8, "cudasim": 0}
 
 #: Tile sizes a cpu-backend kernel chooses among when the driver leaves the choice to it:
 #: the largest that divides the launch's lanes and fits the kernel's profile (for a
-#: compute-bound kernel the lanes an eighth of the SIMD registers hold: 32 with AVX-512,
-#: 8 with AVX2; 8 for a memory-bound one; see :mod:`dualgpu.backends.cpu.lane_model`).
-#: Measured on 2 cores: the dual heat Jacobian is fastest at 4-8 lanes, the N-body pair
-#: loop (lanes-last tiles, packed FMA) at 32 with AVX-512 and at 8, 16 or 32 alike with AVX2.
+#: compute-bound kernel 32 lanes with AVX, AVX2 or AVX-512; 8 for a memory-bound one; see
+#: :mod:`dualgpu.backends.cpu.lane_model`). Measured on 2 cores: the dual heat Jacobian is
+#: fastest at 4-8 lanes, the N-body pair loop (lanes-last tiles, packed FMA) at 32, with
+#: AVX-512 and with AVX2 (8 lanes cost 1.4-1.6x as much per lane with AVX2).
 TILE_CANDIDATES = {"cpu": (8, 16, 32), "cuda": (8,), "cudasim": ()}
 
 #: With fewer directions the driver picks the tile itself; from this many on, runs carry

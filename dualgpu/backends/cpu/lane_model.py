@@ -15,8 +15,7 @@ want opposite things from the cpu backend:
     array of shape ``(N, *shape)``), so one element's lanes are contiguous, and LLVM's
     SLP vectoriser turns every lane operation of the tile into packed instructions
     (``vfmadd...pd`` on ymm). Wide tiles amortise the value computation, which each
-    tile repeats, up to what the vector registers hold (:func:`compute_tile_width`: 32
-    lanes with AVX-512, 8 with AVX2).
+    tile repeats (:func:`compute_tile_width`: 32 lanes with AVX, AVX2 or AVX-512).
 
 :func:`kernel_profile` decides from the kernel's translated source (device functions
 followed): a kernel is compute-bound when a loop with a trip count known only at run
@@ -50,19 +49,13 @@ Examples
 import ast
 import collections
 
-__all__ = ["OPS_PER_ACCESS", "TILE_WIDTH", "REGISTER_SHARE", "Profile", "kernel_profile",
+__all__ = ["OPS_PER_ACCESS", "TILE_WIDTH", "Profile", "kernel_profile",
            "profile_tree", "vector_bytes", "vector_registers", "compute_tile_width"]
 
 #: Arithmetic operations per array access in a run-time loop from which a kernel counts
 #: as compute-bound. The dual N-body pair loop does about 5 (20 operations on 4 loaded
 #: elements), a 3-point stencil in a grid-stride loop about 1.
 OPS_PER_ACCESS = 3.0
-
-#: A compute-bound tile gives each dual this share of the vector register file (an eighth:
-#: the pair loop keeps about six duals live, accumulators and loop invariants, beside its
-#: temporaries; see :func:`compute_tile_width`).
-REGISTER_SHARE = 8
-
 
 def vector_bytes(features=None):
     """Bytes in one SIMD register of the CPU numba compiles for: 64 with AVX-512, 32 with
@@ -96,24 +89,26 @@ def _isa(features):
     return 16, 16
 
 
-def compute_tile_width(vector=None, registers=None):
-    """Lanes per tile of a compute-bound kernel: float64 lanes in an eighth of the vector
-    register file (:data:`REGISTER_SHARE`), from 8 to 32: 32 with AVX-512 (32 zmm), 8 with
-    AVX2 (16 ymm) or SSE.
+def compute_tile_width(vector=None):
+    """Lanes per tile of a compute-bound kernel: 32 where SIMD registers hold 32 or 64 bytes
+    (AVX, AVX2, AVX-512), 16 with 16-byte registers (SSE, NEON: not measured).
 
-    Measured on the dual N-body pair loop (2 cores, float64): with AVX-512, 32 lanes cost
-    1.5 ns per pair and lane on one thread against 2.7 at 16; with AVX2, 8, 16 and 32 lanes
-    cost the same (1.08-1.10 ns on 2 threads, once the chain rule is factored) and compile
-    in 1.1, 1.6 and 2.2 s.
+    Every tile repeats the kernel's value computation (in the pair loop a square root and
+    divisions per pair), so the wider the tile, the less of it each lane pays; the lanes'
+    accumulators that do not fit the registers live in L1, which costs less than
+    recomputing the values. Measured on the dual N-body pair loop, 1,024 bodies and 32
+    lanes, each width in its own process: with AVX2 (2 cores, 2026-12-03) 8 lanes per tile
+    cost 1.25-1.30 ns per pair and lane, 16 lanes 0.91-0.97 and 32 lanes 0.77-0.91, the
+    first launch compiling in 0.8, 1.1 and 1.4 s; with AVX-512 (one thread) 2.7 ns at 16
+    lanes and 1.5 at 32.
     """
     vector = vector_bytes() if vector is None else vector
-    registers = vector_registers() if registers is None else registers
-    return max(8, min(32, registers // REGISTER_SHARE * vector // 8))
+    return 32 if vector >= 32 else 16
 
 
 #: Lanes per tile each kind wants (the largest candidate dividing the launch's lanes
 #: that does not exceed this is taken); the compute width follows the machine's SIMD
-#: registers (:func:`compute_tile_width`).
+#: register width (:func:`compute_tile_width`).
 TILE_WIDTH = {"compute": compute_tile_width(), "memory": 8}
 
 #: What one call to these math functions costs, in operations (a division or square
