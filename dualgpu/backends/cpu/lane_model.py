@@ -57,6 +57,7 @@ __all__ = ["OPS_PER_ACCESS", "TILE_WIDTH", "Profile", "kernel_profile",
 #: elements), a 3-point stencil in a grid-stride loop about 1.
 OPS_PER_ACCESS = 3.0
 
+
 def vector_bytes(features=None):
     """Bytes in one SIMD register of the CPU numba compiles for: 64 with AVX-512, 32 with
     AVX or AVX2, 16 otherwise (SSE, NEON). ``features``: LLVM's feature string

@@ -6,9 +6,10 @@ call (see :mod:`dualgpu.backends.cpu.launchers`). :class:`LaneTiles`, a base of
 
 - N: the driver's tile when it sets one; else the width the kernel's profile asks for
   (:mod:`dualgpu.backends.cpu.lane_model`: for a compute-bound kernel 32 lanes with AVX,
-  AVX2 or AVX-512, 16 with SSE or NEON; 8 for a memory-bound one), the largest of :data:`dualgpu.core.lanes.TILE_CANDIDATES` up to it that divides
-  L; else :func:`dualgpu.core.lanes.launch_tile`. Nothing is timed: the first launch is
-  as fast as the next;
+  AVX2 or AVX-512, 16 with SSE or NEON; 8 for a memory-bound one), the largest of
+  :data:`dualgpu.core.lanes.TILE_CANDIDATES` up to it that divides L; else
+  :func:`dualgpu.core.lanes.launch_tile`. Nothing is timed: the first launch is as fast
+  as the next;
 - which arrays to copy back between tiles: those the kernel reads and writes
   (:mod:`dualgpu.backends.common.access`), and those written that share memory with
   another argument; a kernel that may write an argument which cannot be

@@ -39,7 +39,7 @@ def test_profile_of_kernels(kernel, kind):
 @pytest.mark.parametrize("lanes, expected", [(64, (32, 2)), (48, (16, 3)), (24, (24, 1)),
                                              (40, (8, 5))])
 def test_compute_bound_kernels_take_wide_tiles(rng, monkeypatch, lanes, expected):
-    monkeypatch.setitem(TILE_WIDTH, "compute", 32)  # an AVX-512 machine's width
+    monkeypatch.setitem(TILE_WIDTH, "compute", 32)  # the width with AVX, AVX2 or AVX-512
     kernel = cpu.compile_kernel(kl.pair_sum)
     args = (_dual(rng, 4, lanes), _dual(rng, 4, lanes), 0.1, _dual(rng, 4, lanes))
     with _context.dual_allocation(lanes):  # no tile from the driver
@@ -49,7 +49,7 @@ def test_compute_bound_kernels_take_wide_tiles(rng, monkeypatch, lanes, expected
 @pytest.mark.parametrize("features, vector, registers, width", [
     ("+avx512f,+avx2,+avx,+fma", 64, 32, 32), ("-avx512f,+avx2,+avx,+fma", 32, 16, 32),
     ("+sse4.2,-avx", 16, 16, 16), ("+neon", 16, 16, 16)])
-def test_compute_tile_width_follows_the_vector_registers(features, vector, registers, width):
+def test_compute_tile_width_follows_the_vector_width(features, vector, registers, width):
     assert lane_model.vector_bytes(features) == vector
     assert lane_model.vector_registers(features) == registers
     assert lane_model.compute_tile_width(vector) == width
