@@ -232,6 +232,8 @@ class Dual:
         # the message names the host line that needs a float and its fix: a store into a
         # plain numpy buffer (state[0] = p, dualgpu.host.buffers), math.*, float(), np.float32
         # (dualgpu.core._host_lines); dualgpu.host installs it into hooks.float_message
+        if hooks.values_followed():  # a store into a kept host buffer, its partials kept
+            return self._primal()
         raise TypeError(hooks.float_message(sys._getframe(1)))
 
     def __complex__(self):

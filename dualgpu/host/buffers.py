@@ -43,6 +43,7 @@ import linecache
 import os
 import re
 import sys
+import threading
 import weakref
 
 import numpy as np
@@ -65,6 +66,10 @@ _SUBSCRIPT_STORE = re.compile(r"^\s*([A-Za-z_]\w*)\s*\[.*\]\s*(?:[-+*/%]|//|\*\*
 _REGISTRY = contextvars.ContextVar("dualgpu_host_buffers", default=None)
 #: True inside ``keep_host_buffers()``; the environment's DUALGPU_HOST_BUFFERS=keep sets the default
 _KEEP = contextvars.ContextVar("dualgpu_keep_host_buffers", default=None)
+#: how many ``keep_host_buffers()`` blocks are open in any thread: a thread that entered none
+#: itself (an executor's worker, which does not inherit the caller's context) follows them
+_OPEN = [0]
+_OPEN_LOCK = threading.Lock()
 
 
 def zeros(shape, dtype=np.float64):
@@ -116,7 +121,8 @@ def active():
 def _keeping():
     keep = _KEEP.get()
     if keep is None:
-        keep = os.environ.get("DUALGPU_HOST_BUFFERS", "").strip().lower() == "keep"
+        keep = (os.environ.get("DUALGPU_HOST_BUFFERS", "").strip().lower() == "keep"
+                or _OPEN[0] > 0)
     return keep
 
 
@@ -130,11 +136,16 @@ def keep_host_buffers(enabled=True):
     with the array's name, the line and the one-line fix (:func:`zeros`). Inside this
     block the driver (``dualgpu.jacobian``, ``jvp``, ``jacfwd``...; not nested
     derivatives) keeps the partials beside each such array instead, so the code runs as
-    written. Opt in knowingly: host code that *reads* such a buffer with plain numpy
-    (``u.sum()``, ``u + dt * g``, ``u.copy()``) gets plain floats, and where that result
-    is mixed with duals its share of the derivative is lost without an error (a plain
-    result returned by f is still refused). Setting the environment variable
-    ``DUALGPU_HOST_BUFFERS=keep`` makes this the default.
+    written. Host code that writes such a buffer between launches (``u[:] = u_new``,
+    ``np.copyto(u, u_new)``, ``u *= 2.0``, ``out[:] = 0.0``, ``para += delta``) is followed
+    line by line and carries the partials (:mod:`dualgpu.host.host_writes`); a write that
+    cannot be followed is refused with the line. Opt in knowingly: host code that *reads*
+    such a buffer with plain numpy into a new value (``total = u.sum()``, ``v = u.copy()``)
+    gets plain floats, and where that value is mixed with duals its share of the
+    derivative is lost without an error (a plain result returned by f is still refused).
+    The block reaches the driver runs of every thread while it is open (an executor's
+    workers too). Setting the environment variable ``DUALGPU_HOST_BUFFERS=keep`` makes
+    this the default.
 
     Parameters
     ----------
@@ -160,9 +171,15 @@ def keep_host_buffers(enabled=True):
     [0.0, 0.125, 0.125, 0.125, 0.0]
     """
     token = _KEEP.set(bool(enabled))
+    if enabled:
+        with _OPEN_LOCK:
+            _OPEN[0] += 1
     try:
         yield
     finally:
+        if enabled:
+            with _OPEN_LOCK:
+                _OPEN[0] -= 1
         _KEEP.reset(token)
 
 
@@ -175,9 +192,23 @@ def scope():
     """
     registry = Registry() if len(active_levels()) == 1 and _keeping() else None
     token = _REGISTRY.set(registry)
+    follower = None
+    if registry is not None:
+        from dualgpu.host.host_writes import Follower
+
+        follower = Follower(registry)
+        registry.followed = follower.install()
     try:
         yield registry
+    except (ValueError, TypeError) as error:
+        if registry is None or "read-only" not in str(error) and "readonly" not in str(error):
+            raise
+        raise registry.unseen_write(error) from error
     finally:
+        if follower is not None:
+            follower.uninstall()
+        if registry is not None:
+            registry.release()
         _REGISTRY.reset(token)
 
 
@@ -190,6 +221,17 @@ def caller_line():
         return None
     filename, lineno = frame.f_code.co_filename, frame.f_lineno
     return filename, lineno, linecache.getline(filename, lineno).strip()
+
+
+def _user_line(tb):
+    """``(filename, lineno, line)`` of the innermost traceback entry outside dualgpu."""
+    where = None
+    while tb is not None:
+        filename = tb.tb_frame.f_code.co_filename
+        if not filename.startswith(_PACKAGE_DIR) and f"{os.sep}numba" not in filename:
+            where = (filename, tb.tb_lineno, linecache.getline(filename, tb.tb_lineno).strip())
+        tb = tb.tb_next
+    return where
 
 
 def _at(where):
@@ -280,10 +322,15 @@ def _name_in(array):
 
 
 class _Shadow:
-    """The hidden DualArray of one host array (the owner of the memory) and its history."""
+    """The hidden DualArray of one host array (the owner of the memory) and its history.
+
+    Between the writes the registry makes or follows, the array is read-only to host code
+    (its own flag is restored when the run of f ends): a write dualgpu cannot see (compiled
+    code, another thread) fails there instead of leaving stale partials.
+    """
 
     __slots__ = ("_root", "values", "partials", "flat_values", "flat_partials", "name",
-                 "writer", "live", "shape", "dtype")
+                 "writer", "live", "shape", "dtype", "writeable", "__weakref__")
 
     def __init__(self, root, lanes, forget):
         # held weakly: a buffer host code drops (a fresh np.zeros per step) frees its hidden
@@ -300,19 +347,69 @@ class _Shadow:
                                                   for s in root.strides))
         self.flat_values = self.values.ravel(order="K")
         self.name, self.writer, self.live = None, None, False
+        self.writeable = bool(root.flags.writeable)
 
     @property
     def root(self):
         return self._root()
 
-    def sync(self):
-        """Take the values host code wrote into the array since: their partials are zero."""
+    def protect(self):
+        """Make the array read-only to host code (until :meth:`unprotect`)."""
+        root = self.root
+        if root is not None and self.writeable:
+            root.flags.writeable = False
+
+    def unprotect(self):
+        """Let the next write (the registry's own, or a followed host line) through."""
+        root = self.root
+        if root is not None and self.writeable:
+            root.flags.writeable = True
+
+    def changed(self):
+        """A mask of the elements whose values differ from the hidden ones, or None."""
         root, values = self.root, self.values
+        if root is None or values is None:
+            return None
         same = (root == values) | (np.isnan(root) & np.isnan(values))
-        if not same.all():
-            changed = ~same
-            values[changed] = root[changed]
-            self.partials[:, changed] = 0
+        return None if same.all() else ~same
+
+    def sync(self):
+        """Refuse values host code wrote that the registry did not see (never zero them:
+        a copy of a dual cannot be told from a constant by its value)."""
+        changed = self.changed()
+        if changed is not None:
+            raise DualgpuError(
+                f"the kept host buffer {self.name or 'a host array'} (shape {self.shape}, "
+                f"last written by {self.writer}) was changed at {int(changed.sum())} "
+                "element(s) by a write dualgpu did not see (through a view made before a "
+                "kernel wrote it, in compiled code or in another thread), so the partials "
+                "of those elements are unknown. dualgpu follows host writes of the forms: "
+                f"{_followed_forms()}. Fix: write the buffer with one of those on a line of "
+                "host code, or make it with "
+                f"{_fix(self.name or 'buf', self)}."
+            )
+
+    def adopt(self, source, where):
+        """After a followed host line: the values it wrote, checked against its replay."""
+        root = self.root
+        if root is None or self.values is None:
+            return
+        changed = self.changed()
+        if changed is not None:
+            close = np.isclose(root, self.values, rtol=8 * np.finfo(self.dtype).eps, atol=0.0,
+                               equal_nan=True)
+            if not close.all():
+                self.protect()
+                raise DualgpuError(
+                    f"at {where}: `{source}` wrote values into the kept host buffer "
+                    f"{self.name or 'a host array'} that differ from the same line run on "
+                    "its duals, so the partials cannot be trusted. Fix: make the buffer "
+                    f"with {_fix(self.name or 'buf', self)}."
+                )
+            self.values[changed] = root[changed]
+        self.live = self.live or bool(np.any(self.partials))
+        self.writer = f"host code at {where}"
+        self.protect()
 
     def view(self, array):
         """The DualArray for ``array``, a view of the root (or the root itself)."""
@@ -334,8 +431,16 @@ class _Shadow:
         return DualArray(values, partials)
 
     def write_back(self):
+        self.unprotect()
         np.copyto(self.root, self.values)
+        self.protect()
         self.live = self.live or bool(np.any(self.partials))
+
+
+def _followed_forms():
+    from dualgpu.host.host_writes import FOLLOWED_FORMS
+
+    return FOLLOWED_FORMS
 
 
 def _read_only_params(kernel):
@@ -430,6 +535,7 @@ class Registry:
         self.lanes = active_lanes()
         self._shadows = {}
         self._gone = []  # buffers with partials that host code dropped: for messages
+        self.followed = False  # True while host lines are followed (dualgpu.host.host_writes)
 
     def _forget(self, key):
         """A registered array was freed: drop its hidden DualArray, keep a note for messages."""
@@ -457,9 +563,64 @@ class Registry:
             shadow = self._shadows[key] = _Shadow(root, self.lanes,
                                                   lambda _, key=key: self._forget(key))
             shadow.name = name
+            shadow.protect()
         else:
             shadow.sync()
         return shadow
+
+    def keep(self, array, name=None):
+        """The shadow of ``array``'s memory, made now (zero partials) if it has none; None
+        for memory that cannot be mirrored (not contiguous, 0-d)."""
+        shadow = self._shadow(array, name)
+        if shadow is not None and shadow.name is None:
+            shadow.name = name or _name_in(shadow.root)
+        return shadow
+
+    def substitute_one(self, item):
+        """``item``, or the DualArray standing for it if it is a kept buffer or a view of one."""
+        if isinstance(item, np.ndarray) and not isinstance(item, DualArray) \
+                and item.dtype.kind == "f":
+            found = self.lookup(item)
+            if found is not None:
+                return found
+        return item
+
+    def release(self):
+        """The end of the run of f: every kept array gets its own write flag back."""
+        for shadow in list(self._shadows.values()):
+            shadow.unprotect()
+
+    def unseen_write(self, error):
+        """The refusal of a host write into a read-only kept buffer (``error``: numpy's)."""
+        where = _user_line(error.__traceback__)
+        kept = [s for s in list(self._shadows.values()) if s.root is not None]
+        names = ", ".join(f"{s.name or 'a host array'} (shape {s.shape})" for s in kept)
+        how = ("host code dualgpu does not follow (compiled code, another thread, a library)"
+               if self.followed else
+               "host code, while another tracer (a debugger, coverage) holds sys.settrace, "
+               "so dualgpu cannot follow host lines")
+        return DualgpuError(
+            f"a write into a kept host buffer{_at(where)}: {names} hold duals whose partials "
+            f"dualgpu keeps beside them, and {how} wrote into one, which would leave its "
+            "partials stale; kept buffers are read-only to such writes ("
+            f"{type(error).__name__}: {error}). dualgpu follows host lines of the forms: "
+            f"{_followed_forms()}. Fix: write the buffer with one of those in your own code, "
+            "or make it a DualArray where it is made (dualgpu.zeros(shape), or "
+            "cuda.to_device(np.zeros(shape)) to keep it on the device)."
+        )
+
+    def store_out(self, out, result):
+        """``np.ufunc(..., out=out)`` (``para += delta``) with a dual ``result`` and a plain
+        float ``out``: kept here (values into ``out``, partials beside it). False when
+        ``out`` cannot be kept."""
+        shadow = self.keep(out)
+        view = None if shadow is None else shadow.view(out)
+        if view is None:
+            return False
+        view[...] = result
+        shadow.writer = f"numpy{_at(caller_line())}"
+        shadow.write_back()
+        return True
 
     def lookup(self, array, live=False):
         """The DualArray standing for ``array`` (a registered buffer or a view of one), or None.
@@ -484,8 +645,8 @@ class Registry:
                         and 1 <= a.ndim <= 3]
         if not float_arrays:
             return args, None
-        live = [i for i in float_arrays
-                if (s := self._shadows.get(id(_root(args[i])))) is not None and s.live]
+        # every kept buffer (read-only to plain code) runs on its hidden DualArray
+        live = [i for i in float_arrays if self._shadows.get(id(_root(args[i]))) is not None]
         if not (live or captured or any(_holds_duals(a) for a in args)):
             return args, None
         read_only = _read_only_params(kernel)
@@ -546,25 +707,15 @@ class Registry:
         Refuses a plain float output while a registered buffer holds partials: it was
         read with numpy (``buf.sum()``, ``buf[0, 3]``, ``buf.copy()``) and lost them.
         """
-        is_tuple = isinstance(result, (tuple, list))
-        items = list(result) if is_tuple else [result]
         plain = []
-        for k, item in enumerate(items):
-            if isinstance(item, np.ndarray) and item.dtype.kind == "f":
-                found = self.lookup(item)
-                if found is not None:
-                    items[k] = found.copy_to_host()
-                    continue
-            if (isinstance(item, (np.ndarray, np.generic, float))
-                    and np.asarray(item).dtype.kind == "f"):
-                plain.append(k)
+        resolved = self._resolve(result, "", plain)
         alive = [s for s in list(self._shadows.values()) if s.live and s.root is not None]
         live = self._gone + alive
         if plain and live:
             buffers = "; ".join(f"{s.name or 'a host array'} (shape {s.shape}, "
                                 f"written by {s.writer})" for s in live)
-            outputs = ", ".join(str(k) for k in plain)
-            values = [np.asarray(items[k], np.float64).ravel() for k in plain]
+            outputs = ", ".join(k for k, _ in plain)
+            values = [np.asarray(item, np.float64).ravel() for _, item in plain]
             holds = [s for s in alive if any(np.isin(v, s.root).any() for v in values)]
             first = (holds or live)[-1]  # the buffer the plain output was read from, if seen
             name = first.name or "buf"
@@ -578,9 +729,28 @@ class Registry:
                 f"{name}[0]), or make it a DualArray where it is made, so that numpy "
                 f"reads keep the partials: {_fix(name, first)}."
             )
-        if not is_tuple:
-            return items[0]
-        return type(result)(items) if isinstance(result, list) else tuple(items)
+        return resolved
+
+    def _resolve(self, item, path, plain):
+        """``item`` with kept buffers as DualArrays, through tuples, lists and dicts at any
+        depth; plain float outputs are noted in ``plain`` as ``(path, item)``."""
+        if isinstance(item, (tuple, list)):
+            parts = [self._resolve(x, f"{path}[{k}]" if path else str(k), plain)
+                     for k, x in enumerate(item)]
+            if isinstance(item, list):
+                return parts
+            return type(item)(*parts) if hasattr(item, "_fields") else tuple(parts)
+        if isinstance(item, dict):
+            return {key: self._resolve(x, f"{path}[{key!r}]" if path else repr(key), plain)
+                    for key, x in item.items()}
+        if isinstance(item, np.ndarray) and item.dtype.kind == "f":
+            found = self.lookup(item)
+            if found is not None:
+                return found.copy_to_host()
+        if (isinstance(item, (np.ndarray, np.generic, float))
+                and np.asarray(item).dtype.kind == "f"):
+            plain.append((path or "0", item))
+        return item
 
 
 _COPY_CALL = re.compile(r"copy_to_host\(\s*(?:ary\s*=\s*)?([A-Za-z_]\w*)\s*(?:\[[^\]]*\])?\s*[,)]")
@@ -638,3 +808,80 @@ def substitute(items):
             item = type(item)(substitute(item))
         out.append(item)
     return tuple(out) if isinstance(items, tuple) else out
+
+
+_AUG = re.compile(r"^\s*([A-Za-z_][\w.]*(?:\[[^\]]*\])?)\s*([-+*/%@&|^]|//|\*\*)=(?!=)\s*(.+?)\s*$")
+
+
+def store_out(ufunc_name, out, result):
+    """A dual ``result`` of ``np.<ufunc>(..., out=out)`` with ``out`` a plain numpy array.
+
+    ``para += delta`` (``para`` numpy, ``delta`` a DualArray) lands here. Inside
+    :func:`keep_host_buffers` under the driver ``out`` is kept (values into it, partials
+    beside it); anywhere else this raises with the line and the one-line fix.
+
+    Returns
+    -------
+    out
+
+    Raises
+    ------
+    DualgpuError
+        Outside the driver's kept buffers, or for memory that cannot be kept.
+    """
+    registry = active()
+    if (registry is not None and isinstance(out, np.ndarray) and out.dtype.kind == "f"
+            and registry.store_out(out, result)):
+        return out
+    where = caller_line()
+    found = _AUG.match(where[2]) if where else None
+    if found:
+        target, op, value = found.groups()
+        fix = (f"{target} = {target} {op} {value} (a new array, which holds duals under the "
+               "driver)")
+        what = f"`{target} {op}= ...` updates the numpy array {target} in place"
+    else:
+        fix = "leave out out= and use the result (a DualArray under the driver)"
+        what = f"numpy.{ufunc_name}(..., out=...) writes into a plain numpy array"
+    raise DualgpuError(
+        f"{what}{_at(where)}, and the answer is a dual: a numpy float array has no room for "
+        f"its partials, which would be dropped. Fix, one line: {fix}; or make the array "
+        "a DualArray where it is made (dualgpu.zeros(shape))" + _keep_hint() + "."
+    )
+
+
+def array_message(frame):
+    """The message of a DualArray stored into a plain host array by ``frame``'s line
+    (``buf[:] = u``, ``buf[t] = u`` into ``np.zeros`` or ``cuda.pinned_array`` memory), or
+    None for another line."""
+    if frame is None or _in_simulated_thread():
+        return None
+    filename = frame.f_code.co_filename
+    if filename.startswith(_PACKAGE_DIR) or f"{os.sep}numba" in filename:
+        return None
+    line = linecache.getline(filename, frame.f_lineno)
+    match = _SUBSCRIPT_STORE.match(line)
+    if match is None:
+        return None
+    name = match.group(1)
+    target = frame.f_locals.get(name, frame.f_globals.get(name))
+    if not isinstance(target, np.ndarray) or target.dtype.kind != "f":
+        return None
+    shape, dtype = _shape_text(target.shape), np.dtype(target.dtype).name
+    return (
+        f"at {filename}:{frame.f_lineno}, `{line.strip()}` stores a DualArray into the numpy "
+        f"array {name!r} (shape {tuple(target.shape)}, {target.dtype}), which holds plain "
+        "floats (a numpy buffer, or one from cuda.pinned_array / pinned_array_like / "
+        "mapped_array): its partials would be dropped. Fix, one line, where the buffer is "
+        f"made: {name} = dualgpu.zeros({shape}, np.{dtype}), or "
+        f"{name} = cuda.pinned_array({shape}, np.{dtype}) with dualgpu's cuda (both a "
+        "DualArray under the driver, the same plain array outside it); or collect the "
+        f"steps in a list and np.stack them{_keep_hint_stores()}."
+    )
+
+
+def _keep_hint_stores():
+    if len(active_levels()) != 1 or _keeping():
+        return ""
+    return ("; or take the derivative inside `with dualgpu.keep_host_buffers():`, which "
+            "follows such stores into host buffers")
