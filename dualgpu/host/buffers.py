@@ -48,6 +48,7 @@ import weakref
 
 import numpy as np
 
+from dualgpu.core import hooks
 from dualgpu.core._context import active_lanes, active_levels, lane_dtype
 from dualgpu.core.dual import Dual
 from dualgpu.core.dualarray import DualArray
@@ -732,17 +733,30 @@ class Registry:
         return resolved
 
     def _resolve(self, item, path, plain):
-        """``item`` with kept buffers as DualArrays, through tuples, lists and dicts at any
-        depth; plain float outputs are noted in ``plain`` as ``(path, item)``."""
-        if isinstance(item, (tuple, list)):
+        """``item`` with kept buffers as DualArrays, at any depth of tuples and lists; plain
+        float outputs are noted in ``plain`` as ``(path, item)``.
+
+        f's outputs are its result or the items of a tuple (list) result; a sequence below
+        that is one array output, as numpy makes it (``((u,), v)``: ``(u,)`` is an array of
+        shape (1, n)), so one holding a kept buffer is stacked with its partials.
+        """
+        if isinstance(item, (tuple, list)) and not hasattr(item, "_fields"):
             parts = [self._resolve(x, f"{path}[{k}]" if path else str(k), plain)
                      for k, x in enumerate(item)]
-            if isinstance(item, list):
-                return parts
-            return type(item)(*parts) if hasattr(item, "_fields") else tuple(parts)
-        if isinstance(item, dict):
-            return {key: self._resolve(x, f"{path}[{key!r}]" if path else repr(key), plain)
-                    for key, x in item.items()}
+            if not path:
+                return parts if isinstance(item, list) else tuple(parts)
+            if any(isinstance(x, (Dual, DualArray)) for x in parts):
+                plain[:] = [(k, x) for k, x in plain if not k.startswith(path)]
+                try:
+                    return np.stack(parts)
+                except Exception as error:
+                    raise DualgpuError(
+                        f"output {path} of f is a {type(item).__name__} holding kept host "
+                        "buffers, which dualgpu reads as one array (as numpy does), but its "
+                        f"items do not stack ({error}). Fix: return the buffers as items "
+                        "of f's result tuple (return u, v), not inside a nested one."
+                    ) from error
+            return type(item)(parts)
         if isinstance(item, np.ndarray) and item.dtype.kind == "f":
             found = self.lookup(item)
             if found is not None:
@@ -797,7 +811,8 @@ def substitute(items):
     buffer that holds partials replaced by its DualArray (one level into lists and tuples):
     ``u * p`` with ``u`` a host array a kernel wrote duals into keeps u's partials."""
     registry = active()
-    if registry is None or not any(s.live for s in list(registry._shadows.values())):
+    if (registry is None or hooks.values_followed()  # a followed line: replayed already
+            or not any(s.live for s in list(registry._shadows.values()))):
         return items
     out = []
     for item in items:
