@@ -24,7 +24,8 @@ from dualgpu.errors import DualgpuError
 
 __all__ = [
     "Slot", "SLOTS", "install", "array_ufunc", "array_function", "advanced_getitem",
-    "advanced_setitem", "copy_to_plain", "float_message", "array_message", "FOLLOWED", "values_followed",
+    "advanced_setitem", "copy_to_plain", "float_message", "array_message", "FOLLOWED",
+    "values_followed",
 ]
 
 #: ``FOLLOWED.on`` is True while host code runs one line whose writes into kept host buffers

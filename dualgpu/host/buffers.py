@@ -44,7 +44,6 @@ import os
 import re
 import sys
 import threading
-import weakref
 
 import numpy as np
 
@@ -56,6 +55,13 @@ from dualgpu.core.nested import zeros as nested_zeros
 from dualgpu.core.selection import _in_simulated_thread, backend
 from dualgpu.errors import DualgpuError
 from dualgpu.core._paths import PACKAGE_DIR
+from dualgpu.host.host_writes import FOLLOWED_FORMS, Follower
+from dualgpu.host.shadow import Shadow as _Shadow
+from dualgpu.host.shadow import buffer_fix as _fix
+from dualgpu.host.shadow import contiguous as _contiguous
+from dualgpu.host.shadow import read_only_params as _read_only_params  # noqa: F401 (porting)
+from dualgpu.host.shadow import root_of as _root
+from dualgpu.host.shadow import shape_text as _shape_text
 
 __all__ = ["zeros", "keep_host_buffers", "scope", "active", "Registry", "host_store_message",
            "register_porting",
@@ -195,8 +201,6 @@ def scope():
     token = _REGISTRY.set(registry)
     follower = None
     if registry is not None:
-        from dualgpu.host.host_writes import Follower
-
         follower = Follower(registry)
         registry.followed = follower.install()
     try:
@@ -237,24 +241,6 @@ def _user_line(tb):
 
 def _at(where):
     return f" at {where[0]}:{where[1]} (`{where[2]}`)" if where else ""
-
-
-def _root(array):
-    while isinstance(array.base, np.ndarray):
-        array = array.base
-    return array
-
-
-def _shape_text(shape):
-    return f"({shape[0]},)" if len(shape) == 1 else repr(tuple(shape))
-
-
-def _fix(name, array):
-    shape, dtype = _shape_text(array.shape), np.dtype(array.dtype).name
-    return (f"{name} = dualgpu.zeros({shape}, np.{dtype}) where it is made (or "
-            f"{name} = cuda.to_device(np.zeros({shape}, np.{dtype})) to keep it on the device): "
-            "under the driver that is a DualArray, which holds duals in host stores and "
-            "kernel launches alike; outside the driver, the same plain array")
 
 
 def host_store_message(frame):
@@ -320,182 +306,6 @@ def _name_in(array):
                                       and value.shape == array.shape):
                     return key
     return f"a host array of shape {tuple(array.shape)}"
-
-
-class _Shadow:
-    """The hidden DualArray of one host array (the owner of the memory) and its history.
-
-    Between the writes the registry makes or follows, the array is read-only to host code
-    (its own flag is restored when the run of f ends): a write dualgpu cannot see (compiled
-    code, another thread) fails there instead of leaving stale partials.
-    """
-
-    __slots__ = ("_root", "values", "partials", "flat_values", "flat_partials", "name",
-                 "writer", "live", "shape", "dtype", "writeable", "__weakref__")
-
-    def __init__(self, root, lanes, forget):
-        # held weakly: a buffer host code drops (a fresh np.zeros per step) frees its hidden
-        # DualArray; ``forget`` removes the registry's entry before the id can be reused
-        self._root = weakref.ref(root, forget)
-        self.shape, self.dtype = tuple(root.shape), root.dtype
-        self.values = np.empty_like(root, order="K")
-        self.values[...] = root
-        dtype = lane_dtype(root.dtype)
-        self.flat_partials = np.zeros(lanes * root.size, dtype)
-        self.partials = np.lib.stride_tricks.as_strided(
-            self.flat_partials, (lanes,) + root.shape,
-            (root.size * dtype.itemsize,) + tuple(s // root.itemsize * dtype.itemsize
-                                                  for s in root.strides))
-        self.flat_values = self.values.ravel(order="K")
-        self.name, self.writer, self.live = None, None, False
-        self.writeable = bool(root.flags.writeable)
-
-    @property
-    def root(self):
-        return self._root()
-
-    def protect(self):
-        """Make the array read-only to host code (until :meth:`unprotect`)."""
-        root = self.root
-        if root is not None and self.writeable:
-            root.flags.writeable = False
-
-    def unprotect(self):
-        """Let the next write (the registry's own, or a followed host line) through."""
-        root = self.root
-        if root is not None and self.writeable:
-            root.flags.writeable = True
-
-    def changed(self):
-        """A mask of the elements whose values differ from the hidden ones, or None."""
-        root, values = self.root, self.values
-        if root is None or values is None:
-            return None
-        same = (root == values) | (np.isnan(root) & np.isnan(values))
-        return None if same.all() else ~same
-
-    def sync(self):
-        """Refuse values host code wrote that the registry did not see (never zero them:
-        a copy of a dual cannot be told from a constant by its value)."""
-        changed = self.changed()
-        if changed is not None:
-            raise DualgpuError(
-                f"the kept host buffer {self.name or 'a host array'} (shape {self.shape}, "
-                f"last written by {self.writer}) was changed at {int(changed.sum())} "
-                "element(s) by a write dualgpu did not see (through a view made before a "
-                "kernel wrote it, in compiled code or in another thread), so the partials "
-                "of those elements are unknown. dualgpu follows host writes of the forms: "
-                f"{_followed_forms()}. Fix: write the buffer with one of those on a line of "
-                "host code, or make it with "
-                f"{_fix(self.name or 'buf', self)}."
-            )
-
-    def adopt(self, source, where):
-        """After a followed host line: the values it wrote, checked against its replay."""
-        root = self.root
-        if root is None or self.values is None:
-            return
-        changed = self.changed()
-        if changed is not None:
-            close = np.isclose(root, self.values, rtol=8 * np.finfo(self.dtype).eps, atol=0.0,
-                               equal_nan=True)
-            if not close.all():
-                self.protect()
-                raise DualgpuError(
-                    f"at {where}: `{source}` wrote values into the kept host buffer "
-                    f"{self.name or 'a host array'} that differ from the same line run on "
-                    "its duals, so the partials cannot be trusted. Fix: make the buffer "
-                    f"with {_fix(self.name or 'buf', self)}."
-                )
-            self.values[changed] = root[changed]
-        self.live = self.live or bool(np.any(self.partials))
-        self.writer = f"host code at {where}"
-        self.protect()
-
-    def view(self, array):
-        """The DualArray for ``array``, a view of the root (or the root itself)."""
-        if array is self.root:
-            return DualArray(self.values, self.partials)
-        item = self.root.itemsize
-        offset = (array.__array_interface__["data"][0]
-                  - self.root.__array_interface__["data"][0])
-        if (array.dtype != self.root.dtype or offset % item
-                or any(s % item for s in array.strides)):
-            return None
-        start = offset // item
-        values = np.lib.stride_tricks.as_strided(self.flat_values[start:], array.shape,
-                                                 array.strides)
-        pitem = self.flat_partials.itemsize
-        partials = np.lib.stride_tricks.as_strided(
-            self.flat_partials[start:], (self.partials.shape[0],) + array.shape,
-            (self.root.size * pitem,) + tuple(s // item * pitem for s in array.strides))
-        return DualArray(values, partials)
-
-    def write_back(self):
-        self.unprotect()
-        np.copyto(self.root, self.values)
-        self.protect()
-        self.live = self.live or bool(np.any(self.partials))
-
-
-def _followed_forms():
-    from dualgpu.host.host_writes import FOLLOWED_FORMS
-
-    return FOLLOWED_FORMS
-
-
-def _read_only_params(kernel):
-    """``{parameter: k}`` for the kernel's parameters that its source only reads, with ``k``
-    the fewest indices of a read (``u[i]``: 1, ``u[i, j]``: 2; ``u.shape``, ``len(u)`` do not
-    count). An array of at most ``k`` dimensions there is read element by element only, so a
-    plain host array stays plain in a dual launch (nothing can store a dual in it). A slice,
-    a chained index (``u[i][j]``), a call or an assignment of the array itself may alias it:
-    such parameters are absent."""
-    import ast
-
-    cached = kernel.__dict__.get("_read_only_params")
-    if cached is not None:
-        return cached
-    tree = kernel._source_tree
-    params = set(kernel._params)
-    reads = {}
-    if tree is not None:
-        parents = {}
-        for node in ast.walk(tree):
-            for child in ast.iter_child_nodes(node):
-                parents[child] = node
-        escaped = set()
-        for node in ast.walk(tree):
-            if not (isinstance(node, ast.Name) and node.id in params):
-                continue
-            parent = parents.get(node)
-            if isinstance(node.ctx, ast.Store) or isinstance(parent, ast.arguments):
-                escaped.add(node.id)  # rebound
-            elif isinstance(parent, ast.Subscript) and parent.value is node:
-                index = parent.slice
-                above = parents.get(parent)
-                if (not isinstance(parent.ctx, ast.Load)
-                        or any(isinstance(n, ast.Slice) for n in ast.walk(index))
-                        or (isinstance(above, ast.Subscript) and above.value is parent)):
-                    escaped.add(node.id)  # a store, a slice (a view), u[i][j]
-                else:
-                    k = len(index.elts) if isinstance(index, ast.Tuple) else 1
-                    reads[node.id] = min(reads.get(node.id, k), k)
-            elif isinstance(parent, ast.Attribute) and parent.attr in (
-                    "shape", "size", "ndim", "dtype"):
-                pass
-            elif (isinstance(parent, ast.Call) and isinstance(parent.func, ast.Name)
-                  and parent.func.id == "len"):
-                pass
-            else:
-                escaped.add(node.id)  # passed to a call (atomics, device functions), aliased
-        reads = {p: reads.get(p, 3) for p in params - escaped}
-    kernel.__dict__["_read_only_params"] = reads
-    return reads
-
-
-def _contiguous(root):
-    return root.flags.c_contiguous or root.flags.f_contiguous
 
 
 #: What the porting floor (above this one) supplies when it is imported, through
@@ -605,7 +415,7 @@ class Registry:
             f"dualgpu keeps beside them, and {how} wrote into one, which would leave its "
             "partials stale; kept buffers are read-only to such writes ("
             f"{type(error).__name__}: {error}). dualgpu follows host lines of the forms: "
-            f"{_followed_forms()}. Fix: write the buffer with one of those in your own code, "
+            f"{FOLLOWED_FORMS}. Fix: write the buffer with one of those in your own code, "
             "or make it a DualArray where it is made (dualgpu.zeros(shape), or "
             "cuda.to_device(np.zeros(shape)) to keep it on the device)."
         )
@@ -788,8 +598,10 @@ def copy_to_plain(source, ary):
     name = found.group(1) if found else "ary"
     shape = _shape_text(source.shape)
     raise DualgpuError(
-        f"copy_to_host({name}){_at(where)}: {name} is a plain {type(ary).__name__}, which "
-        f"would drop the {source.lanes} lanes of partials. Fix, one line: "
+        f"copy_to_host({name}){_at(where)}: {name} is a plain {type(ary).__name__} (a numpy "
+        "buffer, or pinned or mapped host memory from cuda.pinned_array / mapped_array made "
+        f"outside the driver), which would drop the {source.lanes} lanes of partials. Fix, "
+        "one line: "
         f"{name} = <device array>.copy_to_host() (a new host DualArray that keeps them), or "
         f"make the buffer with {name} = dualgpu.zeros({shape}) (a DualArray under the "
         "driver, plain outside it)" + _keep_hint() + "."
@@ -890,8 +702,9 @@ def array_message(frame):
         "mapped_array): its partials would be dropped. Fix, one line, where the buffer is "
         f"made: {name} = dualgpu.zeros({shape}, np.{dtype}), or "
         f"{name} = cuda.pinned_array({shape}, np.{dtype}) with dualgpu's cuda (both a "
-        "DualArray under the driver, the same plain array outside it); or collect the "
-        f"steps in a list and np.stack them{_keep_hint_stores()}."
+        "DualArray under the driver, the same plain array outside it: make it inside the "
+        "function the driver runs, not before); or collect the steps in a list and "
+        f"np.stack them{_keep_hint_stores()}."
     )
 
 

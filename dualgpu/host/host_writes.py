@@ -32,7 +32,6 @@ import math
 import os
 import sys
 import sysconfig
-import types
 
 import numpy as np
 

@@ -259,3 +259,65 @@ def test_in_place_update_without_keep_names_line_and_fix():
     message = str(err.value)
     assert "test_host_writes.py:" in message and "para += delta" in message
     assert "para = para + delta" in message and "keep_host_buffers" in message
+
+
+# -- issue 44: messages ----------------------------------------------------------------------
+@cuda.jit
+def fill_rows(I_nu, s):
+    k = cuda.grid(1)
+    if k < I_nu.shape[0]:
+        row = I_nu[k]
+        for j in range(I_nu.shape[1]):
+            row[j] = s * (k + j)
+
+
+def _rows(s):
+    I_nu = np.zeros((3, 4))
+    fill_rows[1, 4](I_nu, s)
+    return I_nu
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_kernel_store_through_a_row_view_gets_the_host_buffer_fix(backend):
+    with dualgpu.using_backend(backend), pytest.raises(DualgpuError) as err:
+        dualgpu.jacobian(_rows, 0.5)
+    message = str(err.value)
+    assert "did not receive" not in message, message
+    assert "host numpy array I_nu" in message and "keep_host_buffers" in message
+    assert "I_nu = dualgpu.zeros((3, 4), np.float64)" in message
+    with dualgpu.using_backend(backend), dualgpu.keep_host_buffers():
+        J = dualgpu.jacobian(_rows, 0.5)
+    np.testing.assert_array_equal(J, np.add.outer(np.arange(3.0), np.arange(4.0)))
+
+
+def _trajectory(r, traj):
+    d_u = cuda.to_device(np.linspace(1.0, 2.0, 4))
+    for t in range(traj.shape[0]):
+        decay[1, 8](d_u, r)
+        traj[t] = d_u.copy_to_host()
+    return traj
+
+
+@pytest.mark.parametrize("make", ["numpy", "pinned"])
+def test_dual_array_stored_into_a_preallocated_host_buffer(make):
+    """Refused with the buffer, the line and pinned arrays; followed under keep_host_buffers."""
+    traj = np.zeros((3, 4)) if make == "numpy" else cuda.pinned_array((3, 4))
+    with dualgpu.using_backend("cpu"), pytest.raises(TypeError) as err:
+        dualgpu.jacobian(lambda r: _trajectory(r, traj), 0.3)
+    message = str(err.value)
+    assert "test_host_writes.py:" in message and "`traj[t] = d_u.copy_to_host()`" in message
+    assert "'traj'" in message and "cuda.pinned_array((3, 4), np.float64)" in message
+    with dualgpu.using_backend("cpu"), dualgpu.keep_host_buffers():
+        J = dualgpu.jacobian(lambda r: _trajectory(r, np.zeros((3, 4))), 0.3)
+    fd = central_fd(lambda r: _trajectory(r, np.zeros((3, 4))), 0.3)
+    np.testing.assert_allclose(_flat(J), fd, rtol=1e-6, atol=1e-9)
+
+
+def test_dual_scalar_tolist():
+    d = dualgpu.Dual(2.0, [1.0, 0.5])
+    item = d.tolist()
+    assert isinstance(item, dualgpu.Dual) and item is not d
+    assert float(item.value) == 2.0 and item.partials.tolist() == [1.0, 0.5]
+    u = dualgpu.dual_array(np.array([1.0, 2.0]), np.eye(2))
+    assert [x.partials.tolist() for x in u.tolist()] == [x.tolist().partials.tolist()
+                                                         for x in u]
