@@ -160,11 +160,17 @@ def _statements(filename):
         tree = None
     if tree is not None:
         for node in ast.walk(tree):
-            if isinstance(node, (ast.Assign, ast.AugAssign, ast.Expr)) and _writes(node):
-                try:
-                    table.setdefault(node.lineno, []).append(_Statement(node, filename))
-                except (SyntaxError, ValueError, TypeError):
-                    pass
+            if not (isinstance(node, (ast.Assign, ast.AugAssign, ast.Expr)) and _writes(node)):
+                continue
+            text = lines[node.lineno - 1]
+            if node.col_offset != len(text) - len(text.lstrip()):
+                # after a header or another statement on its line (`if c: u[:] = v`): the
+                # line's event does not say it runs; not followed (read-only: refused)
+                continue
+            try:
+                table.setdefault(node.lineno, []).append(_Statement(node, filename))
+            except (SyntaxError, ValueError, TypeError):
+                pass  # not replayable (an attribute store): not followed, so refused
     _FILES[filename] = table
     return table
 
