@@ -319,8 +319,16 @@ class Follower:
                 ) from error
             for shadow in shadows:
                 shadow.unprotect()
+            views = []  # views made while their buffer was read-only are read-only too
+            for t in targets:
+                if t.base is not None and not t.flags.writeable:
+                    try:
+                        t.flags.writeable = True
+                        views.append(t)
+                    except ValueError:
+                        pass
             hooks.FOLLOWED.on = True
-            self.pending[frame] = (statement, shadows, _where(frame))
+            self.pending[frame] = (statement, shadows, _where(frame), views)
 
     def _check_calls(self, statement, scope, frame):
         for text, code in statement.calls:
@@ -340,8 +348,10 @@ class Follower:
                     "it is made.")
 
     def _finish(self, pending):
-        statement, shadows, where = pending
+        statement, shadows, where, views = pending
         hooks.FOLLOWED.on = False
+        for view in views:
+            view.flags.writeable = False
         for shadow in shadows:
             shadow.adopt(statement.source, where)
 
