@@ -58,6 +58,10 @@ _PURE_BUILTINS = {abs, min, max, len, float, int, round, range, sum, slice, tupl
                   bool, complex}
 
 
+#: code objects of expressions (their lines belong to the statement around them)
+_EXPRESSION_CODES = {"<listcomp>", "<genexpr>", "<setcomp>", "<dictcomp>", "<lambda>"}
+
+
 def _skipped(filename):
     return (not filename or filename.startswith("<") or filename.startswith(_SKIP_DIRS)
             or "site-packages" in filename or "dist-packages" in filename)
@@ -234,7 +238,7 @@ class Follower:
         lines = self._codes.get(code)
         if lines is None:
             lines = {}
-            if not _skipped(code.co_filename):
+            if not _skipped(code.co_filename) and code.co_name not in _EXPRESSION_CODES:
                 table = _statements(code.co_filename)
                 if table:
                     own = {line for _, _, line in code.co_lines() if line is not None}

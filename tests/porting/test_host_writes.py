@@ -138,6 +138,8 @@ def optimiser_step(p):
     para += delta
     para *= 2.0
     para -= 0.1 * delta
+    para /= 1.0 + delta
+    para[1:] *= delta[:2]
     return para
 
 
@@ -321,6 +323,18 @@ def test_dual_scalar_tolist():
     u = dualgpu.dual_array(np.array([1.0, 2.0]), np.eye(2))
     assert [x.partials.tolist() for x in u.tolist()] == [x.tolist().partials.tolist()
                                                          for x in u]
+
+
+def test_a_comprehension_in_a_followed_line():
+    def f(r):
+        u, u_new = _u0(), np.zeros(8)
+        step[1, 8](u, u_new, r)
+        u += np.array([2.0 * k for k in range(8)]) * u_new
+        return u
+
+    with dualgpu.using_backend("cpu"), dualgpu.keep_host_buffers():
+        J = dualgpu.jacobian(f, 0.3)
+    np.testing.assert_allclose(_flat(J), central_fd(f, 0.3), rtol=1e-6, atol=1e-9)
 
 
 def test_a_view_taken_on_one_line_and_written_on_another():
