@@ -371,3 +371,20 @@ def test_a_write_in_compiled_host_code_is_refused():
         dualgpu.jacobian(f, 0.3)
     message = str(err.value)
     assert "u_new" in message and "test_host_writes.py:" in message and "zero(u_new)" in message
+
+
+def test_a_changed_value_dualgpu_did_not_see_is_refused_not_zeroed():
+    """A view made before the buffer was kept stays writeable; what it writes unseen is
+    found at the next use of the buffer and refused (before: zero partials, no error)."""
+    def f(r):
+        u, u_new = _u0(), np.zeros(8)
+        alias = u_new[:]                  # made before a kernel wrote u_new
+        step[1, 8](u, u_new, r)
+        exec("alias[2:4] = 5.0", {"alias": alias})
+        return u_new
+
+    with dualgpu.using_backend("cpu"), dualgpu.keep_host_buffers(), \
+            pytest.raises(DualgpuError) as err:
+        dualgpu.jacobian(f, 0.3)
+    message = str(err.value)
+    assert "u_new" in message and "2 element(s)" in message and "did not see" in message
