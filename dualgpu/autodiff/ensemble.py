@@ -21,6 +21,11 @@ field, a reduction over members), lane ``k`` sums those cross terms into member
 for small problems) or ``validate="detect"`` (the structural tracer of
 :mod:`dualgpu.autodiff.sparse`, cpu backend) checks it and raises.
 """
+from __future__ import annotations
+
+from typing import Any, Sequence
+from dualgpu.core.hints import ArgNums, Function, Progress
+
 import re
 
 import numpy as np
@@ -145,8 +150,10 @@ def _member_rows(tangent, out_axis, members, o, fname):
     return moved.reshape(moved.shape[0], moved.shape[1], -1)
 
 
-def ensemble_jacobian(f, *args, argnums=0, batch_axes=0, out_axis=0, chunk_size=None,
-                      progress=None, validate=False):
+def ensemble_jacobian(f: Function, *args: Any, argnums: ArgNums = 0,
+                      batch_axes: int | Sequence[int | None] = 0, out_axis: int = 0,
+                      chunk_size: int | None = None, progress: Progress = None,
+                      validate: bool = False) -> Any:
     """Return every member's Jacobian of an ensemble simulation, shape ``(members, outputs, inputs)``.
 
     ``J[i, r, c]`` is the derivative of member ``i``'s output component ``r``

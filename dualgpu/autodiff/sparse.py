@@ -24,6 +24,11 @@ input.size)``: rows are the output's elements and columns the input's, both in
 C order (``np.ravel``). The dense driver returns ``output.shape + input.shape``
 instead. :func:`to_dense` turns the first into the second in one call.
 """
+from __future__ import annotations
+
+from typing import Any, Sequence
+from dualgpu.core.hints import Executor, Function, Progress, SparseMatrix, Sparsity
+
 import math
 import sys
 import time
@@ -94,7 +99,9 @@ def _single_output(result, lanes, what):
     return outputs[0]
 
 
-def detect_sparsity(f, args, argnum=0, *, lanes=None, progress=None, mode="local"):
+def detect_sparsity(f: Function, args: Sequence[Any], argnum: int = 0, *,
+                    lanes: int | None = None, progress: Progress = None,
+                    mode: str = "local") -> Any:
     """Return the boolean CSR sparsity pattern of ``f``'s output w.r.t. ``args[argnum]``.
 
     ``f`` runs on the cpu backend with the structural tracer, ``64 * lanes``
@@ -227,8 +234,10 @@ def _raising_kernel(traceback):
     return found
 
 
-def sparse_jacobian(f, args, argnum=0, *, sparsity="detect", chunk_size=None, validate=False,
-                    progress=None, executor=None):
+def sparse_jacobian(f: Function, args: Sequence[Any], argnum: int = 0, *,
+                    sparsity: Sparsity = "detect", chunk_size: int | None = None,
+                    validate: bool = False, progress: Progress = None,
+                    executor: Executor = None) -> SparseMatrix:
     """Return the Jacobian of ``f`` w.r.t. ``args[argnum]`` as a ``scipy.sparse.csr_matrix``.
 
     Parameters
@@ -403,7 +412,8 @@ def _report(stream, sparsity, pattern, n_colors, timings, n_chunks, lanes):
     stream.flush()
 
 
-def to_dense(J, output_shape=None, input_shape=None):
+def to_dense(J: Any, output_shape: tuple[int, ...] | None = None,
+             input_shape: tuple[int, ...] | None = None) -> np.ndarray:
     """Return a sparse Jacobian as a dense array of shape ``output_shape + input_shape``.
 
     That is the shape :func:`dualgpu.jacobian` gives without ``sparsity``, so

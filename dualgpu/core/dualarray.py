@@ -6,6 +6,10 @@ addresses. Inside compiled kernels a DualArray is indexed like an ordinary
 array (see :mod:`dualgpu.compiled.arrays`); in plain Python (the CUDA simulator and
 host code) this class does the same with :class:`dualgpu.Dual` elements.
 """
+from __future__ import annotations
+
+import numpy.typing as npt
+
 import numpy as np
 
 from dualgpu.core import hooks
@@ -570,7 +574,8 @@ def _nested_list(array):
     return [_nested_list(array[i]) for i in range(array.shape[0])]
 
 
-def dual_array(values, partials=None, *, lanes=None, dtype=None):
+def dual_array(values: npt.ArrayLike, partials: npt.ArrayLike | None = None, *,
+               lanes: int | None = None, dtype: npt.DTypeLike | None = None) -> DualArray:
     """Return a new host :class:`DualArray` built from copies of the inputs.
 
     Parameters

@@ -21,6 +21,10 @@ samples are found (in the batched form by splitting the batch in halves until
 the failing samples stand alone, so the good samples keep their exact
 derivatives) and reported by index.
 """
+from __future__ import annotations
+
+from typing import Any, Callable
+import numpy.typing as npt
 import numpy as np
 
 from dualgpu import jvp_batch
@@ -151,7 +155,9 @@ def _batched(f, X, chunk_size, executor, progress):
     return runner.Y, runner.G, sorted(bad), runner.runs
 
 
-def model_gradients(f, X, *, batched=False, chunk_size=None, executor=None, progress=None):
+def model_gradients(f: Callable[..., Any], X: npt.ArrayLike, *, batched: bool = False,
+                    chunk_size: int | None = None, executor: Any = None,
+                    progress: bool | None = None) -> tuple[np.ndarray, np.ndarray, Any, int]:
     """Return the model's values and gradients at every sample.
 
     Parameters

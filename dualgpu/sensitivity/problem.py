@@ -31,6 +31,9 @@ Examples
 >>> p.ppf([[0.5, 0.5]])
 array([[  1.5, 300. ]])
 """
+from __future__ import annotations
+
+from typing import Any
 import math
 
 import numpy as np
@@ -148,7 +151,7 @@ class Problem:
         return f"Problem({rows})"
 
 
-def check_problem(problem):
+def check_problem(problem: Any) -> Problem:
     """Check a SALib problem dictionary and return it as a :class:`Problem`.
 
     Parameters
