@@ -44,7 +44,7 @@ from dualgpu.core.dualarray import DualArray
 from dualgpu.errors import DualgpuError
 from dualgpu.core.lanes import LIVE_ARRAYS, batch_lanes, check_chunk_size, driver_tiles
 from dualgpu.compiled.types import MAX_LANES
-from dualgpu.compiled.rules import GLOBAL_BRANCH_MESSAGE
+from dualgpu.core.traced_branch import GLOBAL_BRANCH_MESSAGE
 from dualgpu.autodiff.sparse_probe import check_probe, probe_vector
 from dualgpu.autodiff.sparsity import as_pattern
 from dualgpu.porting.kernel import Kernel
@@ -207,8 +207,9 @@ def _traced_output(f, call, per_run, mode):
         kernel = _raising_kernel(error.__traceback__)
         raise DualgpuError(
             f"detect_sparsity(mode='global'): {kernel} branches on a value that depends on the "
-            "input (a comparison such as `if u[i] > 0`, or int/floor/round of it), so no "
-            "pattern from one run holds at every input. Fix: write the branch without a "
+            "input (a comparison such as `if u[i] > 0`, or an integer made from it: int(), "
+            "round(), math.floor/ceil/trunc, an integer cast, int of `//`), so no pattern from "
+            "one run holds at every input. Fix: write the branch without a "
             "comparison where you can (min/max/abs count both sides: e.g. "
             "`max(c, 0) * (u[i] - u[i-1]) + min(c, 0) * (u[i+1] - u[i])`), or use the local "
             "pattern (sparsity='detect'), which sparse_jacobian checks when it is reused at "
