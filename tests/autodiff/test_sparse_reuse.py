@@ -238,3 +238,70 @@ def test_global_pattern_of_a_step_function_used_as_a_value_holds_elsewhere():
         J1 = sparse.sparse_jacobian(quantized, (U_HIGH,), sparsity=J0.coloring, progress=False)
         dense = np.asarray(dualgpu.jacobian(quantized, U_HIGH, progress=False)).reshape(8, 8)
     np.testing.assert_allclose(J1.toarray(), dense, rtol=1e-14, atol=1e-14)
+
+
+# -- the probe's tolerance: a small miss must not become a 100% error (issue 43 S7)
+@cuda.jit
+def _weak_right(u, out, w):
+    i = cuda.grid(1)
+    n = u.shape[0]
+    if i < n:  # diagonal 1, left neighbour w; the right neighbour w only where u > 0
+        s = u[i] + w * u[(i - 1) % n]
+        if u[i] > 0:
+            s += w * u[(i + 1) % n]
+        out[i] = s
+
+
+def weak_right(u):
+    d_u = cuda.to_device(u)
+    out = cuda.device_array_like(d_u)
+    _weak_right[1, 32](d_u, out, u.dtype.type(1e-3))
+    return out.copy_to_host()
+
+
+@pytest.mark.parametrize("backend", ["cpu", "cudasim"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_a_miss_of_one_thousandth_of_the_diagonal_is_refused(backend, dtype):
+    """Detected where u < 0 (diagonal and left neighbour: 2 colors, columns i-1 and i+1
+    share one), reused where u > 0: the new right coupling 1e-3 would be added into the
+    left one of the same size, 100% wrong. sqrt(eps) of the row's scale let it pass in
+    float32."""
+    n = 8
+    u_neg = -np.linspace(1.0, 2.0, n).astype(dtype)
+    with dualgpu.using_backend(backend):
+        J = sparse.sparse_jacobian(weak_right, (u_neg,), progress=False)
+        assert J.coloring.n_colors == 2
+        with pytest.raises(DualgpuError, match="detected at another input") as error:
+            sparse.sparse_jacobian(weak_right, (-u_neg,), sparsity=J.coloring, progress=False)
+    assert "of its row's scale" in str(error.value)
+
+
+def test_probe_tolerance_is_explicit_and_checked():
+    n = 8
+    u_neg = -np.linspace(1.0, 2.0, n).astype(np.float32)
+    with dualgpu.using_backend("cpu"):
+        J = sparse.sparse_jacobian(weak_right, (u_neg,), progress=False)
+        # a knowingly loose tolerance lets the miss through: the documented trade
+        loose = sparse.sparse_jacobian(weak_right, (-u_neg,), sparsity=J.coloring,
+                                       progress=False, probe_tolerance=1e-2)
+        dense = np.asarray(dualgpu.jacobian(weak_right, -u_neg, progress=False)).reshape(n, n)
+        assert not np.allclose(loose.toarray(), dense, rtol=0.5)
+        with pytest.raises(DualgpuError, match="probe_tolerance must be a number in"):
+            sparse.sparse_jacobian(weak_right, (u_neg,), sparsity=J.coloring,
+                                   progress=False, probe_tolerance=2.0)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_reuse_where_the_pattern_holds_passes_the_tight_probe(dtype):
+    """64 eps is above the rounding of real runs: 50 steps of the heat equation, reused at
+    another input, pass (measured: under 2.3 eps of the row's scale)."""
+    from simulations import heat1d
+
+    u0 = heat1d.default_initial_state(200).astype(dtype)
+    f = lambda u: heat1d.simulate(u, n_steps=50)  # noqa: E731
+    with dualgpu.using_backend("cpu"):
+        J = sparse.sparse_jacobian(f, (u0,), progress=False)
+        u1 = (u0 * 1.3 + 0.2).astype(dtype)
+        J1 = sparse.sparse_jacobian(f, (u1,), sparsity=J.coloring, progress=False)
+        J2 = sparse.sparse_jacobian(f, (u1,), progress=False)
+    np.testing.assert_allclose(J1.toarray(), J2.toarray(), rtol=0, atol=0)
