@@ -321,6 +321,8 @@ def test_unknown_distribution():
     ([0.0, -1.0], "norm", "standard deviation -1.0 is not > 0"),
     ([3.0, 1.0, 0.5], "triang", "start >= end"), ([0.0, 1.0, 1.5], "triang", "peak 1.5"),
     ([0.0, float("nan")], "unif", "finite"), ([0.0], "unif", "expected"),
+    ([720.0, 0.5], "lognorm", r"parameter 'a' \(lognorm\).*overflow float64"),
+    ([300.0, 8.0], "lognorm", r"parameter 'a' \(lognorm\).*overflow float64"),
 ])
 def test_bad_bounds(bounds, dist, match):
     problem = {"names": ["a"], "bounds": [bounds], "dists": [dist]}
@@ -451,3 +453,15 @@ def test_batched_form_with_interacting_samples_is_refused(backend, dtype):
         r = gsa.dgsm(ishigami_batched, ISHIGAMI, None, samples=X.repeat(2, axis=1)[:, :3],
                      batched=True, seed=0)
     assert r.dual_runs == 1
+
+
+def test_lognormal_mean_above_710_names_the_parameter_in_dgsm():
+    """Issue 43: dgsm raised a bare OverflowError (math range error) from scipy's setup."""
+    problem = {"names": ["k", "t"], "bounds": [[720.0, 0.5], [0.0, 1.0]],
+               "dists": ["lognorm", "unif"]}
+    with pytest.raises(DualgpuError, match=r"parameter 'k' \(lognorm\)"):
+        gsa.dgsm(lambda X: X[:, 0] + X[:, 1], problem, 16, seed=1, batched=True)
+    fine = {"names": ["k", "t"], "bounds": [[300.0, 0.5], [0.0, 1.0]],
+            "dists": ["lognorm", "unif"]}
+    r = gsa.dgsm(lambda X: X[:, 0] * 0 + X[:, 1], fine, 16, seed=1, batched=True)
+    assert np.isfinite(r.nu).all()
