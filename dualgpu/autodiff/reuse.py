@@ -24,8 +24,9 @@ Row ``i`` is compared to ``tolerance * s_i``, ``s_i = sum_j |J_rec[i, j] v[j]| +
 with ``tolerance = 64 eps`` of the dtype by default (:data:`KAPPA`): 7.6e-6 in float32,
 1.4e-14 in float64. That is the rounding the check must tolerate (the probe lane and the
 others round alike; measured 0.3-2.3 eps for 1 to 50 steps of a diffusion), and not a square
-root of it: with ``sqrt(eps)`` (3.4e-4 in float32) a missing coupling of 1e-3 of the diagonal
-passed and was added into an entry of that size, which came out 100% wrong. A missing entry
+root of it: with ``sqrt(eps)`` (3.4e-4 in float32) a missing coupling of 1e-4 of the diagonal
+passed in every row and was added into entries of that size, which came out 100% wrong (64 eps
+refuses it). A missing entry
 ``delta`` is reported when ``|delta (v_k - v_j)| > tolerance * s_i``. The probe values are
 fixed pseudo-random numbers in [1, 2): ``|v_k - v_j| >= 0.01`` for 99% of column pairs, so a
 miss above ``100 * tolerance * s_i`` (7.6e-4 of the row's scale in float32, 1.4e-12 in
