@@ -17,9 +17,14 @@ Jacobian, shape ``(members, outputs, inputs)``, for the cost of one member's:
 Independence is an assumption, not something forward mode can see in one run:
 when member ``i``'s outputs depend on member ``j``'s inputs (a coupling, a mean
 field, a reduction over members), lane ``k`` sums those cross terms into member
-``i``'s column ``k`` and the result is wrong. ``validate=True`` (a dense check,
-for small problems) or ``validate="detect"`` (the structural tracer of
-:mod:`dualgpu.autodiff.sparse`, cpu backend) checks it and raises.
+``i``'s column ``k`` and the result is wrong. So every call seeds one more lane,
+the probe direction of :mod:`dualgpu.autodiff.reuse` (a different random value for
+each member and component), and raises where the run's derivative along it differs
+from what the per-member Jacobians give: the same check as a reused sparse coloring
+(this seeding *is* a coloring: column (member ``i``, component ``k``) has color ``k``).
+``validate=True`` (a dense check, for small problems) or ``validate="detect"`` (the
+structural tracer of :mod:`dualgpu.autodiff.sparse`, cpu backend) check the structure
+itself, also where the probe cannot see it (an interaction that is zero at this input).
 """
 from __future__ import annotations
 
@@ -32,6 +37,7 @@ import numpy as np
 
 from dualgpu.autodiff.api import jacobian, jvp_batch
 from dualgpu.autodiff.engine import _classify, _normalize_argnums, check_depth
+from dualgpu.autodiff.reuse import check_members, probe_vector
 from dualgpu.autodiff.sparse import detect_sparsity
 from dualgpu.core.dualarray import DualArray
 from dualgpu.errors import DualgpuError
@@ -66,6 +72,12 @@ class _Batched:
         else:  # the same one-hot component in every member
             block[...] = np.expand_dims(eye, 1 + self.axis)
         return t
+
+    def probe(self, t, v):
+        """Write ``v`` (shape ``(members, size)``) into the probe direction ``t`` of this
+        batched argument, each member's values along its batch axis."""
+        v = v.reshape((self.members,) + self.member_shape)
+        t[...] = np.moveaxis(v, 0, self.axis)
 
     def where(self, column):
         """Describe column ``column`` of this argument for messages."""
@@ -245,9 +257,19 @@ def ensemble_jacobian(f: Function, *args: Any, argnums: ArgNums = 0,
         _check_independent(f, args, inputs, int(out_axis), validate, fname)
     n = sum(item.size for item in inputs)
     dtypes = [np.result_type(item.value) for item in inputs]
+    batched = [item for item in inputs if item.axis is not None]
+    n_batched = sum(item.size for item in batched)
+    probe = None
+    if members is not None and members > 1:  # one more lane: the probe (dualgpu.autodiff.reuse)
+        probe = probe_vector(members * n_batched, dtypes[inputs.index(batched[0])],
+                             (members, n_batched))
     tangents = [None] * len(args)
+    done = 0
     for item, dtype in zip(inputs, dtypes):
-        tangents[item.position] = item.tangents(n, dtype)
+        tangents[item.position] = item.tangents(n + (probe is not None), dtype)
+        if probe is not None and item.axis is not None:
+            item.probe(tangents[item.position][n], probe[:, done:done + item.size])
+            done += item.size
     try:
         outputs, out_tangents = jvp_batch(f, args, tangents, chunk_size=chunk_size,
                                           progress=progress)
@@ -261,10 +283,26 @@ def ensemble_jacobian(f: Function, *args: Any, argnums: ArgNums = 0,
         members = block.shape[1] if members is None else members
         rows.append(block)
     stacked = np.concatenate(rows, axis=2) if len(rows) > 1 else rows[0]
+    if probe is not None:
+        _check_probe(stacked, inputs, probe, n, fname)
+        stacked = stacked[:n]
     result = np.transpose(stacked, (1, 2, 0))
     if isinstance(result, DualArray):  # inside another derivative: its partials come along
         return result.copy()
     return np.ascontiguousarray(result)
+
+
+def _check_probe(stacked, inputs, probe, n, fname):
+    """Compare the probe lane ``stacked[n]`` with the per-member Jacobians along it."""
+    values = getattr(stacked, "values", stacked)  # inside another derivative: the values
+    values = np.asarray(values)
+    columns = np.concatenate([np.arange(item.offset, item.offset + item.size)
+                              for item in inputs if item.axis is not None])
+    G = np.transpose(values[columns], (1, 2, 0))  # (members, outputs, batched inputs)
+    check_members(G, probe, values[n], probe.dtype, fname, fix=(
+        "for coupled members use dualgpu.jacobian (the full Jacobian) or "
+        "dualgpu.jacobian(..., sparsity='detect'); check that the batch axes are the member "
+        "axes; validate=True or 'detect' names the pair of members that interact."))
 
 
 def _in_terms_of_columns(error, inputs):

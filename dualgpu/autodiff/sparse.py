@@ -12,7 +12,7 @@ propagates the dependencies of its dual arguments). It sees only the branches
 the run takes (a *local* pattern): a dependency behind a branch not taken at
 this input is not detected. A coloring made from a local pattern remembers
 that, and reused at another input it is checked by one probe lane
-(:mod:`dualgpu.autodiff.sparse_probe`): refused, never silently wrong, where the pattern
+(:mod:`dualgpu.autodiff.reuse`): refused, never silently wrong, where the pattern
 no longer holds. ``sparsity="detect-global"`` gives a pattern that holds at
 every input (int64 tracer lanes; a branch on a traced value is refused), whose
 coloring is reused without a check. See ``docs/user/sparse-reuse.md``.
@@ -49,8 +49,8 @@ from dualgpu.core.dualarray import DualArray
 from dualgpu.errors import DualgpuError
 from dualgpu.core.lanes import LIVE_ARRAYS, batch_lanes, check_chunk_size, driver_tiles
 from dualgpu.compiled.types import MAX_LANES
-from dualgpu.compiled.rules import GLOBAL_BRANCH_MESSAGE
-from dualgpu.autodiff.sparse_probe import check_probe, probe_vector
+from dualgpu.core.traced_branch import GLOBAL_BRANCH_MESSAGE
+from dualgpu.autodiff.reuse import check_probe, probe_vector, tolerance_of
 from dualgpu.autodiff.sparsity import as_pattern
 from dualgpu.porting.kernel import Kernel
 
@@ -214,8 +214,9 @@ def _traced_output(f, call, per_run, mode):
         kernel = _raising_kernel(error.__traceback__)
         raise DualgpuError(
             f"detect_sparsity(mode='global'): {kernel} branches on a value that depends on the "
-            "input (a comparison such as `if u[i] > 0`, or int/floor/round of it), so no "
-            "pattern from one run holds at every input. Fix: write the branch without a "
+            "input (a comparison such as `if u[i] > 0`, or an integer made from it: int(), "
+            "round(), math.floor/ceil/trunc, an integer cast, int of `//`), so no pattern from "
+            "one run holds at every input. Fix: write the branch without a "
             "comparison where you can (min/max/abs count both sides: e.g. "
             "`max(c, 0) * (u[i] - u[i-1]) + min(c, 0) * (u[i+1] - u[i])`), or use the local "
             "pattern (sparsity='detect'), which sparse_jacobian checks when it is reused at "
@@ -237,7 +238,8 @@ def _raising_kernel(traceback):
 def sparse_jacobian(f: Function, args: Sequence[Any], argnum: int = 0, *,
                     sparsity: Sparsity = "detect", chunk_size: int | None = None,
                     validate: bool = False, progress: Progress = None,
-                    executor: Executor = None) -> SparseMatrix:
+                    executor: Executor = None,
+                    probe_tolerance: float | None = None) -> SparseMatrix:
     """Return the Jacobian of ``f`` w.r.t. ``args[argnum]`` as a ``scipy.sparse.csr_matrix``.
 
     Parameters
@@ -273,6 +275,11 @@ def sparse_jacobian(f: Function, args: Sequence[Any], argnum: int = 0, *,
         taken by detection and coloring and the number of colors.
     executor : dask.distributed.Client or concurrent.futures.Executor, optional
         Run the chunks of colors as tasks on its workers (:mod:`dualgpu.autodiff.distributed`).
+    probe_tolerance : float, optional
+        The relative tolerance of the probe of a reused local coloring (default 64 eps of
+        the dtype; see :mod:`dualgpu.autodiff.reuse` for what it guarantees). Larger values
+        let entries outside the pattern up to that fraction of a row's scale be added into
+        other entries.
 
     Returns
     -------
@@ -307,6 +314,7 @@ def sparse_jacobian(f: Function, args: Sequence[Any], argnum: int = 0, *,
     """
     args = tuple(args)
     x = _input_array(args, argnum, "sparse_jacobian")
+    tolerance_of(x.dtype, probe_tolerance)  # a bad tolerance is refused before any run
     n = x.size
     timings = {"detect": 0.0, "color": 0.0, "evaluate": 0.0}
     detected = False
@@ -340,7 +348,7 @@ def sparse_jacobian(f: Function, args: Sequence[Any], argnum: int = 0, *,
         detected = detect_sparsity(f, args, argnum, progress=progress)
         _check_contains(pattern, detected, "the detected pattern")
     n_colors = coloring.n_colors
-    # a local pattern reused at another input: one more lane, a probe direction (sparse_probe)
+    # a local pattern reused at another input: one more lane, a probe direction (reuse)
     probe = probe_vector(n, x.dtype) if coloring.local and not detected else None
     n_directions = n_colors + (probe is not None)
     unit, tile = (chunk_size, chunk_size) if chunk_size else driver_tiles(max(n_directions, 1),
@@ -378,7 +386,7 @@ def sparse_jacobian(f: Function, args: Sequence[Any], argnum: int = 0, *,
     output_shape = values[0].shape
     J = coloring.recover(compressed[:n_colors], lanes_first=True)
     if probe is not None:
-        check_probe(J, probe, compressed[n_colors], "sparse_jacobian")
+        check_probe(J, probe, compressed[n_colors], "sparse_jacobian", probe_tolerance)
     timings["evaluate"] = time.perf_counter() - clock
     if validate is True:
         dense = np.asarray(dense_jacobian(f, args, {}, argnum, None, False, "jacobian"))
@@ -477,7 +485,7 @@ class _ColorSeeds:
 
     def __init__(self, coloring, probe=None):
         self.coloring = coloring
-        self.probe = probe  # direction n_colors, when given (sparse_probe)
+        self.probe = probe  # direction n_colors, when given (reuse)
 
     def __call__(self, inputs, start, count):
         item = inputs[0]

@@ -163,7 +163,7 @@ def test_lanes_are_the_per_member_input_size_not_members_times_inputs():
 
     args = pendulum_case(np.float64, members=200)
     ensemble_jacobian(counted, *args, argnums=(0, 1), batch_axes=0)
-    assert runs == [2]  # one run, two lanes, for 200 members x 2 inputs
+    assert runs == [3]  # one run: two lanes for 200 members x 2 inputs, and the probe
 
 
 def test_independent_members_pass_validation():
@@ -210,3 +210,15 @@ def test_members_must_agree_and_outputs_keep_the_member_axis():
 
     with pytest.raises(DualgpuError, match="not a reduction of it"):
         ensemble_jacobian(mean_angle, theta0)
+
+
+@pytest.mark.parametrize("backend", ["cpu", "cudasim"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_interacting_members_are_refused_without_validate(backend, dtype):
+    """Issue 43: members that interact gave wrong per-member Jacobians with no error unless
+    validate= was asked for; the probe lane of dualgpu.autodiff.reuse now refuses them."""
+    u0 = heat1d.default_initial_state(8).astype(dtype)
+    rod = lambda u: heat1d.simulate(u, n_steps=2)  # noqa: E731
+    with dualgpu.using_backend(backend):
+        with pytest.raises(DualgpuError, match="the members were seeded at once"):
+            ensemble_jacobian(rod, u0)
