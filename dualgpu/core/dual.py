@@ -229,10 +229,29 @@ class Dual:
         return f"Dual({self.value!r}, {self.partials.tolist()!r}, dtype={self.dtype}{tag})"
 
     # -- conversions ------------------------------------------------------------
+    def tolist(self):
+        """Return the Dual itself, as a copy (numpy's ``scalar.tolist()`` gives the Python
+        scalar; ``DualArray.tolist()`` gives Duals, and this Dual for a 0-d array).
+
+        Examples
+        --------
+        >>> import dualgpu
+        >>> d = dualgpu.Dual(2.0, [1.0, 0.5])
+        >>> e = d.tolist()
+        >>> (float(e.value), e.partials.tolist(), e is d)
+        (2.0, [1.0, 0.5], False)
+        """
+        partials = self.partials.copy() if isinstance(self.partials, np.ndarray) \
+            else self.partials
+        return type(self)(self.value, partials, tag=self.tag) if self.tag \
+            else type(self)(self.value, partials)
+
     def __float__(self):
         # the message names the host line that needs a float and its fix: a store into a
         # plain numpy buffer (state[0] = p, dualgpu.host.buffers), math.*, float(), np.float32
         # (dualgpu.core._host_lines); dualgpu.host installs it into hooks.float_message
+        if hooks.values_followed():  # a store into a kept host buffer, its partials kept
+            return self._primal()
         raise TypeError(hooks.float_message(sys._getframe(1)))
 
     def __complex__(self):
