@@ -17,10 +17,11 @@ Jacobian, shape ``(members, outputs, inputs)``, for the cost of one member's:
 Independence is an assumption, not something forward mode can see in one run:
 when member ``i``'s outputs depend on member ``j``'s inputs (a coupling, a mean
 field, a reduction over members), lane ``k`` sums those cross terms into member
-``i``'s column ``k`` and the result is wrong. So every call seeds one more lane,
+``i``'s column ``k`` and the result is wrong. So every call seeds two more lanes,
 the probe direction of :mod:`dualgpu.autodiff.reuse` (a different random value for
-each member and component), and raises where the run's derivative along it differs
-from what the per-member Jacobians give: the same check as a reused sparse coloring
+each member and component) and its rounding gauge, and raises where the run's
+derivative along the probe differs from what the per-member Jacobians give beyond
+the run's rounding: the same check as a reused sparse coloring
 (this seeding *is* a coloring: column (member ``i``, component ``k``) has color ``k``).
 ``validate=True`` (a dense check, for small problems) or ``validate="detect"`` (the
 structural tracer of :mod:`dualgpu.autodiff.sparse`, cpu backend) check the structure
@@ -37,7 +38,7 @@ import numpy as np
 
 from dualgpu.autodiff.api import jacobian, jvp_batch
 from dualgpu.autodiff.engine import _classify, _normalize_argnums, check_depth
-from dualgpu.autodiff.reuse import check_members, probe_vector
+from dualgpu.autodiff.reuse import check_members, probe_lanes
 from dualgpu.autodiff.sparse import detect_sparsity
 from dualgpu.core.dualarray import DualArray
 from dualgpu.errors import DualgpuError
@@ -260,15 +261,17 @@ def ensemble_jacobian(f: Function, *args: Any, argnums: ArgNums = 0,
     batched = [item for item in inputs if item.axis is not None]
     n_batched = sum(item.size for item in batched)
     probe = None
-    if members is not None and members > 1:  # one more lane: the probe (dualgpu.autodiff.reuse)
-        probe = probe_vector(members * n_batched, dtypes[inputs.index(batched[0])],
-                             (members, n_batched))
+    if members is not None and members > 1:  # the probe and gauge (dualgpu.autodiff.reuse)
+        probe = probe_lanes(members * n_batched, dtypes[inputs.index(batched[0])],
+                            np.tile(np.arange(n_batched), members), (members, n_batched))
     tangents = [None] * len(args)
     done = 0
     for item, dtype in zip(inputs, dtypes):
-        tangents[item.position] = item.tangents(n + (probe is not None), dtype)
+        tangents[item.position] = item.tangents(n + (0 if probe is None else 2), dtype)
         if probe is not None and item.axis is not None:
-            item.probe(tangents[item.position][n], probe[:, done:done + item.size])
+            for which, direction in enumerate(probe):
+                item.probe(tangents[item.position][n + which],
+                           direction[:, done:done + item.size])
             done += item.size
     try:
         outputs, out_tangents = jvp_batch(f, args, tangents, chunk_size=chunk_size,
@@ -293,13 +296,14 @@ def ensemble_jacobian(f: Function, *args: Any, argnums: ArgNums = 0,
 
 
 def _check_probe(stacked, inputs, probe, n, fname):
-    """Compare the probe lane ``stacked[n]`` with the per-member Jacobians along it."""
+    """Compare the probe lane ``stacked[n]`` (gauge ``stacked[n + 1]``) with the per-member
+    Jacobians along it."""
     values = getattr(stacked, "values", stacked)  # inside another derivative: the values
     values = np.asarray(values)
     columns = np.concatenate([np.arange(item.offset, item.offset + item.size)
                               for item in inputs if item.axis is not None])
     G = np.transpose(values[columns], (1, 2, 0))  # (members, outputs, batched inputs)
-    check_members(G, probe, values[n], probe.dtype, fname, fix=(
+    check_members(G, probe[0], values[n], probe[0].dtype, fname, gauge=values[n + 1], fix=(
         "for coupled members use dualgpu.jacobian (the full Jacobian) or "
         "dualgpu.jacobian(..., sparsity='detect'); check that the batch axes are the member "
         "axes; validate=True or 'detect' names the pair of members that interact."))

@@ -12,39 +12,48 @@ Four drivers trust a structure that one run cannot confirm:
   members do not interact.
 
 Compressed recovery adds an entry the structure lacks into an entry that shares its lane:
-wrong numbers *inside* the structure, with no error. So each of them seeds one more lane, a
-probe direction ``v`` (:func:`probe_vector`), and hands :func:`check_rows` the run's own
-``J @ v`` and the ``J_rec @ v`` of what it recovered. An entry ``J[i, j]`` outside the
-structure changes row ``i`` by ``J[i, j] * (v[k] - v[j])``, where ``k`` is the column whose
-entry would absorb it (or by ``-J[i, j] * v[j]`` where none would).
+wrong numbers *inside* the structure, with no error. So each of them seeds two more lanes
+(:func:`probe_lanes`):
+
+* the **probe**, a direction ``v`` with a pseudo-random value per column. The run gives the
+  true ``J @ v``; the recovered Jacobian gives ``J_rec @ v``. An entry ``J[i, j]`` outside the
+  structure changes row ``i`` by ``J[i, j] * (v[k] - v[j])``, where ``k`` is the column whose
+  entry would absorb it (or by ``-J[i, j] * v[j]`` where none would);
+* the **rounding gauge**, a direction ``w`` that is constant on each lane's columns
+  (``w[j] = beta[lane of j]``). Its run is ``sum_c beta[c] * lane_c`` in exact arithmetic
+  *whatever the structure*, so how far it is from that sum measures the run's own rounding
+  of such a combination of lanes. Long or chaotic runs round far more than a few eps (1000
+  steps of the pendulum ensemble: 100-200 eps), and a fixed tolerance would refuse them.
 
 The guarantee, in numbers
 -------------------------
 Row ``i`` is compared to ``tolerance * s_i``, ``s_i = sum_j |J_rec[i, j] v[j]| + |(J v)_i|``,
-with ``tolerance = 64 eps`` of the dtype by default (:data:`KAPPA`): 7.6e-6 in float32,
-1.4e-14 in float64. That is the rounding the check must tolerate (the probe lane and the
-others round alike; measured 0.3-2.3 eps for 1 to 50 steps of a diffusion), and not a square
-root of it: with ``sqrt(eps)`` (3.4e-4 in float32) a missing coupling of 1e-4 of the diagonal
-passed in every row and was added into entries of that size, which came out 100% wrong (64 eps
-refuses it). A missing entry
-``delta`` is reported when ``|delta (v_k - v_j)| > tolerance * s_i``. The probe values are
-fixed pseudo-random numbers in [1, 2): ``|v_k - v_j| >= 0.01`` for 99% of column pairs, so a
-miss above ``100 * tolerance * s_i`` (7.6e-4 of the row's scale in float32, 1.4e-12 in
-float64) is reported except for 1% of the (column, absorbing column) pairs, and below
-``tolerance * s_i`` none is. Long or ill-conditioned runs round more than 64 eps: the error
-says by how much the rows disagree, and ``probe_tolerance=`` takes a larger bound knowingly.
+where ``tolerance = max(64 eps, 8 * g)`` (:data:`KAPPA`, :data:`SAFETY`) and ``g`` the largest
+relative disagreement of the gauge over all rows: 64 eps is 7.6e-6 in float32 and 1.4e-14 in
+float64, and a run that rounds within 8 eps keeps it. That is the rounding the check must
+tolerate, not a square root of it: with ``sqrt(eps)`` (3.4e-4 in float32) a missing coupling of
+1e-4 of the diagonal passed in every row and was added into entries of that size, which came
+out 100% wrong (64 eps refuses it). A missing entry ``delta`` is reported when
+``|delta (v_k - v_j)| > tolerance * s_i``. The probe values are fixed pseudo-random numbers in
+[1, 2): ``|v_k - v_j| >= 0.01`` for 99% of column pairs, so a miss above
+``100 * tolerance * s_i`` (7.6e-4 of the row's scale in float32, 1.4e-12 in float64, at the
+64 eps floor) is reported except for 1% of the (column, absorbing column) pairs. No probe can
+see a miss below the run's own rounding; the error says how large both were, and
+``probe_tolerance=`` sets the tolerance instead, knowingly.
 """
 import numpy as np
 
 from dualgpu.errors import DualgpuError
 
-__all__ = ["KAPPA", "probe_vector", "tolerance_of", "check_rows", "check_probe",
-           "check_members"]
+__all__ = ["KAPPA", "SAFETY", "probe_vector", "probe_lanes", "gauge_weights", "rounding_of",
+           "tolerance_of", "check_rows", "check_probe", "check_members"]
 
 _SEED = 0x5EED
 
-#: Default tolerance of the reuse check, in units of the dtype's machine epsilon.
+#: Floor of the reuse check's tolerance, in units of the dtype's machine epsilon.
 KAPPA = 64
+#: The tolerance is at least this many times the rounding the gauge lane measures.
+SAFETY = 8
 
 
 def probe_vector(n, dtype, shape=None):
@@ -74,6 +83,79 @@ def probe_vector(n, dtype, shape=None):
     return v if shape is None else v.reshape(shape)
 
 
+def probe_lanes(columns, dtype, lanes, shape=None):
+    """Return the probe ``v`` and the rounding gauge ``w`` of columns colored ``lanes``.
+
+    Parameters
+    ----------
+    columns : int
+        Number of probed columns.
+    dtype : numpy dtype
+        The input's dtype.
+    lanes : ndarray of int, ``columns`` elements
+        The lane that seeds each column (a coloring's colors; the component index of an
+        ensemble member's input).
+    shape : tuple of int, optional
+        Shape of each direction (default ``(columns,)``).
+
+    Returns
+    -------
+    v, w : ndarray
+        ``v``: :func:`probe_vector`; ``w[j] = beta[lanes[j]]`` with ``beta`` =
+        :func:`gauge_weights`.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> v, w = probe_lanes(4, np.float64, np.array([0, 1, 0, 1]))
+    >>> bool(w[0] == w[2] and w[1] == w[3] and w[0] != w[1])
+    True
+    """
+    lanes = np.asarray(lanes).ravel()
+    beta = gauge_weights(int(lanes.max()) + 1 if lanes.size else 0, dtype)
+    v = probe_vector(columns, dtype, shape)
+    w = beta[lanes].astype(dtype)
+    return v, (w if shape is None else w.reshape(shape))
+
+
+def gauge_weights(count, dtype):
+    """The weights ``beta`` of the rounding gauge: ``count`` values in [1, 2), fixed.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> bool(np.all(gauge_weights(3, np.float32) == gauge_weights(3, np.float32)))
+    True
+    """
+    return np.random.default_rng(_SEED + 1).uniform(1.0, 2.0, count).astype(dtype)
+
+
+def rounding_of(combined, gauge, scale):
+    """Return the largest relative disagreement of the gauge lane with its lane combination.
+
+    Parameters
+    ----------
+    combined : ndarray
+        ``sum_c beta[c] * lane_c`` per output row, from the run's lanes.
+    gauge : ndarray
+        The gauge lane of the run, per output row.
+    scale : ndarray
+        ``sum_c |beta[c] * lane_c|`` per output row.
+
+    Returns
+    -------
+    float
+        ``max_i |combined_i - gauge_i| / (scale_i + |gauge_i|)`` over finite rows (0.0 for none).
+    """
+    combined = np.asarray(combined, dtype=np.float64).ravel()
+    gauge = np.asarray(gauge, dtype=np.float64).ravel()
+    scale = np.asarray(scale, dtype=np.float64).ravel() + np.abs(gauge)
+    ok = np.isfinite(combined) & np.isfinite(gauge) & np.isfinite(scale) & (scale > 0)
+    if not ok.any():
+        return 0.0
+    return float(np.max(np.abs(combined[ok] - gauge[ok]) / scale[ok]))
+
+
 def tolerance_of(dtype, tolerance=None):
     """Return the relative tolerance of the check: ``tolerance`` or ``KAPPA * eps(dtype)``.
 
@@ -94,7 +176,8 @@ def tolerance_of(dtype, tolerance=None):
     return KAPPA * float(np.finfo(dtype if dtype.kind == "f" else np.float64).eps)
 
 
-def check_rows(recovered, true, scale, dtype, *, where, what, fix, tolerance=None):
+def check_rows(recovered, true, scale, dtype, *, where, what, fix, tolerance=None,
+               rounding=0.0):
     """Raise when the recovered ``J_rec @ v`` and the run's ``J @ v`` disagree in some row.
 
     Parameters
@@ -112,7 +195,9 @@ def check_rows(recovered, true, scale, dtype, *, where, what, fix, tolerance=Non
     fix : str
         How to avoid the reuse.
     tolerance : float, optional
-        Relative tolerance (default :func:`tolerance_of`).
+        Relative tolerance (default: ``max(KAPPA eps, SAFETY * rounding)``).
+    rounding : float
+        The run's rounding measured by the gauge lane (:func:`rounding_of`).
 
     Raises
     ------
@@ -123,6 +208,8 @@ def check_rows(recovered, true, scale, dtype, *, where, what, fix, tolerance=Non
     true = np.asarray(true, dtype=np.float64).ravel()
     scale = np.asarray(scale, dtype=np.float64).ravel() + np.abs(true)
     tol = tolerance_of(dtype, tolerance)
+    if tolerance is None:
+        tol = max(tol, SAFETY * rounding)
     finite = np.isfinite(recovered) & np.isfinite(true) & np.isfinite(scale)
     miss = np.where(finite, np.abs(recovered - true), 0.0)
     bad = miss > tol * scale
@@ -135,10 +222,10 @@ def check_rows(recovered, true, scale, dtype, *, where, what, fix, tolerance=Non
         f"so recovery would add them into other entries and return wrong numbers with no "
         f"error: {int(bad.sum())} output(s) disagree with a probe J @ v, first output {i} "
         f"({recovered[i]!r} recovered, {true[i]!r} true); the largest disagreement is "
-        f"{worst:.3g} of its row's scale (tolerance {tol:.3g}). Fix: {fix} (If the run is so "
-        f"long or ill-conditioned that rounding alone reaches {worst:.3g}, pass a larger "
-        f"probe_tolerance= knowingly: entries outside the structure up to that size of the "
-        f"row's scale can then be added into others.)"
+        f"{worst:.3g} of its row's scale (tolerance {tol:.3g}; the run's own rounding, "
+        f"measured by a gauge lane: {rounding:.3g}). Fix: {fix} (If you know that rounding "
+        f"alone reaches {worst:.3g}, pass a larger probe_tolerance= knowingly: entries outside "
+        f"the structure up to that size of the row's scale can then be added into others.)"
     )
 
 
@@ -150,7 +237,7 @@ _SPARSE_FIX = (
     "side of the branch, or a banded_pattern / stencil_pattern_2d.")
 
 
-def check_probe(J, probe, Jv, where, tolerance=None):
+def check_probe(J, probe, Jv, where, tolerance=None, lanes=None, gauge=None):
     """Check a sparse Jacobian recovered with a reused coloring against the probe lane.
 
     Parameters
@@ -165,6 +252,10 @@ def check_probe(J, probe, Jv, where, tolerance=None):
         The caller's name, for the message.
     tolerance : float, optional
         As in :func:`check_rows`.
+    lanes : ndarray, shape ``(n_colors, m)``, optional
+        The run's color lanes, for the rounding gauge.
+    gauge : ndarray, ``m`` elements, optional
+        The run's gauge lane (seeded with ``gauge_weights(n_colors)`` on each color).
 
     Raises
     ------
@@ -184,11 +275,16 @@ def check_probe(J, probe, Jv, where, tolerance=None):
     """
     J64 = J.astype(np.float64)
     v = probe.astype(np.float64)
+    rounding = 0.0
+    if gauge is not None:
+        lanes = np.asarray(lanes, dtype=np.float64).reshape(len(lanes), -1)
+        beta = gauge_weights(lanes.shape[0], J.dtype).astype(np.float64)
+        rounding = rounding_of(beta @ lanes, gauge, beta @ np.abs(lanes))
     check_rows(J64 @ v, Jv, abs(J64) @ np.abs(v), J.dtype, where=where, what=_SPARSE_WHAT,
-               fix=_SPARSE_FIX, tolerance=tolerance)
+               fix=_SPARSE_FIX, tolerance=tolerance, rounding=rounding)
 
 
-def check_members(G, probe, Jv, dtype, where, fix, tolerance=None):
+def check_members(G, probe, Jv, dtype, where, fix, tolerance=None, gauge=None):
     """Check per-member Jacobians (members seeded at once) against the probe lane.
 
     Parameters
@@ -205,6 +301,9 @@ def check_members(G, probe, Jv, dtype, where, fix, tolerance=None):
         The caller and the fix, for the message.
     tolerance : float, optional
         As in :func:`check_rows`.
+    gauge : ndarray, shape ``(members, outputs)``, optional
+        The run's gauge lane (input component ``k`` of every member seeded with
+        ``gauge_weights(inputs)[k]``, see :func:`probe_lanes`).
 
     Raises
     ------
@@ -225,6 +324,11 @@ def check_members(G, probe, Jv, dtype, where, fix, tolerance=None):
     """
     G = np.asarray(G, dtype=np.float64)
     v = np.asarray(probe, dtype=np.float64)[:, None, :]
+    rounding = 0.0
+    if gauge is not None:
+        beta = gauge_weights(G.shape[2], dtype).astype(np.float64)
+        rounding = rounding_of(G @ beta, gauge, np.abs(G) @ beta)
     check_rows((G * v).sum(axis=2), Jv, np.abs(G * v).sum(axis=2), dtype, where=where,
                what="the members were seeded at once, assuming that no member's outputs "
-                    "depend on another member's inputs", fix=fix, tolerance=tolerance)
+                    "depend on another member's inputs", fix=fix, tolerance=tolerance,
+               rounding=rounding)

@@ -11,7 +11,7 @@ OR in every operation (each rule whose derivative is not identically zero
 propagates the dependencies of its dual arguments). It sees only the branches
 the run takes (a *local* pattern): a dependency behind a branch not taken at
 this input is not detected. A coloring made from a local pattern remembers
-that, and reused at another input it is checked by one probe lane
+that, and reused at another input it is checked by a probe lane and a rounding gauge
 (:mod:`dualgpu.autodiff.reuse`): refused, never silently wrong, where the pattern
 no longer holds. ``sparsity="detect-global"`` gives a pattern that holds at
 every input (int64 tracer lanes; a branch on a traced value is refused), whose
@@ -50,7 +50,7 @@ from dualgpu.errors import DualgpuError
 from dualgpu.core.lanes import LIVE_ARRAYS, batch_lanes, check_chunk_size, driver_tiles
 from dualgpu.compiled.types import MAX_LANES
 from dualgpu.core.traced_branch import GLOBAL_BRANCH_MESSAGE
-from dualgpu.autodiff.reuse import check_probe, probe_vector, tolerance_of
+from dualgpu.autodiff.reuse import check_probe, probe_lanes, tolerance_of
 from dualgpu.autodiff.sparsity import as_pattern
 from dualgpu.porting.kernel import Kernel
 
@@ -256,11 +256,12 @@ def sparse_jacobian(f: Function, args: Sequence[Any], argnum: int = 0, *,
         input (local), ``"detect-global"`` for a pattern that holds at every
         input (see :func:`detect_sparsity`), or a
         :class:`~dualgpu.autodiff.coloring.Coloring` from an earlier call. A coloring
-        of a local pattern reused at another input costs one more lane, a
-        probe direction ``v``: where ``J @ v`` from the run and from the
-        recovered Jacobian disagree (a state-dependent branch went the other
-        way), it raises a :class:`DualgpuError` instead of returning wrong
-        entries. A given pattern or a global one is trusted as is.
+        of a local pattern reused at another input costs two more lanes, a
+        probe direction ``v`` and a rounding gauge: where ``J @ v`` from the run
+        and from the recovered Jacobian disagree beyond the run's rounding (a
+        state-dependent branch went the other way), it raises a
+        :class:`DualgpuError` instead of returning wrong entries. A given pattern
+        or a global one is trusted as is.
     chunk_size : int, optional
         Lanes per kernel tile; default :func:`dualgpu.core.lanes.driver_tiles` of the
         number of colors (each kernel picks its fastest tile when there are many). One run of f seeds all colors (many tiles) when they
@@ -276,8 +277,9 @@ def sparse_jacobian(f: Function, args: Sequence[Any], argnum: int = 0, *,
     executor : dask.distributed.Client or concurrent.futures.Executor, optional
         Run the chunks of colors as tasks on its workers (:mod:`dualgpu.autodiff.distributed`).
     probe_tolerance : float, optional
-        The relative tolerance of the probe of a reused local coloring (default 64 eps of
-        the dtype; see :mod:`dualgpu.autodiff.reuse` for what it guarantees). Larger values
+        The relative tolerance of the probe of a reused local coloring (default: 64 eps of
+        the dtype, or 8 times the rounding the gauge lane measures where that is more; see
+        :mod:`dualgpu.autodiff.reuse` for what it guarantees). Larger values
         let entries outside the pattern up to that fraction of a row's scale be added into
         other entries.
 
@@ -348,9 +350,11 @@ def sparse_jacobian(f: Function, args: Sequence[Any], argnum: int = 0, *,
         detected = detect_sparsity(f, args, argnum, progress=progress)
         _check_contains(pattern, detected, "the detected pattern")
     n_colors = coloring.n_colors
-    # a local pattern reused at another input: one more lane, a probe direction (reuse)
-    probe = probe_vector(n, x.dtype) if coloring.local and not detected else None
-    n_directions = n_colors + (probe is not None)
+    # a local pattern reused at another input: two more lanes, the probe and the rounding
+    # gauge of dualgpu.autodiff.reuse
+    probe = (np.stack(probe_lanes(n, x.dtype, coloring.colors))
+             if coloring.local and not detected else None)
+    n_directions = n_colors + (0 if probe is None else 2)
     unit, tile = (chunk_size, chunk_size) if chunk_size else driver_tiles(max(n_directions, 1),
                                                                           backend())
     if not 1 <= unit <= MAX_LANES or unit > max(n_colors, 1) and chunk_size:
@@ -386,7 +390,8 @@ def sparse_jacobian(f: Function, args: Sequence[Any], argnum: int = 0, *,
     output_shape = values[0].shape
     J = coloring.recover(compressed[:n_colors], lanes_first=True)
     if probe is not None:
-        check_probe(J, probe, compressed[n_colors], "sparse_jacobian", probe_tolerance)
+        check_probe(J, probe[0], compressed[n_colors], "sparse_jacobian", probe_tolerance,
+                    compressed[:n_colors], compressed[n_colors + 1])
     timings["evaluate"] = time.perf_counter() - clock
     if validate is True:
         dense = np.asarray(dense_jacobian(f, args, {}, argnum, None, False, "jacobian"))
@@ -485,15 +490,17 @@ class _ColorSeeds:
 
     def __init__(self, coloring, probe=None):
         self.coloring = coloring
-        self.probe = probe  # direction n_colors, when given (reuse)
+        self.probe = probe  # directions n_colors and n_colors + 1, when given (reuse)
 
     def __call__(self, inputs, start, count):
         item = inputs[0]
         lanes = item.lanes_buffer.shape[0]
         seeds = self.coloring.seed_chunk(start, start + lanes, item.dtype)
-        k = self.coloring.n_colors - start
-        if self.probe is not None and 0 <= k < count:
-            seeds[k] = self.probe
+        if self.probe is not None:
+            for which, direction in enumerate(self.probe):
+                k = self.coloring.n_colors + which - start
+                if 0 <= k < count:
+                    seeds[k] = direction
         item.lanes_buffer[...] = seeds.reshape(item.lanes_buffer.shape)
 
 
