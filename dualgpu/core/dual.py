@@ -18,6 +18,7 @@ import numpy as np
 from dualgpu import nansafe, rules
 from dualgpu.core import _primals, hooks
 from dualgpu.core._expressions import expression
+from dualgpu.core.traced_branch import refuse_traced_python
 from dualgpu.errors import DualgpuError, complex_dual_message
 
 __all__ = [
@@ -263,23 +264,29 @@ class Dual:
             value = value.value
         return float(value)
 
+    def _decided(self):
+        # the value, for a conversion that can choose an index or a branch: a global
+        # sparsity tracer refuses it (dualgpu.core.traced_branch)
+        refuse_traced_python(self.partials)
+        return self._primal()
+
     def __int__(self):
-        return int(self._primal())
+        return int(self._decided())
 
     def __bool__(self):
-        return bool(self._primal())
+        return bool(self._decided())
 
     def __round__(self, ndigits=None):
-        return round(self._primal(), ndigits) if ndigits is not None else round(self._primal())
+        return round(self._decided(), ndigits) if ndigits is not None else round(self._decided())
 
     def __floor__(self):
-        return math.floor(self._primal())
+        return math.floor(self._decided())
 
     def __ceil__(self):
-        return math.ceil(self._primal())
+        return math.ceil(self._decided())
 
     def __trunc__(self):
-        return math.trunc(self._primal())
+        return math.trunc(self._decided())
 
     __hash__ = None
 
@@ -292,6 +299,7 @@ class Dual:
         """
         dtype = np.dtype(dtype)
         if dtype.kind != "f":
+            refuse_traced_python(self.partials)
             return dtype.type(self.value)
         return Dual(self.value, self.partials, dtype=dtype)
 

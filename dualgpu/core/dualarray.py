@@ -6,9 +6,12 @@ addresses. Inside compiled kernels a DualArray is indexed like an ordinary
 array (see :mod:`dualgpu.compiled.arrays`); in plain Python (the CUDA simulator and
 host code) this class does the same with :class:`dualgpu.Dual` elements.
 """
+from __future__ import annotations
+
 import sys
 
 import numpy as np
+import numpy.typing as npt
 
 from dualgpu.core import hooks
 from dualgpu.core._memory import copy_member, device_copy, host, is_device, same_side, zero_fill
@@ -577,7 +580,8 @@ def _nested_list(array):
     return [_nested_list(array[i]) for i in range(array.shape[0])]
 
 
-def dual_array(values, partials=None, *, lanes=None, dtype=None):
+def dual_array(values: npt.ArrayLike, partials: npt.ArrayLike | None = None, *,
+               lanes: int | None = None, dtype: npt.DTypeLike | None = None) -> DualArray:
     """Return a new host :class:`DualArray` built from copies of the inputs.
 
     Parameters

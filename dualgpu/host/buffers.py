@@ -37,6 +37,11 @@ can intercept for a plain array. It is refused with the array's name, the line a
 fix: make the buffer with :func:`zeros` (or ``cuda.to_device(np.zeros(...))``), a
 DualArray under the driver that takes duals in host stores and kernels alike.
 """
+from __future__ import annotations
+
+from typing import Any, Iterator
+import numpy.typing as npt
+
 import contextlib
 import contextvars
 import linecache
@@ -72,14 +77,15 @@ _SUBSCRIPT_STORE = re.compile(r"^\s*([A-Za-z_]\w*)\s*\[.*\]\s*(?:[-+*/%]|//|\*\*
 
 _REGISTRY = contextvars.ContextVar("dualgpu_host_buffers", default=None)
 #: True inside ``keep_host_buffers()``; the environment's DUALGPU_HOST_BUFFERS=keep sets the default
-_KEEP = contextvars.ContextVar("dualgpu_keep_host_buffers", default=None)
+_KEEP: contextvars.ContextVar[bool | None] = contextvars.ContextVar(
+    "dualgpu_keep_host_buffers", default=None)
 #: how many ``keep_host_buffers()`` blocks are open in any thread: a thread that entered none
 #: itself (an executor's worker, which does not inherit the caller's context) follows them
 _OPEN = [0]
 _OPEN_LOCK = threading.Lock()
 
 
-def zeros(shape, dtype=np.float64):
+def zeros(shape: int | tuple[int, ...], dtype: npt.DTypeLike = np.float64) -> Any:
     """A zero-filled host array that holds duals while the driver runs, plain floats otherwise.
 
     The one-line fix for host buffers that receive duals (``state[0] = p`` with ``p`` a
@@ -110,7 +116,8 @@ def zeros(shape, dtype=np.float64):
     >>> f(1.5)[1].tolist()
     [3.0, 3.0, 3.0]
     """
-    shape = (int(shape),) if np.ndim(shape) == 0 else tuple(int(s) for s in shape)
+    dims: Any = shape
+    shape = (int(dims),) if np.ndim(dims) == 0 else tuple(int(s) for s in dims)
     dtype = np.dtype(dtype)
     levels = active_levels()
     if dtype.kind != "f" or not levels:
@@ -134,7 +141,7 @@ def _keeping():
 
 
 @contextlib.contextmanager
-def keep_host_buffers(enabled=True):
+def keep_host_buffers(enabled: bool = True) -> Iterator[None]:
     """Within the block, derivatives keep the partials of host numpy buffers that kernels write.
 
     numba.cuda code often hands host numpy arrays to kernels (numba copies them in and out)
@@ -313,7 +320,7 @@ def _name_in(array):
 #: What the porting floor (above this one) supplies when it is imported, through
 #: :func:`register_porting`: the copy of a host DualArray to the active backend
 #: (``to_device``) and the test for a tuple holding duals (``holds_duals``).
-_PORTING = {}
+_PORTING: dict[str, Any] = {}
 
 
 def register_porting(to_device, holds_duals):

@@ -90,7 +90,7 @@ def ravel(a, order="C"):
 def transpose(a, axes=None):
     """Return ``a`` with its axes permuted (reversed by default)."""
     if _on_device(a):
-        return _device_permuted(a, 
+        return _device_permuted(a,
             None if axes is None else normalize_axes(tuple(axes), a.ndim, "numpy.transpose"))
     values, partials = _pair(a, "numpy.transpose")
     result = np.transpose(values, axes)

@@ -7,6 +7,10 @@ arguments it compiles a dual specialisation. Which backend runs it is decided at
 launch time (:mod:`dualgpu.core.selection`); compiled backends are cached per kernel,
 and their specialisations per argument types.
 """
+from __future__ import annotations
+
+from typing import Any, Callable
+
 import ast
 import functools
 import inspect
@@ -610,7 +614,8 @@ def flat_kernel(kernel, shape):
     return Kernel(namespace[name], options)
 
 
-def jit(func_or_sig=None, device=False, **options):
+def jit(func_or_sig: Callable[..., Any] | str | Any = None, device: bool = False,
+        **options: Any) -> Any:
     """Decorate a numba.cuda kernel or device function so that it also propagates tangents.
 
     Accepts the same options as ``numba.cuda.jit`` and works as ``@dualgpu.jit``,
