@@ -22,12 +22,24 @@ os.environ.setdefault("MPLBACKEND", "Agg")
 import dualgpu  # noqa: E402
 
 from _api_pages import write_api_pages  # noqa: E402
-from _gallery_scraper import png_files_scraper  # noqa: E402
+from _gallery_scraper import mark_example_start, png_files_scraper  # noqa: E402
 
 project = "dualgpu"
 author = "the dualgpu authors"
 copyright = "2026, the dualgpu authors"
 release = version = dualgpu.__version__
+
+
+def _repository_url():
+    """The ``url`` of setup.cfg's [metadata] (empty when it names none)."""
+    import configparser
+
+    config = configparser.ConfigParser()
+    config.read(REPO / "setup.cfg")
+    return config.get("metadata", "url", fallback="").strip()
+
+
+REPOSITORY_URL = _repository_url()
 
 extensions = [
     "myst_parser",
@@ -47,8 +59,29 @@ templates_path = []
 suppress_warnings = ["config.cache"]
 
 # ---------------------------------------------------------------- MyST
-myst_enable_extensions = ["colon_fence", "deflist", "dollarmath"]
+myst_enable_extensions = ["colon_fence", "deflist", "dollarmath", "substitution"]
 myst_heading_anchors = 3
+# {{ version }} and {{ repository }} in the Markdown pages (install page, landing page)
+myst_substitutions = {
+    "version": version,
+    "repository": (f"[{REPOSITORY_URL}]({REPOSITORY_URL})" if REPOSITORY_URL
+                   else "the project's repository"),
+    "clone_url": REPOSITORY_URL or "<repository URL>",
+}
+
+# ---------------------------------------------------------------- cross-references
+# Every reference must resolve (-W makes an unresolved one an error). While intersphinx is
+# off (the default, offline build) the names of other projects cannot resolve: the few that
+# docstrings name in their types and prose are listed here, each as what it is.
+nitpicky = True
+nitpick_ignore = [
+    ("py:class", "numpy.ndarray"),             # numpy: intersphinx only
+    ("py:class", "matplotlib.figure.Figure"),  # matplotlib: intersphinx only
+    ("py:class", "matplotlib.axes.Axes"),      # matplotlib: intersphinx only
+    ("py:mod", "math"),                        # the standard library: intersphinx only
+    ("py:mod", "warnings"),
+    ("py:mod", "contextvars"),
+]
 
 # ---------------------------------------------------------------- API reference
 # One line per public module: the API pages are written from each module's __all__.
@@ -93,7 +126,10 @@ sphinx_gallery_conf = {
     "examples_dirs": "examples",
     "gallery_dirs": "auto_examples",
     "filename_pattern": r"/plot_",
-    "image_scrapers": (png_files_scraper,),
+    # matplotlib: the figures an example leaves open in pyplot; png_files_scraper: the PNG
+    # files it writes under out/ while it runs (only its own: see _gallery_scraper)
+    "image_scrapers": ("matplotlib", png_files_scraper),
+    "reset_modules": ("matplotlib", mark_example_start),
     "download_all_examples": False,
     "remove_config_comments": True,
     "within_subsection_order": "FileNameSortKey",
@@ -104,10 +140,36 @@ sphinx_gallery_conf = {
 
 # ---------------------------------------------------------------- HTML
 html_theme = "pydata_sphinx_theme"
-html_title = "dualgpu"
+html_title = f"dualgpu {version}"
 html_static_path = []
 html_theme_options = {
     "navigation_with_keys": False,
     "show_toc_level": 2,
-    "header_links_before_dropdown": 4,
+    "header_links_before_dropdown": 6,   # the sections of index.md: short names, one line
+    "logo": {"text": f"dualgpu {version}"},  # the version on every page, in the header
+    "icon_links": ([{"name": "Repository", "url": REPOSITORY_URL,
+                     "icon": "fa-brands fa-git-alt", "type": "fontawesome"}]
+                   if REPOSITORY_URL else []),
+    "secondary_sidebar_items": ["page-toc"],
+    "footer_start": ["copyright"],
+    "footer_end": ["sphinx-version"],
 }
+
+
+# ---------------------------------------------------------------- new user-guide pages
+def _list_new_user_pages(app, docname, source):
+    """Append a "More topics" toctree of the docs/user pages user/index.md does not name."""
+    if docname != "user/index":
+        return
+    import re
+
+    named = set(re.findall(r"^([\w-]+)\s*$", source[0], re.M))
+    new = sorted(p.stem for p in (DOCS / "user").glob("*.md")
+                 if p.stem != "index" and p.stem not in named)
+    if new:
+        source[0] += ("\n```{toctree}\n:maxdepth: 1\n:caption: More topics\n\n"
+                      + "\n".join(new) + "\n```\n")
+
+
+def setup(app):
+    app.connect("source-read", _list_new_user_pages)
