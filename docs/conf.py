@@ -88,6 +88,7 @@ nitpick_ignore = [
 API_MODULES = [
     "dualgpu",
     "dualgpu.cuda",
+    "dualgpu.cuda.random",
     "dualgpu.sparse",
     "dualgpu.rules",
     "dualgpu.dmath",
@@ -99,7 +100,38 @@ API_MODULES = [
     "dualgpu.interop",
     "dualgpu.sensitivity",
 ]
-write_api_pages(API_MODULES, DOCS / "api" / "generated")
+# The guide pages that teach each module (or name): the "See also" of its API pages.
+API_GUIDES = {
+    "dualgpu": ["getting-started"],
+    "dualgpu.Dual": ["user/duals"], "dualgpu.DualArray": ["user/duals"],
+    "dualgpu.dual_array": ["user/duals"], "dualgpu.astype": ["user/duals"],
+    "dualgpu.float32": ["user/duals"], "dualgpu.float64": ["user/duals"],
+    "dualgpu.jvp": ["user/jacobians"], "dualgpu.jvp_batch": ["user/jacobians"],
+    "dualgpu.jacfwd": ["user/jacobians"], "dualgpu.jacobian": ["user/jacobians", "user/sparse"],
+    "dualgpu.hvp": ["user/second-order"], "dualgpu.hessian": ["user/second-order"],
+    "dualgpu.ensemble_jacobian": ["user/ensembles"], "dualgpu.propagate": ["user/calibration"],
+    "dualgpu.jit": ["user/porting"], "dualgpu.backend": ["install"],
+    "dualgpu.set_backend": ["install"], "dualgpu.using_backend": ["install"],
+    "dualgpu.zeros": ["user/host-buffers-and-factories"],
+    "dualgpu.keep_host_buffers": ["user/host-buffers-and-factories"],
+    "dualgpu.cuda": ["user/porting", "user/block-level"],
+    "dualgpu.cuda.random": ["user/porting"],
+    "dualgpu.sparse": ["user/sparse", "user/sparse-reuse"],
+    "dualgpu.rules": ["user/rules"],
+    "dualgpu.dmath": ["user/duals"],
+    "dualgpu.testing": ["getting-started"],
+    "dualgpu.errors": ["help/troubleshooting"],
+    "dualgpu.DualgpuError": ["help/troubleshooting"],
+    "dualgpu.MissingRuleError": ["help/troubleshooting", "user/rules"],
+    "dualgpu.UnportedKernelError": ["help/troubleshooting", "user/porting"],
+    "dualgpu.UnsupportedFeatureError": ["help/troubleshooting", "limitations"],
+    "dualgpu.plot": ["user/figures"],
+    "dualgpu.distributed": ["user/dask"],
+    "dualgpu.nansafe": ["user/duals"],
+    "dualgpu.interop": ["user/jax"],
+    "dualgpu.sensitivity": ["user/global-sensitivity"],
+}
+write_api_pages(API_MODULES, DOCS / "api" / "generated", API_GUIDES)
 
 autosummary_generate = False           # the stubs come from write_api_pages
 autodoc_default_options = {"members": False}

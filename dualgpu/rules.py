@@ -35,7 +35,7 @@ nothing through ``y``.
 The primal is always the function the user called, computed exactly as the
 plain code computes it (numba's own implementation in compiled code; for the
 pure-Python dual, what numba's compiled code computes -- see
-:mod:`dualgpu.core._primals`), so a dual's value is bit-identical to the plain
+``dualgpu.core._primals``), so a dual's value is bit-identical to the plain
 value. Derivative factors are computed without raising (numpy's error
 model); where plain ``@njit`` code raises (see :data:`ZERO_DIVISION_ERRORS`)
 the dual raises the same error.
@@ -70,11 +70,9 @@ __all__ = [
     "undefine",
     "lookup",
     "definition_of",
-    "subscribe",
-    "add_call_handler",
-    "note_compiled",
-    "fingerprint",
 ]
+# subscribe, add_call_handler, note_compiled and fingerprint are hooks for dualgpu's own
+# layers (the compiled rules, the caches, dmath), not part of the public API: not in __all__.
 
 Rule = namedtuple("Rule", "primal derivatives domain")
 Rule.__doc__ = """One derivative rule: a primal and the derivative of its answer per argument.

@@ -6,8 +6,8 @@ and returns host results. These drivers differentiate it without changes: they s
 the differentiated arguments as duals, run f once per batch of directions and assemble
 the derivatives; :mod:`dualgpu.autodiff.engine` explains how (chunks, tiles, memory),
 :mod:`dualgpu.autodiff.sparse` takes compressed Jacobians (``sparsity=``) and
-:mod:`dualgpu.autodiff.distributed` runs the chunks on an executor's workers
-(``executor=``). Lanes per tile: :func:`dualgpu.core.lanes.default_chunk_size`.
+:mod:`dualgpu.distributed` runs the chunks on an executor's workers
+(``executor=``). Lanes per tile: chosen per backend.
 """
 import numpy as np
 
@@ -35,7 +35,7 @@ def jacobian(f, *args, argnums=0, chunk_size=None, progress=None, sparsity=None,
     Parameters
     ----------
     f : callable
-        The simulation function (see :mod:`dualgpu.autodiff.api`). It returns a
+        The simulation function (see :func:`dualgpu.jacobian`). It returns a
         DualArray, a Dual, or a tuple of them (plain outputs count as constant).
     *args
         f's positional arguments.
@@ -44,7 +44,7 @@ def jacobian(f, *args, argnums=0, chunk_size=None, progress=None, sparsity=None,
         dimensions, or float scalars (Python float, numpy float).
     chunk_size : int, optional
         Lanes N per kernel tile, 1 to min(n, MAX_LANES) where n is the total
-        number of input entries; default :func:`dualgpu.core.lanes.tile_lanes`. One
+        number of input entries; default: chosen per backend. One
         run of f carries many tiles (all n directions when memory allows).
     progress : bool, optional
         tqdm progress bar. None (default) shows it only when standard error
@@ -61,9 +61,9 @@ def jacobian(f, *args, argnums=0, chunk_size=None, progress=None, sparsity=None,
         the dense shape ``output.shape + input.shape``.
     validate : bool or "detect"
         Sparse mode only: check that the pattern misses no entry (see
-        :func:`dualgpu.autodiff.sparse.sparse_jacobian`).
+        :func:`dualgpu.sparse.sparse_jacobian`).
     executor : dask.distributed.Client or concurrent.futures.Executor, optional
-        Run the chunks as tasks on its workers (see :mod:`dualgpu.autodiff.distributed`);
+        Run the chunks as tasks on its workers (see :mod:`dualgpu.distributed`);
         the result is bit-identical to the local run.
 
     Returns
@@ -76,7 +76,7 @@ def jacobian(f, *args, argnums=0, chunk_size=None, progress=None, sparsity=None,
     Examples
     --------
     >>> import numpy as np, dualgpu
-    >>> from dualgpu.autodiff.api import jacobian
+    >>> from dualgpu import jacobian
     >>> def identity(x):
     ...     return dualgpu.cuda.to_device(x).copy_to_host()
     >>> jacobian(identity, np.ones(3)).tolist()
@@ -111,7 +111,7 @@ def jacfwd(f, argnums=0, *, chunk_size=None, progress=None, sparsity=None, valid
     Examples
     --------
     >>> import numpy as np, dualgpu
-    >>> from dualgpu.autodiff.api import jacfwd
+    >>> from dualgpu import jacfwd
     >>> def identity(x):
     ...     return dualgpu.cuda.to_device(x).copy_to_host()
     >>> jacfwd(identity)(np.zeros((2, 3))).shape
@@ -266,10 +266,10 @@ def jvp_batch(f, primals, tangents, *, chunk_size=None, progress=None, executor=
     Each tangent is None (argument not differentiated) or an array of shape
     ``(B,) + primal.shape`` (``(B,)`` for scalars). Kernels run the B
     directions in tiles of ``chunk_size`` lanes (default
-    :func:`dualgpu.core.lanes.tile_lanes` of B), many tiles per run of f;
+    chosen per backend from B), many tiles per run of f;
     ``progress`` is as in :func:`jacobian`.
     ``executor`` (a Dask client or a ``concurrent.futures.Executor``) runs the
-    chunks as tasks on its workers (see :mod:`dualgpu.autodiff.distributed`).
+    chunks as tasks on its workers (see :mod:`dualgpu.distributed`).
 
     Parameters
     ----------
@@ -361,7 +361,7 @@ def jvp(f, primals, tangents):
     Examples
     --------
     >>> import numpy as np, dualgpu
-    >>> from dualgpu.autodiff.api import jvp
+    >>> from dualgpu import jvp
     >>> def identity(x):
     ...     return dualgpu.cuda.to_device(x).copy_to_host()
     >>> out, tangent = jvp(identity, (np.ones(2),), (np.array([1.0, -1.0]),))

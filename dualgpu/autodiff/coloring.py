@@ -22,7 +22,7 @@ passed as ``Coloring(pattern, colors)``, checked on construction.
 Examples
 --------
 >>> import numpy as np
->>> from dualgpu.autodiff.sparsity import banded_pattern
+>>> from dualgpu.sparse import banded_pattern
 >>> coloring = color_columns(banded_pattern(6, 1))
 >>> coloring.n_colors
 3
@@ -334,7 +334,7 @@ def check_coloring(pattern, colors):
     Parameters
     ----------
     pattern : sparse matrix or array_like, shape ``(m, n)``
-        The Jacobian's sparsity pattern (see :func:`dualgpu.autodiff.sparsity.as_pattern`).
+        The Jacobian's sparsity pattern (see :func:`dualgpu.sparse.as_pattern`).
     colors : array_like of int, length ``n``
         A color (lane) per column.
 
@@ -398,7 +398,7 @@ class Coloring:
         Number of lanes needed for the whole Jacobian.
     local : bool
         True when the pattern was detected at one input (``sparsity="detect"``):
-        it holds the branches taken there only, so :func:`dualgpu.autodiff.sparse.sparse_jacobian`
+        it holds the branches taken there only, so :func:`dualgpu.sparse.sparse_jacobian`
         checks each reuse at another input with a probe lane. False for a pattern
         given by the user (trusted to hold at every input).
 
@@ -704,7 +704,7 @@ def color_columns(pattern, order="best", shape=None, grid=None):
     Parameters
     ----------
     pattern : scipy.sparse matrix or array_like of bool, shape ``(m, n)``
-        Where the Jacobian may be nonzero (see :func:`dualgpu.autodiff.sparsity.as_pattern`).
+        Where the Jacobian may be nonzero (see :func:`dualgpu.sparse.as_pattern`).
     order : {'best', 'largest_first', 'smallest_last', 'natural', 'band', 'cyclic_band', 'lattice'} or array of int
         ``'best'`` (default) tries every structured coloring and every greedy
         order in :data:`BEST` and keeps the one with the fewest colors,
@@ -756,7 +756,7 @@ def color_columns(pattern, order="best", shape=None, grid=None):
 
     Examples
     --------
-    >>> from dualgpu.autodiff.sparsity import banded_pattern
+    >>> from dualgpu.sparse import banded_pattern
     >>> color_columns(banded_pattern(1000, 100, periodic=True)).n_colors
     250
     """

@@ -144,7 +144,7 @@ def detect_sparsity(f, args, argnum=0, *, lanes=None, progress=None, mode="local
     >>> import dualgpu
     >>> from simulations import heat1d
     >>> u0 = heat1d.default_initial_state(50)
-    >>> pattern = dualgpu.autodiff.sparse.detect_sparsity(
+    >>> pattern = dualgpu.sparse.detect_sparsity(
     ...     lambda u: heat1d.simulate(u, n_steps=1), (u0,))
     >>> pattern.shape, int(pattern[10].sum())
     ((50, 50), 3)
@@ -244,16 +244,16 @@ def sparse_jacobian(f, args, argnum=0, *, sparsity="detect", chunk_size=None, va
         elements), ``"detect"`` to find it with the structural tracer at this
         input (local), ``"detect-global"`` for a pattern that holds at every
         input (see :func:`detect_sparsity`), or a
-        :class:`~dualgpu.autodiff.coloring.Coloring` from an earlier call. A coloring
+        :class:`~dualgpu.sparse.Coloring` from an earlier call. A coloring
         of a local pattern reused at another input costs one more lane, a
         probe direction ``v``: where ``J @ v`` from the run and from the
         recovered Jacobian disagree (a state-dependent branch went the other
         way), it raises a :class:`DualgpuError` instead of returning wrong
         entries. A given pattern or a global one is trusted as is.
     chunk_size : int, optional
-        Lanes per kernel tile; default :func:`dualgpu.core.lanes.driver_tiles` of the
+        Lanes per kernel tile; default: chosen per backend from the
         number of colors (each kernel picks its fastest tile when there are many). One run of f seeds all colors (many tiles) when they
-        fit the memory budget of :func:`dualgpu.core.lanes.batch_lanes`.
+        fit the backend's memory budget.
     validate : bool or "detect"
         ``True`` compares with the dense Jacobian (small problems only);
         ``"detect"`` checks that the given pattern contains the detected one.
@@ -263,7 +263,7 @@ def sparse_jacobian(f, args, argnum=0, *, sparsity="detect", chunk_size=None, va
         or in a notebook). When shown, a line on stderr also gives the time
         taken by detection and coloring and the number of colors.
     executor : dask.distributed.Client or concurrent.futures.Executor, optional
-        Run the chunks of colors as tasks on its workers (:mod:`dualgpu.autodiff.distributed`).
+        Run the chunks of colors as tasks on its workers (:mod:`dualgpu.distributed`).
 
     Returns
     -------
@@ -272,7 +272,7 @@ def sparse_jacobian(f, args, argnum=0, *, sparsity="detect", chunk_size=None, va
         these attributes:
 
         ``coloring``
-            the :class:`~dualgpu.autodiff.coloring.Coloring` used (pass it as
+            the :class:`~dualgpu.sparse.Coloring` used (pass it as
             ``sparsity=`` to skip detection and coloring next time);
         ``output_shape``, ``input_shape``
             the shapes of f's output and of the input, for :func:`to_dense`;

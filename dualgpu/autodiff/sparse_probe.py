@@ -5,7 +5,7 @@
 another input adds Jacobian entries the pattern lacks, and compressed recovery then adds
 them into entries that share their color -- wrong numbers *inside* the pattern, with no
 error. So a coloring made from a detected pattern remembers that it is local
-(:attr:`dualgpu.autodiff.coloring.Coloring.local`), and :func:`dualgpu.autodiff.sparse.sparse_jacobian`
+(:attr:`dualgpu.autodiff.coloring.Coloring.local`), and :func:`dualgpu.sparse.sparse_jacobian`
 seeds one more lane when it reuses one: a random direction ``v``. The run gives the
 true ``J @ v``; the recovered Jacobian gives ``J_rec @ v``. They agree to rounding iff
 the pattern holds at this input (up to entries below the tolerance, ``sqrt(eps)`` of

@@ -14,7 +14,7 @@ through :func:`jax.pure_callback` and whose derivatives come from dualgpu's forw
   dual run with as many lanes as differentiated input entries. JAX transposes the product,
   so a gradient with respect to p inputs costs one dual run of p lanes, whatever the number
   of outputs; ``jacfwd`` and ``jvp`` cost the same (all tangents reuse the one ``J``). With
-  ``sparsity=`` the Jacobian is the colored sparse one (:func:`dualgpu.autodiff.sparse.sparse_jacobian`:
+  ``sparsity=`` the Jacobian is the colored sparse one (:func:`dualgpu.sparse.sparse_jacobian`:
   as many lanes as colors) and the product a segment sum over the pattern.
 * **second derivatives** (``jax.hessian``, ``jax.jvp`` of ``jax.grad``): the Jacobian
   callback is itself a custom JVP whose tangent map contracts the second-derivative tensor,

@@ -43,7 +43,7 @@ A dict from SALib's name to a description: ``"unif"`` (``[lo, hi]``), ``"norm"``
 (``[mean, sd]``), ``"lognorm"`` (``[mean, sd]`` of ``ln x``) and ``"triang"``
 (``[start, end, peak]``, the peak as a fraction of ``end - start``; SALib's older
 ``[end, peak]`` means ``start = 0``), with SALib's meaning of ``bounds`` for each (see
-:mod:`dualgpu.sensitivity.problem`). These are the laws with a Poincaré constant here
+:func:`dualgpu.sensitivity.check_problem`). These are the laws with a Poincaré constant here
 (:func:`poincare_constant`); SALib's ``logunif``, ``truncnorm`` and ``weibull`` are refused
 by :func:`check_problem`. The same dict as ``dualgpu.sensitivity.problem.DISTRIBUTIONS``.
 

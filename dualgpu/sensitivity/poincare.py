@@ -125,7 +125,7 @@ def poincare_constant(dist, bounds):
     dist : {"unif", "norm", "lognorm", "triang"}
         SALib's distribution name.
     bounds : sequence of float
-        SALib's bounds for it (see :mod:`dualgpu.sensitivity.problem`).
+        SALib's bounds for it (see :func:`dualgpu.sensitivity.check_problem`).
 
     Returns
     -------

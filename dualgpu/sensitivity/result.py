@@ -73,7 +73,7 @@ class DGSMResult:
         units and spread; prefer ``total_upper``.
     total_upper : ndarray, shape (p,) + out
         Upper bound on the total Sobol index, ``C_i nu_i / Var(f)`` with
-        ``C_i`` the Poincaré constant (:mod:`dualgpu.sensitivity.poincare`);
+        ``C_i`` the Poincaré constant (:func:`dualgpu.sensitivity.poincare_constant`);
         dimensionless, comparable across parameters. NaN where the output does
         not vary.
     nu_ci, mu_ci, mu_star_ci, total_upper_ci : ndarray, shape (2, p) + out
