@@ -64,8 +64,9 @@ def write_api_pages(modules, folder, guides=None):
         module = importlib.import_module(modname)
         documented, elsewhere, submodules, shared = [], [], [], []
         for name, obj in public_names(module):
-            if inspect.ismodule(obj):
-                submodules.append(obj.__name__)
+            if inspect.ismodule(obj):  # by its public name where it has a page
+                public = f"{modname}.{name}"
+                submodules.append(public if public in modules else obj.__name__)
             elif (_defined_here(obj) or not callable(obj)) and id(obj) in pages:
                 shared.append((name, pages[id(obj)]))
             elif _defined_here(obj) or not callable(obj):

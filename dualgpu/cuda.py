@@ -64,7 +64,7 @@ gpus = _devices.gpus
 """The devices, as numba.cuda's ``gpus``: ``len(cuda.gpus)``, ``cuda.gpus[i]``, iteration.
 
 On the ``cuda`` backend it is numba.cuda's device list; on ``cpu`` and ``cudasim`` a list
-of one :class:`~dualgpu.porting.devices.HostDevice` (id 0; another index raises
+of one ``HostDevice`` (id 0; another index raises
 :class:`~dualgpu.DualgpuError`). Either way an entry is a context manager, so the
 multi-GPU idiom ``with cuda.gpus[i]: ...`` runs everywhere, and ``cuda.gpus.current`` is
 the current device (the same object as ``dualgpu.porting.devices.gpus``).

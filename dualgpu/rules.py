@@ -16,7 +16,7 @@ dual computes its derivative factors in float32. A factor written exactly
 draw their inputs from it.
 
 To add a rule from your own code, without editing dualgpu, call :func:`define` (it reaches
-every path through the listeners the floors above register with :func:`subscribe`). To add
+every path through the listeners the floors above register with ``subscribe``). To add
 a rule to dualgpu, add one line here: for example
 ``"gamma": Rule("math.gamma", ("ans * digamma(x)",), ((0.5, 5),))`` (after
 making ``digamma`` available in :data:`EXPRESSION_FUNCTIONS`). Nothing else
@@ -349,7 +349,7 @@ def lookup(key):
     Parameters
     ----------
     key : str
-        A rule's key: ``"exp"`` (a built-in rule) or a :attr:`Definition.key`.
+        A rule's key: ``"exp"`` (a built-in rule) or the ``key`` of a :class:`Definition`.
 
     Returns
     -------

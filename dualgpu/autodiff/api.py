@@ -5,7 +5,7 @@ moves arrays to the device with :mod:`dualgpu.cuda`, launches dualgpu kernels
 and returns host results. These drivers differentiate it without changes: they seed
 the differentiated arguments as duals, run f once per batch of directions and assemble
 the derivatives; :mod:`dualgpu.autodiff.engine` explains how (chunks, tiles, memory),
-:mod:`dualgpu.autodiff.sparse` takes compressed Jacobians (``sparsity=``) and
+:mod:`dualgpu.sparse` takes compressed Jacobians (``sparsity=``) and
 :mod:`dualgpu.distributed` runs the chunks on an executor's workers
 (``executor=``). Lanes per tile: chosen per backend.
 """
@@ -54,7 +54,7 @@ def jacobian(f, *args, argnums=0, chunk_size=None, progress=None, sparsity=None,
         Dense (None, the default) or sparse forward mode: a boolean pattern
         (array or scipy.sparse, rows = output elements, columns = input
         elements), ``"detect"`` to find it with the structural tracer, or a
-        Coloring from an earlier result; see :mod:`dualgpu.autodiff.sparse`. Sparse mode
+        Coloring from an earlier result; see :mod:`dualgpu.sparse`. Sparse mode
         takes one array argnum and one array output, and returns a
         ``scipy.sparse.csr_matrix`` of shape ``(output.size, input.size)``
         (rows and columns in C order); ``dualgpu.autodiff.sparse.to_dense(J)`` gives

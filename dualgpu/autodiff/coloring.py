@@ -707,7 +707,7 @@ def color_columns(pattern, order="best", shape=None, grid=None):
         Where the Jacobian may be nonzero (see :func:`dualgpu.sparse.as_pattern`).
     order : {'best', 'largest_first', 'smallest_last', 'natural', 'band', 'cyclic_band', 'lattice'} or array of int
         ``'best'`` (default) tries every structured coloring and every greedy
-        order in :data:`BEST` and keeps the one with the fewest colors,
+        order in ``BEST`` and keeps the one with the fewest colors,
         stopping early at the lower bound. The greedy orders visit columns by
         decreasing number of neighbouring columns (ties in column order), in
         smallest-last (degeneracy) order, in column order, or in an explicit
@@ -715,7 +715,7 @@ def color_columns(pattern, order="best", shape=None, grid=None):
         taken by a column it shares a row with. The structured ones: ``'band'``
         is ``j mod (s + 1)`` with s the widest row span (optimal for banded
         Jacobians), ``'cyclic_band'`` the optimal coloring of a periodic band
-        (see :func:`_cyclic_band_colors`), ``'lattice'`` a linear coloring of
+        (a cyclic coloring of the band), ``'lattice'`` a linear coloring of
         the input grid (needs ``grid``).
     shape : tuple of int, optional
         The expected ``(m, n)``; a pattern of another shape raises an error.
@@ -736,7 +736,7 @@ def color_columns(pattern, order="best", shape=None, grid=None):
 
     Notes
     -----
-    The lower bound :attr:`Coloring.lower_bound` is the most nonzeros in one
+    The lower bound ``Coloring.lower_bound`` is the most nonzeros in one
     row. The greedy pass keeps a bit mask of used colors per row, so it costs
     about one step per nonzero (per 64 colors); ordering by degree enumerates
     every column's neighbours, about the sum over rows of the squared row

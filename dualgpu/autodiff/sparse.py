@@ -110,7 +110,7 @@ def detect_sparsity(f, args, argnum=0, *, lanes=None, progress=None, mode="local
     SparseConnectivityTracer.jl's global detector does: ``min``, ``max``,
     ``abs``... already count both operands, and a kernel that branches on a
     value that depends on the input (``if u[i] > 0``, ``int(u[i])``) is refused
-    with a :class:`DualgpuError` (write the branch with ``min``/``max``, or use
+    with a :class:`~dualgpu.DualgpuError` (write the branch with ``min``/``max``, or use
     the local pattern).
 
     Parameters
@@ -248,7 +248,7 @@ def sparse_jacobian(f, args, argnum=0, *, sparsity="detect", chunk_size=None, va
         of a local pattern reused at another input costs one more lane, a
         probe direction ``v``: where ``J @ v`` from the run and from the
         recovered Jacobian disagree (a state-dependent branch went the other
-        way), it raises a :class:`DualgpuError` instead of returning wrong
+        way), it raises a :class:`~dualgpu.DualgpuError` instead of returning wrong
         entries. A given pattern or a global one is trusted as is.
     chunk_size : int, optional
         Lanes per kernel tile; default: chosen per backend from the

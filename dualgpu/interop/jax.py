@@ -58,7 +58,7 @@ class JaxBridgeCostWarning(DualgpuWarning):
     """A derivative through :func:`to_jax` needs many lanes (the estimate is in the message).
 
     Given when JAX asks the wrapped function for a derivative that needs more tangent lanes
-    than its ``warn_lanes`` (default :data:`DEFAULT_WARN_LANES`), before anything runs: one
+    than its ``warn_lanes`` (default ``DEFAULT_WARN_LANES``), before anything runs: one
     lane per differentiated input entry (per color with ``sparsity=``), the product of two
     such counts for a second derivative. The message gives the lanes, the kernel tiles and
     the size of the derivative tensor. Above ``max_lanes`` the derivative is refused with a

@@ -45,7 +45,7 @@ def dgsm_bars(result, *, output=None, measure="total_upper", ax=None, title=None
     """Ranked horizontal bars of one measure, with its confidence intervals.
 
     With ``measure="total_upper"`` (default) SALib's Sobol total index is drawn
-    beside each bound when it was attached (:meth:`DGSMResult.attach_sobol`):
+    beside each bound when it was attached (``DGSMResult.attach_sobol``):
     the bound must reach past it. Each label says whether the output rises
     or falls with the parameter on average (the sign of ``mu``).
 

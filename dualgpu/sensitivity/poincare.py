@@ -132,7 +132,7 @@ def poincare_constant(dist, bounds):
     float
         ``C`` such that ``S_i^tot <= C E[g_i^2] / Var(f)``, with ``g_i`` the
         derivative ``df/dx_i`` (for ``lognorm``: ``x_i df/dx_i``, see
-        :func:`weighted_derivative` and the module docstring).
+        ``weighted_derivative`` and the module docstring).
 
     Raises
     ------

@@ -100,7 +100,7 @@ class DGSMResult:
     conf_level : float
     sobol_total, sobol_total_ci : ndarray or None
         SALib's Sobol total index and its half-width, when attached
-        (:meth:`attach_sobol`).
+        (``attach_sobol``).
 
     Examples
     --------
