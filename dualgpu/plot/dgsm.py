@@ -286,19 +286,22 @@ def _maps_1d_per_parameter(fig, result, data, order, cmap, diverging, axis, xlab
     fig.set_size_inches(8.0, 1.0 + 1.1 * len(order))
     axes = np.atleast_1d(fig.subplots(len(order), 1, sharex=True, squeeze=False)).ravel()
     x = np.arange(data.shape[-1]) if axis is None else np.asarray(axis, dtype=float)
+    half = np.diff(x) / 2 if x.size > 1 else np.array([0.5])
+    edges = np.concatenate([[x[0] - half[0]], x[:-1] + half, [x[-1] + half[-1]]])
     for ax, i in zip(axes, order):
         panel = data[i]
         finite = panel[np.isfinite(panel)]
         vmax = float(np.max(np.abs(finite))) if finite.size else 0.0
         vmax = vmax or 1.0
-        image = ax.pcolormesh(x, [0], panel[None, :], cmap=cmap, shading="nearest",
+        image = ax.pcolormesh(edges, [0.0, 1.0], panel[None, :], cmap=cmap, shading="flat",
                               vmin=-vmax if diverging else 0.0, vmax=vmax)
         ax.set_yticks([])
         name = result.names[i]
         unit = result.units.get(name)
         ax.set_title(name + (f" [{unit}]" if unit else ""), fontsize="medium")
-        fig.colorbar(image, ax=ax, pad=0.01,
-                     label=f"per {unit}" if unit else None, aspect=8)
+        per = (f"({unit})" if "/" in unit else unit) if unit else None
+        fig.colorbar(image, ax=ax, pad=0.01, label=f"output per {per}" if per else None,
+                     aspect=8)
     axes[-1].set_xlabel(xlabel)
     fig.suptitle(title, fontsize="medium")
     return fig, axes
