@@ -14,7 +14,6 @@ DOCS = Path(__file__).resolve().parent
 REPO = DOCS.parent
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(DOCS))           # _gallery_scraper, _api_pages
-sys.path.insert(0, str(REPO / "scripts"))  # the gallery examples import the scripts
 
 os.environ.setdefault("DUALGPU_BACKEND", "cpu")
 os.environ.setdefault("MPLBACKEND", "Agg")
@@ -167,6 +166,7 @@ sphinx_gallery_conf = {
     "within_subsection_order": "FileNameSortKey",
     "abort_on_example_error": True,
     "show_memory": False,
+    "capture_repr": (),            # no trailing reprs: a cell shows its printout and figures
     "plot_gallery": "True",
 }
 
