@@ -42,6 +42,17 @@ def test_a_quote_cut_short_fails(tmp_path, monkeypatch):
         run_page(page)
 
 
+QUOTE = re.compile(r"^> *(\w*(Error|Warning)): ", re.M)
+
+
+def test_no_page_quotes_an_error_message_unchecked():
+    """Quoted messages live on the troubleshooting page, where they are compared whole."""
+    pages = [p for p in (ROOT / "docs").rglob("*.md") if "_build" not in p.parts]
+    quoting = [str(p.relative_to(ROOT)) for p in pages if QUOTE.search(p.read_text())]
+    assert not quoting, f"{quoting} quote error messages in > blocks: link the troubleshooting " \
+        "page's entry instead (its quotes are checked word for word)"
+
+
 def test_every_exception_class_has_an_entry():
     import dualgpu.errors
 
