@@ -34,9 +34,8 @@ nothing through ``y``.
 
 The primal is always the function the user called, computed exactly as the
 plain code computes it (numba's own implementation in compiled code; for the
-pure-Python dual, what numba's compiled code computes -- see
-``dualgpu.core._primals``), so a dual's value is bit-identical to the plain
-value. Derivative factors are computed without raising (numpy's error
+pure-Python dual, what numba's compiled code computes), so a dual's value is
+bit-identical to the plain value. Derivative factors are computed without raising (numpy's error
 model); where plain ``@njit`` code raises (see :data:`ZERO_DIVISION_ERRORS`)
 the dual raises the same error.
 """

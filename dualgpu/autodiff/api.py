@@ -57,7 +57,7 @@ def jacobian(f, *args, argnums=0, chunk_size=None, progress=None, sparsity=None,
         Coloring from an earlier result; see :mod:`dualgpu.sparse`. Sparse mode
         takes one array argnum and one array output, and returns a
         ``scipy.sparse.csr_matrix`` of shape ``(output.size, input.size)``
-        (rows and columns in C order); ``dualgpu.autodiff.sparse.to_dense(J)`` gives
+        (rows and columns in C order); :func:`dualgpu.sparse.to_dense` of it gives
         the dense shape ``output.shape + input.shape``.
     validate : bool or "detect"
         Sparse mode only: check that the pattern misses no entry (see
