@@ -7,7 +7,7 @@ amplitude and frequency, g/L, initial angle and velocity. :func:`dualgpu.sensiti
 samples them over their whole ranges, differentiates the model exactly at every sample, and
 returns the derivative-based global sensitivity measures (DGSM) with an upper bound on each
 parameter's total Sobol index. Each sample is one pendulum, so the whole design runs as one
-kernel launch carrying six tangent lanes. (The ``sensitivity`` extra, SALib, is needed.)
+kernel launch carrying six tangent lanes.
 """
 
 # %%
