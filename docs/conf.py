@@ -133,7 +133,7 @@ API_GUIDES = {
 write_api_pages(API_MODULES, DOCS / "api" / "generated", API_GUIDES)
 
 autosummary_generate = False           # the stubs come from write_api_pages
-autodoc_default_options = {"members": False}
+autodoc_default_options = {}  # class pages list their members with :members: (_api_pages)
 autodoc_typehints = "none"
 numpydoc_show_class_members = False
 numpydoc_class_members_toctree = False

@@ -459,7 +459,7 @@ class Coloring:
         return int(np.diff(self.pattern.indptr).max())
 
     def validate(self):
-        """Raise :class:`DualgpuError` if two columns of one color share a row."""
+        """Raise :class:`~dualgpu.DualgpuError` if two columns of one color share a row."""
         _check_canonical(self.pattern, self.colors)
 
     # ------------------------------------------------------------ seeding

@@ -307,13 +307,13 @@ class DGSMResult:
         return pd.DataFrame(columns, index=pd.Index(self.names, name="parameter"))
 
     def plot(self, **kwargs):
-        """Ranked bars with intervals (:func:`dualgpu.sensitivity.dgsm_bars`)."""
+        """Ranked bars with intervals (:func:`dualgpu.plot.dgsm_bars`)."""
         from dualgpu.plot.dgsm import dgsm_bars  # matplotlib is imported only to draw
 
         return dgsm_bars(self, **kwargs)
 
     def plot_maps(self, **kwargs):
-        """Sensitivity maps of a field output (:func:`dualgpu.sensitivity.dgsm_maps`)."""
+        """Sensitivity maps of a field output (:func:`dualgpu.plot.dgsm_maps`)."""
         from dualgpu.plot.dgsm import dgsm_maps  # matplotlib is imported only to draw
 
         return dgsm_maps(self, **kwargs)
