@@ -73,3 +73,23 @@ def test_every_api_module_names_its_guide_pages():
             for p in (ROOT / "docs").rglob("*.md")}
     missing = sorted({page for pages in guides.values() for page in pages} - docs)
     assert not missing, f"API_GUIDES names pages that do not exist: {missing}"
+
+
+def _conf_function(name, **namespace):
+    tree = ast.parse((ROOT / "docs" / "conf.py").read_text())
+    node = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == name)
+    exec(compile(ast.Module(body=[node], type_ignores=[]), "conf.py", "exec"), namespace)
+    return namespace[name]
+
+
+def test_a_new_user_page_joins_the_guide_by_itself(tmp_path):
+    (tmp_path / "user").mkdir()
+    for page in ("index", "porting", "brand-new"):
+        (tmp_path / "user" / f"{page}.md").write_text(f"# {page}\n")
+    add_pages = _conf_function("_list_new_user_pages", DOCS=tmp_path)
+    source = ["# User guide\n\n```{toctree}\n:caption: Porting kernels\n\nporting\n```\n"]
+    add_pages(None, "user/index", source)
+    assert source[0].endswith(":caption: More topics\n\nbrand-new\n```\n")
+    untouched = ["# Other\n"]
+    add_pages(None, "install", untouched)
+    assert untouched == ["# Other\n"]
