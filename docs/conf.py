@@ -30,12 +30,18 @@ release = version = dualgpu.__version__
 
 
 def _repository_url():
-    """The ``url`` of setup.cfg's [metadata] (empty when it names none)."""
+    """The ``url`` of setup.cfg's [metadata], else CITATION.cff's ``repository-code`` (or "")."""
     import configparser
+    import re
 
     config = configparser.ConfigParser()
     config.read(REPO / "setup.cfg")
-    return config.get("metadata", "url", fallback="").strip()
+    url = config.get("metadata", "url", fallback="").strip()
+    citation = REPO / "CITATION.cff"
+    if not url and citation.exists():
+        found = re.search(r"^repository-code:\s*[\"']?([^\"'\s]+)", citation.read_text(), re.M)
+        url = found.group(1) if found else ""
+    return url
 
 
 REPOSITORY_URL = _repository_url()
