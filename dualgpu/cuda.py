@@ -17,15 +17,16 @@ copy on the active backend, for plain and dual arrays alike:
   ``cpu``).
 
 Device queries (``get_current_device()``, ``select_device``, ``gpus``,
-``current_context()``, ``detect``, ``close``) answer on every backend: see
-:mod:`dualgpu.porting.devices`.
+``current_context()``, ``detect``, ``close``) answer on every backend. Random numbers:
+:mod:`dualgpu.cuda.random` (numba.cuda's xoroshiro128+ generator, on every backend).
 
 On the ``cpu`` backend "device" arrays are host arrays that also have numba's
 device-array methods (``copy_to_host``, ``copy_to_device``).
 
-This module only re-exports: the host side lives in :mod:`dualgpu.porting` (``memory``:
-copies, allocation, streams; ``host_api``: events and pinned memory; ``devices``;
+This module only re-exports: the host side lives in the ``dualgpu/porting/`` package
+(``memory``: copies, allocation, streams; ``host_api``: events and pinned memory; ``devices``;
 ``kernel``: ``jit``; ``vectorize``; ``random``), and nothing in dualgpu imports it back.
+See also the user guide's porting page.
 """
 import sys
 
@@ -63,7 +64,7 @@ gpus = _devices.gpus
 """The devices, as numba.cuda's ``gpus``: ``len(cuda.gpus)``, ``cuda.gpus[i]``, iteration.
 
 On the ``cuda`` backend it is numba.cuda's device list; on ``cpu`` and ``cudasim`` a list
-of one :class:`~dualgpu.porting.devices.HostDevice` (id 0; another index raises
+of one ``HostDevice`` (id 0; another index raises
 :class:`~dualgpu.DualgpuError`). Either way an entry is a context manager, so the
 multi-GPU idiom ``with cuda.gpus[i]: ...`` runs everywhere, and ``cuda.gpus.current`` is
 the current device (the same object as ``dualgpu.porting.devices.gpus``).

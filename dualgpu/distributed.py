@@ -1,6 +1,6 @@
 """Jacobian chunks on many workers: a Dask client or any ``concurrent.futures`` executor.
 
-The public names of :mod:`dualgpu.autodiff.distributed`. Pass ``executor=`` to
+Pass ``executor=`` to
 :func:`dualgpu.jacobian` (or ``jacfwd``); :func:`local_cluster` starts a Dask cluster on this
 machine (the ``distributed`` extra).
 """

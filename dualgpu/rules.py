@@ -16,7 +16,7 @@ dual computes its derivative factors in float32. A factor written exactly
 draw their inputs from it.
 
 To add a rule from your own code, without editing dualgpu, call :func:`define` (it reaches
-every path through the listeners the floors above register with :func:`subscribe`). To add
+every path through the listeners the floors above register with ``subscribe``). To add
 a rule to dualgpu, add one line here: for example
 ``"gamma": Rule("math.gamma", ("ans * digamma(x)",), ((0.5, 5),))`` (after
 making ``digamma`` available in :data:`EXPRESSION_FUNCTIONS`). Nothing else
@@ -34,9 +34,8 @@ nothing through ``y``.
 
 The primal is always the function the user called, computed exactly as the
 plain code computes it (numba's own implementation in compiled code; for the
-pure-Python dual, what numba's compiled code computes -- see
-:mod:`dualgpu.core._primals`), so a dual's value is bit-identical to the plain
-value. Derivative factors are computed without raising (numpy's error
+pure-Python dual, what numba's compiled code computes), so a dual's value is
+bit-identical to the plain value. Derivative factors are computed without raising (numpy's error
 model); where plain ``@njit`` code raises (see :data:`ZERO_DIVISION_ERRORS`)
 the dual raises the same error.
 """
@@ -70,11 +69,9 @@ __all__ = [
     "undefine",
     "lookup",
     "definition_of",
-    "subscribe",
-    "add_call_handler",
-    "note_compiled",
-    "fingerprint",
 ]
+# subscribe, add_call_handler, note_compiled and fingerprint are hooks for dualgpu's own
+# layers (the compiled rules, the caches, dmath), not part of the public API: not in __all__.
 
 Rule = namedtuple("Rule", "primal derivatives domain")
 Rule.__doc__ = """One derivative rule: a primal and the derivative of its answer per argument.
@@ -351,7 +348,7 @@ def lookup(key):
     Parameters
     ----------
     key : str
-        A rule's key: ``"exp"`` (a built-in rule) or a :attr:`Definition.key`.
+        A rule's key: ``"exp"`` (a built-in rule) or the ``key`` of a :class:`Definition`.
 
     Returns
     -------

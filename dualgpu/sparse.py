@@ -1,8 +1,10 @@
 """Sparse Jacobians: sparsity detection, column coloring and compressed forward mode.
 
-The public names of :mod:`dualgpu.autodiff.sparse`, :mod:`dualgpu.autodiff.coloring` and
-:mod:`dualgpu.autodiff.sparsity`. ``dualgpu.jacobian(f, x, sparsity=...)`` calls
-:func:`sparse_jacobian`.
+Detect which entries of a Jacobian can be non-zero (:func:`detect_sparsity`, or build the
+pattern with :func:`banded_pattern`, :func:`stencil_pattern_2d`, :func:`as_pattern`), group
+the columns that share no row into colors (:func:`color_columns`), and get the whole
+Jacobian from one lane per color (:func:`sparse_jacobian`).
+``dualgpu.jacobian(f, x, sparsity=...)`` calls :func:`sparse_jacobian`.
 
 Examples
 --------

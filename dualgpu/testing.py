@@ -18,7 +18,8 @@ the direction, with ``eps`` about the cube root of the machine epsilon
 (:data:`EPS`), which balances truncation (eps**2) against rounding (ulp/eps).
 
 Before an alarm, a second opinion on the finite difference itself
-(:mod:`dualgpu.autodiff.fd_error`): the dtype of the arrays is not always the precision of
+(the finite differences' own rounding error, estimated): the dtype of the arrays is not
+always the precision of
 the values. Where f computes in float32 behind float64 arrays (its outputs are
 float32 numbers), the float32 step and tolerance apply; and the difference is taken
 again over a ladder of steps, each with its own error estimated (truncation from
@@ -133,7 +134,8 @@ def _check(f, primals, tangents, ad, precision, rtol, atol, eps, what):
     off: f may compute in float32 behind float64 arrays (its outputs are float32
     numbers), or an output may be large beside its derivative. Then the difference is
     taken again over a ladder of steps, with its own error estimated
-    (:mod:`dualgpu.autodiff.fd_error`), and the derivative fails only where it differs by more
+    (the finite differences' own rounding error, estimated), and the derivative fails only
+    where it differs by more
     than the tolerance plus that estimate (never more than ``MAX_FD_ERROR`` of it).
     """
     rtol_, atol_, eps_ = _tolerances(precision, rtol, atol, eps)

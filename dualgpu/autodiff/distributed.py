@@ -310,7 +310,7 @@ class ChunkExecutor:
     --------
     >>> from concurrent.futures import ThreadPoolExecutor
     >>> import numpy as np, dualgpu
-    >>> from dualgpu.autodiff.distributed import ChunkExecutor
+    >>> from dualgpu.distributed import ChunkExecutor
     >>> def double(x):
     ...     return 2.0 * dualgpu.cuda.to_device(x).copy_to_host()
     >>> with ThreadPoolExecutor(2) as pool:

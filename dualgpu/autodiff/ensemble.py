@@ -171,7 +171,7 @@ def ensemble_jacobian(f: Function, *args: Any, argnums: ArgNums = 0,
 
     ``J[i, r, c]`` is the derivative of member ``i``'s output component ``r``
     with respect to its input component ``c``. All members are seeded at once
-    (see :mod:`dualgpu.autodiff.ensemble`): the simulation runs once per chunk of the
+    (see the user guide's ensembles page): the simulation runs once per chunk of the
     per-member input size, whatever the number of members.
 
     Parameters

@@ -1,8 +1,8 @@
 """Second derivatives by forward over forward: ``hvp`` and ``hessian``.
 
-Both nest the driver (:mod:`dualgpu.autodiff.api`): the inner derivative runs inside
+Both nest the driver (:func:`dualgpu.jacfwd`): the inner derivative runs inside
 the outer one's f, so its seeds are duals whose values are the outer duals
-(tagged so that the two never mix, see :mod:`dualgpu.core.nested`), and the kernels
+(tagged so that the two never mix, see :func:`dualgpu.hessian`), and the kernels
 run on duals of duals compiled from the same rule table. ``jacfwd(jacfwd(f))``
 works the same way.
 
@@ -46,7 +46,7 @@ def hvp(f: Function, primals: Sequence[ArrayLike], tangents: Sequence[ArrayLike]
     Parameters
     ----------
     f : callable
-        A simulation function (see :mod:`dualgpu.autodiff.api`) returning one scalar.
+        A simulation function (see :func:`dualgpu.jacobian`) returning one scalar.
     primals : tuple
         f's positional arguments.
     tangents : tuple
@@ -54,7 +54,7 @@ def hvp(f: Function, primals: Sequence[ArrayLike], tangents: Sequence[ArrayLike]
         shaped like it (a float for a scalar).
     chunk_size : int, optional
         Lanes of the inner (gradient) derivative; default
-        :func:`dualgpu.core.lanes.default_chunk_size`.
+        the backend's default chunk size.
 
     Returns
     -------
@@ -102,18 +102,18 @@ def hessian(f: Function, *args: Any, argnums: ArgNums = 0, chunk_size: int | Non
     Parameters
     ----------
     f : callable
-        A simulation function (see :mod:`dualgpu.autodiff.api`).
+        A simulation function (see :func:`dualgpu.jacobian`).
     *args
         f's positional arguments.
     argnums : int or tuple of int
         The arguments to differentiate (float arrays or scalars).
     chunk_size : int, optional
         Lanes of each of the two derivatives; default
-        :func:`dualgpu.core.lanes.default_chunk_size`.
+        the backend's default chunk size.
     progress : bool, optional
         A progress bar over the outer chunks.
     executor : dask.distributed.Client or concurrent.futures.Executor, optional
-        Run the outer chunks as tasks on its workers (:mod:`dualgpu.autodiff.distributed`);
+        Run the outer chunks as tasks on its workers (:mod:`dualgpu.distributed`);
         each task runs the inner derivative in full.
 
     Returns

@@ -117,7 +117,7 @@ def detect_sparsity(f: Function, args: Sequence[Any], argnum: int = 0, *,
     SparseConnectivityTracer.jl's global detector does: ``min``, ``max``,
     ``abs``... already count both operands, and a kernel that branches on a
     value that depends on the input (``if u[i] > 0``, ``int(u[i])``) is refused
-    with a :class:`DualgpuError` (write the branch with ``min``/``max``, or use
+    with a :class:`~dualgpu.DualgpuError` (write the branch with ``min``/``max``, or use
     the local pattern).
 
     Parameters
@@ -151,7 +151,7 @@ def detect_sparsity(f: Function, args: Sequence[Any], argnum: int = 0, *,
     >>> import dualgpu
     >>> from simulations import heat1d
     >>> u0 = heat1d.default_initial_state(50)
-    >>> pattern = dualgpu.autodiff.sparse.detect_sparsity(
+    >>> pattern = dualgpu.sparse.detect_sparsity(
     ...     lambda u: heat1d.simulate(u, n_steps=1), (u0,))
     >>> pattern.shape, int(pattern[10].sum())
     ((50, 50), 3)
@@ -255,17 +255,17 @@ def sparse_jacobian(f: Function, args: Sequence[Any], argnum: int = 0, *,
         elements), ``"detect"`` to find it with the structural tracer at this
         input (local), ``"detect-global"`` for a pattern that holds at every
         input (see :func:`detect_sparsity`), or a
-        :class:`~dualgpu.autodiff.coloring.Coloring` from an earlier call. A coloring
+        :class:`~dualgpu.sparse.Coloring` from an earlier call. A coloring
         of a local pattern reused at another input costs two more lanes, a
         probe direction ``v`` and a rounding gauge: where ``J @ v`` from the run
         and from the recovered Jacobian disagree beyond the run's rounding (a
         state-dependent branch went the other way), it raises a
-        :class:`DualgpuError` instead of returning wrong entries. A given pattern
+        :class:`~dualgpu.DualgpuError` instead of returning wrong entries. A given pattern
         or a global one is trusted as is.
     chunk_size : int, optional
-        Lanes per kernel tile; default :func:`dualgpu.core.lanes.driver_tiles` of the
+        Lanes per kernel tile; default: chosen per backend from the
         number of colors (each kernel picks its fastest tile when there are many). One run of f seeds all colors (many tiles) when they
-        fit the memory budget of :func:`dualgpu.core.lanes.batch_lanes`.
+        fit the backend's memory budget.
     validate : bool or "detect"
         ``True`` compares with the dense Jacobian (small problems only);
         ``"detect"`` checks that the given pattern contains the detected one.
@@ -275,11 +275,11 @@ def sparse_jacobian(f: Function, args: Sequence[Any], argnum: int = 0, *,
         or in a notebook). When shown, a line on stderr also gives the time
         taken by detection and coloring and the number of colors.
     executor : dask.distributed.Client or concurrent.futures.Executor, optional
-        Run the chunks of colors as tasks on its workers (:mod:`dualgpu.autodiff.distributed`).
+        Run the chunks of colors as tasks on its workers (:mod:`dualgpu.distributed`).
     probe_tolerance : float, optional
         The relative tolerance of the probe of a reused local coloring (default: 64 eps of
-        the dtype, or 8 times the rounding the gauge lane measures where that is more; see
-        :mod:`dualgpu.autodiff.reuse` for what it guarantees). Larger values
+        the dtype, or 8 times the rounding the gauge lane measures where that is more; see the
+        user guide's sparse-reuse page for what it guarantees). Larger values
         let entries outside the pattern up to that fraction of a row's scale be added into
         other entries.
 
@@ -290,7 +290,7 @@ def sparse_jacobian(f: Function, args: Sequence[Any], argnum: int = 0, *,
         these attributes:
 
         ``coloring``
-            the :class:`~dualgpu.autodiff.coloring.Coloring` used (pass it as
+            the :class:`~dualgpu.sparse.Coloring` used (pass it as
             ``sparsity=`` to skip detection and coloring next time);
         ``output_shape``, ``input_shape``
             the shapes of f's output and of the input, for :func:`to_dense`;

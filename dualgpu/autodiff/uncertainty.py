@@ -199,7 +199,7 @@ def propagate(f_or_jacobian: Function | ArrayLike, cov: ArrayLike, *args: Any,
         For a covariance of the wrong shape, not symmetric, not positive
         semi-definite (the message gives the smallest eigenvalue) or with negative
         variances; for a function with several outputs; and for a full
-        covariance above :data:`MAX_COVARIANCE_BYTES` (use ``diagonal=True``).
+        covariance above ``MAX_COVARIANCE_BYTES`` (use ``diagonal=True``).
 
     Examples
     --------

@@ -20,7 +20,7 @@ the first-order rule:
 
 Tags keep perturbations apart: among the arguments the duals of the highest
 tag are differentiated and everything else (numbers, duals of lower tags) is
-a constant of them, carried in the value (see :mod:`dualgpu.core.nested`). The
+a constant of them, carried in the value (see :func:`dualgpu.hessian`). The
 first-order generators in :mod:`dualgpu.compiled.rules` never see these types.
 """
 import math

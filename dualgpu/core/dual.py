@@ -162,7 +162,7 @@ class Dual:
         The perturbation this dual belongs to (0, the default, for first-order
         work). A dual whose ``value`` is itself a Dual (a *nested* dual, second
         order) has a higher tag than its value; duals of different tags never
-        mix their lanes: see :mod:`dualgpu.core.nested`.
+        mix their lanes: see :func:`dualgpu.hessian`.
 
     Examples
     --------
@@ -351,7 +351,7 @@ def apply_rule(name, *args, primal=None):
     ``primal`` is the function the user called (``math.pow`` for the ``pow``
     rule, ``np.minimum`` for ``min``...); default: the rule's own. Its value is
     computed as numba's compiled code computes it, in the dtype numba's typing
-    gives (see :mod:`dualgpu.core._primals`). Tagged and nested duals (second order)
+    gives (as the compiled kernel computes it). Tagged and nested duals (second order)
     apply the same table to their dual values (:func:`apply_tagged`).
     """
     for a in args:
@@ -651,7 +651,7 @@ def apply_tagged(name, *args):
     """Apply the rule ``name`` to arguments among which is a dual of a tag above 0.
 
     The duals of the highest tag are differentiated; everything else is a
-    constant of that tag (see :mod:`dualgpu.core.nested`).
+    constant of that tag (see :func:`dualgpu.hessian`).
     """
     rule = rules.lookup(name)  # a rule added with dualgpu.rules.define first
     factors = _RUNTIME[name][1]

@@ -59,7 +59,7 @@ class DualArray(DualArrayBase):
     tag : int, optional
         The perturbation of these lanes (0 for first order). With ``values``
         and ``partials`` themselves DualArrays of a lower tag, this is an array
-        of nested (second-order) duals: see :mod:`dualgpu.core.nested`.
+        of nested (second-order) duals: see :func:`dualgpu.hessian`.
 
     Raises
     ------

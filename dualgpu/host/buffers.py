@@ -152,7 +152,7 @@ def keep_host_buffers(enabled: bool = True) -> Iterator[None]:
     derivatives) keeps the partials beside each such array instead, so the code runs as
     written. Host code that writes such a buffer between launches (``u[:] = u_new``,
     ``np.copyto(u, u_new)``, ``u *= 2.0``, ``out[:] = 0.0``, ``para += delta``) is followed
-    line by line and carries the partials (:mod:`dualgpu.host.host_writes`); a write that
+    line by line and carries the partials (the user guide lists the forms); a write that
     cannot be followed is refused with the line. Opt in knowingly: host code that *reads*
     such a buffer with plain numpy into a new value (``total = u.sum()``, ``v = u.copy()``)
     gets plain floats, and where that value is mixed with duals its share of the

@@ -14,7 +14,7 @@ through :func:`jax.pure_callback` and whose derivatives come from dualgpu's forw
   dual run with as many lanes as differentiated input entries. JAX transposes the product,
   so a gradient with respect to p inputs costs one dual run of p lanes, whatever the number
   of outputs; ``jacfwd`` and ``jvp`` cost the same (all tangents reuse the one ``J``). With
-  ``sparsity=`` the Jacobian is the colored sparse one (:func:`dualgpu.autodiff.sparse.sparse_jacobian`:
+  ``sparsity=`` the Jacobian is the colored sparse one (:func:`dualgpu.sparse.sparse_jacobian`:
   as many lanes as colors) and the product a segment sum over the pattern.
 * **second derivatives** (``jax.hessian``, ``jax.jvp`` of ``jax.grad``): the Jacobian
   callback is itself a custom JVP whose tangent map contracts the second-derivative tensor,
@@ -58,7 +58,7 @@ class JaxBridgeCostWarning(DualgpuWarning):
     """A derivative through :func:`to_jax` needs many lanes (the estimate is in the message).
 
     Given when JAX asks the wrapped function for a derivative that needs more tangent lanes
-    than its ``warn_lanes`` (default :data:`DEFAULT_WARN_LANES`), before anything runs: one
+    than its ``warn_lanes`` (default ``DEFAULT_WARN_LANES``), before anything runs: one
     lane per differentiated input entry (per color with ``sparsity=``), the product of two
     such counts for a second derivative. The message gives the lanes, the kernel tiles and
     the size of the derivative tensor. Above ``max_lanes`` the derivative is refused with a

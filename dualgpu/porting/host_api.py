@@ -66,7 +66,7 @@ class HostEvent:
 
 
 def event(timing=True):
-    """A CUDA event (numba.cuda's on the GPU, a :class:`HostEvent` elsewhere).
+    """A CUDA event (numba.cuda's on the GPU, a ``HostEvent`` elsewhere).
 
     Parameters
     ----------

@@ -622,7 +622,7 @@ def jit(func_or_sig: Callable[..., Any] | str | Any = None, device: bool = False
     ``@dualgpu.jit(...)``, ``@dualgpu.jit(device=True)``, or applied to an
     already-decorated numba.cuda kernel. A kernel's explicit signature converts its
     scalar arguments at every launch and checks its arrays, as numba.cuda's launch does
-    (:mod:`dualgpu.porting.signatures`); specialisations are still compiled per argument types
+    (as numba.cuda reads them); specialisations are still compiled per argument types
     (duals included). A device function's signature is ignored.
 
     Parameters

@@ -7,7 +7,7 @@ For parameter ``i`` and every output entry, over the samples ``x^(s)``:
   derivatives instead of elementary effects),
 * ``total_upper_i = C_i E[(df/dx_i)^2] / Var(f) >= S_i^tot``, the upper bound on
   the total Sobol index with ``C_i`` the Poincaré constant of ``x_i``'s law
-  (:mod:`dualgpu.sensitivity.poincare`; lognormal parameters use the weighted
+  (:func:`dualgpu.sensitivity.poincare_constant`; lognormal parameters use the weighted
   derivative ``x_i df/dx_i``).
 
 The bound is tight for models additive and linear in ``x_i`` (uniform and
@@ -185,8 +185,7 @@ def dgsm(f: Callable[..., Any], problem: Any, n: int, *, seed: int | None = None
     Samples the parameters (scrambled Sobol' points mapped to their
     distributions), differentiates the model exactly at every sample with
     dual numbers, and returns the DGSM ``nu``, ``mu``, ``mu*``, the upper
-    bound on each total Sobol index and bootstrap intervals (see
-    :mod:`dualgpu.sensitivity.measures`).
+    bound on each total Sobol index and bootstrap intervals.
 
     Parameters
     ----------
@@ -196,7 +195,7 @@ def dgsm(f: Callable[..., Any], problem: Any, n: int, *, seed: int | None = None
         per sample. ``batched=True``: ``f(X)`` of all samples, shape
         ``(n, p)``, returning one output per sample along axis 0 (an ensemble,
         a thread per sample); **one** dual run for all samples, much faster
-        when ``f`` is vectorised (see :mod:`dualgpu.sensitivity.gradients`).
+        when ``f`` is vectorised (see :func:`dualgpu.sensitivity.model_gradients`).
     problem : dict or Problem
         SALib's problem dictionary: ``names``, ``bounds``, optional ``dists``
         (``unif``, ``norm``, ``lognorm``, ``triang``; SALib's meaning of

@@ -128,14 +128,14 @@ def poincare_constant(dist: Any, bounds: Sequence[float]) -> float:
     dist : {"unif", "norm", "lognorm", "triang"}
         SALib's distribution name.
     bounds : sequence of float
-        SALib's bounds for it (see :mod:`dualgpu.sensitivity.problem`).
+        SALib's bounds for it (see :func:`dualgpu.sensitivity.check_problem`).
 
     Returns
     -------
     float
         ``C`` such that ``S_i^tot <= C E[g_i^2] / Var(f)``, with ``g_i`` the
         derivative ``df/dx_i`` (for ``lognorm``: ``x_i df/dx_i``, see
-        :func:`weighted_derivative` and the module docstring).
+        ``weighted_derivative`` and the module docstring).
 
     Raises
     ------

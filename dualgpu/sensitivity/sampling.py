@@ -27,7 +27,7 @@ def sample(problem: Any, n: int, seed: int | None = None, method: str = "sobol")
     Parameters
     ----------
     problem : dict or Problem
-        SALib problem dictionary (see :mod:`dualgpu.sensitivity.problem`).
+        SALib problem dictionary (see :func:`dualgpu.sensitivity.check_problem`).
     n : int
         Number of samples (a power of 2 for ``"sobol"``).
     seed : int or numpy.random.Generator, optional
