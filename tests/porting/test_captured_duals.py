@@ -134,3 +134,80 @@ def test_a_captured_dual_without_source_is_named_with_the_fix():
     with dualgpu.using_backend("cudasim"):  # the simulator reads the closure itself
         step[1, 1](u)
     assert u.values[0] == 2.0 and u.partials[0, 0] == 1.0
+
+
+@pytest.mark.parametrize("backend", ["cpu", "cudasim"])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32], ids=["f64", "f32"])
+@pytest.mark.parametrize("how", ["attribute", "alias", "from_import", "reads_attribute"])
+def test_dual_global_of_another_module_reaches_every_naming(backend, dtype, how):
+    """Issue 43 S4: ``lib.func(x)`` reading a Dual global of ``lib``, after a plain run of the
+    kernel. The cpu backend compiled the plain value in as a constant (a zero Jacobian, no
+    error); a dual first launch failed in numba's lowering (OverloadSelector)."""
+    import captured_attr_kernels as C
+
+    kernel = C.KERNELS[how]
+    u = np.linspace(0.2, 1.0, 6).astype(dtype)
+    with dualgpu.using_backend(backend):
+        plain = C.run(kernel, dtype(0.5), dtype)  # the plain value compiled first
+        np.testing.assert_allclose(plain, 0.5 * u, **TOL[dtype])
+        value, tangent = dualgpu.jvp(lambda r: C.run(kernel, r, dtype), (dtype(0.7),), (1.0,))
+        # plain runs keep the global they were compiled with (numba's rule): the differences
+        # come from the values of dual runs, whose RATE is an argument
+        h = 1e-3 if dtype is np.float64 else 1e-2
+        ahead, behind = (dualgpu.jvp(lambda r: C.run(kernel, r, dtype), (dtype(0.7 + s),),
+                                     (1.0,))[0] for s in (h, -h))
+    np.testing.assert_allclose(value, 0.3 * u, **TOL[dtype])  # at the dual's own value
+    np.testing.assert_allclose(tangent, (ahead - behind) / (2 * h), **TOL[dtype])
+    np.testing.assert_allclose(tangent, -u, **TOL[dtype])
+
+
+@pytest.mark.parametrize("backend", ["cpu", "cudasim"])
+def test_plain_global_changed_after_the_first_launch_is_frozen_for_duals_too(backend):
+    """Issue 43 S5: a plain module global changed after the kernel's first launch. Plain runs
+    keep the value of the first compile (numba's rule); the cudasim dual run read the new
+    one, a Jacobian of another function than the plain runs compute."""
+    import captured_attr_kernels as C
+
+    u = np.array([0.5, 1.0, 1.5])
+    kernel = C.make_gain_kernel()
+    saved = C.GAIN
+    try:
+        with dualgpu.using_backend(backend):
+            first = C.run_gain(kernel, u)
+            C.GAIN = 3.0
+            later = C.run_gain(kernel, u)
+            J = dualgpu.jacobian(lambda x: C.run_gain(kernel, x), u)
+            fd = central_fd(lambda x: C.run_gain(kernel, x), u, 1e-5)
+    finally:
+        C.GAIN = saved
+    np.testing.assert_allclose(first, u * u + u, rtol=1e-12)
+    np.testing.assert_allclose(later, first, rtol=1e-12)  # numba's rule: frozen
+    np.testing.assert_allclose(J, fd, rtol=1e-7, atol=1e-9)  # the function the plain runs are
+    np.testing.assert_allclose(np.diag(J), 2 * u + 1, rtol=1e-12)
+
+
+@pytest.mark.parametrize("backend", ["cpu", "cudasim"])
+@pytest.mark.parametrize("which", ["numba", "dualgpu"])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32], ids=["f64", "f32"])
+def test_kernel_factory_importing_cuda_in_the_function(backend, which, dtype):
+    """Issue 44: ``from numba import cuda`` (or dualgpu's) inside a kernel factory makes
+    ``cuda`` a closure variable; cudasim raised "<intrinsic grid> is not usable in
+    pure-python" (numba's simulator swaps the module only among globals)."""
+    import captured_attr_kernels as C
+
+    made = C.factory_with_local_cuda(2.0, which)
+    kernel = dualgpu.jit(made) if which == "numba" else made
+
+    def run(x):
+        d_x = dualgpu.cuda.to_device(x)
+        out = dualgpu.cuda.device_array_like(d_x)
+        kernel[1, 8](d_x, out)
+        return out.copy_to_host()
+
+    u = np.array([0.1, 0.2, -0.3], dtype)
+    with dualgpu.using_backend(backend):
+        np.testing.assert_allclose(run(u), 2 * u * u, **TOL[dtype])
+        J = dualgpu.jacobian(run, u)
+        fd = central_fd(run, u, 1e-3 if dtype is np.float32 else 1e-6)
+    np.testing.assert_allclose(J, fd, **TOL[dtype])
+    np.testing.assert_allclose(np.diag(J), 4 * u, **TOL[dtype])
