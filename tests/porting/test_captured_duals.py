@@ -162,6 +162,27 @@ def test_dual_global_of_another_module_reaches_every_naming(backend, dtype, how)
 
 
 @pytest.mark.parametrize("backend", ["cpu", "cudasim"])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32], ids=["f64", "f32"])
+def test_device_function_called_as_a_module_attribute_uses_dual_math(backend, dtype):
+    """``lib.func(x)`` with ``math.exp`` inside: cudasim ran the function unsimulated (plain
+    ``math`` on a Dual) and refused the launch."""
+    import captured_attr_kernels as C
+
+    def run(x):
+        d_x = dualgpu.cuda.to_device(x)
+        out = dualgpu.cuda.device_array_like(d_x)
+        C.calls_math_by_attribute[1, 8](d_x, out)
+        return out.copy_to_host()
+
+    u = np.array([0.1, -0.2, 0.3], dtype)
+    with dualgpu.using_backend(backend):
+        J = dualgpu.jacobian(run, u)
+        fd = central_fd(run, u, 1e-3 if dtype is np.float32 else 1e-6)
+    np.testing.assert_allclose(J, fd, **TOL[dtype])
+    np.testing.assert_allclose(np.diag(J), np.exp(u), **TOL[dtype])
+
+
+@pytest.mark.parametrize("backend", ["cpu", "cudasim"])
 def test_plain_global_changed_after_the_first_launch_is_frozen_for_duals_too(backend):
     """Issue 43 S5: a plain module global changed after the kernel's first launch. Plain runs
     keep the value of the first compile (numba's rule); the cudasim dual run read the new
