@@ -122,18 +122,21 @@ class _ModuleView(pytypes.ModuleType):
         self.__dict__["_replace"] = replace
 
     def __getattr__(self, name):
-        return self.__dict__["_replace"](getattr(self.__dict__["_wrapped"], name))
+        value = getattr(self.__dict__["_wrapped"], name)
+        if is_cuda_module(value):  # pkg.cuda.grid(1): the launch's module, as a global's
+            return _LAUNCH_CUDA
+        return self.__dict__["_replace"](value)
 
     def __repr__(self):
         return f"<module {self.__name__!r} seen by a simulated launch>"
 
 
-_LIBRARIES = ("numpy", "numba", "math", "cmath", "scipy", "llvmlite", "dualgpu")
+_LIBRARIES = ("numpy", "numba", "math", "cmath", "scipy", "llvmlite")
 
 
 def _module_view(module, lanes):
     """The :class:`_ModuleView` of a user module (one with a .py file outside the libraries
-    kernels use), else None."""
+    kernels use; dualgpu too, for ``dualgpu.cuda.grid(1)``), else None."""
     path = getattr(module, "__file__", None) or ""
     if not path.endswith(".py") or module.__name__.split(".")[0] in _LIBRARIES:
         return None

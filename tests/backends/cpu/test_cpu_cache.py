@@ -104,6 +104,9 @@ def _module(tmp_path, name, scale=2.0, body="x[i] * x[i]"):
     path.write_text(KERNEL_SOURCE.format(scale=scale, body=body))
     spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
+    # found by name, as a later process finds it: the kernels of a module that cannot be
+    # imported by name are not cached (tests/backends/cpu/test_cpu_cache_modules.py)
+    sys.modules[name] = module
     spec.loader.exec_module(module)
     return module
 
