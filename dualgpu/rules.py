@@ -545,10 +545,10 @@ def _check_expression(name, text, nargs):
                        f"{_EXPRESSION_ARITY[callee]}", "e.g. " + _EXAMPLES.get(
                            callee, f"'{callee}(x)'"))
         if isinstance(node, ast.Name) and node.id not in allowed + EXPRESSION_FUNCTIONS:
+            one = " (y is a second argument; this rule is for a function of one)"
             refuse(f"uses {node.id!r}; a derivative may use {', '.join(allowed)}, numbers "
-                   f"and the functions {functions}" + (
-                       " (y is a second argument; this rule is for a function of one)" if node.id == "y" else
-                       ""), "write it with these (e.g. sigmoid(x) as 1 / (1 + exp(-x)))")
+                   f"and the functions {functions}" + (one if node.id == "y" else ""),
+                   "write it with these (e.g. sigmoid(x) as 1 / (1 + exp(-x)))")
         if isinstance(node, ast.Name) and node.id in EXPRESSION_FUNCTIONS and node not in calls:
             refuse(f"names the function {node.id} without calling it", f"{node.id}(x)")
         if isinstance(node, ast.Constant) and (

@@ -18,8 +18,13 @@ the captured names, and call sites of the rewritten device functions pass them o
 Dual's value is an argument, never a constant of compiled (or cached) code, so a second
 run with another value computes with that value.
 
-A captured :class:`~dualgpu.DualArray` is not lifted: the launch is refused with the
-variable's name and "pass it as an argument".
+A captured tuple of Duals (``params = (k1, k2)`` in a factory) is lifted as one tuple
+argument. A captured :class:`~dualgpu.DualArray` (or a tuple holding one) is not lifted:
+the launch is refused with the variable's name and "pass it as an argument".
+
+Sources are found in the bytecode: closure cells, globals, and attributes of modules read
+from them (``mod.RATE``, and ``mod.func(x)`` whose function is rewritten too and called by a
+name of its own), so a value reaches every device function however it is named.
 """
 import ast
 import copy
@@ -36,6 +41,7 @@ from dualgpu.backends.common.translate import (
 from dualgpu.core.dual import Dual
 from dualgpu.core.dualarray import DualArray
 from dualgpu.errors import DualgpuError
+from dualgpu.porting.tuple_arguments import holds_duals
 
 __all__ = ["captured_duals", "lift"]
 
@@ -182,17 +188,23 @@ class Plan:
             for source in sources:
                 name, cell = source.name, source.cell
                 value = source.read()
-                if isinstance(value, Dual):
-                    found.append((py_func, name, value))
-                elif isinstance(value, DualArray):
+                if isinstance(value, Dual) or (holds_duals(value) and not _holds_arrays(value)):
+                    found.append((py_func, name, value))  # a tuple of duals: a tuple argument
+                elif isinstance(value, DualArray) or holds_duals(value):
                     where = "its closure" if cell is not None else "a module global"
+                    what = "DualArray" if isinstance(value, DualArray) else (
+                        "tuple holding a DualArray")
                     raise DualgpuError(
                         f"kernel {self.kernel.__name__}: {_who(py_func, self.kernel)} reads the "
-                        f"DualArray {name!r} from {where}; a compiled kernel cannot capture an "
+                        f"{what} {name!r} from {where}; a compiled kernel cannot capture an "
                         f"array that carries partials. Pass it as an argument: add a "
                         f"parameter for {name} to the kernel and give {name} at the launch."
                     )
         return found
+
+
+def _holds_arrays(value):
+    return isinstance(value, DualArray) or type(value) is tuple and any(map(_holds_arrays, value))
 
 
 def _who(py_func, kernel):

@@ -232,3 +232,40 @@ def test_kernel_factory_importing_cuda_in_the_function(backend, which, dtype):
         fd = central_fd(run, u, 1e-3 if dtype is np.float32 else 1e-6)
     np.testing.assert_allclose(J, fd, **TOL[dtype])
     np.testing.assert_allclose(np.diag(J), 4 * u, **TOL[dtype])
+
+
+@pytest.mark.parametrize("backend", ["cpu", "cudasim"])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32], ids=["f64", "f32"])
+def test_tuple_of_duals_captured_by_a_factory(backend, dtype):
+    """Issue 44: a tuple of Duals in a kernel factory's closure; the cpu backend failed with
+    numba's lowering error (OverloadSelector) where cudasim differentiated it."""
+    p = np.array([0.3, 0.7, 0.1], dtype)
+    with dualgpu.using_backend(backend):
+        J = dualgpu.jacobian(lambda q: K.run_tuple(q, dtype), p)
+    with dualgpu.using_backend("cudasim"):  # plain runs: no compile per closure value
+        fd = central_fd(lambda q: K.run_tuple(q.astype(dtype), dtype), p,
+                        1e-3 if dtype is np.float32 else 1e-6)
+    u = np.linspace(0.5, 1.0, 4)
+    analytic = np.stack([u + 0.7 * u, u * u + 0.3 * u, np.ones(4)], axis=-1)
+    np.testing.assert_allclose(J, fd, **TOL[dtype])
+    np.testing.assert_allclose(J, analytic, **TOL[dtype])
+
+
+def test_tuple_holding_a_dual_array_is_refused_by_name():
+    def f(x):
+        held = (dualgpu.cuda.to_device(x), 2.0)
+
+        @dualgpu.cuda.jit
+        def copy(out):
+            i = dualgpu.cuda.grid(1)
+            if i < out.shape[0]:
+                out[i] = held[0][i] * held[1]
+
+        out = dualgpu.cuda.device_array_like(x)
+        copy[1, 8](out)
+        return out.copy_to_host()
+
+    with dualgpu.using_backend("cpu"), pytest.raises(DualgpuError) as err:
+        dualgpu.jacobian(f, np.ones(4))
+    assert "tuple holding a DualArray 'held'" in str(err.value), str(err.value)
+    assert "Pass it as an argument" in str(err.value)
