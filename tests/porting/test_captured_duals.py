@@ -208,6 +208,32 @@ def test_plain_global_changed_after_the_first_launch_is_frozen_for_duals_too(bac
 
 
 @pytest.mark.parametrize("backend", ["cpu", "cudasim"])
+def test_module_attribute_changed_after_the_first_launch(backend):
+    """``lib.GAIN`` changed after the first launch: the cpu backend's plain build kept the old
+    value and its dual build (compiled later) read the new one. On each backend the Jacobian
+    is now that of the function the plain runs compute (cpu: frozen at translation, as a
+    global; cudasim reads module attributes at each launch, plain and dual alike)."""
+    import captured_attr_kernels as C
+
+    u = np.array([0.5, 1.0, 1.5])
+    kernel = C.make_attribute_gain_kernel()
+    saved = C.captured_attr_lib.GAIN
+    try:
+        with dualgpu.using_backend(backend):
+            C.run_gain(kernel, u)
+            C.captured_attr_lib.GAIN = 3.0
+            J = dualgpu.jacobian(lambda x: C.run_gain(kernel, x), u)
+            fd = central_fd(lambda x: C.run_gain(kernel, x), u, 1e-5)
+            later = C.run_gain(kernel, u)
+    finally:
+        C.captured_attr_lib.GAIN = saved
+    np.testing.assert_allclose(J, fd, rtol=1e-7, atol=1e-9)
+    gain = later[0] / u[0] ** 2
+    assert gain == (1.0 if backend == "cpu" else 3.0)
+    np.testing.assert_allclose(np.diag(J), 2 * gain * u, rtol=1e-12)
+
+
+@pytest.mark.parametrize("backend", ["cpu", "cudasim"])
 @pytest.mark.parametrize("which", ["numba", "dualgpu"])
 @pytest.mark.parametrize("dtype", [np.float64, np.float32], ids=["f64", "f32"])
 def test_kernel_factory_importing_cuda_in_the_function(backend, which, dtype):

@@ -438,6 +438,15 @@ class CudaRewriter(ast.NodeTransformer):
         py_func = self._device_of(node)
         if py_func is not None:
             return ast.copy_location(self.device_value(py_func, node), node)
+        if isinstance(node, ast.Attribute):
+            value = self.namespace.value(node)
+            if _is_data(value) and isinstance(self.namespace.value(node.value),
+                                              pytypes.ModuleType):
+                # mod.CONSTANT: frozen at translation as a global is, so that every build
+                # (plain, each lane count) compiles the same value (numba would read the
+                # attribute again at each compile: a dual build after a change would
+                # differentiate another function than the plain build runs)
+                return ast.copy_location(self.bind(value, "attribute"), node)
         return None
 
     def visit_Attribute(self, node):
@@ -453,6 +462,16 @@ class CudaRewriter(ast.NodeTransformer):
             if new is not None:
                 return new
         return node
+
+
+def _is_data(value):
+    """True for a number, numpy scalar or array, or a tuple of them: a constant of compiled
+    code."""
+    import numpy as np
+
+    if isinstance(value, tuple):
+        return all(_is_data(v) for v in value)
+    return isinstance(value, (bool, int, float, complex, np.generic, np.ndarray))
 
 
 _counter = [0]
