@@ -35,6 +35,7 @@ import types
 
 import numpy as np
 
+from dualgpu.backends.common.rebind import frozen_values
 from dualgpu.backends.common.translate import (
     _closure_values, _local_names, device_py_func, dotted, function_source,
 )
@@ -345,6 +346,10 @@ def lift(kernel, found, backend_name):
                and name.split(".")[0] not in local}
         namespace = dict(py_func.__globals__)
         namespace.update(_closure_values(py_func))
+        frozen, cells = frozen_values(py_func)  # as the plain runs compiled them
+        namespace.update(frozen)
+        namespace.update({name: value for name, cell, value in zip(
+            py_func.__code__.co_freevars, py_func.__closure__ or (), cells) if value is not cell})
         callees = {}
         for name, callee in plan.calls.get(py_func, ()):
             if callee in needs and name.split(".")[0] not in local:

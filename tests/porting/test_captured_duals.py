@@ -208,6 +208,36 @@ def test_plain_global_changed_after_the_first_launch_is_frozen_for_duals_too(bac
 
 
 @pytest.mark.parametrize("backend", ["cpu", "cudasim"])
+def test_lifted_copy_keeps_the_frozen_globals(backend):
+    """A dual captured beside a plain global changed after the first launch: the lifted copy
+    the dual launches run read the global anew (another function than the plain runs)."""
+    import captured_attr_kernels as C
+
+    u = np.array([0.5, 1.0, 1.5])
+    kernel = C.make_gain_rate_kernel()
+    saved = C.GAIN
+    try:
+        with dualgpu.using_backend(backend):
+            plain = C.run_gain(kernel, u)  # GAIN 1, RATE 0.5
+            C.GAIN = 3.0
+            value, tangent = dualgpu.jvp(
+                lambda r: _run_rate(C, kernel, u, r),
+                (0.5,), (1.0,))
+    finally:
+        C.GAIN = saved
+    np.testing.assert_allclose(value, plain, rtol=1e-12)
+    np.testing.assert_allclose(tangent, u, rtol=1e-12)
+
+
+def _run_rate(C, kernel, u, rate):
+    saved, C.captured_attr_lib.RATE = C.captured_attr_lib.RATE, rate
+    try:
+        return C.run_gain(kernel, u)
+    finally:
+        C.captured_attr_lib.RATE = saved
+
+
+@pytest.mark.parametrize("backend", ["cpu", "cudasim"])
 def test_module_attribute_changed_after_the_first_launch(backend):
     """``lib.GAIN`` changed after the first launch: the cpu backend's plain build kept the old
     value and its dual build (compiled later) read the new one. On each backend the Jacobian

@@ -278,16 +278,27 @@ class Namespace:
     Attributes
     ----------
     values : dict
-        Globals overlaid with closure values: a fresh copy, safe to extend and to
-        use as the globals of the rewritten function.
+        Globals overlaid with closure values, as they were at the function's first compile
+        (:func:`~dualgpu.backends.common.rebind.frozen_values`): a fresh copy, safe to extend
+        and to use as the globals of the rewritten function.
     unresolved : set of str
         Free names that were neither global, closure nor builtin when read (a
         global defined later in the module, for instance).
     """
 
     def __init__(self, py_func, tree):
+        from dualgpu.backends.common.rebind import frozen_values
+
         self.values = dict(py_func.__globals__)
         self.values.update(_closure_values(py_func))
+        # the values of the function's first compile on any backend (numba's rule: a global
+        # changed since is not seen, by the plain build nor by a dual one compiled later)
+        frozen, cells = frozen_values(py_func)
+        self.values.update(frozen)
+        for name, cell, value in zip(py_func.__code__.co_freevars, py_func.__closure__ or (),
+                                     cells):
+            if value is not cell:
+                self.values[name] = value
         self.locals = _local_names(tree)
         self.unresolved = set()
         self._cuda_modules = _cuda_modules()
