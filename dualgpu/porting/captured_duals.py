@@ -113,8 +113,14 @@ class Source:
             value = getattr(value, attribute, None)
         return value
 
-    def __iter__(self):  # (name, cell, namespace), as the sources were before attributes
-        return iter((self.name, self.cell, self.namespace))
+
+#: modules whose attributes are library code and constants, never a captured value
+_LIBRARIES = ("numpy", "numba", "math", "cmath", "scipy", "llvmlite", "dualgpu", "builtins")
+
+
+def _user_module(value):
+    return isinstance(value, types.ModuleType) and (
+        value.__name__.split(".")[0] not in _LIBRARIES)
 
 
 def _sources(py_func, everything=False):
@@ -129,9 +135,8 @@ def _sources(py_func, everything=False):
         scope = None if cell is not None else namespace
         for depth in range(len(attributes) + 1):  # mod, mod.sub, mod.sub.NAME ...
             source = Source(root, cell, scope, attributes[:depth])
-            if depth and not isinstance(Source(root, cell, scope, attributes[:depth - 1]).read(),
-                                        types.ModuleType):
-                break  # an attribute of data (u.shape), not a module's name
+            if depth and not _user_module(Source(root, cell, scope, attributes[:depth - 1]).read()):
+                break  # an attribute of data (u.shape) or of a library (np.pi, math.tau)
             found.append(source)
     unique = {}
     for source in found:
