@@ -149,9 +149,10 @@ class DualType(types.Type):
     def unify(self, typingctx, other):
         """A branch that yields a float on one side and a dual on the other is a dual."""
         if isinstance(other, (types.Float, types.Integer, types.Boolean)):
-            return dual_type(promote(self.dtype, other), self.n, self.tracer)
+            return dual_type(promote(self.dtype, other), self.n, self.tracer, self.mode)
         if isinstance(other, DualType) and other.n == self.n and other.tracer == self.tracer:
-            return dual_type(promote(self.dtype, other.dtype), self.n, self.tracer)
+            return dual_type(promote(self.dtype, other.dtype), self.n, self.tracer,
+                             self.mode)
         return None
 
     def can_convert_from(self, typingctx, other):
