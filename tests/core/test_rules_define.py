@@ -305,3 +305,41 @@ def test_defined_rules_under_hessian(backend, dtype):
     tol = dict(rtol=2e-3, atol=2e-3) if dtype is np.float32 else dict(rtol=1e-6, atol=1e-8)
     np.testing.assert_allclose(H, np.diag(second), **tol)
     np.testing.assert_allclose(H, fd.reshape(H.shape), **tol)
+
+
+def test_an_overridden_built_in_rule_under_hessian_in_compiled_code(tmp_path):
+    """Second-order compiled code read the built-in table, not the override (first order and
+    the Python duals did): in a fresh process, atan overridden with a (deliberately different)
+    rule gives the override's second derivative on the cpu backend as on cudasim."""
+    script = textwrap.dedent("""
+        import math
+        import numpy as np
+        import dualgpu
+        from dualgpu import cuda, rules
+
+        rules.define("math.atan", "2 * x", override=True)
+
+        @cuda.jit
+        def k(u, out):
+            i = cuda.grid(1)
+            if i < u.shape[0]:
+                out[i] = math.atan(u[i])
+
+        def f(u):
+            d_u = cuda.to_device(u)
+            out = cuda.device_array_like(d_u)
+            k[1, 4](d_u, out)
+            return out.sum()
+
+        u = np.array([0.3, -0.6])
+        for backend in ("cpu", "cudasim"):
+            with dualgpu.using_backend(backend):
+                H = dualgpu.hessian(f, u)
+            assert np.allclose(H, np.diag([2.0, 2.0]), rtol=1e-12, atol=0), (backend, H)
+        print("ok")
+    """)
+    (tmp_path / "override_hessian.py").write_text(script)  # the cpu backend reads the source
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2]))
+    done = subprocess.run([sys.executable, str(tmp_path / "override_hessian.py")],
+                          capture_output=True, text=True, timeout=600, env=env)
+    assert done.returncode == 0 and done.stdout.strip().endswith("ok"), done.stderr[-3000:]
