@@ -325,3 +325,30 @@ def test_tuple_holding_a_dual_array_is_refused_by_name():
         dualgpu.jacobian(f, np.ones(4))
     assert "tuple holding a DualArray 'held'" in str(err.value), str(err.value)
     assert "Pass it as an argument" in str(err.value)
+
+
+@pytest.mark.parametrize("how", ["attribute", "alias", "reads_attribute"])
+def test_lifted_module_attribute_kernels_compile_to_ptx(offline_ptx, how):
+    """The lifted copies of issue 43 S4's kernels (``lib.func(x)`` called by a name of its own,
+    ``lib.RATE`` a hidden parameter) compile for numba.cuda, the Dual a kernel parameter."""
+    import numba.cuda
+    from numba import types
+
+    import captured_attr_kernels as C
+    from dualgpu.backends.gpu import kernel as gpu
+    from dualgpu.compiled.arrays import dual_array_type
+    from dualgpu.compiled.types import dual_type
+    from dualgpu.porting.captured_duals import captured_duals, lift
+
+    lanes = 2
+    saved, C.captured_attr_lib.RATE = C.captured_attr_lib.RATE, dualgpu.Dual(0.7, np.ones(lanes))
+    try:
+        kernel = C.KERNELS[how]
+        lifted, values = lift(kernel, captured_duals(kernel), "cuda")
+    finally:
+        C.captured_attr_lib.RATE = saved
+    assert len(values) == 1 and values[0].value == 0.7
+    arr = dual_array_type(types.float64, 1, lanes)
+    ptx, _ = numba.cuda.compile_ptx(gpu.prepare_function(lifted.py_func, lanes),
+                                    (arr, arr, dual_type(types.float64, lanes)), cc=offline_ptx)
+    assert ".entry" in ptx
