@@ -18,6 +18,7 @@ import textwrap
 import warnings
 
 import numpy as np
+from numba.cuda import args as _numba_args
 
 from dualgpu.backends.common.translate import unwrap
 from dualgpu.core._context import active_lanes
@@ -44,6 +45,10 @@ _PACKAGE_DIR = PACKAGE_DIR
 _NUMBA_LOCATION = re.compile(r'File "([^"]+)", line (\d+)|at (\S+\.py) \((\d+)\)')
 _SUBSCRIPT_STORE = re.compile(r"^\s*([A-Za-z_]\w*)\s*\[.*\]\s*(?:[-+*/%]|//|\*\*)?=(?!=)")
 
+
+#: numba.cuda's launch-argument hints (``cuda.In(x)``, ``Out``, ``InOut``): only a copy
+#: direction for the GPU, so the other backends launch with the array they wrap
+_ARG_HINTS = frozenset((_numba_args.In, _numba_args.Out, _numba_args.InOut))
 
 #: threads per block of ``kernel.forall(n)`` when none is given
 _FORALL_THREADS = 128
@@ -256,6 +261,8 @@ class Kernel:
         if self.signatures:
             args = apply_signature(self.__name__, self._params, self.signatures, args)
         name = backend()
+        if name != "cuda" and not _ARG_HINTS.isdisjoint(map(type, args)):
+            args = tuple(a.value if type(a) in _ARG_HINTS else a for a in args)  # cuda.In(x)
         registry, shadows = active(), None
         if registry is not None:  # under the driver: host buffers that receive duals
             captured = self._may_capture and bool(self._captured())
