@@ -71,7 +71,8 @@ TYPES = frozenset({
 INTERNALS = frozenset({
     # modules
     "api", "api_util", "args", "cache_hints", "cext", "cgutils", "cloudpickle", "codegen",
-    "compiler", "config", "contextlib", "core", "cpython", "cuda_paths", "cudadrv",
+    "compiler", "config", "contextlib", "core", "cpython", "cuda_paths", "cudadecl",
+    "cudadrv", "cudaimpl",
     "datamodel", "debuginfo", "decorators", "descriptor", "device_init", "devicearray",
     "devices", "deviceufunc", "dispatcher", "driver", "errors", "extending", "flags",
     "importlib", "initialize", "intrinsics", "itanium_mangler", "kernels", "launchconfig",
