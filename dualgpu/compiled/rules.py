@@ -451,6 +451,15 @@ for _op, _symbol in _OPERATOR_SYMBOLS.items():
     _refuse_complex(_op, _symbol)
 
 
+@overload(complex)
+def _refuse_complex_of_dual(real=None, imag=None):
+    # complex(d, 0.0): the same refusal as the simulator's complex(Dual), not numba's
+    # candidate list
+    if isinstance(real, DualType) or isinstance(imag, DualType):
+        raise TypingError(complex_dual_message(
+            "complex(" + ", ".join(str(a) for a in (real, imag) if a is not None) + ")"))
+
+
 # --- hand-written: min/max of more than two arguments ----------------------------
 # (the table's rule takes two; min(a, b, c) folds it left to right, ties to the first)
 

@@ -326,8 +326,9 @@ class Kernel:
                 raise DualgpuError(self._drop_message(args, *stored)) from exc
             if COMPLEX_DUAL in str(exc):
                 found = re.search(re.escape(COMPLEX_DUAL) + r" \((.*?)\) is not", str(exc))
-                raise DualgpuError(f"kernel {self.__name__}: " + complex_dual_message(
-                    found.group(1) if found else "a complex number and a dual")) from exc
+                raise DualgpuError(
+                    f"kernel {self.__name__}{_kernel_line(exc)}: " + complex_dual_message(
+                        found.group(1) if found else "a complex number and a dual")) from exc
             if _PYTHON_FLOAT in str(exc):
                 host = self._written_host_arrays(args)
                 if len(host) == 1:  # the simulator's atomic into a host numpy array
@@ -536,6 +537,25 @@ class Kernel:
             f"kernel {self.__name__} stores a dual into {which}, which would drop its partials. "
             + fix
         )
+
+
+def _kernel_line(exc):
+    """``" (at file.py:12)"``: the innermost line of user code in ``exc``, or ""."""
+    place = ""
+    for found in _NUMBA_LOCATION.findall(str(exc)):  # compiled: numba names it first
+        filename, lineno = (found[0], found[1]) if found[0] else (found[2], found[3])
+        if not (os.path.abspath(filename).startswith(_PACKAGE_DIR)
+                or "cpu-launchers" in filename):  # not dualgpu's generated launchers
+            place = f"{os.path.abspath(filename)}:{lineno}"
+            break
+    tb = None if place else exc.__traceback__
+    while tb is not None:  # the simulator: the innermost frame of user code
+        filename = tb.tb_frame.f_code.co_filename
+        if not (filename.startswith(_PACKAGE_DIR) or f"{os.sep}numba" in filename
+                or filename.startswith("<")):
+            place = f"{filename}:{tb.tb_lineno}"
+        tb = tb.tb_next
+    return f" (at {place})" if place else ""
 
 
 def _dual_store_target(exc):
