@@ -164,5 +164,19 @@ def reduce(functor):
     -------
     Reduce
         Call it as ``sum_reduce(arr, size=None, res=None, init=0, stream=0)``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import dualgpu
+    >>> from dualgpu import cuda
+    >>> @cuda.reduce
+    ... def sum_reduce(a, b):
+    ...     return a + b
+    >>> u = dualgpu.dual_array(np.arange(4.0), np.ones((1, 4)))
+    >>> with dualgpu.using_backend("cpu"):
+    ...     total = sum_reduce(u)
+    >>> float(total.value), total.partials.tolist()
+    (6.0, [4.0])
     """
     return Reduce(functor)
