@@ -285,6 +285,8 @@ class CpuRewriter(CudaRewriter):
             call = _block_markers.marker("inline", node.args, site, node)
             call.keywords = list(node.keywords)
             return call
+        if any(isinstance(arg, ast.Starred) for arg in node.args):
+            translation.star_called = True  # dev(*args): numba cannot inline such a call
         keywords = list(node.keywords)
         if translation.uses_context:
             self.uses_context = True
