@@ -128,3 +128,23 @@ def test_the_gpus_strided_fold_of_dual_arrays(backend):
     norm = math.sqrt(float(np.sum(x * x)))
     assert float(total.value) == pytest.approx(norm)
     np.testing.assert_allclose(np.asarray(total.partials), [x.sum() / norm, (x * x).sum() / norm])
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_dual_reduction_kernels_compile_to_ptx(offline_ptx, dtype):
+    """The GPU's dual path (both folds, hypot through a device function) compiles to PTX."""
+    from numba import cuda as numba_cuda
+    from numba import types
+
+    from dualgpu.backends.gpu import kernel as gpu
+    from dualgpu.compiled.types import dual_array_type, dual_type
+
+    lanes = 4
+    value = types.float32 if dtype == np.float32 else types.float64
+    array, scalar = dual_array_type(value, 1, lanes), dual_type(value, lanes)
+    fold_strided, fold_with_init = reduction._fold_kernels(hypot_reduce._functor)
+    for kernel, signature in ((fold_strided, (array, array, types.int64)),
+                              (fold_with_init, (array, array, scalar, types.int64))):
+        ptx, _ = numba_cuda.compile_ptx(gpu.prepare_function(kernel.py_func, lanes), signature,
+                                        cc=offline_ptx)
+        assert ".entry" in ptx and "sqrt" in ptx
