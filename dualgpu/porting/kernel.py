@@ -619,7 +619,9 @@ def flat_kernel(kernel, shape):
     options = {k: v for k, v in kernel.options.items() if k != "cache"}
     namespace = {"body": DeviceFunction(kernel.py_func, options)}
     exec(compile(source, filename, "exec"), namespace)
-    return Kernel(namespace[name], options)
+    flat = Kernel(namespace[name], options)
+    flat.__name__ = kernel.__name__  # messages name the user's kernel
+    return flat
 
 
 def jit(func_or_sig=None, device=False, **options):

@@ -62,6 +62,14 @@ def _complex_in_device_function(u, out):
         out[i] = _phase(u[i]).real
 
 
+@cuda.jit
+def _complex_with_tuple(uv, out, c):
+    i = cuda.grid(1)
+    u, v = uv
+    if i < u.shape[0]:
+        out[i] = (u[i] * c).real + v[i]
+
+
 def _line(kernel, text):
     lines, first = inspect.getsourcelines(kernel.py_func)
     return first + next(k for k, line in enumerate(lines) if text in line)
@@ -78,6 +86,8 @@ CASES = {
                   _complex_of_dual, "complex(math.cos"),
     "device function": (lambda u: _complex_in_device_function[1, 4](u, cuda.device_array_like(u)),
                         _phase, "cmath.exp(1j * x)"),
+    "tuple argument": (lambda u: _complex_with_tuple[1, 4]((u, u), cuda.device_array_like(u), 1j),
+                       _complex_with_tuple, "(u[i] * c)"),
 }
 
 
@@ -93,6 +103,8 @@ def test_complex_arithmetic_with_duals_is_refused_alike(backend, case):
     assert COMPLEX_DUAL in message and "real and imaginary parts" in message
     assert ".value" not in message
     assert f"test_porting_messages.py:{_line(where, text)}" in message  # the line
+    if case == "tuple argument":  # the user's kernel, not the generated one taking members
+        assert message.startswith("kernel _complex_with_tuple (at ")
 
 
 #: what a message that names ``.value``/``.values`` must also say (within 200 characters): that
