@@ -229,3 +229,29 @@ def test_no_public_name_reaches_the_driver(backend, driver_trap):
                 answered.append(name)
     assert sorted(refused) == sorted(REFUSED)
     assert len(answered) == len(numba_names.HOST) - len(REFUSED)
+
+
+_WEIGHTS = np.array([0.25, 0.5, 0.25])
+
+
+@cuda.jit
+def _smooth_with_constants(u, out):
+    c = cuda.const.array_like(_WEIGHTS)  # a kernel-side name of the brief's list
+    i = cuda.grid(1)
+    if 0 < i < u.shape[0] - 1:
+        out[i] = c[0] * u[i - 1] + c[1] * u[i] + c[2] * u[i + 1]
+
+
+def _smooth(u):
+    out = cuda.to_device(np.zeros_like(u))
+    _smooth_with_constants[1, 8](cuda.to_device(u), out)
+    return out.copy_to_host()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_const_array_like_runs_and_differentiates(backend, driver_trap):
+    u = np.linspace(0.0, 1.0, 8)
+    with dualgpu.using_backend(backend):
+        assert dualgpu.testing.check_jacobian(_smooth, u) < 1e-8
+        jac = np.asarray(dualgpu.jacobian(_smooth, u))
+    assert jac[3, 2:5].tolist() == [0.25, 0.5, 0.25]
