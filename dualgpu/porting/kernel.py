@@ -28,7 +28,9 @@ from dualgpu.core.dualarray import DualArray
 from dualgpu.core.nested import lane_key
 from dualgpu.core.object_arrays import from_object_array, is_object_array, write_back
 from dualgpu.core.selection import backend
-from dualgpu.errors import COMPLEX_DUAL, DualgpuError, LaunchCoverageWarning, complex_dual_message
+from dualgpu.errors import (
+    COMPLEX_DUAL, DualgpuError, LaunchCoverageWarning, MissingRuleError, complex_dual_message,
+)
 from dualgpu.host.buffers import _read_only_params, active, caller_line, launch_store_fix
 from dualgpu.porting import tuple_arguments
 from dualgpu.porting.captured_duals import Plan, captured_duals, lift
@@ -329,6 +331,17 @@ class Kernel:
                 raise DualgpuError(
                     f"kernel {self.__name__}{_kernel_line(exc)}: " + complex_dual_message(
                         found.group(1) if found else "a complex number and a dual")) from exc
+            missing = _missing_dual_version(exc)
+            if missing is not None:
+                raise MissingRuleError(
+                    f"kernel {self.__name__}{_kernel_line(exc)}: {missing} has no dual version "
+                    f"in compiled kernels (the {name} backend compiles with numba): numba has "
+                    "no implementation of it for a Dual and dualgpu no derivative rule (the "
+                    "cudasim backend, which runs kernels in Python, may run it through numpy). "
+                    "Fix: write it with operations that take duals (arithmetic, comparisons, "
+                    "min/max, abs, math.* functions), or give it a derivative rule with "
+                    "dualgpu.rules.define. numba's message follows.\n\n" + str(exc)
+                ) from exc
             if _PYTHON_FLOAT in str(exc):
                 host = self._written_host_arrays(args)
                 if len(host) == 1:  # the simulator's atomic into a host numpy array
@@ -543,6 +556,31 @@ class Kernel:
             f"kernel {self.__name__} stores a dual into {which}, which would drop its partials. "
             + fix
         )
+
+
+#: numba's typing failure of a call: the function and the signature it was given
+_NO_IMPLEMENTATION = re.compile(
+    r"No implementation of function Function\((.*?)\) found for signature:\s*>>> ([^\n]*)")
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def _missing_dual_version(exc):
+    """``"sign(Dual(float64, 1))"`` when ``exc`` is numba's typing failure of a call on duals.
+
+    The innermost such call, unless a dualgpu overload explains the failure itself (its
+    message then follows in numba's text and is kept). None for any other error.
+    """
+    if type(exc).__name__ != "TypingError":
+        return None
+    text = _ANSI.sub("", str(exc))
+    calls = [m for m in _NO_IMPLEMENTATION.finditer(text) if "Dual(" in m.group(2)]
+    if not calls:
+        return None
+    last = calls[-1]
+    candidates = text[last.end():].split("\nDuring:", 1)[0]  # numba's reasons for this call
+    if re.search(r"dualgpu|partials|lanes", candidates):
+        return None
+    return last.group(2).strip()
 
 
 def _kernel_line(exc):

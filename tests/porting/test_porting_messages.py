@@ -16,7 +16,7 @@ import pytest
 
 import dualgpu
 from dualgpu import cuda
-from dualgpu.errors import COMPLEX_DUAL, DualgpuError
+from dualgpu.errors import COMPLEX_DUAL, DualgpuError, MissingRuleError
 
 BACKENDS = ["cpu", "cudasim"]
 PACKAGE = pathlib.Path(dualgpu.__file__).parent
@@ -68,6 +68,13 @@ def _complex_with_tuple(uv, out, c):
     u, v = uv
     if i < u.shape[0]:
         out[i] = (u[i] * c).real + v[i]
+
+
+@cuda.jit
+def _sign_of_dual(u, out):
+    i = cuda.grid(1)
+    if i < u.shape[0]:
+        out[i] = np.sign(u[i]) * u[i]
 
 
 def _line(kernel, text):
@@ -136,3 +143,19 @@ def test_no_message_suggests_value_where_a_derivative_must_flow():
                 if not _SAYS_WHAT_IT_COSTS.search(window):
                     offenders.append(f"{path.relative_to(PACKAGE)}:{node.lineno}: {window!r}")
     assert not offenders, "\n".join(offenders)
+
+
+def test_a_call_numba_has_no_dual_version_of_is_named_with_its_line_on_cpu():
+    """cpu: numba's bare TypingError became a refusal naming the call, the line and the fix."""
+    u = dualgpu.dual_array(np.linspace(-1.0, 1.0, 4), np.ones((1, 4)))
+    with dualgpu.using_backend("cpu"):
+        out = np.zeros(4)
+        _sign_of_dual[1, 4](u.values, out)  # plain: numba's own np.sign
+        assert out.tolist() == pytest.approx(np.abs(u.values).tolist())
+        with pytest.raises(MissingRuleError) as info:
+            _sign_of_dual[1, 4](u, cuda.device_array_like(u))
+    message = str(info.value)
+    line = _line(_sign_of_dual, "np.sign(u[i])")
+    assert message.startswith(f"kernel _sign_of_dual (at {__file__}:{line}): "
+                              "sign(Dual(float64, 1)) has no dual version")
+    assert "Fix: write it with operations that take duals" in message
