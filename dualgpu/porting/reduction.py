@@ -22,7 +22,7 @@ from dualgpu.core.dual import Dual
 from dualgpu.core.dualarray import DualArray
 from dualgpu.core.selection import backend
 from dualgpu.porting.kernel import jit
-from dualgpu.porting.memory import device_array, device_array_like, to_device
+from dualgpu.porting.memory import device_array_like, to_device
 
 __all__ = ["Reduce", "reduce"]
 
@@ -149,7 +149,9 @@ def _result_buffer(arr, init):
         return device_array_like(arr[:1])
     if isinstance(init, Dual):
         return to_device(np.array([init], dtype=object))
-    return device_array(1, dtype=arr.dtype)
+    # a plain host buffer: under the driver device_array would make it dual, and a reduction
+    # of plain numbers must stay a plain number (host code may take float() of it)
+    return np.zeros(1, dtype=arr.dtype)
 
 
 def reduce(functor):

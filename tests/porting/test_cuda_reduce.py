@@ -148,3 +148,18 @@ def test_dual_reduction_kernels_compile_to_ptx(offline_ptx, dtype):
         ptx, _ = numba_cuda.compile_ptx(gpu.prepare_function(kernel.py_func, lanes), signature,
                                         cc=offline_ptx)
         assert ".entry" in ptx and "sqrt" in ptx
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_plain_reduction_under_the_driver_stays_plain(backend):
+    """Host code may take float() of a reduction of constants while the driver runs."""
+    weights = np.linspace(1.0, 2.0, 5)
+
+    def f(u):
+        norm = float(sum_reduce(weights))  # a host array of constants: a plain number
+        return sum_reduce(cuda.to_device(u * weights)) / norm
+
+    u = np.linspace(0.1, 0.5, 5)
+    with dualgpu.using_backend(backend):
+        jac = np.asarray(dualgpu.jacobian(f, u), np.float64).reshape(-1)
+    np.testing.assert_allclose(jac, weights / weights.sum(), rtol=1e-12)
