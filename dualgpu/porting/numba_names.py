@@ -10,6 +10,8 @@ new name is looked at (and given an off-GPU version when it asks for the driver)
 can reach the driver silently.
 """
 
+import types
+
 __all__ = ["HOST", "KERNEL_SIDE", "TYPES", "INTERNALS", "classify"]
 
 #: host names that dualgpu.cuda defines: numba.cuda's on the GPU; the cpu and cudasim
@@ -93,21 +95,32 @@ INTERNALS = frozenset({
 })
 
 
-def classify(name):
+def classify(name, value=None):
     """Which table holds ``name``: ``"host"``, ``"kernel"``, ``"type"``, ``"internal"`` or None.
 
     Parameters
     ----------
     name : str
         A public name of numba.cuda or dualgpu.cuda.
+    value : object, optional
+        What the name is bound to: a submodule of numba.cuda (``cuda.fp16``, ``cuda.cudamath``,
+        which appear as attributes once something imports them) is ``"internal"``.
 
     Returns
     -------
     str or None
         None for a name in no table (a name numba.cuda added since this table was written).
+
+    Examples
+    --------
+    >>> from dualgpu.porting.numba_names import classify
+    >>> classify("reduce"), classify("shfl_sync"), classify("float32"), classify("driver")
+    ('host', 'kernel', 'type', 'internal')
     """
     for kind, table in (("host", HOST), ("kernel", KERNEL_SIDE), ("type", TYPES),
                         ("internal", INTERNALS)):
         if name in table:
             return kind
+    if isinstance(value, types.ModuleType) and value.__name__.startswith("numba."):
+        return "internal"
     return None
