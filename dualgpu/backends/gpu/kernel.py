@@ -252,6 +252,8 @@ def _replacer(lanes):
 
         if is_cuda_module(value):
             return numba.cuda
+        if getattr(value, "__dualgpu_foreign__", False) is True:  # cuda.declare_device
+            return value.declared
         if getattr(value, "__dualgpu_device__", False) is True:
             py_func = device_py_func(value)
             if py_func is not None:
