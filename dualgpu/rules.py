@@ -51,24 +51,9 @@ import numpy as np
 from dualgpu.errors import DualgpuError
 
 __all__ = [
-    "Rule",
-    "UNARY_RULES",
-    "BINARY_RULES",
-    "VALUE_ONLY",
-    "COMPARISONS",
-    "INPLACE",
-    "NUMPY_UFUNCS",
-    "NUMPY_ONLY_RULES",
-    "NUMPY_VALUE_ONLY",
-    "EXPRESSION_FUNCTIONS",
-    "ZERO_DIVISION_ERRORS",
-    "RuleError",
-    "Definition",
-    "DEFINED",
-    "define",
-    "undefine",
-    "lookup",
-    "definition_of",
+    "Rule", "UNARY_RULES", "BINARY_RULES", "VALUE_ONLY", "COMPARISONS", "INPLACE", "NUMPY_UFUNCS",
+    "NUMPY_ONLY_RULES", "NUMPY_VALUE_ONLY", "EXPRESSION_FUNCTIONS", "ZERO_DIVISION_ERRORS",
+    "RuleError", "Definition", "DEFINED", "define", "undefine", "lookup", "definition_of",
 ]
 # subscribe, add_call_handler, note_compiled and fingerprint are hooks for dualgpu's own
 # layers (the compiled rules, the caches, dmath), not part of the public API: not in __all__.

@@ -30,6 +30,7 @@ import textwrap
 import types as pytypes
 import weakref
 
+from dualgpu.backends.common.rebind import frozen_values
 from dualgpu.errors import DualgpuError
 
 __all__ = [
@@ -287,8 +288,6 @@ class Namespace:
     """
 
     def __init__(self, py_func, tree):
-        from dualgpu.backends.common.rebind import frozen_values
-
         self.values = dict(py_func.__globals__)
         self.values.update(_closure_values(py_func))
         # the values of the function's first compile on any backend (numba's rule: a global
