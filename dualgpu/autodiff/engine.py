@@ -240,6 +240,15 @@ def _make_inputs(args, positions, fname):
     offset = 0
     for p in positions:
         kind, value, dtype = _classify(args[p])
+        if kind is None and np.iscomplexobj(args[p]) and not isinstance(args[p], (Dual, DualArray)):
+            raise DualgpuError(
+                f"{fname}: argument {p} is complex ({value}); dualgpu differentiates with "
+                "respect to real inputs, as JAX does by default. Fix (JAX's convention for "
+                "complex inputs): pass the real and imaginary parts as two real arguments, "
+                "e.g. jacobian(lambda re, im: f(re + 1j * im), z.real, z.imag, argnums=(0, 1)); "
+                "for a holomorphic f, df/dz is the block of the real part (and 1j times it the "
+                "block of the imaginary part). The outputs may be complex: their Jacobian is "
+                "complex.")
         if kind is None:
             raise DualgpuError(
                 f"{fname}: argument {p} is {value}; expected a float32/float64 array of 1 to "

@@ -145,3 +145,14 @@ def test_complex_dual_arrays_from_complex_arrays_and_parts():
     u = dual_array(np.ones(2), lanes=1)
     assert np.conj(u).values.tolist() == [1.0, 1.0] and np.real(u) is u
     assert np.imag(u).partials.tolist() == [[0.0, 0.0]]
+
+
+def test_complex_inputs_follow_jax_pairs_of_reals_convention():
+    z = np.array([0.3 + 0.2j, 0.5 - 0.1j])
+    with pytest.raises(dualgpu.errors.DualgpuError, match=r"argument 0 is complex.*real and "
+                       r"imaginary parts as two real arguments"):
+        dualgpu.jacobian(np.exp, z, progress=False)
+    jac_re, jac_im = dualgpu.jacobian(lambda re, im: np.exp(re + 1j * im), z.real, z.imag,
+                                      argnums=(0, 1), progress=False)
+    np.testing.assert_allclose(jac_re, np.diag(np.exp(z)), rtol=1e-15)  # holomorphic: df/dz
+    np.testing.assert_allclose(jac_im, 1j * jac_re, rtol=1e-15)
