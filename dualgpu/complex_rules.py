@@ -123,11 +123,10 @@ COMPLEX_NUMPY = {
     "angle": "phase",
 }
 
-#: Rules and numpy ufuncs that order numbers: refused for complex numbers.
+#: Rules and numpy ufuncs that order (or round down) numbers: refused for complex numbers.
 ORDERING = frozenset({
-    "lt", "le", "gt", "ge", "min", "max", "floordiv", "mod", "atan2", "hypot", "copysign",
-    "fmod", "remainder", "less", "less_equal", "greater", "greater_equal", "minimum",
-    "maximum", "fmin", "fmax", "floor_divide", "fabs", "arctan2",
+    "lt", "le", "gt", "ge", "min", "max", "floordiv", "mod", "less", "less_equal", "greater",
+    "greater_equal", "minimum", "maximum", "fmin", "fmax", "floor_divide", "remainder",
 })
 
 
@@ -145,7 +144,7 @@ def ordering_message(operation):
     a < b orders complex numbers, which have no order
     """
     return (
-        f"{operation} orders complex numbers, which have no order; numba and Python refuse it "
-        "too. Fix: compare a real quantity, e.g. abs(z) < r, z.real < x or (z * z.conjugate())"
+        f"{operation} orders complex numbers, which have no order (nor floor); numba and "
+        "Python refuse it too. Fix: compare a real quantity, e.g. abs(z) < r, z.real < x or (z * z.conjugate())"
         ".real, and differentiate that."
     )

@@ -12,6 +12,7 @@ import builtins
 import cmath
 import numbers
 import operator
+import sys
 
 import numpy as np
 
@@ -279,8 +280,14 @@ def complex_class(dual):
         __slots__ = ()
 
         def __complex__(self):
-            raise TypeError("complex(dual) would drop the partials; use d.value, or keep the "
-                            "dual (dualgpu.dcmath and numpy's ufuncs take it).")
+            # as float(dual): the message names the line (a store into a plain array, a
+            # cmath call outside a kernel...) and the fix that keeps the partials
+            message = hooks.float_message(sys._getframe(1))
+            for real, imaginary in (("float(Dual)", "complex(Dual)"), ("float()", "complex()"),
+                                    ("float array", "complex array"),
+                                    ("a Python float", "a Python complex")):
+                message = message.replace(real, imaginary)
+            raise TypeError(message)
 
         def __bool__(self):
             return bool(self.value)

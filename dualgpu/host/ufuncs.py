@@ -288,15 +288,17 @@ def _complex_factors(key):
 def _complex_call(ufunc, pairs, values, lanes, kwargs):
     """``ufunc`` with a complex operand: the complex rules (:mod:`dualgpu.complex_rules`)."""
     name = ufunc.__name__
+    if name in complex_rules.ORDERING:
+        raise TypeError(complex_rules.ordering_message(f"numpy.{name}"))
+    key = complex_rules.COMPLEX_NUMPY.get(name, rules.NUMPY_UFUNCS.get(name, name))
+    if name not in _VALUE_ONLY and key not in complex_rules.COMPLEX_RULES:
+        complex_dual.rule_of(key, f"numpy.{name} of a complex operand")  # raises, naming it
     ans = np.asarray(ufunc(*values, **kwargs))
     if name in _VALUE_ONLY:
-        if name in complex_rules.ORDERING:
-            raise TypeError(complex_rules.ordering_message(f"numpy.{name}"))
         if ans.dtype.kind not in "fc":
             return wrap(ans, None)
         return wrap(ans, np.zeros((lanes,) + ans.shape, ans.dtype))
-    return wrap(ans, complex_partials(complex_rules.COMPLEX_NUMPY.get(name, name), pairs,
-                                      values, ans, lanes, f"numpy.{name}"))
+    return wrap(ans, complex_partials(key, pairs, values, ans, lanes, f"numpy.{name}"))
 
 
 def complex_partials(key, pairs, values, ans, lanes, what):
