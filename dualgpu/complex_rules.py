@@ -141,7 +141,7 @@ def ordering_message(operation):
     Examples
     --------
     >>> print(ordering_message("a < b").split(";")[0])
-    a < b orders complex numbers, which have no order
+    a < b orders complex numbers, which have no order (nor floor)
     """
     return (
         f"{operation} orders complex numbers, which have no order (nor floor); numba and "
