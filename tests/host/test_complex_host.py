@@ -156,3 +156,33 @@ def test_complex_inputs_follow_jax_pairs_of_reals_convention():
                                       argnums=(0, 1), progress=False)
     np.testing.assert_allclose(jac_re, np.diag(np.exp(z)), rtol=1e-15)  # holomorphic: df/dz
     np.testing.assert_allclose(jac_im, 1j * jac_re, rtol=1e-15)
+
+
+# --- host numpy functions on complex dual arrays -------------------------------------------
+_M = np.random.default_rng(11).standard_normal((6, 6)) * (1 + 0.5j)
+HOST_FUNCTIONS = {
+    "sum": np.sum, "mean": np.mean, "prod": np.prod, "cumsum": np.cumsum, "var": np.var,
+    "std": np.std, "norm": np.linalg.norm, "dot": lambda z: np.dot(_M, z),
+    "matmul": lambda z: z @ _M, "einsum": lambda z: np.einsum("ij,j->i", _M, z),
+    "outer": lambda z: np.outer(z, z), "inner": lambda z: np.inner(z, z),
+    "tensordot": lambda z: np.tensordot(_M, z, axes=1), "solve": lambda z: np.linalg.solve(_M, z),
+    "inv": lambda z: np.linalg.inv(np.outer(z, z) + np.eye(6)),
+    "convolve": lambda z: np.convolve(z, z), "trapezoid": np.trapezoid,
+    "average": lambda z: np.average(z, weights=np.arange(1.0, 7.0)),
+    "shapes": lambda z: np.concatenate([np.roll(z, 2), np.pad(np.flip(z), 1), np.diff(z)]),
+    "where": lambda z: np.where(np.arange(6) > 2, z, z * z), "index": lambda z: z[1:4] * z[2],
+    "sorted |z|": lambda z: np.sort(np.abs(z)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(HOST_FUNCTIONS))
+def test_host_functions_on_complex_dual_arrays(name):
+    rng = np.random.default_rng(5)
+    z = rng.standard_normal(6) + 1j * rng.standard_normal(6)
+    dz = rng.standard_normal(6) + 1j * rng.standard_normal(6)
+    function = HOST_FUNCTIONS[name]
+    result = function(DualArray(z.copy(), dz[None].copy()))
+    value = result.values if isinstance(result, DualArray) else result.value
+    np.testing.assert_array_equal(value, function(z))
+    expected = central_difference(function, [z], [dz])
+    assert_tangent_close(result.partials[0], expected, np.complex128, name)
