@@ -12,7 +12,7 @@ Examples
 3
 """
 from dualgpu.autodiff.coloring import Coloring, check_coloring, color_columns
-from dualgpu.autodiff.sparse import BITS_PER_LANE, detect_sparsity, sparse_jacobian, to_dense
+from dualgpu.autodiff.sparse import detect_sparsity, sparse_jacobian, to_dense
 from dualgpu.autodiff.sparsity import as_pattern, banded_pattern, stencil_pattern_2d
 
 __all__ = [

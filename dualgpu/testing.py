@@ -27,6 +27,11 @@ its derivative). An entry then fails only where it differs by more than the
 tolerance plus that estimate, and the estimate never covers more than
 ``MAX_FD_ERROR`` (10 %) of the derivative, so a dropped partial is always caught.
 """
+from __future__ import annotations
+
+from typing import Any, Sequence
+from dualgpu.core.hints import ArgNums, ArrayLike, Function
+
 import warnings
 
 import numpy as np
@@ -220,8 +225,10 @@ def _tolerances(dtype, rtol, atol, eps):
             EPS[dtype] if eps is None else float(eps))
 
 
-def check_jvp(f, primals, tangents=None, *, rtol=None, atol=None, eps=None, seed=0,
-              argnums=None):
+def check_jvp(f: Function, primals: Sequence[ArrayLike],
+              tangents: Sequence[ArrayLike] | None = None, *, rtol: float | None = None,
+              atol: float | None = None, eps: float | None = None, seed: int = 0,
+              argnums: ArgNums | None = None) -> Any:
     """Check ``dualgpu.jvp(f, primals, tangents)`` against a central finite difference.
 
     Parameters
@@ -276,8 +283,10 @@ def check_jvp(f, primals, tangents=None, *, rtol=None, atol=None, eps=None, seed
                   f"check_jvp of {getattr(f, '__name__', 'f')}")
 
 
-def check_jacobian(f, *args, argnums=0, chunk_size=None, n_directions=3, rtol=None,
-                   atol=None, eps=None, seed=0):
+def check_jacobian(f: Function, *args: Any, argnums: ArgNums = 0,
+                   chunk_size: int | None = None, n_directions: int = 3,
+                   rtol: float | None = None, atol: float | None = None,
+                   eps: float | None = None, seed: int = 0) -> Any:
     """Return the largest relative error of ``dualgpu.jacobian(f, *args, argnums=argnums)``.
 
     Takes f's arguments the way :func:`dualgpu.jacobian` does. The Jacobian is
@@ -353,7 +362,7 @@ def check_jacobian(f, *args, argnums=0, chunk_size=None, n_directions=3, rtol=No
         tangents = _random_tangents(args, positions, rng)
         ad = []
         for blocks in per_output:
-            total = 0.0
+            total: Any = 0.0
             for p, block in zip(positions, blocks):
                 v = np.asarray(tangents[p], np.float64)
                 total = total + np.tensordot(block.astype(np.float64), v, axes=v.ndim)

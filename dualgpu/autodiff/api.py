@@ -9,6 +9,11 @@ the derivatives; :mod:`dualgpu.autodiff.engine` explains how (chunks, tiles, mem
 :mod:`dualgpu.autodiff.distributed` runs the chunks on an executor's workers
 (``executor=``). Lanes per tile: :func:`dualgpu.core.lanes.default_chunk_size`.
 """
+from __future__ import annotations
+
+from typing import Any, Callable, Sequence
+from dualgpu.core.hints import ArgNums, ArrayLike, Executor, Function, JacobianResult, Progress, Sparsity
+
 import numpy as np
 
 from dualgpu.autodiff._protect import protect
@@ -28,8 +33,9 @@ __all__ = ["jvp", "jvp_batch", "jacfwd", "jacobian", "JacobianOf"]
 # ---------------------------------------------------------------------------
 # Jacobians
 # ---------------------------------------------------------------------------
-def jacobian(f, *args, argnums=0, chunk_size=None, progress=None, sparsity=None, validate=False,
-             executor=None):
+def jacobian(f: Function, *args: Any, argnums: ArgNums = 0, chunk_size: int | None = None,
+             progress: Progress = None, sparsity: Sparsity = None, validate: bool = False,
+             executor: Executor = None) -> JacobianResult:
     """Return the Jacobian of ``f(*args)`` with respect to ``args[argnums]``.
 
     Parameters
@@ -88,8 +94,9 @@ def jacobian(f, *args, argnums=0, chunk_size=None, progress=None, sparsity=None,
                           chunk_runner(executor))
 
 
-def jacfwd(f, argnums=0, *, chunk_size=None, progress=None, sparsity=None, validate=False,
-           executor=None):
+def jacfwd(f: Function, argnums: ArgNums = 0, *, chunk_size: int | None = None,
+           progress: Progress = None, sparsity: Sparsity = None, validate: bool = False,
+           executor: Executor = None) -> Callable[..., JacobianResult]:
     """Return a function computing the Jacobian of ``f`` (forward mode, like ``jax.jacfwd``).
 
     The returned function takes f's arguments (keyword arguments pass through
@@ -260,7 +267,9 @@ def _tangent_inputs(primals, tangents, batch, fname):
     return inputs, seeds, (size_b if batch else 1)
 
 
-def jvp_batch(f, primals, tangents, *, chunk_size=None, progress=None, executor=None):
+def jvp_batch(f: Function, primals: Sequence[ArrayLike], tangents: Sequence[ArrayLike], *,
+              chunk_size: int | None = None, progress: Progress = None,
+              executor: Executor = None) -> tuple[Any, Any]:
     """Return ``(outputs, output_tangents)`` for a batch of B tangent directions.
 
     Each tangent is None (argument not differentiated) or an array of shape
@@ -327,7 +336,8 @@ def jvp_batch(f, primals, tangents, *, chunk_size=None, progress=None, executor=
     return outs, (tuple(tangents_out) if is_tuple else tangents_out[0])
 
 
-def jvp(f, primals, tangents):
+def jvp(f: Function, primals: Sequence[ArrayLike],
+        tangents: Sequence[ArrayLike]) -> tuple[Any, Any]:
     """Return ``(outputs, output_tangents)``: f's outputs and their directional derivatives.
 
     Like ``jax.jvp``: ``primals`` is the tuple of f's positional arguments and

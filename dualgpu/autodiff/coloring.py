@@ -31,6 +31,8 @@ Examples
 >>> bool(np.all(coloring.recover(B).toarray() == J))
 True
 """
+from typing import Any
+
 import numpy as np
 import scipy.sparse as sp
 from numba import njit
@@ -328,7 +330,7 @@ def _count_colors(colors):
     return int(colors.max()) + 1 if colors.size else 0
 
 
-def check_coloring(pattern, colors):
+def check_coloring(pattern: Any, colors: Any) -> None:
     """Raise if two columns of one color share a nonzero row of ``pattern``.
 
     Parameters
@@ -698,7 +700,8 @@ def _structured(name, pattern, grid, upper):
     return None
 
 
-def color_columns(pattern, order="best", shape=None, grid=None):
+def color_columns(pattern: Any, order: str = "best", shape: tuple[int, ...] | None = None,
+                  grid: tuple[int, ...] | None = None) -> Coloring:
     """Return a :class:`Coloring` of the columns of ``pattern``: columns sharing a row differ.
 
     Parameters

@@ -634,8 +634,8 @@ class _GivenSeeds:
         self.seeds = seeds
 
     def __call__(self, inputs, start, count):
-        for item, seed in zip(inputs, self.seeds):
-            item.lanes_buffer[:count] = seed[start:start + count]
+        for item, given in zip(inputs, self.seeds):
+            item.lanes_buffer[:count] = given[start:start + count]
 
 
 def _by_position(inputs, nargs):

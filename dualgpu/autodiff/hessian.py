@@ -10,6 +10,11 @@ Cost, for n differentiated inputs and the default chunk size N (at most 8):
 ``hvp`` runs f ceil(n / N) times with duals of (1 + 1)(1 + N) floats;
 ``hessian`` runs it ceil(n / N)^2 times with (1 + N)(1 + N) floats.
 """
+from __future__ import annotations
+
+from typing import Any, Sequence
+from dualgpu.core.hints import ArgNums, ArrayLike, Executor, Function, Progress
+
 import numpy as np
 
 from dualgpu.autodiff.api import jacfwd, jacobian, jvp
@@ -31,7 +36,8 @@ def _positions(primals, tangents, fname):
     return primals, tangents, positions
 
 
-def hvp(f, primals, tangents, *, chunk_size=None):
+def hvp(f: Function, primals: Sequence[ArrayLike], tangents: Sequence[ArrayLike], *,
+        chunk_size: int | None = None) -> tuple[Any, Any]:
     """Return the Hessian-vector product ``H v`` of a scalar-valued ``f`` at ``primals``.
 
     Forward over forward: one outer lane along ``v`` over the gradient of f,
@@ -84,7 +90,8 @@ def hvp(f, primals, tangents, *, chunk_size=None):
     return products if len(positions) > 1 else products[0]
 
 
-def hessian(f, *args, argnums=0, chunk_size=None, progress=None, executor=None):
+def hessian(f: Function, *args: Any, argnums: ArgNums = 0, chunk_size: int | None = None,
+            progress: Progress = None, executor: Executor = None) -> Any:
     """Return the Hessian of ``f(*args)`` with respect to ``args[argnums]`` (forward over forward).
 
     Meant for small inputs: n inputs cost ``ceil(n / N)**2`` runs of f. Like

@@ -34,6 +34,8 @@ from numba.core.target_extension import current_target
 from dualgpu import nansafe, rules
 from dualgpu.core.dual import Dual
 from dualgpu.core.int_power import float_int_power
+from dualgpu.core.traced_branch import (GLOBAL_BRANCH_MESSAGE, is_global_tracer,
+                                        refuse_traced_branch)
 from dualgpu.errors import MissingRuleError, complex_dual_message, missing_rule_message
 from dualgpu.compiled.attributes import lanes_attribute
 from dualgpu.compiled.lowering import RuleSpec, lower_call, register_lowered, rule_codegen, value_of
@@ -191,22 +193,11 @@ def _register_rule(fn, rule_name, rule):
                      f"dualgpu_{rule_name}")
 
 
-#: Raised (from compiled code) where a global sparsity tracer meets a branch on a traced value;
-#: :func:`dualgpu.autodiff.sparse.detect_sparsity` turns it into a DualgpuError that names the fix.
-GLOBAL_BRANCH_MESSAGE = (
-    "dualgpu global sparsity: a kernel compares, rounds or converts a value that depends on "
-    "the input")
-
-
-@register_jitable
-def _refuse_traced_branch(partials):
-    for lane in partials:
-        if lane != 0:
-            raise ValueError(GLOBAL_BRANCH_MESSAGE)
+_refuse_traced_branch = refuse_traced_branch
 
 
 def _is_global(t):
-    return isinstance(t, DualType) and t.tracer == "global"
+    return isinstance(t, DualType) and is_global_tracer(t)
 
 
 def _register_value_only(fn, dotted):

@@ -7,6 +7,11 @@ with ``dualgpu.float32(p)`` instead: it is ``np.float32(p)`` for plain numbers a
 arrays, and keeps the lanes of Duals and DualArrays, so the same line runs with and
 without the driver.
 """
+from __future__ import annotations
+
+from typing import Any
+import numpy.typing as npt
+
 import numbers
 
 import numpy as np
@@ -18,7 +23,7 @@ from dualgpu.core.object_arrays import from_object_array
 __all__ = ["astype", "float32", "float64", "astype_dual_array"]
 
 
-def astype(x, dtype):
+def astype(x: Any, dtype: npt.DTypeLike) -> Any:
     """Return ``x`` cast to ``dtype``, keeping its partials when it is a dual.
 
     Parameters
@@ -54,7 +59,7 @@ def astype(x, dtype):
     if isinstance(x, np.ndarray):
         return x.astype(dtype)
     if isinstance(x, (numbers.Number, np.generic)):
-        return dtype.type(x)
+        return dtype.type(x)  # type: ignore[call-overload]
     if isinstance(x, (list, tuple)):
         return _cast_sequence(x, dtype)
     return np.asarray(x).astype(dtype)
@@ -69,7 +74,7 @@ def _cast_sequence(items, dtype):
     return stacked.astype(dtype)
 
 
-def float32(x):
+def float32(x: Any) -> Any:
     """Return ``x`` as float32: ``np.float32(x)`` that keeps a dual's partials.
 
     Parameters
@@ -94,7 +99,7 @@ def float32(x):
     return astype(x, np.float32)
 
 
-def float64(x):
+def float64(x: Any) -> Any:
     """Return ``x`` as float64: ``np.float64(x)`` that keeps a dual's partials.
 
     Parameters

@@ -282,6 +282,8 @@ def complex_class(dual):
         def __complex__(self):
             # as float(dual): the message names the line (a store into a plain array, a
             # cmath call outside a kernel...) and the fix that keeps the partials
+            if hooks.values_followed():  # a store into a kept host buffer (as __float__)
+                return complex(self.value)
             message = hooks.float_message(sys._getframe(1))
             for real, imaginary in (("float(Dual)", "complex(Dual)"), ("float()", "complex()"),
                                     ("float array", "complex array"),

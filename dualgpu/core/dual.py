@@ -18,6 +18,7 @@ import numpy as np
 from dualgpu import nansafe, rules
 from dualgpu.core import _primals, complex_dual, hooks
 from dualgpu.core._expressions import expression
+from dualgpu.core.traced_branch import refuse_traced_python
 from dualgpu.errors import DualgpuError
 
 __all__ = [
@@ -240,10 +241,29 @@ class Dual:
         return f"Dual({self.value!r}, {self.partials.tolist()!r}, dtype={self.dtype}{tag})"
 
     # -- conversions ------------------------------------------------------------
+    def tolist(self):
+        """Return the Dual itself, as a copy (numpy's ``scalar.tolist()`` gives the Python
+        scalar; ``DualArray.tolist()`` gives Duals, and this Dual for a 0-d array).
+
+        Examples
+        --------
+        >>> import dualgpu
+        >>> d = dualgpu.Dual(2.0, [1.0, 0.5])
+        >>> e = d.tolist()
+        >>> (float(e.value), e.partials.tolist(), e is d)
+        (2.0, [1.0, 0.5], False)
+        """
+        partials = self.partials.copy() if isinstance(self.partials, np.ndarray) \
+            else self.partials
+        return type(self)(self.value, partials, tag=self.tag) if self.tag \
+            else type(self)(self.value, partials)
+
     def __float__(self):
         # the message names the host line that needs a float and its fix: a store into a
         # plain numpy buffer (state[0] = p, dualgpu.host.buffers), math.*, float(), np.float32
         # (dualgpu.core._host_lines); dualgpu.host installs it into hooks.float_message
+        if hooks.values_followed():  # a store into a kept host buffer, its partials kept
+            return self._primal()
         raise TypeError(hooks.float_message(sys._getframe(1)))
 
     def __complex__(self):
@@ -256,23 +276,29 @@ class Dual:
             value = value.value
         return float(value)
 
+    def _decided(self):
+        # the value, for a conversion that can choose an index or a branch: a global
+        # sparsity tracer refuses it (dualgpu.core.traced_branch)
+        refuse_traced_python(self.partials)
+        return self._primal()
+
     def __int__(self):
-        return int(self._primal())
+        return int(self._decided())
 
     def __bool__(self):
-        return bool(self._primal())
+        return bool(self._decided())
 
     def __round__(self, ndigits=None):
-        return round(self._primal(), ndigits) if ndigits is not None else round(self._primal())
+        return round(self._decided(), ndigits) if ndigits is not None else round(self._decided())
 
     def __floor__(self):
-        return math.floor(self._primal())
+        return math.floor(self._decided())
 
     def __ceil__(self):
-        return math.ceil(self._primal())
+        return math.ceil(self._decided())
 
     def __trunc__(self):
-        return math.trunc(self._primal())
+        return math.trunc(self._decided())
 
     __hash__ = None
 
@@ -285,6 +311,7 @@ class Dual:
         """
         dtype = np.dtype(dtype)
         if dtype.kind != "f":
+            refuse_traced_python(self.partials)
             return dtype.type(self.value)
         return Dual(self.value, self.partials, dtype=dtype)
 

@@ -24,11 +24,12 @@ import ast
 import numpy as np
 
 from dualgpu import complex_rules, rules
-from dualgpu.core import complex_dual
+from dualgpu.core import complex_dual, hooks
 from dualgpu.core._expressions import expression
 from dualgpu.core.dual import _EXPRESSION_NAMESPACE
 from dualgpu.core.dualarray import DualArray
 from dualgpu.errors import DualgpuError, MissingRuleError
+from dualgpu.host import buffers as host_buffers
 from dualgpu.host.indexing import lanes_last_key
 from dualgpu.host.operands import common_lanes, full_partials, is_dual, lift, shape_of, split, wrap
 
@@ -199,11 +200,9 @@ def _store(ufunc, result, out):
     if out is None:
         return result
     if not isinstance(out, DualArray) and is_dual(result):
-        raise DualgpuError(
-            f"numpy.{ufunc.__name__}(..., out={type(out).__name__}) would drop the partials "
-            "of the dual answer. Fix: pass a DualArray as out (dualgpu.cuda.device_array_like "
-            "or np.zeros_like(dual_array)), or omit out."
-        )
+        if not hooks.values_followed():  # a line dualgpu.host.host_writes replayed: values
+            # para += delta into a plain array: kept under keep_host_buffers, else refused
+            return host_buffers.store_out(ufunc.__name__, out, result)
     out[...] = result
     return out
 

@@ -4,13 +4,18 @@
 into a differentiable JAX function; see :mod:`dualgpu.interop.jax`. JAX is imported only
 when :func:`to_jax` is called, so ``import dualgpu`` never needs it.
 """
+from __future__ import annotations
+
+from typing import Any, Callable
+from dualgpu.core.hints import Function
+
 from dualgpu.interop.jax import JaxBridgeCostWarning
 from dualgpu.interop.jax import to_jax as _to_jax
 
 __all__ = ["to_jax", "JaxBridgeCostWarning"]
 
 
-def to_jax(f, **options):
+def to_jax(f: Function, **options: Any) -> Callable[..., Any]:
     """Wrap a simulation function as a differentiable JAX function (see :func:`dualgpu.interop.jax.to_jax`).
 
     JAX is imported when the returned function is first called, not by ``import dualgpu``

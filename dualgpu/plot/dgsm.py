@@ -6,6 +6,9 @@ Both draw on a headless :class:`matplotlib.figure.Figure`, like the rest of
 reachable as ``dualgpu.sensitivity.dgsm_bars`` (and ``dgsm_maps``) and as the result's
 ``plot()`` and ``plot_maps()`` methods.
 """
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Sequence
 import numpy as np
 from matplotlib import colormaps
 from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -15,6 +18,10 @@ from dualgpu.errors import DualgpuError
 from dualgpu.plot._base import (
     NAN_COLOR, NEGATIVE_COLOR, POSITIVE_COLOR, ZERO_COLOR, _figure_and_axes,
 )
+
+if TYPE_CHECKING:  # matplotlib loads on first use
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
 
 __all__ = ["dgsm_bars", "dgsm_maps"]
 
@@ -41,7 +48,9 @@ def _sign_word(mu):
     return "no mean effect"
 
 
-def dgsm_bars(result, *, output=None, measure="total_upper", ax=None, title=None, top=None):
+def dgsm_bars(result: Any, *, output: int | None = None, measure: str = "total_upper",
+              ax: Axes | None = None, title: str | None = None,
+              top: int | None = None) -> tuple[Figure, Axes]:
     """Ranked horizontal bars of one measure, with its confidence intervals.
 
     With ``measure="total_upper"`` (default) SALib's Sobol total index is drawn
@@ -140,8 +149,10 @@ def dgsm_bars(result, *, output=None, measure="total_upper", ax=None, title=None
     return fig, ax
 
 
-def dgsm_maps(result, *, measure="total_upper", names=None, extent=None, axis=None,
-              xlabel="x", ylabel="y", title=None, shared_scale=True):
+def dgsm_maps(result: Any, *, measure: str = "total_upper",
+              names: Sequence[str] | None = None, extent: Sequence[float] | None = None,
+              axis: int | None = None, xlabel: str = "x", ylabel: str = "y",
+              title: str | None = None, shared_scale: bool = True) -> tuple[Figure, Any]:
     """Sensitivity maps of a field output: one panel per parameter (2-D fields), or one image
     of parameters x positions (1-D fields, e.g. a time series).
 

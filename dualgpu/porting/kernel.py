@@ -7,6 +7,10 @@ arguments it compiles a dual specialisation. Which backend runs it is decided at
 launch time (:mod:`dualgpu.core.selection`); compiled backends are cached per kernel,
 and their specialisations per argument types.
 """
+from __future__ import annotations
+
+from typing import Any, Callable
+
 import ast
 import functools
 import inspect
@@ -487,6 +491,7 @@ class Kernel:
         else:
             names = self._stored_plain_arrays(args)
         at = f" (at {where})" if where else ""
+        names = [_aliased_param(self._source_tree, n, self._params) for n in names]
         if names and not all(n in self._params for n in names):
             return (
                 f"kernel {self.__name__} stores a dual into {', '.join(names)}{at}, an array "
@@ -529,6 +534,26 @@ class Kernel:
             f"kernel {self.__name__} stores a dual into {which}, which would drop its partials. "
             + fix
         )
+
+
+def _aliased_param(tree, name, params):
+    """The kernel parameter that the local ``name`` is a view of (``row = I_nu[k]``,
+    ``row = I_nu[k][1:]``, through other such locals), or ``name`` itself."""
+    seen = set()
+    while tree is not None and name not in params and name not in seen:
+        seen.add(name)
+        bases = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Assign) and any(
+                    isinstance(t, ast.Name) and t.id == name for t in node.targets):
+                value = node.value
+                while isinstance(value, ast.Subscript):
+                    value = value.value
+                bases.add(value.id if isinstance(value, ast.Name) else None)
+        if len(bases) != 1 or None in bases:
+            break
+        name = bases.pop()
+    return name
 
 
 def _dual_store_target(exc):
@@ -589,7 +614,8 @@ def flat_kernel(kernel, shape):
     return Kernel(namespace[name], options)
 
 
-def jit(func_or_sig=None, device=False, **options):
+def jit(func_or_sig: Callable[..., Any] | str | Any = None, device: bool = False,
+        **options: Any) -> Any:
     """Decorate a numba.cuda kernel or device function so that it also propagates tangents.
 
     Accepts the same options as ``numba.cuda.jit`` and works as ``@dualgpu.jit``,

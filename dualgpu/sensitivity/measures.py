@@ -16,6 +16,10 @@ strongly non-linear ones; a small bound proves a parameter unimportant, a
 large one says "possibly important" — compare with a Sobol index when in
 doubt (:func:`dualgpu.sensitivity.salib_sobol`).
 """
+from __future__ import annotations
+
+from typing import Any, Callable
+import numpy.typing as npt
 import warnings
 
 import numpy as np
@@ -62,8 +66,10 @@ def _non_finite_report(problem, X, bad):
             f"samples ({shown}{more})")
 
 
-def analyze(problem, X, Y, G, *, resamples=1000, conf_level=0.95, seed=None,
-            non_finite="raise", dual_runs=0, units=None, output_name=None):
+def analyze(problem: Any, X: npt.ArrayLike, Y: npt.ArrayLike, G: npt.ArrayLike, *,
+            resamples: int = 1000, conf_level: float = 0.95, seed: int | None = None,
+            non_finite: str = "raise", dual_runs: int = 0, units: Any = None,
+            output_name: str | None = None) -> DGSMResult:
     """Return the DGSM measures of given samples, outputs and derivatives.
 
     Use it with derivatives you already have, e.g. from SALib's samples;
@@ -168,9 +174,12 @@ def analyze(problem, X, Y, G, *, resamples=1000, conf_level=0.95, seed=None,
         samples=X, outputs=Y, dropped=bad, dual_runs=dual_runs, conf_level=conf_level)
 
 
-def dgsm(f, problem, n, *, seed=None, batched=False, method="sobol", dtype=np.float64,
-         samples=None, resamples=1000, conf_level=0.95, non_finite="raise", chunk_size=None,
-         executor=None, progress=None, units=None, output_name=None):
+def dgsm(f: Callable[..., Any], problem: Any, n: int, *, seed: int | None = None,
+         batched: bool = False, method: str = "sobol", dtype: npt.DTypeLike = np.float64,
+         samples: npt.ArrayLike | None = None, resamples: int = 1000,
+         conf_level: float = 0.95, non_finite: str = "raise", chunk_size: int | None = None,
+         executor: Any = None, progress: bool | None = None, units: Any = None,
+         output_name: str | None = None) -> DGSMResult:
     """Derivative-based global sensitivity of a model over its parameters' ranges.
 
     Samples the parameters (scrambled Sobol' points mapped to their

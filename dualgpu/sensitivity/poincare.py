@@ -54,6 +54,9 @@ Examples
 >>> round(poincare_constant("triang", (0.0, 1.0, 0.5)), 4)
 0.0432
 """
+from __future__ import annotations
+
+from typing import Any, Sequence
 import functools
 import math
 
@@ -117,7 +120,7 @@ def _triangle_kappa(peak):
     return 1.0 / lam
 
 
-def poincare_constant(dist, bounds):
+def poincare_constant(dist: Any, bounds: Sequence[float]) -> float:
     """Return the Poincaré constant ``C`` of one parameter's distribution.
 
     Parameters

@@ -83,10 +83,12 @@ def _dim3(value, what, kernel):
 
 
 def _tracer_launch(args):
-    """True when the launch's duals are sparsity tracers (uint64 dependency-bitset lanes)."""
+    """The tracer mode of the launch's duals: True for local sparsity tracers (uint64
+    dependency-bitset lanes), ``"global"`` for global ones (int64), False otherwise."""
     for arg in args:
         if isinstance(arg, (Dual, DualArray)):
-            return np.asarray(arg.partials).dtype == np.uint64
+            dtype = np.asarray(arg.partials).dtype
+            return True if dtype == np.uint64 else "global" if dtype == np.int64 else False
     return False
 
 
@@ -191,7 +193,7 @@ class CpuKernel(LaneTiles):
             return None
         options = {"fastmath": self.fastmath, "nrt": nrt}
         if tracer:
-            options["tracer"] = True
+            options["tracer"] = tracer
         try:
             return cpu_cache.translation_key(self._translation, lanes, unguarded, options)
         except cpu_cache.Uncacheable:

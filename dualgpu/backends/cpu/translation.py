@@ -19,7 +19,7 @@ from dualgpu.backends.common import translate as _translate
 from dualgpu.backends.common.translate import Namespace
 from dualgpu.backends.cpu import BACKEND, COMPILED_CODE_ONLY
 from dualgpu.backends.cpu.guards import find_guard
-from dualgpu.backends.cpu.intrinsics import RUNTIME, stack_array, tracer_local_array
+from dualgpu.backends.cpu.intrinsics import RUNTIME, TRACER_LOCAL_ARRAYS, stack_array
 from dualgpu.backends.cpu.launchers import CONTEXT
 from dualgpu.backends.cpu.rewrite import AXES, CpuRewriter
 
@@ -128,7 +128,8 @@ class Translation:
         """Return the rewritten Python function for ``lanes`` (not yet jitted).
 
         ``unguarded``: the kernel without its hoisted bounds guard (``self.guard``).
-        ``tracer``: the lanes are sparsity tracers (float scratch gets uint64 lanes).
+        ``tracer``: the lanes are sparsity tracers (float scratch gets tracer lanes: uint64
+        for ``True``, int64 for ``"global"``).
         """
         lanes = lanes if self.lanes_dependent else 0
         values = dict(self.namespace.values)
@@ -136,16 +137,17 @@ class Translation:
         if not lanes:  # plain scratch on the stack: no allocation, no NRT needed
             values["_dg_local_array"] = stack_array
         elif tracer:
-            values["_dg_local_array"] = tracer_local_array
+            values["_dg_local_array"] = TRACER_LOCAL_ARRAYS[tracer]
         tree = self.guard.tree if unguarded else self.tree
         return _translate.compile_function(tree, values, self.filename), values
 
     def build(self, lanes, fastmath, unguarded=False, tracer=False, **options):
         """Return the njit dispatcher of this function for ``lanes`` (cached).
 
-        ``tracer``: a sparsity-detection build (tracer lanes in local scratch).
+        ``tracer``: a sparsity-detection build (tracer lanes in local scratch): False, True
+        (local) or ``"global"``.
         """
-        tracer = bool(tracer and lanes and self.lanes_dependent)
+        tracer = tracer if tracer and lanes and self.lanes_dependent else False
         key = (
             lanes if self.lanes_dependent else 0, fastmath, unguarded, tracer,
             tuple(sorted(options.items())),

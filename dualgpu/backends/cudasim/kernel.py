@@ -231,7 +231,7 @@ def uses_grid_group(py_func, _seen=None):
 
 def _filled(cell):
     try:
-        cell.cell_contents
+        cell.cell_contents  # noqa: B018 (reading an empty cell raises)
     except ValueError:
         return False
     return True
