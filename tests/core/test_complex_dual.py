@@ -101,3 +101,11 @@ def test_unsupported_complex_operations_name_themselves():
         np.hypot(w, 1.0)
     with pytest.raises(DualgpuError, match="nested derivative"):
         Dual(Dual(1.0, [1.0]), [Dual(0.0, [0.0])], tag=1) * 1j
+
+
+def test_values_are_the_plain_codes_bit_for_bit():
+    z = np.complex128(0.3 + 1.7j)
+    w = Dual(z, [1.0])
+    assert (w ** 2).value == z ** 2 and (w * 3 - 1j).value == z * 3 - 1j
+    assert dcmath.exp(w).value == cmath.exp(z) and np.exp(w).value == np.exp(z)
+    assert abs(w).value == abs(z) and dcmath.phase(w).value == cmath.phase(z)
