@@ -98,3 +98,18 @@ def test_complex_rule_in_a_simulated_kernel(key, dtype):
         rule_kernel(FORMS[key], nargs)[1, 4](*operands, out)
     expected = central_difference(NUMPY[key], [v for v, _ in drawn], [t for _, t in drawn])
     assert_tangent_close(out.partials[0], expected, dtype, f"{key} in a simulated kernel")
+
+
+def test_compiled_code_refuses_complex_duals_naming_cudasim():
+    """Complex duals are not compiled yet: the cpu backend and @njit say where they run."""
+    from numba import njit
+    from numba.core.errors import TypingError
+
+    psi = dualgpu.dual_array(np.exp(1j * np.linspace(0, 1, 4)), lanes=1)
+    out = dualgpu.dual_array(np.zeros(4, complex), lanes=1)
+    with dualgpu.using_backend("cpu"):
+        with pytest.raises(dualgpu.DualgpuError, match=r"DualArray of complex128: complex dual "
+                           r"arrays run on the host and in kernels on the cudasim backend"):
+            phase_shift[1, 4](psi, out, np.ones(4), 0.1)
+    with pytest.raises(TypingError, match=r"Dual of complex128: complex duals run.*cudasim"):
+        njit(lambda z: z * 2)(dualgpu.Dual(1j, [1.0]))
