@@ -13,8 +13,9 @@ from the start moves by one, past the lane axis). ``n=``, ``s=``, ``axis=``, ``a
   ``ifftshift`` (through ``__array_function__``);
 * ``scipy.fft``: the same transforms and ``hfft2``/``hfftn``, ``dct``, ``idct``, ``dst``,
   ``idst``, ``dctn``, ``idctn``, ``dstn``, ``idstn``, through a uarray backend that
-  dualgpu sets as scipy.fft's global backend on import: it handles calls with a dual and
-  hands every other call to SciPy's own backend unchanged. A backend you set with
+  dualgpu sets as scipy.fft's global backend when scipy.fft is imported (before or after
+  dualgpu; dualgpu itself does not import it): it handles calls with a dual and hands every
+  other call to SciPy's own backend unchanged. A backend you set with
   ``scipy.fft.set_backend`` inside a ``with`` block is tried first (and gets the dual).
   ``overwrite_x=True`` is ignored for duals (their arrays are never overwritten);
   ``workers=`` is honoured.
@@ -30,11 +31,12 @@ Examples
 >>> bool(np.allclose(power.partials[:, 0], 2 * np.sum(u.values)))  # d|U0|^2/du_k = 2 U0
 True
 """
+import importlib.abc
+import importlib.util
 import inspect
+import sys
 
 import numpy as np
-import scipy.fft
-from scipy.fft._backend import _ScipyBackend
 
 from dualgpu.errors import DualgpuError
 from dualgpu.host.operands import is_dual, registrar, split, wrap
@@ -137,13 +139,10 @@ for _name in NUMPY_TRANSFORMS:
 
 
 # ---------------------------------------------------------------------------
-# scipy.fft: a uarray backend
+# scipy.fft: a uarray backend, installed when scipy.fft is imported (importing it costs time)
 # ---------------------------------------------------------------------------
 def _holds_dual(args, kwargs):
     return any(is_dual(a) for a in args) or any(is_dual(a) for a in kwargs.values())
-
-
-_SIGNATURES = {name: inspect.signature(getattr(scipy.fft, name)) for name in SCIPY_TRANSFORMS}
 
 
 class DualBackend:
@@ -154,13 +153,15 @@ class DualBackend:
     """
 
     __ua_domain__ = "numpy.scipy.fft"
+    scipy_backend = None  # SciPy's own backend, set by install_scipy_backend
+    signatures = {}
 
-    @staticmethod
-    def __ua_function__(method, args, kwargs):
+    @classmethod
+    def __ua_function__(cls, method, args, kwargs):
         name = method.__name__
         if not _holds_dual(args, kwargs):
-            return _ScipyBackend.__ua_function__(method, args, kwargs)
-        signature = _SIGNATURES.get(name)
+            return cls.scipy_backend.__ua_function__(method, args, kwargs)
+        signature = cls.signatures.get(name)
         fname = f"scipy.fft.{name}"
         if signature is None:
             raise DualgpuError(
@@ -171,9 +172,43 @@ class DualBackend:
         bound.apply_defaults()
 
         def function(**arguments):
-            return _ScipyBackend.__ua_function__(method, (), arguments)
+            return cls.scipy_backend.__ua_function__(method, (), arguments)
 
         return transform(function, fname, signature, bound)
 
 
-scipy.fft.set_global_backend(DualBackend)
+def install_scipy_backend(module):
+    """Make :class:`DualBackend` scipy.fft's global backend (``module`` is scipy.fft)."""
+    from scipy.fft._backend import _ScipyBackend
+
+    DualBackend.scipy_backend = _ScipyBackend
+    DualBackend.signatures = {name: inspect.signature(getattr(module, name))
+                              for name in SCIPY_TRANSFORMS}
+    module.set_global_backend(DualBackend)
+
+
+class _ScipyFFTHook(importlib.abc.MetaPathFinder):
+    """Installs the backend right after the first ``import scipy.fft`` (by anyone)."""
+
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname != "scipy.fft":
+            return None
+        sys.meta_path.remove(self)
+        spec = importlib.util.find_spec(fullname)
+        if spec is None or spec.loader is None:
+            return spec
+        loader = spec.loader
+        execute = loader.exec_module
+
+        def exec_module(module):
+            execute(module)
+            install_scipy_backend(module)
+
+        loader.exec_module = exec_module
+        return spec
+
+
+if "scipy.fft" in sys.modules:
+    install_scipy_backend(sys.modules["scipy.fft"])
+else:
+    sys.meta_path.insert(0, _ScipyFFTHook())
