@@ -186,3 +186,36 @@ def test_host_functions_on_complex_dual_arrays(name):
     np.testing.assert_array_equal(value, function(z))
     expected = central_difference(function, [z], [dz])
     assert_tangent_close(result.partials[0], expected, np.complex128, name)
+
+
+def test_holomorphic_jacobian_is_df_dz_as_in_jax():
+    z = np.array([0.3 + 0.2j, 0.5 - 0.1j, -0.2 + 0.4j])
+
+    def f(w):
+        return np.exp(w) * w + np.sin(w) ** 2 / (w + 2)
+
+    jac = dualgpu.jacobian(f, z, holomorphic=True, progress=False)
+    h = 1e-6  # holomorphic: the derivative along a real step is df/dz
+    np.testing.assert_allclose(np.diag(jac), (f(z + h) - f(z - h)) / (2 * h), rtol=1e-8)
+    assert jac.dtype == np.complex128 and not np.any(jac - np.diag(np.diag(jac)))
+    np.testing.assert_allclose(dualgpu.jacfwd(np.exp, holomorphic=True)(0.5 + 0.1j),
+                               np.exp(0.5 + 0.1j), rtol=1e-15)
+    with pytest.raises(dualgpu.errors.DualgpuError, match="output 0 of f is real.*Fix"):
+        dualgpu.jacobian(np.abs, z, holomorphic=True, progress=False)
+    with pytest.raises(dualgpu.errors.DualgpuError, match=r"argument 0 is dtype float64.*Fix"):
+        dualgpu.jacobian(np.exp, z.real, holomorphic=True, progress=False)
+
+
+@pytest.mark.peers
+def test_holomorphic_jacobian_matches_jax_jacfwd():
+    jax = pytest.importorskip("jax")
+    z = np.array([0.3 + 0.2j, 0.5 - 0.1j])
+
+    def f(w, xp):
+        return xp.exp(w) * xp.sqrt(w + 1) - xp.tanh(w[::-1])
+
+    with jax.enable_x64(True):
+        expected = np.asarray(jax.jacfwd(lambda w: f(w, jax.numpy), holomorphic=True)(
+            jax.numpy.asarray(z)))
+    got = dualgpu.jacobian(lambda w: f(w, np), z, holomorphic=True, progress=False)
+    np.testing.assert_allclose(got, expected, rtol=1e-13)

@@ -113,3 +113,16 @@ def test_compiled_code_refuses_complex_duals_naming_cudasim():
             phase_shift[1, 4](psi, out, np.ones(4), 0.1)
     with pytest.raises(TypingError, match=r"Dual of complex128: complex duals run.*cudasim"):
         njit(lambda z: z * 2)(dualgpu.Dual(1j, [1.0]))
+
+
+def test_holomorphic_jacobian_through_a_simulated_kernel():
+    z = np.array([0.3 + 0.2j, 0.5 - 0.1j, 1.0 + 0.5j])
+
+    def f(w):
+        out = cuda.device_array_like(w)
+        phase_shift[1, 32](cuda.to_device(w), out, cuda.to_device(np.ones(3)), 0.1)
+        return out.copy_to_host()  # w * exp(-0.1i): df/dw = exp(-0.1i)
+
+    with dualgpu.using_backend("cudasim"):
+        jac = dualgpu.jacobian(f, z, holomorphic=True, progress=False)
+    np.testing.assert_allclose(jac, np.eye(3) * np.exp(-0.1j), rtol=1e-15)
