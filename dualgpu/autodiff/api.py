@@ -20,7 +20,8 @@ from dualgpu.autodiff._protect import protect
 from dualgpu.autodiff._results import DirectionMajor
 from dualgpu.autodiff.distributed import chunk_runner
 from dualgpu.autodiff.engine import (
-    _GivenSeeds, _Input, _check_chunk_size, _classify, _is_python_float, _output_values,
+    _GivenSeeds, _Input, _check_chunk_size, _classify, _classify_complex, _is_python_float,
+    _output_values,
     UserFunctionWrapper, _structured, check_depth, dense_jacobian, push_forward,
 )
 from dualgpu.autodiff.sparse import sparse_jacobian
@@ -234,14 +235,16 @@ def _tangent_inputs(primals, tangents, batch, fname):
         if t is None:
             continue
         kind, value, dtype = _classify(x)
+        if kind is None and _complex_primal(x):  # as jax.jvp: a complex primal, complex duals
+            kind, value, dtype = _classify_complex(x, p, fname)
         t = np.asarray(t)
-        if t.dtype.kind == "c":
+        if t.dtype.kind == "c" and (dtype is None or dtype.kind != "c"):
             raise DualgpuError(
                 f"{fname}: tangent {p} is complex (dtype {t.dtype}); the imaginary parts would be "
                 "dropped. Expected real tangents. Fix: pass the real part, or run the real and "
                 "imaginary parts as two directions (jvp_batch)."
             )
-        if t.dtype.kind not in "biuf":
+        if t.dtype.kind not in "biufc":
             raise DualgpuError(
                 f"{fname}: tangent {p} is {type(t).__name__} of dtype {t.dtype}; expected real "
                 "numbers shaped like the primal (or None)."
@@ -284,6 +287,10 @@ def _tangent_inputs(primals, tangents, batch, fname):
             "least one float argument with a tangent."
         )
     return inputs, seeds, (size_b if batch else 1)
+
+
+def _complex_primal(x):
+    return not hasattr(x, "partials") and np.iscomplexobj(x)  # not a Dual or DualArray
 
 
 def jvp_batch(f: Function, primals: Sequence[ArrayLike], tangents: Sequence[ArrayLike], *,
@@ -372,7 +379,9 @@ def jvp(f: Function, primals: Sequence[ArrayLike],
         f's positional arguments.
     tangents : tuple
         One per primal: None (not differentiated), a number for a scalar, or an array
-        shaped like its primal.
+        shaped like its primal. A complex primal (complex64/complex128) takes a complex (or
+        real) tangent, as in ``jax.jvp``; it runs on complex duals (the host and the cudasim
+        backend), holomorphic f or not.
 
     Returns
     -------

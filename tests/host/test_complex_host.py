@@ -219,3 +219,23 @@ def test_holomorphic_jacobian_matches_jax_jacfwd():
             jax.numpy.asarray(z)))
     got = dualgpu.jacobian(lambda w: f(w, np), z, holomorphic=True, progress=False)
     np.testing.assert_allclose(got, expected, rtol=1e-13)
+
+
+@pytest.mark.peers
+def test_jvp_of_complex_primals_matches_jax_jvp_holomorphic_or_not():
+    jax = pytest.importorskip("jax")
+    z, dz = np.array([0.3 + 0.2j, 0.5 - 0.1j]), np.array([1.0 - 0.5j, 0.2 + 0.3j])
+
+    def f(w, xp):
+        return xp.abs(w) ** 2 + xp.exp(w) * xp.conj(w)  # not holomorphic
+
+    _, got = dualgpu.jvp(lambda w: f(w, np), (z,), (dz,))
+    with jax.enable_x64(True):
+        _, expected = jax.jvp(lambda w: f(w, jax.numpy), (jax.numpy.asarray(z),),
+                              (jax.numpy.asarray(dz),))
+    np.testing.assert_allclose(got, np.asarray(expected), rtol=1e-14)
+    _, along_real = dualgpu.jvp(lambda w: f(w, np), (z,), (dz.real,))  # a real tangent
+    np.testing.assert_allclose(along_real, central_difference(lambda w: f(w, np), [z],
+                                                              [dz.real]), rtol=1e-7)
+    with pytest.raises(dualgpu.errors.DualgpuError, match="tangent 0 is complex.*dropped"):
+        dualgpu.jvp(lambda w: w, (z.real,), (dz,))  # a real primal keeps real tangents
