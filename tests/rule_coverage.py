@@ -22,6 +22,14 @@ cases come from:
   have no numpy ufunc: ``erf``, ``erfc`` and ``remainder`` (IEEE remainder; ``np.remainder`` is
   the ``mod`` rule).
 * ``PTX``: ``tests/compiled/test_rules_ptx.py``, every case compiled offline (lanes 1 and 8).
+
+The complex rules (``dualgpu.complex_rules``) have a table of their own, in complex64 and
+complex128: ``complex python`` (``tests/core/test_complex_dual.py``: operators, attributes,
+numpy ufuncs on scalars and ``dualgpu.dcmath``, each argument kind), ``complex host``
+(``tests/host/test_complex_host.py``: host DualArrays, against central differences and
+jax.jvp) and ``complex cudasim`` (``tests/backends/cudasim/test_cudasim_complex.py``: every
+rule in a simulated kernel, and whole kernels through the driver). Complex duals in compiled code (njit, cpu, PTX) are not
+built yet: those paths have no complex cases.
 """
 import argparse
 import collections
@@ -111,6 +119,34 @@ def _host_cases(counts):
                 counts[full][(rule, "host numpy", _dtype_name(dtype))] += len(module.LANES)
 
 
+COMPLEX_PATHS = ("complex python", "complex host", "complex cudasim")
+COMPLEX_DTYPES = ("complex64", "complex128")
+COMPLEX_SOURCES = {"complex python": "tests/core/test_complex_dual.py",
+                   "complex host": "tests/host/test_complex_host.py",
+                   "complex cudasim": "tests/backends/cudasim/test_cudasim_complex.py"}
+
+
+def complex_coverage():
+    """``(rules, counts)``: the complex rule keys and a Counter keyed (rule, path, dtype)."""
+    from dualgpu import complex_rules
+
+    counts = collections.Counter()
+    python = _import("core.test_complex_dual")
+    host = _import("host.test_complex_host")
+    cudasim = _import("backends.cudasim.test_cudasim_complex")
+    for dtype in COMPLEX_DTYPES:
+        for _form, key, _kinds in python.CASES:
+            counts[(key, "complex python", dtype)] += 1
+        for key in host.UNARY:
+            counts[(key, "complex host", dtype)] += 2  # central differences and jax.jvp
+        for key in host.BINARY:
+            counts[(key, "complex host", dtype)] += len(host.BINARY_KINDS) + 1
+    for key in cudasim.RULES:
+        for dtype in COMPLEX_DTYPES:
+            counts[(key, "complex cudasim", dtype)] += 1
+    return list(complex_rules.COMPLEX_RULES), counts
+
+
 def coverage():
     """``(rules, default, full)``: the rule names and two Counters keyed (rule, path, dtype)."""
     os.environ.setdefault("DUALGPU_PROPERTY_JAX", "0")  # no need to import JAX to count
@@ -149,6 +185,16 @@ def main(argv=None):
                   f"{_percent(d, f)}  {SOURCES[path]}")
     print(f"{'total':<20} {'':>7} {total_default:>8} {total_full:>7} "
           f"{_percent(total_default, total_full)}")
+    complex_names, complex_counts = complex_coverage()
+    print()
+    print(f"complex rules: {len(complex_names)} rules (dualgpu.complex_rules)")
+    for path in COMPLEX_PATHS:
+        for dtype in COMPLEX_DTYPES:
+            cases = sum(v for (r, p, t), v in complex_counts.items() if p == path and t == dtype)
+            covered = len({r for (r, p, t), v in complex_counts.items()
+                           if p == path and t == dtype and v})
+            print(f"{path:<16} {dtype:<10} {covered:>3}/{len(complex_names):<3} {cases:>6}  "
+                  f"{COMPLEX_SOURCES[path]}")
     if args.rules:
         columns = [(path, dtype) for path in PATHS for dtype in DTYPES]
         print()

@@ -20,7 +20,8 @@ from dualgpu.autodiff._protect import protect
 from dualgpu.autodiff._results import DirectionMajor
 from dualgpu.autodiff.distributed import chunk_runner
 from dualgpu.autodiff.engine import (
-    _GivenSeeds, _Input, _check_chunk_size, _classify, _is_python_float, _output_values,
+    _GivenSeeds, _Input, _check_chunk_size, _classify, _classify_complex, _is_python_float,
+    _output_values,
     UserFunctionWrapper, _structured, check_depth, dense_jacobian, push_forward,
 )
 from dualgpu.autodiff.sparse import sparse_jacobian
@@ -35,7 +36,7 @@ __all__ = ["jvp", "jvp_batch", "jacfwd", "jacobian", "JacobianOf"]
 # ---------------------------------------------------------------------------
 def jacobian(f: Function, *args: Any, argnums: ArgNums = 0, chunk_size: int | None = None,
              progress: Progress = None, sparsity: Sparsity = None, validate: bool = False,
-             executor: Executor = None) -> JacobianResult:
+             executor: Executor = None, holomorphic: bool = False) -> JacobianResult:
     """Return the Jacobian of ``f(*args)`` with respect to ``args[argnums]``.
 
     Parameters
@@ -71,6 +72,12 @@ def jacobian(f: Function, *args: Any, argnums: ArgNums = 0, chunk_size: int | No
     executor : dask.distributed.Client or concurrent.futures.Executor, optional
         Run the chunks as tasks on its workers (see :mod:`dualgpu.distributed`);
         the result is bit-identical to the local run.
+    holomorphic : bool
+        As in JAX: the differentiated arguments are complex (complex64/complex128) and f is
+        holomorphic in them; the result is the complex derivative ``df/dz`` (complex outputs
+        required). Complex duals run on the host and the cudasim backend. Default False:
+        real arguments only (a complex one is refused with the fix: its real and imaginary
+        parts as two real arguments).
 
     Returns
     -------
@@ -89,14 +96,22 @@ def jacobian(f: Function, *args: Any, argnums: ArgNums = 0, chunk_size: int | No
     [[1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]]
     """
     if sparsity is not None:
+        _refuse_sparse_holomorphic(holomorphic, "jacobian")
         return _sparse(f, args, {}, argnums, chunk_size, progress, sparsity, validate, executor)
     return dense_jacobian(f, args, {}, argnums, chunk_size, progress, "jacobian",
-                          chunk_runner(executor))
+                          chunk_runner(executor), holomorphic=holomorphic)
+
+
+def _refuse_sparse_holomorphic(holomorphic, fname):
+    if holomorphic:
+        raise DualgpuError(f"{fname}: holomorphic=True with sparsity= is not supported. Fix: "
+                           "a dense Jacobian (sparsity=None), or real and imaginary parts as "
+                           "two real arguments.")
 
 
 def jacfwd(f: Function, argnums: ArgNums = 0, *, chunk_size: int | None = None,
            progress: Progress = None, sparsity: Sparsity = None, validate: bool = False,
-           executor: Executor = None) -> Callable[..., JacobianResult]:
+           executor: Executor = None, holomorphic: bool = False) -> Callable[..., JacobianResult]:
     """Return a function computing the Jacobian of ``f`` (forward mode, like ``jax.jacfwd``).
 
     The returned function takes f's arguments (keyword arguments pass through
@@ -106,7 +121,7 @@ def jacfwd(f: Function, argnums: ArgNums = 0, *, chunk_size: int | None = None,
     ----------
     f : callable
         The simulation: plain arrays and numbers in, arrays or numbers (or tuples of them) out.
-    argnums, chunk_size, progress, sparsity, validate, executor
+    argnums, chunk_size, progress, sparsity, validate, executor, holomorphic
         As for :func:`jacobian`.
 
     Returns
@@ -125,7 +140,8 @@ def jacfwd(f: Function, argnums: ArgNums = 0, *, chunk_size: int | None = None,
     (2, 3, 2, 3)
     """
 
-    return JacobianOf(f, argnums, chunk_size, progress, sparsity, validate, executor)
+    return JacobianOf(f, argnums, chunk_size, progress, sparsity, validate, executor,
+                      holomorphic)
 
 
 class JacobianOf(UserFunctionWrapper):
@@ -137,7 +153,7 @@ class JacobianOf(UserFunctionWrapper):
     Parameters
     ----------
     f : callable
-    argnums, chunk_size, progress, sparsity, validate, executor
+    argnums, chunk_size, progress, sparsity, validate, executor, holomorphic
         As in :func:`jacfwd`.
 
     Examples
@@ -150,8 +166,9 @@ class JacobianOf(UserFunctionWrapper):
     """
 
     def __init__(self, f, argnums=0, chunk_size=None, progress=None, sparsity=None,
-                 validate=False, executor=None):
+                 validate=False, executor=None, holomorphic=False):
         self.f = f
+        self.holomorphic = holomorphic
         self.argnums = argnums
         self.chunk_size = chunk_size
         self.progress = progress
@@ -162,11 +179,14 @@ class JacobianOf(UserFunctionWrapper):
         self.__doc__ = f"Jacobian of {getattr(f, '__name__', 'f')} w.r.t. argnums={argnums}."
 
     def __call__(self, *args, **kwargs):
+        holomorphic = getattr(self, "holomorphic", False)  # instances pickled before it
         if self.sparsity is not None:
+            _refuse_sparse_holomorphic(holomorphic, "jacfwd")
             return _sparse(self.f, args, kwargs, self.argnums, self.chunk_size, self.progress,
                            self.sparsity, self.validate, self.executor)
         return dense_jacobian(self.f, args, kwargs, self.argnums, self.chunk_size,
-                              self.progress, "jacfwd", chunk_runner(self.executor))
+                              self.progress, "jacfwd", chunk_runner(self.executor),
+                              holomorphic=holomorphic)
 
     def __getstate__(self):
         state = dict(self.__dict__)
@@ -215,14 +235,16 @@ def _tangent_inputs(primals, tangents, batch, fname):
         if t is None:
             continue
         kind, value, dtype = _classify(x)
+        if kind is None and _complex_primal(x):  # as jax.jvp: a complex primal, complex duals
+            kind, value, dtype = _classify_complex(x, p, fname)
         t = np.asarray(t)
-        if t.dtype.kind == "c":
+        if t.dtype.kind == "c" and (dtype is None or dtype.kind != "c"):
             raise DualgpuError(
                 f"{fname}: tangent {p} is complex (dtype {t.dtype}); the imaginary parts would be "
                 "dropped. Expected real tangents. Fix: pass the real part, or run the real and "
                 "imaginary parts as two directions (jvp_batch)."
             )
-        if t.dtype.kind not in "biuf":
+        if t.dtype.kind not in "biufc":
             raise DualgpuError(
                 f"{fname}: tangent {p} is {type(t).__name__} of dtype {t.dtype}; expected real "
                 "numbers shaped like the primal (or None)."
@@ -265,6 +287,10 @@ def _tangent_inputs(primals, tangents, batch, fname):
             "least one float argument with a tangent."
         )
     return inputs, seeds, (size_b if batch else 1)
+
+
+def _complex_primal(x):
+    return not hasattr(x, "partials") and np.iscomplexobj(x)  # not a Dual or DualArray
 
 
 def jvp_batch(f: Function, primals: Sequence[ArrayLike], tangents: Sequence[ArrayLike], *,
@@ -353,7 +379,9 @@ def jvp(f: Function, primals: Sequence[ArrayLike],
         f's positional arguments.
     tangents : tuple
         One per primal: None (not differentiated), a number for a scalar, or an array
-        shaped like its primal.
+        shaped like its primal. A complex primal (complex64/complex128) takes a complex (or
+        real) tangent, as in ``jax.jvp``; it runs on complex duals (the host and the cudasim
+        backend), holomorphic f or not.
 
     Returns
     -------

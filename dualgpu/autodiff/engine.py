@@ -234,12 +234,43 @@ def _normalize_argnums(argnums, nargs, fname):
     return single, positions
 
 
-def _make_inputs(args, positions, fname):
+def _classify_complex(arg, p, fname):
+    """``(kind, value, dtype)`` of a complex argument for ``holomorphic=True``, or an error."""
+    if isinstance(arg, (complex, np.complexfloating)) and not isinstance(arg, np.ndarray):
+        value = np.complex128(arg) if isinstance(arg, complex) else arg
+        return "scalar", value, value.dtype
+    if isinstance(arg, np.ndarray) and arg.dtype.kind == "c" and 1 <= arg.ndim <= _MAX_NDIM \
+            and arg.size:
+        return "array", np.array(arg, copy=True, order="C"), arg.dtype
+    what = f"dtype {np.asarray(arg).dtype}" if hasattr(arg, "dtype") or isinstance(
+        arg, (int, float)) else type(arg).__name__
+    raise DualgpuError(
+        f"{fname}(holomorphic=True): argument {p} is {what}; holomorphic differentiation takes "
+        f"complex arguments (complex64/complex128 arrays of 1 to {_MAX_NDIM} dimensions, or "
+        "complex scalars), as JAX's does. Fix: pass x.astype(np.complex128), or leave "
+        "holomorphic out for a real argument.")
+
+
+def _make_inputs(args, positions, fname, holomorphic=False):
     check_depth(fname)
     inputs = []
     offset = 0
     for p in positions:
+        if holomorphic:
+            kind, value, dtype = _classify_complex(args[p], p, fname)
+            inputs.append(_Input(p, kind, value, dtype, offset))
+            offset += inputs[-1].size
+            continue
         kind, value, dtype = _classify(args[p])
+        if kind is None and np.iscomplexobj(args[p]) and not isinstance(args[p], (Dual, DualArray)):
+            raise DualgpuError(
+                f"{fname}: argument {p} is complex ({value}); dualgpu differentiates with "
+                "respect to real inputs, as JAX does by default. Fix (JAX's convention for "
+                "complex inputs): pass the real and imaginary parts as two real arguments, "
+                "e.g. jacobian(lambda re, im: f(re + 1j * im), z.real, z.imag, argnums=(0, 1)); "
+                "for a holomorphic f, df/dz is the block of the real part (and 1j times it the "
+                "block of the imaginary part), or pass holomorphic=True. The outputs may be "
+                "complex: their Jacobian is complex.")
         if kind is None:
             raise DualgpuError(
                 f"{fname}: argument {p} is {value}; expected a float32/float64 array of 1 to "
@@ -679,14 +710,15 @@ def _structured(array, levels, axis=-1):
 # ---------------------------------------------------------------------------
 # the dense Jacobian (the API's jacobian and jacfwd; the sparse driver's validation)
 # ---------------------------------------------------------------------------
-def dense_jacobian(f, args, kwargs, argnums, chunk_size, progress, fname, runner=None):
+def dense_jacobian(f, args, kwargs, argnums, chunk_size, progress, fname, runner=None,
+                   holomorphic=False):
     """The dense Jacobian of ``f(*args, **kwargs)`` w.r.t. ``args[argnums]`` (see
     :func:`dualgpu.autodiff.api.jacobian`, which calls it); ``runner`` runs the chunks
-    (:class:`LocalRunner` by default)."""
+    (:class:`LocalRunner` by default); ``holomorphic``: complex arguments, df/dz."""
     args = tuple(args)
     levels = active_levels()
     single, positions = _normalize_argnums(argnums, len(args), fname)
-    inputs = _make_inputs(args, positions, fname)
+    inputs = _make_inputs(args, positions, fname, holomorphic)
     n = sum(item.size for item in inputs)
     tiles = _check_chunk_size(chunk_size, n, fname)
 
@@ -701,6 +733,12 @@ def dense_jacobian(f, args, kwargs, argnums, chunk_size, progress, fname, runner
         f, args, kwargs, inputs, n, tiles, _UnitSeeds(), where, progress, fname, sink, runner)
     results = []
     for o, v in enumerate(values):
+        if holomorphic and sink.result(o)[0].dtype.kind != "c":
+            raise DualgpuError(
+                f"{fname}(holomorphic=True): output {o} of f is real ({v.dtype}); a holomorphic "
+                "function of complex arguments has complex outputs (JAX requires them too). "
+                "Fix: return the complex quantity, or leave holomorphic out and differentiate "
+                "the real and imaginary parts of the arguments as real arguments.")
         blocks = [_structured(block, levels, axis=v.ndim - 1) for block in sink.result(o)]
         results.append(blocks[0] if single else tuple(blocks))
     return tuple(results) if is_tuple else results[0]

@@ -12,6 +12,7 @@ import sys
 import numpy as np
 from numba import types
 from numba.core.extending import typeof_impl
+from numba.np import numpy_support
 from numba.core.typing.typeof import typeof
 
 from dualgpu.compiled.types import (
@@ -28,7 +29,12 @@ __all__ = ["typeof_dual", "typeof_dual_array"]
 def typeof_dual(val, c):
     """numba type of a Python :class:`~dualgpu.Dual` (a tagged one included)."""
     if not val.tag:
-        return dual_type(types.float32 if val.dtype == np.float32 else types.float64, val.lanes)
+        dtype = val.dtype
+        if dtype == np.float32:
+            return dual_type(types.float32, val.lanes)
+        if dtype.kind == "c":  # refused by name (dualgpu.compiled.types.DualType)
+            return dual_type(numpy_support.from_dtype(dtype), val.lanes)
+        return dual_type(types.float64, val.lanes)
     if isinstance(val.value, Dual):  # nested: a dual of duals
         value_type = typeof(val.value, c)
     else:

@@ -128,6 +128,12 @@ class DualType(types.Type):
 
     def __init__(self, dtype, n, tracer=False, mode=None):
         if dtype not in _FLOATS:
+            if isinstance(dtype, types.Complex):
+                raise DualgpuError(
+                    f"Dual of {dtype}: complex duals run on the host and in kernels on the "
+                    "cudasim backend; compiled code (the cpu backend, @njit, CUDA) has no "
+                    "complex duals yet. Fix: dualgpu.set_backend('cudasim'), or keep real and "
+                    "imaginary parts as two real duals.")
             raise DualgpuError(f"Dual: value dtype must be float32 or float64; got {dtype}.")
         if not 1 <= n <= MAX_LANES:
             raise DualgpuError(f"Dual: lane count must be 1..{MAX_LANES}; got {n}.")
@@ -212,6 +218,12 @@ class DualArrayType(types.IterableType):
 
     def __init__(self, values_type, partials_type, n):
         if values_type.dtype not in (types.float32, types.float64):
+            if isinstance(values_type.dtype, types.Complex):
+                raise DualgpuError(
+                    f"DualArray of {values_type.dtype}: complex dual arrays run on the host and "
+                    "in kernels on the cudasim backend; compiled code (the cpu backend, @njit, "
+                    "CUDA) has no complex duals yet. Fix: dualgpu.set_backend('cudasim') (or "
+                    "using_backend), or keep real and imaginary parts as two real dual arrays.")
             raise DualgpuError(f"DualArray: dtype must be float32 or float64; got {values_type.dtype}.")
         if not 1 <= n <= MAX_LANES:
             raise DualgpuError(

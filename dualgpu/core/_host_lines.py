@@ -243,7 +243,7 @@ def _store_fix(line):
     target = line.target or "the array"
     return (f"storing a Dual into the numpy float array {target} converts it with float(); a "
             f"numpy array has no room for the partials. Fix: allocate {target} so that it "
-            "holds duals while a derivative runs: {target} = dualgpu.cuda.pinned_array(shape) "
+            f"holds duals while a derivative runs: {target} = dualgpu.cuda.pinned_array(shape) "
             "(a host array: plain numpy without the driver, a zeroed DualArray under it), "
             "or collect the values in a list and np.stack(...) them.")
 

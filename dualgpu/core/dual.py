@@ -16,14 +16,15 @@ import sys
 import numpy as np
 
 from dualgpu import nansafe, rules
-from dualgpu.core import _primals, hooks
+from dualgpu.core import _primals, complex_dual, hooks
 from dualgpu.core._expressions import expression
 from dualgpu.core.traced_branch import refuse_traced_python
-from dualgpu.errors import DualgpuError, complex_dual_message
+from dualgpu.errors import DualgpuError
 
 __all__ = [
     "Dual", "DualArrayBase", "check_dtype", "apply_rule", "DTYPES", "MAX_TAG", "check_tag",
-    "primal_value", "is_nested_input", "lift", "init_nested", "apply_tagged",
+    "primal_value", "is_nested_input", "lift", "init_nested", "apply_tagged", "ComplexDual",
+    "apply_complex",
 ]
 
 DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
@@ -106,11 +107,7 @@ def _real_value(value):
     if isinstance(value, (numbers.Real, np.floating, np.integer, np.bool_)):
         return value
     if isinstance(value, (numbers.Complex, np.complexfloating)):
-        raise DualgpuError(
-            f"Dual(value, ...): value {value!r} is complex; expected a real number (dualgpu's "
-            "duals are real). Fix: pass value.real, or split real and imaginary parts into "
-            "two duals."
-        )
+        raise _ComplexInput  # a complex dual: Dual.__init__ makes a ComplexDual
     raise DualgpuError(
         f"Dual(value, ...): expected a real number (int, float or numpy float) as value; got "
         f"{type(value).__name__} {value!r}. Fix: convert it first, e.g. Dual(float(text), ...)."
@@ -121,11 +118,7 @@ def _real_lanes(partials, dtype):
     """``partials`` as a new 1-D array of ``dtype`` with at least one lane, or a DualgpuError."""
     raw = np.asarray(partials)
     if raw.dtype.kind == "c":
-        raise DualgpuError(
-            f"Dual: the partials {raw.tolist()!r} are complex; the imaginary parts would be "
-            "dropped. Expected real tangents. Fix: pass partials.real (or split real and "
-            "imaginary parts into two duals)."
-        )
+        raise _ComplexInput  # complex tangents: a complex dual
     if raw.dtype.kind not in "biuf":
         raise DualgpuError(
             f"Dual: expected the partials as real numbers (a sequence or 1-D array of floats); "
@@ -139,6 +132,15 @@ def _real_lanes(partials, dtype):
 
 def _lanes(item):
     return len(item.partials)
+
+
+class _ComplexInput(Exception):
+    """Raised inside ``Dual.__init__`` for a complex value or complex partials."""
+
+
+def _init_complex(self, value, partials, dtype):
+    complex_dual.init_complex(self, value, partials, dtype)
+    self.__class__ = ComplexDual
 
 
 class Dual:
@@ -185,6 +187,7 @@ class Dual:
         ):
             init_nested(self, value, partials, dtype)
             return
+        given = dtype
         if dtype is None:
             if isinstance(partials, np.ndarray) and partials.dtype.kind == "f":
                 dtype = partials.dtype
@@ -192,9 +195,18 @@ class Dual:
                 dtype = value.dtype
             else:
                 dtype = np.float64
-        dtype = check_dtype(dtype, "Dual")
-        value = _real_value(value)
-        partials = _real_lanes(partials, dtype)
+        dtype = np.dtype(dtype)
+        if dtype not in DTYPES:
+            if dtype in complex_dual.COMPLEX_DTYPES:
+                _init_complex(self, value, partials, dtype)
+                return
+            check_dtype(dtype, "Dual")  # raises, naming the dtypes
+        try:
+            value = _real_value(value)
+            partials = _real_lanes(partials, dtype)
+        except _ComplexInput:
+            _init_complex(self, value, partials, given)
+            return
         self.value = dtype.type(value)
         self.partials = partials
 
@@ -453,11 +465,9 @@ _SYMBOLS = {"add": "+", "sub": "-", "mul": "*", "truediv": "/", "floordiv": "//"
 def _binary_method(name, reflected=False):
     def method(self, other):
         if not _is_operand(other):
-            if isinstance(other, (complex, np.complexfloating)):
-                symbol = _SYMBOLS.get(name, name)
-                operands = (type(other).__name__, "Dual")
-                raise TypeError(complex_dual_message(
-                    f" {symbol} ".join(operands if reflected else operands[::-1])))
+            if isinstance(other, (complex, np.complexfloating)):  # a complex dual results
+                return apply_complex(name, other, self) if reflected else apply_complex(
+                    name, self, other)
             return NotImplemented
         return apply_rule(name, other, self) if reflected else apply_rule(name, self, other)
 
@@ -491,6 +501,34 @@ for _name in ("neg", "pos", "abs"):
     setattr(Dual, f"__{_name}__", _unary_method(_name))
 for _name, _dotted in rules.COMPARISONS.items():
     setattr(Dual, f"__{_name}__", _comparison_method(_resolve(_dotted)))
+
+
+def _real_part(self):
+    """The real part: the dual itself (a real dual is its own real part, as a float is)."""
+    return self
+
+
+def _imag_part(self):
+    """The imaginary part of a real dual: zero, with zero partials."""
+    return Dual(self.dtype.type(0), np.zeros(self.lanes, self.dtype), tag=self.tag)
+
+
+Dual.real = property(_real_part)
+Dual.imag = property(_imag_part)
+Dual.conjugate = _real_part
+
+
+# ---------------------------------------------------------------------------
+# complex duals: the rules of dualgpu.complex_rules (dualgpu.core.complex_dual)
+# ---------------------------------------------------------------------------
+#: A dual of complex value and partials: what ``Dual(1j, [1.0])`` makes.
+ComplexDual = complex_dual.complex_class(Dual)
+
+
+def apply_complex(name, *args, primal=None):
+    """Apply the complex rule ``name`` to Duals and numbers of which one is complex."""
+    return complex_dual.apply_duals(Dual, name, args, primal)
+
 
 # ---------------------------------------------------------------------------
 # tags and nested duals (second order): the scalar half; arrays: dualgpu.core.nested

@@ -15,7 +15,8 @@ import numpy.typing as npt
 
 from dualgpu.core import hooks
 from dualgpu.core._memory import copy_member, device_copy, host, is_device, same_side, zero_fill
-from dualgpu.core.dual import Dual, DualArrayBase, check_dtype, check_tag
+from dualgpu.core.complex_dual import COMPLEX_DTYPES
+from dualgpu.core.dual import DTYPES, Dual, DualArrayBase, check_dtype, check_tag
 from dualgpu.core.object_arrays import from_object_array, is_object_array
 from dualgpu.errors import DualgpuError
 
@@ -107,11 +108,13 @@ class DualArray(DualArrayBase):
                 f"DualArray: values must have 1 to {MAX_NDIM} dimensions; got shape "
                 f"{tuple(values.shape)}. Fix: {fix}."
             )
-        check_dtype(values.dtype, "DualArray values")
+        if values.dtype not in DTYPES and values.dtype not in COMPLEX_DTYPES:
+            check_dtype(values.dtype, "DualArray values")  # raises, naming the dtypes
         if partials.dtype != values.dtype and partials.dtype not in TRACER_DTYPES:
             raise DualgpuError(
                 f"DualArray: partials dtype {partials.dtype} differs from values dtype "
-                f"{values.dtype}; cast one of them (both must be float32 or both float64)."
+                f"{values.dtype}; cast one of them (both float32, float64, complex64 or "
+                "complex128)."
             )
         if partials.ndim != values.ndim + 1 or tuple(partials.shape[1:]) != tuple(values.shape):
             raise DualgpuError(
@@ -437,7 +440,11 @@ class DualArray(DualArrayBase):
         if dtype == self.dtype and not copy:
             return self
         values = host(self.values)
-        if dtype.kind != "f":
+        if self.dtype.kind == "c" and dtype.kind != "c":
+            raise DualgpuError(
+                f"astype({dtype}) of a complex DualArray would drop the imaginary parts. Fix: "
+                "take u.real (or u.imag, np.abs(u)) first.")
+        if dtype.kind not in "fc":
             return values.astype(dtype)
         partials = host(self.partials)
         lanes_dtype = partials.dtype if self.is_tracer else dtype  # dependency sets stay bitsets
@@ -446,6 +453,22 @@ class DualArray(DualArrayBase):
             cast = DualArray(same_side(self.values, cast.values),
                              same_side(self.values, cast.partials))
         return cast
+
+    @property
+    def real(self):
+        """The real part (a real DualArray on the host; the values' real part for a real one)."""
+        return np.real(self)
+
+    @property
+    def imag(self):
+        """The imaginary part (a real DualArray on the host)."""
+        return np.imag(self)
+
+    def conj(self):
+        """The complex conjugate (on the host)."""
+        return np.conjugate(self)
+
+    conjugate = conj
 
     def copy(self):
         """Return a deep copy on the same side (host or device)."""
@@ -591,8 +614,9 @@ def dual_array(values: npt.ArrayLike, partials: npt.ArrayLike | None = None, *,
         The tangent lanes. When omitted, ``lanes`` zero lanes are made.
     lanes : int, optional
         Number of zero lanes when ``partials`` is omitted.
-    dtype : float32 or float64, optional
-        Defaults to the dtype of ``values`` (float64 for integer input).
+    dtype : float32, float64, complex64 or complex128, optional
+        Defaults to the dtype of ``values`` (float64 for integer input). Complex values give
+        a complex dual array (host numpy on it: :mod:`dualgpu.complex_rules`).
 
     Returns
     -------
@@ -602,8 +626,8 @@ def dual_array(values: npt.ArrayLike, partials: npt.ArrayLike | None = None, *,
     Raises
     ------
     DualgpuError
-        When neither ``partials`` nor ``lanes`` is given, they disagree, or an input is
-        complex or already a DualArray.
+        When neither ``partials`` nor ``lanes`` is given, they disagree, an input is
+        already a DualArray, or complex input would become real (its imaginary part dropped).
 
     Examples
     --------
@@ -614,8 +638,14 @@ def dual_array(values: npt.ArrayLike, partials: npt.ArrayLike | None = None, *,
     """
     values = _real_array(values, "values")
     if dtype is None:
-        dtype = values.dtype if values.dtype.kind == "f" else np.float64
-    dtype = check_dtype(dtype, "dual_array dtype")
+        dtype = values.dtype if values.dtype.kind in "fc" else np.float64
+    dtype = np.dtype(dtype)
+    if dtype not in COMPLEX_DTYPES:
+        dtype = check_dtype(dtype, "dual_array dtype")
+    if values.dtype.kind == "c" and dtype.kind != "c":
+        raise DualgpuError(
+            f"dual_array: values are complex (dtype {values.dtype}) and dtype={dtype}; the "
+            "imaginary parts would be dropped. Fix: leave dtype out, or pass complex64/128.")
     values = np.array(values, dtype=dtype, copy=True, order="C")
     if lanes is not None:
         if isinstance(lanes, (bool, np.bool_)) or not isinstance(lanes, (int, np.integer)) \
@@ -632,7 +662,13 @@ def dual_array(values: npt.ArrayLike, partials: npt.ArrayLike | None = None, *,
             )
         partials = np.zeros((lanes,) + values.shape, dtype=dtype)
     else:
-        partials = np.array(_real_array(partials, "partials"), dtype=dtype, copy=True, order="C")
+        partials = _real_array(partials, "partials")
+        if partials.dtype.kind == "c" and dtype.kind != "c":
+            raise DualgpuError(
+                f"dual_array: the partials are complex and the values real ({dtype}); the "
+                "imaginary parts would be dropped. Fix: pass dtype=np.complex128 (or complex64) "
+                "for a complex dual array.")
+        partials = np.array(partials, dtype=dtype, copy=True, order="C")
         if lanes is not None and partials.shape[0] != lanes:
             raise DualgpuError(
                 f"dual_array: partials have {partials.shape[0]} lanes but lanes={lanes}."
@@ -650,13 +686,7 @@ def _real_array(data, what):
     if is_device(data):
         data = data.copy_to_host()
     array = np.asarray(data)
-    if array.dtype.kind == "c":
-        raise DualgpuError(
-            f"dual_array: {what} are complex (dtype {array.dtype}); the imaginary parts would "
-            "be dropped. Expected real numbers. Fix: pass the real part (.real), or split real "
-            "and imaginary parts into two dual arrays."
-        )
-    if array.dtype.kind not in "biuf":
+    if array.dtype.kind not in "biufc":
         raise DualgpuError(
             f"dual_array: expected {what} as real numbers; got dtype {array.dtype}. Fix: convert "
             "first, e.g. np.asarray(values, dtype=np.float64)."
@@ -666,7 +696,8 @@ def _real_array(data, what):
 
 def zeros_like_lanes(like, lanes):
     """Return a host DualArray of zeros shaped and typed like ``like`` with ``lanes`` lanes."""
-    dtype = check_dtype(like.dtype, "zeros_like_lanes")
+    dtype = like.dtype if like.dtype in COMPLEX_DTYPES else check_dtype(like.dtype,
+                                                                        "zeros_like_lanes")
     shape = tuple(like.shape)
     return DualArray(np.zeros(shape, dtype), np.zeros((lanes,) + shape, dtype))
 

@@ -135,8 +135,8 @@ def matmul(a, b, out=None, **kwargs):
 
 @implements(np.vdot)
 def vdot(a, b):
-    """Return the dot product of the flattened arrays (real: no conjugation matters)."""
-    return dot(np.ravel(a), np.ravel(b))
+    """Return the dot product of the flattened arrays, ``a`` conjugated (complex duals too)."""
+    return dot(np.conjugate(np.ravel(a)), np.ravel(b))
 
 
 @implements(np.inner)
@@ -262,6 +262,14 @@ def norm(x, ord=None, axis=None, keepdims=False):
     """Return ``np.linalg.norm(x, ord, axis, keepdims)``; zero partials where the 2-norm is 0."""
     values, partials = split(x, "numpy.linalg.norm operand")
     values = np.asarray(values)
+    if values.dtype.kind == "c" and partials is not None:
+        vector = values.ndim == 1 or isinstance(axis, (int, np.integer)) or ord in (None, "fro")
+        if not vector:
+            raise DualgpuError(
+                f"numpy.linalg.norm(ord={ord!r}) of a complex DualArray (a matrix norm of "
+                "singular values) is not supported. Fix: the Frobenius norm (ord=None) or "
+                "vector norms (axis=int), or differentiate a real formulation.")
+        return norm(np.abs(x), ord=ord, axis=axis, keepdims=keepdims)  # |z| gives each norm
     value = np.linalg.norm(values, ord=ord, axis=axis, keepdims=keepdims)
     if partials is None:
         return wrap(value, None)

@@ -98,10 +98,10 @@ def wrap(values, partials):
     """Return the result of a host operation: plain, a :class:`Dual` (0-d) or a DualArray.
 
     ``partials`` None (no dual operand reached the answer) or an answer that is not of
-    float kind (an index, a bool) gives the plain ``values``.
+    float or complex kind (an index, a bool) gives the plain ``values``.
     """
     values = np.asarray(values)
-    if partials is None or values.dtype.kind != "f":
+    if partials is None or values.dtype.kind not in "fc":
         return values[()] if values.ndim == 0 else values
     if partials.dtype != values.dtype:
         partials = partials.astype(values.dtype)

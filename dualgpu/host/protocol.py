@@ -34,6 +34,8 @@ Examples
 """
 import numpy as np
 
+from dualgpu.host import complex_parts as host_complex_parts
+from dualgpu.host import fft as host_fft
 from dualgpu.host import linalg as host_linalg
 from dualgpu.host import quantiles as host_quantiles
 from dualgpu.host import reductions as host_reductions
@@ -56,6 +58,8 @@ HANDLED_FUNCTIONS = {
     **host_linalg.FUNCTIONS,
     **host_solve.FUNCTIONS,
     **host_shapes.FUNCTIONS,
+    **host_complex_parts.FUNCTIONS,
+    **host_fft.FUNCTIONS,
 }
 
 

@@ -209,7 +209,8 @@ def var(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=Tru
     count = _count(shape, axes)
     centre = np.sum(a, axis=axis, dtype=dtype, keepdims=True) / count
     x = a - centre
-    x = x * x
+    # numpy's variance of complex numbers is the mean of |x|^2 (real): x * conj(x), real part
+    x = np.real(x * np.conjugate(x)) if np.iscomplexobj(x) else x * x
     total = np.sum(x, axis=axis, dtype=dtype, keepdims=keepdims)
     with np.errstate(invalid="ignore", divide="ignore"):
         return total / max(count - ddof, 0)

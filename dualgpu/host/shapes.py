@@ -684,14 +684,14 @@ def result_type(*arrays_and_dtypes):
 
 @implements(np.iscomplexobj)
 def iscomplexobj(x):
-    """False: duals are real."""
-    return False if is_dual(x) else np.iscomplexobj(x)
+    """True for a complex dual (its dtype is complex64 or complex128)."""
+    return np.dtype(x.dtype).kind == "c" if is_dual(x) else np.iscomplexobj(x)
 
 
 @implements(np.isrealobj)
 def isrealobj(x):
-    """True: duals are real."""
-    return True if is_dual(x) else np.isrealobj(x)
+    """True for a real dual."""
+    return np.dtype(x.dtype).kind != "c" if is_dual(x) else np.isrealobj(x)
 for _function in VALUE_FUNCTIONS:
     if _function is not None:
         implements(_function)(_on_values(_function))

@@ -23,8 +23,8 @@ import ast
 
 import numpy as np
 
-from dualgpu import rules
-from dualgpu.core import hooks
+from dualgpu import complex_rules, rules
+from dualgpu.core import complex_dual, hooks
 from dualgpu.core._expressions import expression
 from dualgpu.core.dual import _EXPRESSION_NAMESPACE
 from dualgpu.core.dualarray import DualArray
@@ -160,7 +160,7 @@ _VALUE_ONLY = frozenset(rules.NUMPY_VALUE_ONLY)
 
 def supported_ufuncs():
     """Return the sorted names of the ufuncs host duals support."""
-    return sorted(set(UFUNC_RULES) | _VALUE_ONLY)
+    return sorted(set(UFUNC_RULES) | _VALUE_ONLY | {"conjugate"})
 
 
 def _missing(ufunc):
@@ -212,11 +212,15 @@ def call(ufunc, inputs, kwargs):
     _check_kwargs(ufunc, kwargs)
     out = kwargs.pop("out", None)
     name = ufunc.__name__
-    if ufunc.nout != 1 or (name not in UFUNC_RULES and name not in _VALUE_ONLY):
+    if ufunc.nout != 1 or (name not in UFUNC_RULES and name not in _VALUE_ONLY
+                           and name not in complex_rules.COMPLEX_NUMPY):
         raise _missing(ufunc)
     pairs = [split(a, f"numpy.{name} operand") for a in inputs]
     values = [v for v, _ in pairs]
     lanes = common_lanes([p for _, p in pairs], f"numpy.{name}")
+    if any(_complex(v) for v in values) or name not in UFUNC_RULES and name not in _VALUE_ONLY:
+        # a complex operand, or np.conjugate (of real numbers: the identity)
+        return _store(ufunc, _complex_call(ufunc, pairs, values, lanes, kwargs), out)
     ans = np.asarray(ufunc(*values, **kwargs))
     if name in _VALUE_ONLY:
         if ans.dtype.kind != "f":
@@ -266,6 +270,72 @@ def _partials(pairs, factors, values, ans, lanes):
     if not owned or partials.shape != full or partials.dtype != dtype:
         partials = np.array(np.broadcast_to(partials, full), dtype=dtype)
     return partials
+
+
+def _complex(value):
+    return (value.dtype.kind == "c") if isinstance(value, np.ndarray) else isinstance(
+        value, (complex, np.complexfloating))
+
+
+_COMPLEX_FACTORS = {}
+
+
+def _complex_factors(key):
+    factors = _COMPLEX_FACTORS.get(key)
+    if factors is None:
+        rule = complex_rules.COMPLEX_RULES[key]
+        factors = _COMPLEX_FACTORS[key] = tuple(ArrayFactor(t) for t in rule.derivatives)
+    return factors
+
+
+def _complex_call(ufunc, pairs, values, lanes, kwargs):
+    """``ufunc`` with a complex operand: the complex rules (:mod:`dualgpu.complex_rules`)."""
+    name = ufunc.__name__
+    if name in complex_rules.ORDERING:
+        raise TypeError(complex_rules.ordering_message(f"numpy.{name}"))
+    key = complex_rules.COMPLEX_NUMPY.get(name, rules.NUMPY_UFUNCS.get(name, name))
+    if name not in _VALUE_ONLY and key not in complex_rules.COMPLEX_RULES:
+        complex_dual.rule_of(key, f"numpy.{name} of a complex operand")  # raises, naming it
+    ans = np.asarray(ufunc(*values, **kwargs))
+    if name in _VALUE_ONLY:
+        if ans.dtype.kind not in "fc":
+            return wrap(ans, None)
+        return wrap(ans, np.zeros((lanes,) + ans.shape, ans.dtype))
+    return wrap(ans, complex_partials(key, pairs, values, ans, lanes, f"numpy.{name}"))
+
+
+def complex_partials(key, pairs, values, ans, lanes, what):
+    """The partials of ``ans`` by the complex rule ``key`` (lanes, *shape), in ans's dtype.
+
+    Each operand's partials (complex, or real ones made complex) times its factor, taken as
+    the rule's tangent says (``"real"``: the real part...), summed.
+    """
+    rule = complex_rules.COMPLEX_RULES.get(key)
+    if rule is None:
+        complex_dual.rule_of(key, what)  # raises: an ordering operation or a missing rule
+    work = complex_dual.complex_of(np.result_type(ans.dtype, *[
+        v.dtype if isinstance(v, np.ndarray) else v for v in values]))
+    cast = [np.asarray(v).astype(work, copy=False) for v in values]
+    x = cast[0]
+    y = cast[1] if len(cast) > 1 else None
+    factor_ans = ans.astype(work, copy=False)
+    total = None
+    for (_, p), factor, kind in zip(pairs, _complex_factors(key), rule.tangents):
+        if p is None or factor.unit == 0:
+            continue
+        p = lift(p, ans.ndim)
+        if factor.unit == 1:
+            c = p
+        elif factor.unit == -1:
+            c = np.negative(p)
+        else:
+            c = np.multiply(factor(work, x, y, factor_ans), p)
+        term = complex_dual.tangent(kind, c)
+        total = term if total is None else total + term
+    full = (lanes,) + ans.shape
+    if total is None:
+        return np.zeros(full, ans.dtype)
+    return np.array(np.broadcast_to(total, full), dtype=ans.dtype)
 
 
 def _call_defined(definition, args):

@@ -108,6 +108,13 @@ def _is_float(dtype):
     return np.dtype(dtype).kind == "f"
 
 
+def _takes_lanes(dtype):
+    """True when arrays of ``dtype`` carry the driver's lanes: floats; complex numbers where
+    complex duals run (the simulator backend; see dualgpu.complex_rules), not while tracing."""
+    kind = np.dtype(dtype).kind
+    return kind == "f" or (kind == "c" and backend() == "cudasim" and lane_dtype(dtype) == dtype)
+
+
 def _host(array):
     if hasattr(array, "copy_to_host") and not isinstance(array, np.ndarray):
         return array.copy_to_host()
@@ -201,7 +208,7 @@ def to_device(obj, stream=0, copy=True, to=None):
     if len(active_levels()) > 1 and _is_float(array.dtype):  # a nested derivative runs
         return lift_array(_plain_to_device(array), active_levels(), _plain_zeros)
     lanes = active_lanes()
-    if lanes and _is_float(array.dtype):
+    if lanes and _takes_lanes(array.dtype):
         zeros = np.zeros((lanes,) + array.shape, lane_dtype(array.dtype))
         return DualArray(_plain_to_device(array), _plain_to_device(zeros))
     return _plain_to_device(array)
@@ -223,7 +230,8 @@ def device_array(shape, dtype=np.float64, strides=None, order="C", stream=0):
     -------
     device array or DualArray
         Under the driver, float dtypes give a DualArray with the driver's lanes, values
-        and partials zero on every backend; otherwise the backend's plain array.
+        and partials zero on every backend (complex dtypes too on the cudasim backend, where
+        complex duals run); otherwise the backend's plain array.
 
     Examples
     --------
@@ -235,7 +243,7 @@ def device_array(shape, dtype=np.float64, strides=None, order="C", stream=0):
     if len(active_levels()) > 1 and _is_float(dtype):  # a nested derivative runs
         return nested_zeros(shape, active_levels(), np.dtype(dtype), _plain_zeros)
     lanes = active_lanes()
-    if lanes and _is_float(dtype):
+    if lanes and _takes_lanes(dtype):
         return DualArray(_plain_zeros(shape, dtype), _plain_zeros((lanes,) + shape, lane_dtype(dtype)))
     return _plain_empty(shape, dtype)
 

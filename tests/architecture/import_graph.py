@@ -21,7 +21,8 @@ FLOORS = {
     "autodiff": 5,
     "facade": 6,  # dualgpu/__init__, cuda, sparse, distributed, dmath, testing, plot, ...
 }
-FOUNDATION = {"dualgpu.rules", "dualgpu.errors", "dualgpu.nansafe", "dualgpu._moved"}
+FOUNDATION = {"dualgpu.rules", "dualgpu.complex_rules", "dualgpu.errors", "dualgpu.nansafe",
+              "dualgpu._moved"}
 
 
 def module_name(path):

@@ -83,8 +83,8 @@ def test_bad_dtypes_and_shapes():
         DualArray(np.ones(3), np.zeros((2, 3), np.float32))
     with pytest.raises(DualgpuError, match="1 to 3 dimensions"):
         DualArray(np.ones((2, 2, 2, 2)), np.zeros((1, 2, 2, 2, 2)))
-    with pytest.raises(DualgpuError, match="float32 or float64; got complex128"):
-        Dual(1.0, np.zeros(2, np.complex128), dtype=np.complex128)
+    with pytest.raises(DualgpuError, match="float32 or float64; got int32"):
+        Dual(1.0, np.zeros(2), dtype=np.int32)
     with pytest.raises(DualgpuError, match="give either partials"):
         dual_array(np.ones(3))
     with pytest.raises(DualgpuError, match="at least one lane"):
@@ -138,7 +138,7 @@ def test_dual_stored_into_an_integer_array_names_the_dtype_and_the_fix():
 
 # --- complex arithmetic with duals: refused by name on every path -----------------------------
 
-@pytest.mark.parametrize("backend", ["cpu", "cudasim"])
+@pytest.mark.parametrize("backend", ["cpu"])  # cudasim runs it: tests/backends/cudasim
 def test_complex_arithmetic_with_a_dual_in_a_kernel(backend):
     from kernels_for_errors import phase_shift
 
@@ -151,11 +151,9 @@ def test_complex_arithmetic_with_a_dual_in_a_kernel(backend):
             phase_shift[1, 32](psi, np.zeros(8, complex), Dual(0.5, [1.0]), 0.1)
 
 
-def test_complex_arithmetic_with_a_dual_on_the_host_and_in_njit():
-    with pytest.raises(TypeError, match=r"complex arithmetic with a dual \(complex \+ Dual\)"):
-        1j + Dual(0.5, [1.0])
-    with pytest.raises(TypeError, match=r"\(Dual / complex\)"):
-        Dual(0.5, [1.0]) / 2j
+def test_complex_arithmetic_with_a_dual_on_the_host_makes_a_complex_dual_and_in_njit_refuses():
+    assert (1j + Dual(0.5, [1.0])).partials.tolist() == [1.0]  # dualgpu.complex_rules
+    assert (Dual(0.5, [1.0]) / 2j).partials.tolist() == [-0.5j]
     with pytest.raises(TypingError, match="complex arithmetic with a dual"):
         njit(lambda x: x * 1j)(Dual(0.5, [1.0]))
 

@@ -18,6 +18,7 @@ A launch with dual arguments (N lanes) runs a second copy in which float
 number types (``float32``, ``np.float64``, ``numba.float32``...) cast duals
 instead of dropping their partials.
 """
+import cmath
 import math
 import threading
 import types as pytypes
@@ -25,7 +26,7 @@ import types as pytypes
 import numpy as np
 
 from dualgpu.core import dbuiltins
-from dualgpu.core import dmath
+from dualgpu.core import dcmath, dmath
 from dualgpu.core.dual import Dual
 from dualgpu.core.dualarray import DualArray
 from dualgpu.errors import DualgpuError
@@ -166,8 +167,13 @@ def _replacer(lanes):
             return numba.cuda
         if value is math:
             return dmath
+        if value is cmath:
+            return dcmath
         if isinstance(value, pytypes.BuiltinFunctionType) and getattr(math, value.__name__, None) is value:
             return getattr(dmath, value.__name__)
+        if isinstance(value, pytypes.BuiltinFunctionType) and getattr(
+                cmath, value.__name__, None) is value:
+            return getattr(dcmath, value.__name__)
         if value is numba or (lanes and value is np):
             return _module_proxy(value, lanes)
         if lanes:
@@ -207,7 +213,7 @@ _replace = _replacer(0)
 
 #: builtins a dual launch replaces: Python's min/max return an argument unchanged, compiled
 #: code applies numba's typing (a float32 dual with a Python float gives a float64 dual)
-_DUAL_BUILTINS = {"min": dbuiltins.min, "max": dbuiltins.max}
+_DUAL_BUILTINS = {"min": dbuiltins.min, "max": dbuiltins.max, "complex": dcmath.complex}
 
 
 def _simulated(py_func, lanes):

@@ -1,0 +1,20 @@
+"""A dual-aware stand-in for the :mod:`cmath` module (public name of :mod:`dualgpu.core.dcmath`).
+
+Every function of :mod:`cmath` is here; those with a complex rule
+(:mod:`dualgpu.complex_rules`) propagate partials of real and complex duals. Kernels run by
+the simulator backend get it in place of ``cmath`` (ported with the import line alone).
+
+Examples
+--------
+>>> from dualgpu import Dual, dcmath
+>>> z = dcmath.exp(1j * Dual(0.0, [1.0]))
+>>> complex(z.partials[0])
+1j
+"""
+from dualgpu.core import dcmath as _impl
+
+globals().update({n: getattr(_impl, n) for n in dir(_impl) if not n.startswith("_")})
+
+
+def __getattr__(name):
+    return getattr(_impl, name)
