@@ -35,7 +35,7 @@ from dualgpu.core.dual import Dual  # noqa: E402
 from dualgpu.core.dualarray import DualArray, dual_array  # noqa: E402
 from dualgpu.core.casting import astype, float32, float64  # noqa: E402
 from dualgpu.core.selection import backend, set_backend, using_backend  # noqa: E402
-from dualgpu import dmath  # noqa: E402
+from dualgpu import dcmath, dmath  # noqa: E402
 from dualgpu import host  # noqa: E402,F401  (numpy's protocols for Dual and DualArray)
 from dualgpu import compiled  # noqa: E402,F401  (numba typing and lowering; order: its __init__)
 from dualgpu.host.buffers import keep_host_buffers, zeros  # noqa: E402
@@ -52,7 +52,7 @@ __all__ = [
     "jvp", "jvp_batch", "jacfwd", "jacobian", "hvp", "hessian", "ensemble_jacobian", "propagate",
     "jit", "cuda", "backend", "set_backend", "using_backend",
     "astype", "float32", "float64", "zeros", "keep_host_buffers",
-    "dmath", "rules", "nansafe", "sparse", "testing", "errors",
+    "dmath", "dcmath", "rules", "nansafe", "sparse", "testing", "errors",
     "DualgpuError", "MissingRuleError", "UnportedKernelError", "UnsupportedFeatureError",
 ]
 

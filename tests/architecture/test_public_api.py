@@ -15,7 +15,7 @@ PUBLIC = {
     "jvp", "jvp_batch", "jacfwd", "jacobian", "hvp", "hessian", "ensemble_jacobian", "propagate",
     "jit", "cuda", "backend", "set_backend", "using_backend",
     "astype", "float32", "float64", "zeros", "keep_host_buffers",
-    "dmath", "rules", "nansafe", "sparse", "testing", "errors",
+    "dmath", "dcmath", "rules", "nansafe", "sparse", "testing", "errors",
     "DualgpuError", "MissingRuleError", "UnportedKernelError", "UnsupportedFeatureError",
 }
 
