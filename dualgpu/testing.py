@@ -110,13 +110,42 @@ def _step(primals, tangents, eps):
     return eps / relative
 
 
-def _evaluate(f, primals, tangents, h):
-    """f's outputs (float64 arrays) at ``x + h t`` and ``x - h t``."""
+def _evaluate(f, primals, tangents, h, shapes=None, what="f"):
+    """f's outputs (float64 arrays) at ``x + h t`` and ``x - h t``.
+
+    With ``shapes`` (the forward-mode outputs' shapes), outputs of other shapes raise a
+    :class:`~dualgpu.DualgpuError` that names them and the step, instead of numpy's
+    broadcasting error when they are subtracted.
+    """
     # fresh copies of every array reachable from the fixed arguments for each run: f may
     # write into them, and neither the caller nor the other run may see that
     plus = tuple(protect(x) if t is None else _shift(x, t, h) for x, t in zip(primals, tangents))
     minus = tuple(protect(x) if t is None else _shift(x, t, -h) for x, t in zip(primals, tangents))
-    return _outputs(f(*plus)), _outputs(f(*minus))
+    up, down = _outputs(f(*plus)), _outputs(f(*minus))
+    if shapes is not None:
+        _check_shapes(shapes, up, down, h, what)
+    return up, down
+
+
+def _check_shapes(shapes, up, down, h, what):
+    """Raise if f's outputs at ``x +- h t`` differ in number or shape from the derivative's."""
+    got_up, got_down = [a.shape for a in up], [a.shape for a in down]
+    if got_up == got_down == list(shapes):
+        return
+    raise DualgpuError(
+        f"{what}: f's output shapes change with its inputs, so finite differences cannot be "
+        f"taken: at the step h = {h:.3g} along the direction, f(x + h t) has shape(s) "
+        f"{_shape_list(got_up)} and f(x - h t) {_shape_list(got_down)}, where the forward-mode "
+        f"derivative at x has {_shape_list(shapes)}. An output whose length depends on the "
+        "inputs (an adaptive number of time steps, a stopping tolerance, a threshold on a "
+        "value) does that. Fix: give eps= a smaller relative step, so that x +- h t stays "
+        "where the shapes are the same, or return outputs of a fixed shape (a fixed number "
+        "of steps, or the final state only)."
+    )
+
+
+def _shape_list(shapes):
+    return ", ".join(str(tuple(s)) for s in shapes) if len(shapes) != 1 else str(tuple(shapes[0]))
 
 
 def _central_difference(f, primals, tangents, eps):
@@ -140,7 +169,8 @@ def _check(f, primals, tangents, ad, precision, rtol, atol, eps, what):
     """
     rtol_, atol_, eps_ = _tolerances(precision, rtol, atol, eps)
     h = _step(primals, tangents, eps_)
-    up, down = _evaluate(f, primals, tangents, h)
+    shapes = [np.shape(np.asarray(a)) for a in ad]
+    up, down = _evaluate(f, primals, tangents, h, shapes, what)
     fd = [(a - b) / (2.0 * h) for a, b in zip(up, down)]
     try:
         return _compare(ad, fd, rtol_, atol_, what)
@@ -156,7 +186,7 @@ def _check(f, primals, tangents, ad, precision, rtol, atol, eps, what):
 
     def evaluate(step):
         if step not in runs:
-            runs[step] = _evaluate(f, primals, tangents, step)
+            runs[step] = _evaluate(f, primals, tangents, step, shapes, what)
         return runs[step]
 
     fd, fd_error, step = fd_estimate(evaluate, h, UNIT_ROUNDOFF[precision])

@@ -49,7 +49,7 @@ CAST_TYPES = (
 def cast_result(target, dual):
     """The type of ``target(dual)``: a dual of ``target`` for floats, ``target`` for integers."""
     if isinstance(target, types.Float):
-        return dual_type(target, dual.n, dual.tracer)
+        return dual_type(target, dual.n, dual.tracer, getattr(dual, "mode", None))
     return target
 
 

@@ -300,7 +300,7 @@ class RuleSpec:
         self.primal, self.quiet_primal, self.zero_division = primal, quiet_primal, zero_division
         self.nansafe, self.functions = nansafe, functions
         duals = [t for t in self.arg_types if isinstance(t, DualType)]
-        self.result = dual_type(dtype, duals[0].n, tracer=duals[0].tracer)
+        self.result = dual_type(dtype, duals[0].n, tracer=duals[0].tracer, mode=duals[0].mode)
 
 
 class _Term:

@@ -21,6 +21,7 @@ error: it would drop the partials), math functions without a rule (an error
 that names the function and how to add a rule), and the ``Dual`` constructor.
 """
 import builtins
+import cmath
 import math
 import operator
 import types as pytypes
@@ -440,6 +441,31 @@ def _refuse_complex(op, symbol):
 
 for _op, _symbol in _OPERATOR_SYMBOLS.items():
     _refuse_complex(_op, _symbol)
+
+
+def _refuse_cmath(fn):
+    def refuse(x, y=None):
+        if isinstance(x, DualType) or isinstance(y, DualType):
+            given = ", ".join(str(a) for a in (x, y) if a is not None)
+            raise TypingError(complex_dual_message(f"cmath.{fn.__name__}({given})"))
+    overload(fn)(refuse)
+
+
+# cmath's functions of one argument (log and rect also take two): a dual there is a complex
+# computation, refused as the simulator refuses it
+for _name in ("acos", "acosh", "asin", "asinh", "atan", "atanh", "cos", "cosh", "exp",
+              "isfinite", "isinf", "isnan", "log", "log10", "phase", "polar", "rect", "sin",
+              "sinh", "sqrt", "tan", "tanh"):
+    _refuse_cmath(getattr(cmath, _name))
+
+
+@overload(complex)
+def _refuse_complex_of_dual(real=None, imag=None):
+    # complex(d, 0.0): the same refusal as the simulator's complex(Dual), not numba's
+    # candidate list
+    if isinstance(real, DualType) or isinstance(imag, DualType):
+        raise TypingError(complex_dual_message(
+            "complex(" + ", ".join(str(a) for a in (real, imag) if a is not None) + ")"))
 
 
 # --- hand-written: min/max of more than two arguments ----------------------------

@@ -29,8 +29,8 @@ def astype(x: Any, dtype: npt.DTypeLike) -> Any:
     Parameters
     ----------
     x : number, numpy scalar, array_like, Dual or DualArray
-        A list or tuple (nested too) that holds Duals gives a DualArray, as
-        ``np.stack`` of its elements.
+        A list, tuple (nested too) or numpy object array that holds Duals gives a
+        DualArray, as ``np.stack`` of its elements.
     dtype : numpy dtype
         A float dtype keeps the partials of a dual (float32 or float64); an integer or
         bool dtype gives the plain values (zero derivative).
@@ -52,10 +52,14 @@ def astype(x: Any, dtype: npt.DTypeLike) -> Any:
     >>> u = dualgpu.astype([p, 2.0], np.float32)  # a list of duals: a DualArray
     >>> u.dtype, u.partials.tolist()
     (dtype('float32'), [[1.0, 0.0], [0.0, 0.0]])
+    >>> dualgpu.astype(np.array([p, 2.0], dtype=object), np.float32).partials.tolist()
+    [[1.0, 0.0], [0.0, 0.0]]
     """
     if isinstance(x, (Dual, DualArray)):
         return x.astype(dtype)
     dtype = np.dtype(dtype)
+    if isinstance(x, np.ndarray) and x.dtype == object:  # np.array([dual, ...]): each dual
+        return _cast_sequence(x, dtype)
     if isinstance(x, np.ndarray):
         return x.astype(dtype)
     if isinstance(x, (numbers.Number, np.generic)):
@@ -66,11 +70,14 @@ def astype(x: Any, dtype: npt.DTypeLike) -> Any:
 
 
 def _cast_sequence(items, dtype):
-    """A list or tuple (nested too): a DualArray when it holds duals, else numpy's array."""
-    array = np.array(items, dtype=object)
+    """A list, tuple (nested too) or object array: a DualArray when it holds duals, else numpy's.
+    """
+    array = items if isinstance(items, np.ndarray) else np.array(items, dtype=object)
     if not any(isinstance(item, Dual) for item in array.reshape(-1)):
         return np.asarray(items).astype(dtype)
-    stacked = from_object_array(array, f"the {type(items).__name__} given to dualgpu.astype")
+    what = ("the object array" if isinstance(items, np.ndarray)
+            else f"the {type(items).__name__}")
+    stacked = from_object_array(array, f"{what} given to dualgpu.astype")
     return stacked.astype(dtype)
 
 

@@ -255,7 +255,10 @@ class Dual:
         raise TypeError(hooks.float_message(sys._getframe(1)))
 
     def __complex__(self):
-        raise TypeError("complex(Dual) would drop the partials; use d.value.")
+        # (a store into a complex array on cudasim comes here: never suggest d.value, which
+        # would drop the derivative silently)
+        raise TypeError(complex_dual_message("complex(Dual): a dual stored into a complex array "
+                                             "or converted with complex()"))
 
     def _primal(self):
         # the innermost value (a float), also of a nested dual

@@ -320,8 +320,8 @@ class DualArray(DualArrayBase):
             "a DualArray cannot become a plain numpy array without dropping its partials. "
             "numpy functions and operators work on it directly (np.sum(u), u * x, u @ x, "
             "np.linalg.norm(u - data)) and keep the partials; allocate arrays like it with "
-            "np.zeros_like(u) or dualgpu.cuda.device_array_like(u); read the values alone "
-            "with u.values. Storing it into a plain numpy array (a trajectory buffer "
+            "np.zeros_like(u) or dualgpu.cuda.device_array_like(u); u.values reads the "
+            "values alone and drops the derivative. Storing it into a plain numpy array (a trajectory buffer "
             "traj[t] = u) lands here too: collect the steps in a list and np.stack(frames) "
             "them, or allocate the buffer with np.zeros_like(u, shape=(steps,) + u.shape)."
         ))

@@ -58,6 +58,10 @@ _PURE_BUILTINS = {abs, min, max, len, float, int, round, range, sum, slice, tupl
                   bool, complex}
 
 
+#: code objects of expressions (their lines belong to the statement around them)
+_EXPRESSION_CODES = {"<listcomp>", "<genexpr>", "<setcomp>", "<dictcomp>", "<lambda>"}
+
+
 def _skipped(filename):
     return (not filename or filename.startswith("<") or filename.startswith(_SKIP_DIRS)
             or "site-packages" in filename or "dist-packages" in filename)
@@ -234,7 +238,7 @@ class Follower:
         lines = self._codes.get(code)
         if lines is None:
             lines = {}
-            if not _skipped(code.co_filename):
+            if not _skipped(code.co_filename) and code.co_name not in _EXPRESSION_CODES:
                 table = _statements(code.co_filename)
                 if table:
                     own = {line for _, _, line in code.co_lines() if line is not None}
@@ -319,8 +323,16 @@ class Follower:
                 ) from error
             for shadow in shadows:
                 shadow.unprotect()
+            views = []  # views made while their buffer was read-only are read-only too
+            for t in targets:
+                if t.base is not None and not t.flags.writeable:
+                    try:
+                        t.flags.writeable = True
+                        views.append(t)
+                    except ValueError:
+                        pass
             hooks.FOLLOWED.on = True
-            self.pending[frame] = (statement, shadows, _where(frame))
+            self.pending[frame] = (statement, shadows, _where(frame), views)
 
     def _check_calls(self, statement, scope, frame):
         for text, code in statement.calls:
@@ -340,8 +352,10 @@ class Follower:
                     "it is made.")
 
     def _finish(self, pending):
-        statement, shadows, where = pending
+        statement, shadows, where, views = pending
         hooks.FOLLOWED.on = False
+        for view in views:
+            view.flags.writeable = False
         for shadow in shadows:
             shadow.adopt(statement.source, where)
 

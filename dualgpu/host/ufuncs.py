@@ -28,7 +28,7 @@ from dualgpu.core import hooks
 from dualgpu.core._expressions import expression
 from dualgpu.core.dual import _EXPRESSION_NAMESPACE
 from dualgpu.core.dualarray import DualArray
-from dualgpu.errors import DualgpuError, MissingRuleError
+from dualgpu.errors import DualgpuError, MissingRuleError, complex_dual_message
 from dualgpu.host import buffers as host_buffers
 from dualgpu.host.indexing import lanes_last_key
 from dualgpu.host.operands import common_lanes, full_partials, is_dual, lift, shape_of, split, wrap
@@ -224,10 +224,14 @@ def call(ufunc, inputs, kwargs):
         return _store(ufunc, wrap(ans, np.zeros((lanes,) + ans.shape, ans.dtype)), out)
     _, factors = UFUNC_RULES[name]
     dtype = ans.dtype
+    if dtype.kind == "c":  # the kernels' refusal of complex duals, on the host too
+        raise DualgpuError(complex_dual_message(
+            f"numpy.{name} of " + " and ".join(type(v).__name__ for v in values)))
     if dtype.kind != "f":
         raise DualgpuError(
             f"numpy.{name} on duals gave a {dtype} answer; expected float32 or float64. Fix: "
-            "pass dtype=np.float64 (or float32), or operate on the values."
+            "pass dtype=np.float64 (or float32), or, if no derivative is wanted, operate on "
+            "the values."
         )
     return _store(ufunc, wrap(ans, _partials(pairs, factors, values, ans, lanes)), out)
 

@@ -138,6 +138,8 @@ def optimiser_step(p):
     para += delta
     para *= 2.0
     para -= 0.1 * delta
+    para /= 1.0 + delta
+    para[1:] *= delta[:2]
     return para
 
 
@@ -321,3 +323,68 @@ def test_dual_scalar_tolist():
     u = dualgpu.dual_array(np.array([1.0, 2.0]), np.eye(2))
     assert [x.partials.tolist() for x in u.tolist()] == [x.tolist().partials.tolist()
                                                          for x in u]
+
+
+def test_a_comprehension_in_a_followed_line():
+    def f(r):
+        u, u_new = _u0(), np.zeros(8)
+        step[1, 8](u, u_new, r)
+        u += np.array([2.0 * k for k in range(8)]) * u_new
+        return u
+
+    with dualgpu.using_backend("cpu"), dualgpu.keep_host_buffers():
+        J = dualgpu.jacobian(f, 0.3)
+    np.testing.assert_allclose(_flat(J), central_fd(f, 0.3), rtol=1e-6, atol=1e-9)
+
+
+def test_a_view_taken_on_one_line_and_written_on_another():
+    def f(r):
+        state = np.zeros((2, 8))
+        u_new = np.zeros(8)
+        step[1, 8](_u0(), u_new, r)
+        state[0] = u_new                  # state is kept (read-only between followed lines)
+        row = state[1]                    # a view made while it is read-only
+        row[:] = 2.0 * u_new
+        row[0] += 1.0
+        return state
+
+    with dualgpu.using_backend("cpu"), dualgpu.keep_host_buffers():
+        J = dualgpu.jacobian(f, 0.3)
+    np.testing.assert_allclose(_flat(J), central_fd(f, 0.3), rtol=1e-6, atol=1e-9)
+
+
+def test_a_write_in_compiled_host_code_is_refused():
+    from numba import njit
+
+    @njit
+    def zero(a):
+        a[:] = 0.0
+
+    def f(r):
+        u, u_new = _u0(), np.zeros(8)
+        step[1, 8](u, u_new, r)
+        zero(u_new)
+        return u_new
+
+    with dualgpu.using_backend("cpu"), dualgpu.keep_host_buffers(), \
+            pytest.raises(DualgpuError) as err:
+        dualgpu.jacobian(f, 0.3)
+    message = str(err.value)
+    assert "u_new" in message and "test_host_writes.py:" in message and "zero(u_new)" in message
+
+
+def test_a_changed_value_dualgpu_did_not_see_is_refused_not_zeroed():
+    """A view made before the buffer was kept stays writeable; what it writes unseen is
+    found at the next use of the buffer and refused (before: zero partials, no error)."""
+    def f(r):
+        u, u_new = _u0(), np.zeros(8)
+        alias = u_new[:]                  # made before a kernel wrote u_new
+        step[1, 8](u, u_new, r)
+        exec("alias[2:4] = 5.0", {"alias": alias})
+        return u_new
+
+    with dualgpu.using_backend("cpu"), dualgpu.keep_host_buffers(), \
+            pytest.raises(DualgpuError) as err:
+        dualgpu.jacobian(f, 0.3)
+    message = str(err.value)
+    assert "u_new" in message and "2 element(s)" in message and "did not see" in message

@@ -74,6 +74,7 @@ class Translation:
         # marks it recursive: a recursive function cannot be inlined).
         self.tree = None
         self.recursive = False
+        self.star_called = False  # called as dev(*args) somewhere: compiled, not inlined
         self.uses_atomics = False
         self.uses_context = False
         self.uses_block_index = False
@@ -150,15 +151,16 @@ class Translation:
         tracer = tracer if tracer and lanes and self.lanes_dependent else False
         key = (
             lanes if self.lanes_dependent else 0, fastmath, unguarded, tracer,
-            tuple(sorted(options.items())),
+            tuple(sorted(options.items())), self.star_called,
         )
         dispatcher = self._built.get(key)
         if dispatcher is None:
             function, values = self.function(lanes, unguarded, tracer)
-            if self.role != "kernel" and not self.recursive:
+            if self.role != "kernel" and not self.recursive and not self.star_called:
                 # Inlined in numba's IR, a device function is compiled with the
                 # thread function's options (no NRT: no reference counting), and
                 # without the wrappers for Python or C callers that it never has.
+                # (numba cannot inline a call with *args: such a callee stays a function.)
                 options.setdefault("inline", "always")
                 options = {**COMPILED_CODE_ONLY, **options}
             dispatcher = njit(fastmath=fastmath, error_model="numpy", **options)(function)
