@@ -63,3 +63,28 @@ def test_every_exception_class_has_an_entry():
     assert all(issubclass(getattr(dualgpu.errors, c), dualgpu.errors.DualgpuBaseError)
                for c in classes)
     assert classes <= quoted, f"no quoted message of {sorted(classes - quoted)}"
+
+
+def _quote_after(anchor):
+    """The ```text block that follows ``anchor`` on the troubleshooting page, one line."""
+    text = PAGE.read_text()
+    block = text[text.index(anchor):].split("```text\n", 1)[1].split("```", 1)[0]
+    return " ".join(block.split())
+
+
+def test_the_launch_coverage_quote_is_the_warning(recwarn):
+    import warnings
+
+    import numpy as np
+
+    import dualgpu
+    from dualgpu import cuda
+    from kernels_for_docs_messages import doubled
+
+    with dualgpu.using_backend("cpu"), warnings.catch_warnings():
+        warnings.simplefilter("always", dualgpu.errors.LaunchCoverageWarning)
+        u = cuda.to_device(np.ones(8))
+        doubled[1, 4](u, cuda.device_array_like(u))
+    seen = {" ".join(f"LaunchCoverageWarning: {w.message}".split()) for w in recwarn.list
+            if w.category is dualgpu.errors.LaunchCoverageWarning}
+    assert seen == {_quote_after("(tr-launch-coverage)=")}
