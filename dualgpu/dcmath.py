@@ -14,6 +14,9 @@ Examples
 from dualgpu.core import dcmath as _impl
 
 globals().update({n: getattr(_impl, n) for n in dir(_impl) if not n.startswith("_")})
+#: every function of cmath (the constants pi, e, tau, inf, nan, infj and nanj are cmath's)
+__all__ = sorted(n for n in dir(_impl)
+                 if not n.startswith("_") and n != "RULED" and callable(getattr(_impl, n)))
 
 
 def __getattr__(name):

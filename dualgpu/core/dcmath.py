@@ -23,7 +23,6 @@ Examples
 import builtins as _builtins
 import cmath as _cmath
 
-import numpy as _np
 
 from dualgpu.core.dual import Dual as _Dual
 from dualgpu.core.dual import apply_complex as _apply_complex
@@ -42,6 +41,36 @@ def _has_dual(args):
     return any(isinstance(a, _Dual) for a in args)
 
 
+#: arguments for each function's example (one complex argument otherwise)
+_EXAMPLE_ARGS = {"rect": (2.0, 0.0), "isclose": (0.5j, 0.5j), "log": (1j, 2.0),
+                 "acosh": (1.5 + 0.5j,), "complex": (0.5, 2.0)}
+
+
+def _doc(name, summary, kind, params=("x",)):
+    """A numpydoc docstring for dcmath.<name> (``kind``: 'rule', 'value' or 'none'), whose
+    function takes ``params`` (``"*args"`` and ``"**kwargs"`` for the pass-through ones)."""
+    plain = getattr(_cmath, name, _builtins.complex if name == "complex" else None)
+    args = _EXAMPLE_ARGS.get(name, (0.5 + 0.25j,))
+    where = "the builtin ``complex``" if name == "complex" else f"``cmath.{name}``"
+    lines = [summary, "", "Parameters", "----------"]
+    for param in params:
+        what = ("keyword arguments" if param == "**kwargs" else "the arguments"
+                if param == "*args" else f"``{param}``")
+        lines += [param, f"    {what.capitalize()} of {where}; a :class:`~dualgpu.Dual` (real "
+                         "or complex) where it may take one."]
+    lines += ["", "Returns", "-------", "object",
+              f"    {where} of the arguments (of their values, for a dual)."]
+    if kind == "rule":
+        lines[-1] += " A dual when an argument is one, with its partials."
+    if kind == "none":
+        lines += ["", "Raises", "------", "MissingRuleError",
+                  "    When an argument is a dual: this function has no derivative rule."]
+    call = f"dcmath.{name}({', '.join(map(repr, args))})"
+    lines += ["", "Examples", "--------", ">>> from dualgpu import dcmath",
+              f">>> {call}", repr(plain(*args))]
+    return "\n".join(lines) + "\n"
+
+
 def _with_rule(name, key):
     plain = getattr(_cmath, name)
 
@@ -51,7 +80,7 @@ def _with_rule(name, key):
         return plain(x)
 
     fn.__name__ = name
-    fn.__doc__ = f"cmath.{name}, with partials propagated for Dual arguments."
+    fn.__doc__ = _doc(name, f"cmath.{name}, with partials propagated for Dual arguments.", "rule")
     return fn
 
 
@@ -89,7 +118,8 @@ def _on_value(name):
         return plain(*(complex(a.value) if isinstance(a, _Dual) else a for a in args), **kwargs)
 
     fn.__name__ = name
-    fn.__doc__ = f"cmath.{name} of the value (zero derivative)."
+    fn.__doc__ = _doc(name, f"cmath.{name} of the value (zero derivative).", "value",
+                      ("*args", "**kwargs"))
     return fn
 
 
@@ -102,7 +132,8 @@ def _without_rule(name):
         return plain(*args, **kwargs)
 
     fn.__name__ = name
-    fn.__doc__ = plain.__doc__
+    fn.__doc__ = _doc(name, f"cmath.{name}, for plain numbers only: no derivative rule.", "none",
+                      ("*args", "**kwargs"))
     return fn
 
 
@@ -134,3 +165,11 @@ def _build():
 
 
 globals().update(_build())
+for _fn, _params, _summary in (
+        (log, ("x", "base"), "cmath.log (natural, or to ``base``), with partials for duals."),
+        (polar, ("x",), "cmath.polar: ``(abs(x), phase(x))``, duals for a Dual argument."),
+        (rect, ("r", "phi"), "cmath.rect: ``r * (cos(phi) + i sin(phi))``, a complex dual for "
+                             "Dual arguments."),
+        (complex, ("real", "imag"), "The builtin ``complex(real, imag)``; a complex dual when "
+                                    "either part is a Dual.")):
+    _fn.__doc__ = _doc(_fn.__name__, _summary, "rule", _params)
