@@ -31,6 +31,7 @@ from dualgpu.errors import COMPLEX_DUAL, DualgpuError, LaunchCoverageWarning, co
 from dualgpu.host.buffers import _read_only_params, active, caller_line, launch_store_fix
 from dualgpu.porting import tuple_arguments
 from dualgpu.porting.captured_duals import Plan, captured_duals, lift
+from dualgpu.porting.launch_plan import Configured
 from dualgpu.porting.signatures import apply_signature, parse_signatures
 
 __all__ = ["jit", "Kernel", "DeviceFunction", "LaunchCoverageWarning", "flat_kernel"]
@@ -206,7 +207,7 @@ class Kernel:
             )
         stream = config[2] if len(config) > 2 else 0
         sharedmem = config[3] if len(config) > 3 else 0
-        launcher = functools.partial(self.launch, griddim, blockdim, stream, sharedmem)
+        launcher = Configured(self, griddim, blockdim, stream, sharedmem)
         try:
             if len(self._launchers) < 256:
                 self._launchers[config] = launcher
@@ -254,7 +255,7 @@ class Kernel:
         if list in map(type, args):
             self._refuse_lists(args)
         if self.signatures:
-            args = apply_signature(self.__name__, self._params, self.signatures, args)
+            args = self.apply_signatures(args)
         name = backend()
         registry, shadows = active(), None
         if registry is not None:  # under the driver: host buffers that receive duals
@@ -273,6 +274,51 @@ class Kernel:
             self._launch(name, griddim, blockdim, stream, sharedmem, args)
         if shadows is not None:  # as numba copies a host array back; partials stay in the registry
             registry.after_launch(shadows)
+
+    def apply_signatures(self, args):
+        """``args`` converted as the kernel's eager signatures say (numba.cuda's launch does)."""
+        return apply_signature(self.__name__, self._params, self.signatures, args)
+
+    def plan(self, name, griddim, blockdim, sharedmem, args):
+        """A plan for launches like this one with ``args`` on backend ``name``, or None.
+
+        Called after the launch ran the full path (see :mod:`dualgpu.porting.launch_plan`):
+        None where a launch like it must take that path every time (the simulator, duals
+        the kernel captures, tuples of duals, host arrays a driver may give partials, a
+        backend without plans). The plan is ``plan(args, stream)``: it launches and returns
+        True, or returns False (having done nothing) where it does not hold for ``args``.
+        """
+        if name == "cudasim" or any(tuple_arguments.holds_duals(a) for a in args):
+            return None
+        watch = self._may_capture
+        if watch and self._captured():
+            return None
+        if active() is not None and any(
+                type(a) is np.ndarray and a.dtype.kind == "f" and 1 <= a.ndim <= 3
+                for a in args):
+            return None  # the host-buffer registry looks at these at every launch
+        make = getattr(self.compiled(name), "plan", None)
+        run = make and make(griddim, blockdim, args, sharedmem)
+        if not run:
+            return None
+        checks = []
+        if "gridsize" not in self._source_names:  # as _check_coverage: enough threads?
+            threads = math.prod(griddim) * math.prod(blockdim)
+            checks = [f"len(args[{k}]{'.values' if isinstance(a, DualArray) else ''}) > "
+                      f"{threads}" for k, a in enumerate(args) if getattr(a, "ndim", 0) >= 1]
+        call = "run(args)" if name == "cpu" else "run(args, stream)"
+        source = "def plan(args, stream):\n"
+        if checks:
+            source += f"    if {' and '.join(checks)}:\n        return False\n"
+        if watch:
+            source += "    if captured(kernel):\n        return False\n"
+        source += (f"    try:\n        return {call}\n    except DualgpuError:\n        raise\n"
+                   "    except Exception as exc:\n        kernel._launch_failed(exc, args)\n"
+                   "        raise\n")
+        namespace = {"run": run, "kernel": self, "captured": captured_duals,
+                     "DualgpuError": DualgpuError}
+        exec(compile(source, f"<launch plan of {self.__qualname__}>", "exec"), namespace)
+        return namespace["plan"]
 
     def _captured(self):
         return captured_duals(self)
@@ -314,34 +360,40 @@ class Kernel:
         except DualgpuError:
             raise
         except Exception as exc:
-            stored = _dual_store_target(exc)
-            if stored is not None:
-                raise DualgpuError(self._drop_message(args, *stored)) from exc
-            if COMPLEX_DUAL in str(exc):
-                found = re.search(re.escape(COMPLEX_DUAL) + r" \((.*?)\) is not", str(exc))
-                raise DualgpuError(f"kernel {self.__name__}: " + complex_dual_message(
-                    found.group(1) if found else "a complex number and a dual")) from exc
-            if _PYTHON_FLOAT in str(exc):
-                host = self._written_host_arrays(args)
-                if len(host) == 1:  # the simulator's atomic into a host numpy array
-                    raise DualgpuError(self._drop_message(args, host[0])) from exc
-                raise DualgpuError(
-                    f"kernel {self.__name__}: float(Dual) would drop the partials; keep the dual "
-                    "(arithmetic with floats promotes) or use .value if no derivative is wanted."
-                ) from exc
-            host = self._written_host_arrays(args)
-            if host and type(exc).__name__ == "TypingError":
-                name = host[0]
-                raise DualgpuError(
-                    f"kernel {self.__name__} does not compile for its dual arguments, and it is "
-                    f"given the host numpy array {name} (shape "
-                    f"{tuple(dict(zip(self._params, args))[name].shape)}) that it writes or "
-                    "passes on: a dual stored into it (also by an atomic) cannot keep its "
-                    "partials. numba's message follows." + launch_store_fix(
-                        name, dict(zip(self._params, args))[name], caller_line())
-                    + f"\n\n{exc}"
-                ) from exc
+            self._launch_failed(exc, args)
             raise
+
+    def _launch_failed(self, exc, args):
+        """Raise the clear error for a launch with ``args`` that raised ``exc`` where there is
+        one (a dual stored into a plain array, a complex dual, float(Dual)...); otherwise
+        return, and the caller re-raises ``exc``."""
+        stored = _dual_store_target(exc)
+        if stored is not None:
+            raise DualgpuError(self._drop_message(args, *stored)) from exc
+        if COMPLEX_DUAL in str(exc):
+            found = re.search(re.escape(COMPLEX_DUAL) + r" \((.*?)\) is not", str(exc))
+            raise DualgpuError(f"kernel {self.__name__}: " + complex_dual_message(
+                found.group(1) if found else "a complex number and a dual")) from exc
+        if _PYTHON_FLOAT in str(exc):
+            host = self._written_host_arrays(args)
+            if len(host) == 1:  # the simulator's atomic into a host numpy array
+                raise DualgpuError(self._drop_message(args, host[0])) from exc
+            raise DualgpuError(
+                f"kernel {self.__name__}: float(Dual) would drop the partials; keep the dual "
+                "(arithmetic with floats promotes) or use .value if no derivative is wanted."
+            ) from exc
+        host = self._written_host_arrays(args)
+        if host and type(exc).__name__ == "TypingError":
+            name = host[0]
+            raise DualgpuError(
+                f"kernel {self.__name__} does not compile for its dual arguments, and it is "
+                f"given the host numpy array {name} (shape "
+                f"{tuple(dict(zip(self._params, args))[name].shape)}) that it writes or "
+                "passes on: a dual stored into it (also by an atomic) cannot keep its "
+                "partials. numba's message follows." + launch_store_fix(
+                    name, dict(zip(self._params, args))[name], caller_line())
+                + f"\n\n{exc}"
+            ) from exc
 
     def _written_host_arrays(self, args):
         """Names of the float host numpy arguments of a dual launch that the kernel may write."""

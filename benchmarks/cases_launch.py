@@ -1,0 +1,207 @@
+"""Benchmark cases of issue 41: the cost of one launch, and small simulations with many steps.
+
+launch_plans
+    A 16-cell heat step launched in a Python loop, microseconds per launch (median of
+    repeated runs, all in one process and interleaved): plain arrays, under ``dualgpu.jvp``
+    (1 lane) and under ``dualgpu.jacobian`` (16 lanes), each with launch plans (the
+    default) and without (:data:`dualgpu.porting.launch_plan.ENABLED` off: every launch
+    takes the full path, as before issue 41), beside the same step as an ``@njit`` call.
+    Then the heat equation on 10^4 cells, 100 steps, JVP with respect to the diffusion
+    number, against a hand-written fused ``@njit`` loop carrying value and tangent.
+    Targets (issue 41): plain <= 2 us and dual <= 4 us per launch, heat JVP <= 1.3x the
+    fused loop. The machine's load (``/proc/loadavg``) is recorded beside the timings.
+"""
+import contextlib
+import numpy as np
+from numba import njit
+
+import dualgpu
+from dualgpu import cuda
+from dualgpu.porting import launch_plan
+
+from benchmarks.harness import PROFILES, measure_side_by_side, target
+
+__all__ = ["CASES", "heat_fused_jvp", "plan_step"]
+
+#: issue 41's targets: microseconds per launch, and the heat JVP against the fused loop
+PLAIN_US, DUAL_US, HEAT_JVP = 2.0, 4.0, 1.3
+
+#: cells of the launch probe (one block)
+CELLS = 16
+
+
+@cuda.jit
+def plan_step(u, u_new, r):
+    """One explicit heat step with zero ghost cells (as :func:`benchmarks.harness.heat_step`)."""
+    i = cuda.grid(1)
+    n = u.shape[0]
+    if i < n:
+        left = u[i - 1] if i > 0 else 0.0
+        right = u[i + 1] if i < n - 1 else 0.0
+        u_new[i] = u[i] + r * (left - 2.0 * u[i] + right)
+
+
+def _simulate(u0, r, steps, threads):
+    u = cuda.to_device(u0)
+    u_new = cuda.device_array_like(u)
+    blocks = (u0.shape[0] + threads - 1) // threads
+    for _ in range(steps):
+        plan_step[blocks, threads](u, u_new, r)
+        u, u_new = u_new, u
+    return u.copy_to_host()
+
+
+@njit
+def _njit_step(u, u_new, r):
+    n = u.shape[0]
+    for i in range(n):
+        left = u[i - 1] if i > 0 else 0.0
+        right = u[i + 1] if i < n - 1 else 0.0
+        u_new[i] = u[i] + r * (left - 2.0 * u[i] + right)
+
+
+def _njit_loop(u0, r, steps):
+    u, u_new = u0.copy(), np.empty_like(u0)
+    for _ in range(steps):  # one compiled call per step, as a launch is
+        _njit_step(u, u_new, r)
+        u, u_new = u_new, u
+    return u
+
+
+@njit
+def heat_fused_jvp(u0, r, dr, steps):
+    """The heat run and its tangent with respect to ``r`` (direction ``dr``), written by
+    hand: one fused loop per step over values and tangents. Returns ``(u, du)``."""
+    n = u0.shape[0]
+    u, du = u0.copy(), np.zeros(n)
+    u_new, du_new = np.empty(n), np.empty(n)
+    for _ in range(steps):
+        for i in range(n):
+            left = u[i - 1] if i > 0 else 0.0
+            right = u[i + 1] if i < n - 1 else 0.0
+            dleft = du[i - 1] if i > 0 else 0.0
+            dright = du[i + 1] if i < n - 1 else 0.0
+            lap = left - 2.0 * u[i] + right
+            u_new[i] = u[i] + r * lap
+            du_new[i] = du[i] + r * (dleft - 2.0 * du[i] + dright) + dr * lap
+        u, u_new = u_new, u
+        du, du_new = du_new, du
+    return u, du
+
+
+@contextlib.contextmanager
+def _plans(enabled):
+    previous, launch_plan.ENABLED = launch_plan.ENABLED, enabled
+    try:
+        yield
+    finally:
+        launch_plan.ENABLED = previous
+
+
+def _equal(a, b):
+    """Bit for bit: arrays, or tuples of arrays (a JVP's value and tangent)."""
+    if isinstance(a, tuple):
+        return all(_equal(x, y) for x, y in zip(a, b))
+    return bool(np.array_equal(np.asarray(a), np.asarray(b)))
+
+
+def _load():
+    try:
+        with open("/proc/loadavg") as fh:
+            return fh.read().strip()
+    except OSError:
+        return "unknown"
+
+
+def case_launch_plans(profile):
+    """Microseconds per launch with and without plans; the heat 10^4 x 100 JVP."""
+    p = PROFILES[profile]
+    steps = {"full": 4000, "quick": 2000, "tiny": 20}[profile]
+    repeats = max(3, p["repeats"] + 2)
+    u0 = np.sin(np.arange(CELLS) * 0.3) + 1.0
+    r = 0.25
+
+    def plain():
+        return _simulate(u0, r, steps, CELLS)
+
+    def jvp():
+        return dualgpu.jvp(lambda rr: _simulate(u0, rr, steps, CELLS), (r,), (1.0,))
+
+    def jacobian():
+        return dualgpu.jacobian(lambda uu: _simulate(uu, r, steps, CELLS), u0, progress=False)
+
+    def planned(fn, enabled):
+        def run():
+            with _plans(enabled):
+                return fn()
+        return run
+
+    load_before = _load()
+    with dualgpu.using_backend("cpu"):
+        fns = {}
+        for name, fn in (("plain", plain), ("jvp", jvp), ("jacobian", jacobian)):
+            fns[name] = planned(fn, True)
+            fns[name + "_unplanned"] = planned(fn, False)
+        fns["njit_step"] = lambda: _njit_loop(u0, r, steps)
+        timed = measure_side_by_side(fns, repeats)
+    load_after = _load()
+    per_launch = {name: 1e6 * t["median_s"] / steps for name, (_, t) in timed.items()}
+    same = {name: _equal(timed[name][0], timed[name + "_unplanned"][0])
+            for name in ("plain", "jvp", "jacobian")}
+    heat = _heat_jvp(profile, repeats)
+    targets = {
+        "plain_us_per_launch": target(per_launch["plain"], PLAIN_US),
+        "jvp_us_per_launch": target(per_launch["jvp"], DUAL_US),
+        "jacobian16_us_per_launch": target(per_launch["jacobian"], DUAL_US),
+        "heat_jvp_vs_fused_njit": target(heat["ratio"], HEAT_JVP),
+    }
+    return {"cells": CELLS, "steps": steps, "us_per_launch": per_launch,
+            "planned_equals_unplanned": same, "heat": heat, "targets": targets,
+            "loadavg_before": load_before, "loadavg_after": load_after,
+            "note": "wall-clock medians; other processes on the machine inflate them "
+                    "(see loadavg)"}
+
+
+def _heat_jvp(profile, repeats):
+    n = {"full": 10_000, "quick": 10_000, "tiny": 200}[profile]
+    steps = {"full": 100, "quick": 100, "tiny": 5}[profile]
+    x = (np.arange(n) + 0.5) / n
+    u0 = np.sin(np.pi * x) + np.exp(-50.0 * (x - 0.3) ** 2)
+    r = 0.2
+    threads = 256
+    with dualgpu.using_backend("cpu"):
+        timed = measure_side_by_side({
+            "dualgpu_jvp": lambda: dualgpu.jvp(lambda rr: _simulate(u0, rr, steps, threads),
+                                               (r,), (1.0,)),
+            "fused_njit": lambda: heat_fused_jvp(u0, r, 1.0, steps),
+        }, 3 * repeats)
+    (value, tangent), ours = timed["dualgpu_jvp"]
+    (ref_value, ref_tangent), fused = timed["fused_njit"]
+    return {"n": n, "steps": steps, "dualgpu_s": ours["median_s"], "fused_njit_s": fused["median_s"],
+            "ratio": ours["median_s"] / fused["median_s"],
+            "values_max_abs_diff": float(np.max(np.abs(value - ref_value))),
+            "tangent_rel_diff": float(np.max(np.abs(tangent - ref_tangent))
+                                      / np.max(np.abs(ref_tangent)))}
+
+
+def format_launch_plans(r):
+    """The table lines of :func:`case_launch_plans`."""
+    us = r["us_per_launch"]
+    lines = [f"Launch plans (issue 41): {r['cells']}-cell heat step, {r['steps']} launches in a "
+             f"Python loop, cpu backend, us per launch (median)",
+             f"  {'':22s} {'plans':>8s} {'no plans':>9s}  planned == unplanned"]
+    for name in ("plain", "jvp", "jacobian"):
+        label = {"plain": "plain arrays", "jvp": "jvp (1 lane)",
+                 "jacobian": "jacobian (16 lanes)"}[name]
+        lines.append(f"  {label:22s} {us[name]:8.2f} {us[name + '_unplanned']:9.2f}  "
+                     f"{r['planned_equals_unplanned'][name]}")
+    lines.append(f"  {'@njit step call':22s} {us['njit_step']:8.2f}")
+    h = r["heat"]
+    lines.append(f"  heat {h['n']:,} cells x {h['steps']} steps, JVP wrt r: dualgpu "
+                 f"{1e3 * h['dualgpu_s']:.2f} ms, fused @njit {1e3 * h['fused_njit_s']:.2f} ms "
+                 f"({h['ratio']:.2f}x; tangents agree to {h['tangent_rel_diff']:.1e})")
+    lines.append(f"  loadavg before {r['loadavg_before']} / after {r['loadavg_after']}")
+    return lines
+
+
+CASES = {"launch_plans": case_launch_plans}

@@ -1,0 +1,145 @@
+"""Launch plans: what a repeated launch of a :class:`~dualgpu.porting.kernel.Kernel` keeps.
+
+``kernel[griddim, blockdim]`` returns a :class:`Configured` launcher. Its first launch with
+given kinds of arguments runs the full launch path (checks, host buffers, captured duals,
+tuple arguments, the backend's choice of loop shape, lane tiles and launcher), then asks the
+kernel for a *plan*: everything that depends only on the kernel, the kinds of the
+arguments, the launch configuration, the lanes and the backend, decided once. A later
+launch with the same kinds finds the plan by a cheap :func:`signature` and only binds its
+arguments and calls compiled code.
+
+What a plan is keyed by (a plan is never reused where one of them differs):
+
+- per argument, numba's own type fingerprint (``numba._dispatcher.compute_fingerprint``:
+  the kind of scalar, or an array's dtype, ndim, layout and writability); for a DualArray
+  those of its values and partials, its lanes and tag; for a Dual the type of its value,
+  its partials' fingerprint, its lanes, tag and weak flag; a Python int also by whether it
+  fits an int64 (numba types a larger one as uint64);
+- the active backend, whether a driver's host-buffer registry is active, and the driver's
+  tile of lanes (:func:`dualgpu.core._context.active_tile_lanes`).
+
+Arguments of other kinds (nested or device-resident duals, tuples holding duals, object
+arrays, lists, user classes) have no signature: such launches always take the full path.
+What may change between launches with the same signature is checked by the plan at each
+launch (the kernel's captured duals, array lengths against the grid, arrays that share
+memory, the backend's own state); where it no longer holds, the plan steps aside and the
+full path runs (and plans again).
+
+Examples
+--------
+>>> import numpy as np
+>>> signature((np.zeros(3), 1.0, 2)) == (signature((np.ones(3), 5.0, 7)))
+True
+>>> signature((np.zeros(3, np.float32),)) == signature((np.zeros(3),))
+False
+"""
+import numpy as np
+from numba._dispatcher import compute_fingerprint as _fingerprint
+
+from dualgpu.core._context import active_tile_lanes
+from dualgpu.core.dual import Dual
+from dualgpu.core.dualarray import DualArray
+from dualgpu.core.selection import backend
+from dualgpu.host.buffers import active
+
+__all__ = ["signature", "plan_key", "Configured", "MAX_PLANS", "ENABLED"]
+
+#: False: every launch takes the full path (for comparisons; see the tests and benchmarks).
+ENABLED = True
+
+#: Plans kept per configured launcher (beyond it, new kinds of arguments run unplanned).
+MAX_PLANS = 64
+
+_INT64 = (-(2 ** 63), 2 ** 63)
+
+
+def _int(value):
+    return b"i" if _INT64[0] <= value < _INT64[1] else b"I"
+
+
+def _dual_array(array):
+    partials = array.partials
+    # numpy members only (nested or device duals raise here: no signature)
+    return (_fingerprint(array.values), _fingerprint(partials), partials.shape[0], array.tag)
+
+
+def _dual(dual):
+    partials = dual.partials
+    value = type(dual.value)
+    if value is Dual:
+        raise TypeError("nested dual")
+    return ("s", value, _fingerprint(partials), partials.size, dual.tag, dual.weak)
+
+
+_KINDS = {int: _int, DualArray: _dual_array, Dual: _dual}
+
+
+def signature(args):
+    """The kinds of a launch's arguments as a hashable key, or None (no plan for these).
+
+    Examples
+    --------
+    >>> signature(([1.0, 2.0],)) is None  # a list: the full path refuses it
+    True
+    """
+    try:
+        return tuple([_KINDS.get(type(a), _fingerprint)(a) for a in args])
+    except Exception:  # noqa: BLE001 - any kind numba cannot fingerprint: no plan
+        return None
+
+
+def plan_key(args):
+    """:func:`signature` with the context a plan depends on, or None."""
+    kinds = signature(args)
+    if kinds is None:
+        return None
+    return backend(), active() is None, active_tile_lanes(), kinds
+
+
+class Configured:
+    """``kernel[griddim, blockdim, stream, sharedmem]``: call it with the kernel's arguments.
+
+    Keeps the plans of its launches (see the module docstring), at most :data:`MAX_PLANS`.
+    """
+
+    __slots__ = ("kernel", "griddim", "blockdim", "stream", "sharedmem", "plans")
+
+    def __init__(self, kernel, griddim, blockdim, stream, sharedmem):
+        self.kernel = kernel
+        self.griddim = griddim
+        self.blockdim = blockdim
+        self.stream = stream
+        self.sharedmem = sharedmem
+        self.plans = {}
+
+    def __call__(self, *args, **kwargs):
+        kernel = self.kernel
+        if kwargs or not ENABLED:
+            return kernel.launch(self.griddim, self.blockdim, self.stream, self.sharedmem,
+                                 *args, **kwargs)
+        given = args
+        if kernel.signatures:  # the full path converts them again (it takes ``given``)
+            args = kernel.apply_signatures(args)
+        try:  # signature(args), inline: this is every launch's path
+            key = (backend(), active() is None, active_tile_lanes(),
+                   tuple([_KINDS.get(type(a), _fingerprint)(a) for a in args]))
+        except Exception:  # noqa: BLE001 - a kind numba cannot fingerprint: no plan
+            key = None
+        else:
+            plans = self.plans
+            plan = plans.get(key)
+            if plan:
+                if plan(args, self.stream):
+                    return None
+                del plans[key]  # it no longer holds: the full path, then a new plan
+            elif plan is not None or len(plans) >= MAX_PLANS:
+                key = None
+        kernel.launch(self.griddim, self.blockdim, self.stream, self.sharedmem, *given)
+        if key is not None:
+            self.plans[key] = kernel.plan(key[0], self.griddim, self.blockdim, self.sharedmem,
+                                          args) or False
+        return None
+
+    def __repr__(self):
+        return (f"<{self.kernel!r} launcher [{self.griddim}, {self.blockdim}, {self.stream}, "
+                f"{self.sharedmem}]>")
