@@ -12,6 +12,8 @@ launch_plans
     fused loop. The machine's load (``/proc/loadavg``) is recorded beside the timings.
 """
 import contextlib
+import statistics
+import time
 import numpy as np
 from numba import njit
 
@@ -98,6 +100,18 @@ def _plans(enabled):
         launch_plan.ENABLED = previous
 
 
+def _thread_times(fns, repeats):
+    """Median thread CPU seconds of each ``fns[name]()``, interleaved (time this process's
+    thread spent running: other processes on the machine do not count)."""
+    times = {name: [] for name in fns}
+    for _ in range(repeats):
+        for name, fn in fns.items():
+            start = time.thread_time()
+            fn()
+            times[name].append(time.thread_time() - start)
+    return {name: statistics.median(t) for name, t in times.items()}
+
+
 def _equal(a, b):
     """Bit for bit: arrays, or tuples of arrays (a JVP's value and tangent)."""
     if isinstance(a, tuple):
@@ -144,8 +158,10 @@ def case_launch_plans(profile):
             fns[name + "_unplanned"] = planned(fn, False)
         fns["njit_step"] = lambda: _njit_loop(u0, r, steps)
         timed = measure_side_by_side(fns, repeats)
+        cpu = _thread_times(fns, repeats)
     load_after = _load()
     per_launch = {name: 1e6 * t["median_s"] / steps for name, (_, t) in timed.items()}
+    cpu_per_launch = {name: 1e6 * t / steps for name, t in cpu.items()}
     same = {name: _equal(timed[name][0], timed[name + "_unplanned"][0])
             for name in ("plain", "jvp", "jacobian")}
     heat = _heat_jvp(profile, repeats)
@@ -156,10 +172,11 @@ def case_launch_plans(profile):
         "heat_jvp_vs_fused_njit": target(heat["ratio"], HEAT_JVP),
     }
     return {"cells": CELLS, "steps": steps, "us_per_launch": per_launch,
+            "cpu_us_per_launch": cpu_per_launch,
             "planned_equals_unplanned": same, "heat": heat, "targets": targets,
             "loadavg_before": load_before, "loadavg_after": load_after,
-            "note": "wall-clock medians; other processes on the machine inflate them "
-                    "(see loadavg)"}
+            "note": "targets judged on wall-clock medians, which other processes on the "
+                    "machine inflate (see loadavg); thread CPU time beside them"}
 
 
 def _heat_jvp(profile, repeats):
@@ -189,13 +206,17 @@ def format_launch_plans(r):
     us = r["us_per_launch"]
     lines = [f"Launch plans (issue 41): {r['cells']}-cell heat step, {r['steps']} launches in a "
              f"Python loop, cpu backend, us per launch (median)",
-             f"  {'':22s} {'plans':>8s} {'no plans':>9s}  planned == unplanned"]
+             f"  {'':22s} {'plans':>8s} {'no plans':>9s}  (thread CPU: {'plans':>6s} "
+             f"{'no plans':>8s})  planned == unplanned"]
     for name in ("plain", "jvp", "jacobian"):
         label = {"plain": "plain arrays", "jvp": "jvp (1 lane)",
                  "jacobian": "jacobian (16 lanes)"}[name]
+        cpu = r["cpu_us_per_launch"]
         lines.append(f"  {label:22s} {us[name]:8.2f} {us[name + '_unplanned']:9.2f}  "
+                     f"({' ' * 12}{cpu[name]:6.2f} {cpu[name + '_unplanned']:8.2f})  "
                      f"{r['planned_equals_unplanned'][name]}")
-    lines.append(f"  {'@njit step call':22s} {us['njit_step']:8.2f}")
+    lines.append(f"  {'@njit step call':22s} {us['njit_step']:8.2f}  "
+                 f"({' ' * 12}{r['cpu_us_per_launch']['njit_step']:6.2f})")
     h = r["heat"]
     lines.append(f"  heat {h['n']:,} cells x {h['steps']} steps, JVP wrt r: dualgpu "
                  f"{1e3 * h['dualgpu_s']:.2f} ms, fused @njit {1e3 * h['fused_njit_s']:.2f} ms "

@@ -31,7 +31,7 @@ from dualgpu.errors import COMPLEX_DUAL, DualgpuError, LaunchCoverageWarning, co
 from dualgpu.host.buffers import _read_only_params, active, caller_line, launch_store_fix
 from dualgpu.porting import tuple_arguments
 from dualgpu.porting.captured_duals import Plan, captured_duals, lift
-from dualgpu.porting.launch_plan import Configured
+from dualgpu.porting.launch_plan import Configured, register_device_arrays
 from dualgpu.porting.signatures import apply_signature, parse_signatures
 
 __all__ = ["jit", "Kernel", "DeviceFunction", "LaunchCoverageWarning", "flat_kernel"]
@@ -131,6 +131,8 @@ def _backend_module(name):
         from dualgpu.backends.cudasim import kernel as module
     else:
         from dualgpu.backends.gpu import kernel as module
+
+        register_device_arrays()
     return module
 
 
@@ -285,8 +287,9 @@ class Kernel:
         Called after the launch ran the full path (see :mod:`dualgpu.porting.launch_plan`):
         None where a launch like it must take that path every time (the simulator, duals
         the kernel captures, tuples of duals, host arrays a driver may give partials, a
-        backend without plans). The plan is ``plan(args, stream)``: it launches and returns
-        True, or returns False (having done nothing) where it does not hold for ``args``.
+        backend without plans). The backend makes the plan, ``plan(args, stream)``, with the
+        checks here in front (captured duals, coverage): it launches and returns True, or
+        returns False (having done nothing) where it does not hold for ``args``.
         """
         if name == "cudasim" or any(tuple_arguments.holds_duals(a) for a in args):
             return None
@@ -298,27 +301,20 @@ class Kernel:
                 for a in args):
             return None  # the host-buffer registry looks at these at every launch
         make = getattr(self.compiled(name), "plan", None)
-        run = make and make(griddim, blockdim, args, sharedmem)
-        if not run:
+        if make is None:
             return None
-        checks = []
+        prologue = ""
         if "gridsize" not in self._source_names:  # as _check_coverage: enough threads?
             threads = math.prod(griddim) * math.prod(blockdim)
             checks = [f"len(args[{k}]{'.values' if isinstance(a, DualArray) else ''}) > "
                       f"{threads}" for k, a in enumerate(args) if getattr(a, "ndim", 0) >= 1]
-        call = "run(args)" if name == "cpu" else "run(args, stream)"
-        source = "def plan(args, stream):\n"
-        if checks:
-            source += f"    if {' and '.join(checks)}:\n        return False\n"
-        if watch:
-            source += "    if captured(kernel):\n        return False\n"
-        source += (f"    try:\n        return {call}\n    except DualgpuError:\n        raise\n"
-                   "    except Exception as exc:\n        kernel._launch_failed(exc, args)\n"
-                   "        raise\n")
-        namespace = {"run": run, "kernel": self, "captured": captured_duals,
-                     "DualgpuError": DualgpuError}
-        exec(compile(source, f"<launch plan of {self.__qualname__}>", "exec"), namespace)
-        return namespace["plan"]
+            if checks:
+                prologue += f"    if {' and '.join(checks)}:\n        return False\n"
+        if watch:  # a captured global or closure cell that holds a Dual now: lifted
+            prologue += "    if captured(porting_kernel):\n        return False\n"
+        return make(griddim, blockdim, args, sharedmem, prologue=prologue,
+                    failed=self._launch_failed,
+                    namespace={"captured": captured_duals, "porting_kernel": self}) or None
 
     def _captured(self):
         return captured_duals(self)

@@ -42,7 +42,8 @@ from dualgpu.core.dualarray import DualArray
 from dualgpu.core.selection import backend
 from dualgpu.host.buffers import active
 
-__all__ = ["signature", "plan_key", "Configured", "MAX_PLANS", "ENABLED"]
+__all__ = ["signature", "plan_key", "Configured", "MAX_PLANS", "ENABLED",
+           "register_device_arrays"]
 
 #: False: every launch takes the full path (for comparisons; see the tests and benchmarks).
 ENABLED = True
@@ -59,8 +60,16 @@ def _int(value):
 
 def _dual_array(array):
     partials = array.partials
-    # numpy members only (nested or device duals raise here: no signature)
-    return (_fingerprint(array.values), _fingerprint(partials), partials.shape[0], array.tag)
+    try:
+        return (_fingerprint(array.values), _fingerprint(partials), partials.shape[0],
+                array.tag)
+    except NotImplementedError:  # device members (nested duals raise again: no signature)
+        return (_device(array.values), _device(partials), partials.shape[0], array.tag)
+
+
+def _device(array):
+    """A numba.cuda device array's kind: its numba type (cached on the array)."""
+    return array._numba_type_
 
 
 def _dual(dual):
@@ -72,6 +81,14 @@ def _dual(dual):
 
 
 _KINDS = {int: _int, DualArray: _dual_array, Dual: _dual}
+
+
+def register_device_arrays():
+    """Give numba.cuda's device arrays a signature (called when the cuda backend loads:
+    importing numba.cuda is left to it)."""
+    from numba.cuda.cudadrv.devicearray import DeviceNDArray
+
+    _KINDS[DeviceNDArray] = _device
 
 
 def signature(args):

@@ -259,13 +259,14 @@ class CpuKernel(LaneTiles):
         except (numba.core.errors.NumbaError, TypeError) as exc:
             self._retry_or_explain(exc, lanes, base, args, g, b)
 
-    def plan(self, griddim, blockdim, args, sharedmem=0):
+    def plan(self, griddim, blockdim, args, sharedmem=0, **options):
         """A plan for launches like the last one (see :mod:`.plans`), or None.
 
-        Ask after :meth:`launch` ran with these arguments; the plan is ``plan(args)``,
-        which launches and returns True, or returns False where it no longer holds.
+        Ask after :meth:`launch` ran with these arguments; the plan is
+        ``plan(args, stream)``, which launches and returns True, or returns False where it
+        no longer holds. ``options``: :func:`~dualgpu.backends.cpu.plans.make_plan`'s.
         """
-        return make_plan(self, griddim, blockdim, args, sharedmem)
+        return make_plan(self, griddim, blockdim, args, sharedmem, **options)
 
     def _launch_dual(self, base, g, b, args, lanes, items):
         """A launch with dual arguments of ``lanes`` lanes: tiles of :meth:`_tiles` lanes."""

@@ -28,6 +28,7 @@ import time
 import numpy as np
 from numba.core.errors import NumbaError
 
+from dualgpu.backends.common.plans import compile_plan
 from dualgpu.backends.cpu import lanes_last as _lanes_last
 from dualgpu.backends.cpu import parallel as cpu_parallel
 from dualgpu.backends.cpu.lane_model import kernel_profile
@@ -35,7 +36,7 @@ from dualgpu.backends.cpu.launchers import LaunchSpec
 from dualgpu.backends.cpu.tiles import dual_kind
 from dualgpu.core.nested import lane_key
 
-__all__ = ["make_plan"]
+__all__ = ["make_plan", "args_are_tracers"]
 
 
 def _dims(value):
@@ -56,16 +57,26 @@ def _unpacked(args, mask):
     return names
 
 
-def _function(source, namespace, name):
-    exec(compile(source, f"<cpu launch plan {name}>", "exec"), namespace)
-    return namespace["plan"]
+def _function(body, namespace, name, head, prologue, failed, lanes, base):
+    """Compile a plan (:func:`~dualgpu.backends.common.plans.compile_plan`): ``head`` (its
+    checks, then the unpacking of ``args``), then ``body`` (indented for a ``try``), whose
+    failures are retried or explained as :meth:`CpuKernel.launch` does."""
+    body = ("    try:\n" + body
+            + "    except (NumbaError, TypeError) as exc:\n"
+            + f"        kernel._retry_or_explain(exc, {lanes}, {base!r}, args, g, b)\n")
+    return compile_plan(head[0], head[1], body, namespace, name, prologue, failed)
 
 
-def make_plan(kernel, griddim, blockdim, args, sharedmem):
-    """The plan ``plan(args) -> bool`` of launches like ``kernel``'s last one, or None.
+def make_plan(kernel, griddim, blockdim, args, sharedmem, prologue="", failed=None,
+              namespace=None):
+    """The plan ``plan(args, stream) -> bool`` of launches like ``kernel``'s last one, or None.
 
-    None where every launch like it takes the full path: block-level kernels, nested
-    or tagged duals, no arguments.
+    ``prologue``: source lines (indented by 4, in a function of ``args`` and ``stream``)
+    that return False where the plan does not hold, run first; ``namespace``: the names
+    they use; ``failed(exc, args)``: called with any error other than a
+    :class:`~dualgpu.errors.DualgpuError` (it raises the clear error where there is one,
+    else returns, and the error is raised as it is). None where every launch like this one
+    takes the full path: block-level kernels, nested or tagged duals, no arguments.
     """
     translation = kernel._translation
     if not args or translation.block_level or sharedmem:
@@ -76,36 +87,34 @@ def make_plan(kernel, griddim, blockdim, args, sharedmem):
     g, b = _dims(griddim), _dims(blockdim)
     base = kernel._base(args)
     items = g[0] * b[0] * g[1] * b[1] * g[2] * b[2]
-    grid = ", ".join(map(str, g + b))
     unpack = "".join(f"_a{k}, " for k in range(len(args)))
-    head = (f"def plan(args):\n"
-            f"    if (kernel.epoch != {kernel.epoch} or kernel.tile_lanes != {kernel.tile_lanes!r}"
-            f" or switches.ENABLED is not {cpu_parallel.ENABLED}"
-            f" or switches.FORCE is not {cpu_parallel.FORCE}):\n"
-            f"        return False\n"
-            f"    {unpack}= args\n")
-    namespace = {"kernel": kernel, "switches": cpu_parallel, "np": np, "g": g, "b": b,
-                 "NumbaError": NumbaError}
+    check = (f"kernel.epoch != {kernel.epoch} or kernel.tile_lanes != {kernel.tile_lanes!r}"
+             f" or switches.ENABLED is not {cpu_parallel.ENABLED}"
+             f" or switches.FORCE is not {cpu_parallel.FORCE}")
+    namespace = dict(namespace or {})
+    namespace.update(kernel=kernel, switches=cpu_parallel, np=np, g=g, b=b,
+                     NumbaError=NumbaError, launchers=kernel._launchers)
     if not lanes:
         spec = LaunchSpec(base, "serial", 0, kernel._plain_mask, ())
         if (items < cpu_parallel.PARALLEL_MIN_ITEMS and not cpu_parallel.FORCE) or (
-                translation.uses_atomics):
+                translation.uses_atomics):  # launch() calls the serial launcher directly
             launcher = kernel._launchers.get(spec)
             if launcher is None:
                 return None
             namespace["launcher"] = launcher
-            call = f"launcher({unpack}{grid})"
-            source = head + f"    try:\n        {call}\n"
+            grid = ", ".join(map(str, g + b))
+            body = f"        launcher({unpack}{grid})\n"
         else:
-            source = head + "    try:\n" + _serial_or_decided(
-                kernel, spec, namespace, unpack.rstrip(", "), "", items, 1, "()")
-        source += _RETRY.format(lanes=0, base=base)
-        return _function(source, namespace, kernel.name)
+            body = _serial_or_decided(kernel, spec, namespace, unpack.rstrip(", "), "", items,
+                                      1, "()")
+            check += f" or len(launchers) != {len(kernel._launchers)}"
+        head = (check, f"    {unpack}= args\n")
+        return _function(body, namespace, kernel.name, head, prologue, failed, 0, base)
     mask = tuple(dual_kind(a) for a in args)
     tile, tiles = kernel._tiles(lanes, args, mask, base)
     tracer = translation.lanes_dependent and args_are_tracers(args)
     compute = not tracer and kernel_profile(translation).kind == "compute"
-    flat = "[" + ", ".join(_unpacked(args, mask)) + "]"
+    flat = ", ".join(_unpacked(args, mask))
     namespace.update(mask=mask, usable=_lanes_last.usable, specs=kernel._specs,
                      LaunchSpec=LaunchSpec)
     body = ""
@@ -116,39 +125,38 @@ def make_plan(kernel, griddim, blockdim, args, sharedmem):
                  f"            return True\n")
     if tiles > 1:
         fixed, shared = _restores(kernel, args, mask)
-        namespace.update(fixed=fixed, may_share=np.may_share_memory, _values=_values,
-                         specs=kernel._specs)
+        namespace.update(fixed=fixed, may_share=np.may_share_memory, _values=_values)
         snapshots = "[" + "".join(f"np.array(_values(_a{p}), copy=True), " for p in fixed) + "]"
         usual = _spec(kernel, base, tile, mask, fixed, tracer)
-        inline = _serial_or_decided(kernel, usual, namespace, flat[1:-1],
-                                    f", 0, {tiles}, *snapshots", items * tiles, tiles,
-                                    "snapshots")
+        inline = _serial_or_decided(kernel, usual, namespace, flat, f", 0, {tiles}, *snapshots",
+                                    items * tiles, tiles, "snapshots")
         if not shared:
             body += f"        snapshots = {snapshots}\n" + inline
         else:  # in order, as CpuKernel._restore lists them
             arrays = [k for k, (a, kind) in enumerate(zip(args, mask))
                       if kind == "a" or isinstance(a, np.ndarray)]
-            body += (f"        restore = tuple(sorted(fixed + "
-                     f"{_shared_source(shared, arrays)}))\n"
+            found = _shared_source(shared, arrays, mask)
+            body += (f"        restore = {'tuple(sorted(fixed + ' + found + '))' if fixed else found}\n"
                      f"        if restore == fixed:\n"
                      f"            snapshots = {snapshots}\n"
                      + textwrap.indent(inline, "    ")
-                     + f"        else:\n"
+                     + "        else:\n"
                      f"            key = ({base!r}, {tile}, mask, restore, {tracer})\n"
                      f"            other = specs.get(key)\n"
                      f"            if other is None:\n"
-                     f"                other = specs[key] = LaunchSpec({base!r}, 'serial', {tile}, "
-                     f"mask, restore, {tracer})\n"
+                     f"                other = specs[key] = LaunchSpec({base!r}, 'serial', "
+                     f"{tile}, mask, restore, {tracer})\n"
                      f"            snapshots = [np.array(_values(args[p]), copy=True) "
                      f"for p in restore]\n"
-                     f"            kernel._run(other, {flat}, g, b, {items * tiles}, {tiles}, "
-                     f"snapshots)\n")
+                     f"            kernel._run(other, [{flat}], g, b, {items * tiles}, "
+                     f"{tiles}, snapshots)\n")
     else:
         usual = _spec(kernel, base, tile, mask, (), tracer)
-        body += _serial_or_decided(kernel, usual, namespace, flat[1:-1], f", 0, {tiles}",
+        body += _serial_or_decided(kernel, usual, namespace, flat, f", 0, {tiles}",
                                    items * tiles, tiles, "()")
-    source = head + "    try:\n" + body + _RETRY.format(lanes=lanes, base=base)
-    return _function(source, namespace, kernel.name)
+    check += f" or len(launchers) != {len(kernel._launchers)}"
+    head = (check, f"    {unpack}= args\n")
+    return _function(body, namespace, kernel.name, head, prologue, failed, lanes, base)
 
 
 def _spec(kernel, base, tile, mask, restore, tracer):
@@ -161,44 +169,41 @@ def _spec(kernel, base, tile, mask, restore, tracer):
 
 
 def _serial_or_decided(kernel, spec, namespace, flat, tail, items, tiles, snapshots):
-    """Source of :meth:`CpuKernel._run` for one fixed ``spec`` with its constants in: its
-    cost decides serial or parallel as there, and a serial launch outside the pieces
-    launcher calls the launcher here (``flat``: the launcher's leading arguments; ``tail``:
-    the tile range of a dual launcher)."""
+    """Source of :meth:`CpuKernel._run` for one fixed ``spec``, its constants folded in.
+
+    Its measured cost decides serial or parallel as there; a serial launch that does not
+    take the pieces launcher calls the serial launcher here (``flat``: the launcher's
+    leading arguments; ``tail``: a dual launcher's tile range). The plan's head checks
+    that no launcher was added since it was made (a pieces launcher changes the choice).
+    """
     run = kernel._spec_run(spec)
-    namespace.update(spec=spec, run=run, cost=run.cost, launchers=kernel._launchers,
-                     pieces=run.pieces, perf_counter=time.perf_counter)
-    # as CpuKernel._run_decided: the pieces launcher when the launch may go parallel, when
-    # it is large, or once that launcher exists
+    namespace.update(spec=spec, run=run, cost=run.cost, perf_counter=time.perf_counter)
     eligible = cpu_parallel.ENABLED and run.eligible
-    static = eligible and (items >= cpu_parallel.PIECES_SERIAL_MIN_ITEMS or (
-        run.presume and items >= cpu_parallel.PARALLEL_MIN_ITEMS))
+    if eligible and (items >= cpu_parallel.PIECES_SERIAL_MIN_ITEMS
+                     or run.pieces in kernel._launchers
+                     or (run.presume and items >= cpu_parallel.PARALLEL_MIN_ITEMS)):
+        # the pieces launcher, serial or not: CpuKernel._run_decided
+        return f"        kernel._run(spec, [{flat}], g, b, {items}, {tiles}, {snapshots})\n"
     grid = ", ".join(f"{n}" for n in namespace["g"] + namespace["b"])
-    if static:
-        return (f"        kernel._run(spec, [{flat}], g, b, {items}, {tiles}, {snapshots})\n")
+    serial = ("launcher = run.launcher\n"
+              "if launcher is None:\n"
+              "    launcher = run.launcher = kernel._launcher(spec)\n"
+              "start = perf_counter()\n"
+              f"launcher({flat}, {grid}{tail})\n"
+              f"cost.record_serial(perf_counter() - start, {items})\n")
     if not eligible:
-        decide = "        if False:\n"
-    else:
-        decide = (f"        parallel = cost.parallel({items}, presume={run.presume})\n"
-                  f"        if parallel or pieces in launchers:\n")
+        return textwrap.indent(serial, " " * 8)
+    if run.presume:
+        decide = f"        if cost.parallel({items}, presume=True):\n"
+    else:  # cost.parallel's first test inline (where it returns False, it changes nothing)
+        decide = (f"        serial = cost.serial\n"
+                  f"        if (len(serial) >= 2 and min(serial) * {items} >= "
+                  f"switches.PARALLEL_MIN_SECONDS\n"
+                  f"                and cost.parallel({items}, presume=False)):\n")
     return (decide
             + f"            kernel._run_decided(run, spec, [{flat}], g, b, {items}, {tiles}, "
-              f"{snapshots}, 0, {eligible}, {'parallel' if eligible else 'False'})\n"
-            + "        else:\n"
-            + "            launcher = run.launcher\n"
-            + "            if launcher is None:\n"
-            + "                launcher = run.launcher = kernel._launcher(spec)\n"
-            + "            start = perf_counter()\n"
-            + f"            launcher({flat}, {grid}{tail})\n"
-            + f"            cost.record_serial(perf_counter() - start, {items})\n")
-
-
-#: The end of a plan: a failed launch is retried or explained as the full path does.
-_RETRY = """\
-    except (NumbaError, TypeError) as exc:
-        kernel._retry_or_explain(exc, {lanes}, {base!r}, args, g, b)
-    return True
-"""
+              f"{snapshots}, 0, True, True)\n"
+            + "        else:\n" + textwrap.indent(serial, " " * 12))
 
 
 def args_are_tracers(args):
@@ -228,12 +233,15 @@ def _restores(kernel, args, mask):
     return tuple(always), tuple(shared)
 
 
-def _shared_source(shared, arrays):
+def _shared_source(shared, arrays, mask):
     """Source of the tuple of ``shared`` positions whose array shares memory with another
     array argument (``arrays``: the positions of the array arguments)."""
+    def values(k):
+        return f"_a{k}.values" if mask[k] == "a" else f"_a{k}"
+
     parts = []
     for position in shared:
-        others = " or ".join(f"may_share(_values(_a{position}), _values(_a{k}))"
+        others = " or ".join(f"may_share({values(position)}, {values(k)})"
                              for k in arrays if k != position)
         parts.append(f"(({position},) if {others or 'False'} else ())")
     return " + ".join(parts)
