@@ -187,15 +187,21 @@ def _heat_jvp(profile, repeats):
     r = 0.2
     threads = 256
     with dualgpu.using_backend("cpu"):
-        timed = measure_side_by_side({
+        fns_heat = {
             "dualgpu_jvp": lambda: dualgpu.jvp(lambda rr: _simulate(u0, rr, steps, threads),
                                                (r,), (1.0,)),
             "fused_njit": lambda: heat_fused_jvp(u0, r, 1.0, steps),
-        }, 3 * repeats)
+        }
+        timed = measure_side_by_side(fns_heat, 3 * repeats)
+        cpu = _thread_times({"dualgpu_jvp": fns_heat["dualgpu_jvp"],
+                             "fused_njit": fns_heat["fused_njit"]}, 3 * repeats)
     (value, tangent), ours = timed["dualgpu_jvp"]
     (ref_value, ref_tangent), fused = timed["fused_njit"]
-    return {"n": n, "steps": steps, "dualgpu_s": ours["median_s"], "fused_njit_s": fused["median_s"],
+    return {"n": n, "steps": steps, "dualgpu_s": ours["median_s"],
+            "fused_njit_s": fused["median_s"],
             "ratio": ours["median_s"] / fused["median_s"],
+            "cpu_dualgpu_s": cpu["dualgpu_jvp"], "cpu_fused_njit_s": cpu["fused_njit"],
+            "cpu_ratio": cpu["dualgpu_jvp"] / cpu["fused_njit"],
             "values_max_abs_diff": float(np.max(np.abs(value - ref_value))),
             "tangent_rel_diff": float(np.max(np.abs(tangent - ref_tangent))
                                       / np.max(np.abs(ref_tangent)))}
@@ -220,7 +226,9 @@ def format_launch_plans(r):
     h = r["heat"]
     lines.append(f"  heat {h['n']:,} cells x {h['steps']} steps, JVP wrt r: dualgpu "
                  f"{1e3 * h['dualgpu_s']:.2f} ms, fused @njit {1e3 * h['fused_njit_s']:.2f} ms "
-                 f"({h['ratio']:.2f}x; tangents agree to {h['tangent_rel_diff']:.1e})")
+                 f"({h['ratio']:.2f}x; thread CPU {1e3 * h['cpu_dualgpu_s']:.2f} / "
+                 f"{1e3 * h['cpu_fused_njit_s']:.2f} ms, {h['cpu_ratio']:.2f}x; tangents agree "
+                 f"to {h['tangent_rel_diff']:.1e})")
     lines.append(f"  loadavg before {r['loadavg_before']} / after {r['loadavg_after']}")
     return lines
 

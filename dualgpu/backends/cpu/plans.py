@@ -136,7 +136,8 @@ def make_plan(kernel, griddim, blockdim, args, sharedmem, prologue="", failed=No
             arrays = [k for k, (a, kind) in enumerate(zip(args, mask))
                       if kind == "a" or isinstance(a, np.ndarray)]
             found = _shared_source(shared, arrays, mask)
-            body += (f"        restore = {'tuple(sorted(fixed + ' + found + '))' if fixed else found}\n"
+            found = f"tuple(sorted(fixed + {found}))" if fixed else found
+            body += (f"        restore = {found}\n"
                      f"        if restore == fixed:\n"
                      f"            snapshots = {snapshots}\n"
                      + textwrap.indent(inline, "    ")
