@@ -234,3 +234,134 @@ def format_launch_plans(r):
 
 
 CASES = {"launch_plans": case_launch_plans}
+
+
+# ---------------------------------------------------------------------------
+# issue 41 point 4: the same speed in every run (three fresh processes)
+# ---------------------------------------------------------------------------
+
+#: issue 41: the dual N-body mass tangents within this factor of the hand-written loop, in
+#: each of three fresh processes
+NBODY_FRESH = 1.2
+
+#: One fresh process: the dual N-body accelerations (mass and position tangents, ``lanes``
+#: lanes, lanes-last on the cpu backend, parallel when cores are free) against the
+#: hand-written tangent loop of ``/work/shared/reference/nbody_tangent_loop.py`` (scalar
+#: chain-rule coefficients once per pair, then a stride-1 lane loop), serial and prange,
+#: interleaved; which arm (serial or parallel) the dual launches took is read from the
+#: kernel's measured costs.
+_NBODY_SCRIPT = """
+import json, os, statistics, sys, time
+sys.path[:0] = [{root!r}]
+import numpy as np
+from numba import njit, prange
+import dualgpu
+from dualgpu.core.dualarray import DualArray
+from dualgpu.backends.cpu.kernel import compile_kernel
+from simulations import nbody
+
+
+def make(parallel):
+    @njit(parallel=parallel)
+    def acc_tangent(pos, m, dpos, dm, g, eps2, acc, dacc):
+        n = pos.shape[0]
+        L = dpos.shape[2]
+        for i in prange(n):
+            ax = 0.0; ay = 0.0; az = 0.0
+            tx = np.zeros(L); ty = np.zeros(L); tz = np.zeros(L)
+            xi = pos[i, 0]; yi = pos[i, 1]; zi = pos[i, 2]
+            for j in range(n):
+                if j == i:
+                    continue
+                dx = pos[j, 0] - xi; dy = pos[j, 1] - yi; dz = pos[j, 2] - zi
+                r2 = dx * dx + dy * dy + dz * dz + eps2
+                inv = 1.0 / (r2 * np.sqrt(r2))
+                s = g * m[j] * inv
+                ax += s * dx; ay += s * dy; az += s * dz
+                c = -3.0 * s / r2
+                gi = g * inv
+                for l in range(L):
+                    ddx = dpos[j, 0, l] - dpos[i, 0, l]
+                    ddy = dpos[j, 1, l] - dpos[i, 1, l]
+                    ddz = dpos[j, 2, l] - dpos[i, 2, l]
+                    ds = c * (dx * ddx + dy * ddy + dz * ddz) + gi * dm[j, l]
+                    tx[l] += ds * dx + s * ddx
+                    ty[l] += ds * dy + s * ddy
+                    tz[l] += ds * dz + s * ddz
+            acc[i, 0] = ax; acc[i, 1] = ay; acc[i, 2] = az
+            for l in range(L):
+                dacc[i, 0, l] = tx[l]; dacc[i, 1, l] = ty[l]; dacc[i, 2, l] = tz[l]
+    return acc_tangent
+
+
+n, lanes, repeats = {n}, {lanes}, {repeats}
+pos, _, mass = nbody.default_initial_state(n)
+rng = np.random.default_rng(1)
+dpos, dmass = rng.standard_normal((lanes, n, 3)), rng.standard_normal((lanes, n))
+args = (DualArray(pos, dpos), DualArray(mass, dmass), 1.0, 0.05,
+        DualArray(np.zeros((n, 3)), np.zeros((lanes, n, 3))))
+kernel = compile_kernel(nbody.accelerations)
+blocks = (n + 127) // 128
+hand = (pos, np.ascontiguousarray(dpos.transpose(1, 2, 0)), mass,
+        np.ascontiguousarray(dmass.T), 1.0, 0.05 ** 2, np.zeros((n, 3)), np.zeros((n, 3, lanes)))
+serial, parallel = make(False), make(True)
+fns = {{"dual": lambda: kernel[blocks, 128](*args),
+       "hand_serial": lambda: serial(hand[0], hand[2], hand[1], hand[3], *hand[4:]),
+       "hand_prange": lambda: parallel(hand[0], hand[2], hand[1], hand[3], *hand[4:])}}
+for fn in fns.values():
+    fn(); fn()
+times = {{k: [] for k in fns}}
+for _ in range(repeats):
+    for k, fn in fns.items():
+        time.sleep(0.3)  # numba's OpenMP threads spin after a prange loop
+        t = time.perf_counter(); fn(); times[k].append(time.perf_counter() - t)
+arms = [(len(c.serial), len(c.parallel_samples)) for c in kernel._costs.values()]
+ours = np.moveaxis(args[4].partials, 0, 2)
+diff = float(np.max(np.abs(ours - hand[7])) / np.max(np.abs(hand[7])))
+with open("/proc/loadavg") as fh:
+    load = fh.read().strip()
+print(json.dumps({{"median_s": {{k: statistics.median(v) for k, v in times.items()}},
+                  "arms_serial_parallel": arms, "tangent_rel_diff": diff, "loadavg": load}}))
+"""
+
+
+def case_nbody_fresh(profile):
+    """The dual N-body pair loop against the hand-written tangent loop, three fresh processes."""
+    import os
+    import sys
+
+    from benchmarks.harness import run_json_script
+
+    n = {"full": 384, "quick": 384, "tiny": 16}[profile]
+    lanes, repeats = 32, {"full": 9, "quick": 5, "tiny": 1}[profile]
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = dict(os.environ)
+    env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
+    runs = []
+    for _ in range(3):
+        out = run_json_script(_NBODY_SCRIPT.format(root=root, n=n, lanes=lanes,
+                                                   repeats=repeats), env, root)
+        t = out["median_s"]
+        best = min(t["hand_serial"], t["hand_prange"])
+        out["dual_over_hand"] = t["dual"] / best
+        out["ns_per_pair_lane"] = 1e9 * t["dual"] / (n * (n - 1) * lanes)
+        runs.append(out)
+    worst = max(r["dual_over_hand"] for r in runs)
+    return {"n": n, "lanes": lanes, "runs": runs, "python": sys.version.split()[0],
+            "targets": {"nbody_fresh_worst_of_3": target(worst, NBODY_FRESH)}}
+
+
+def format_nbody_fresh(r):
+    """The table lines of :func:`case_nbody_fresh`."""
+    lines = [f"N-body mass tangents, {r['n']} bodies, {r['lanes']} lanes, three fresh processes: "
+             "dual launch vs the faster of the hand-written loops (serial, prange)"]
+    for k, run in enumerate(r["runs"], 1):
+        t = run["median_s"]
+        lines.append(f"  process {k}: dual {1e3 * t['dual']:.2f} ms, hand serial "
+                     f"{1e3 * t['hand_serial']:.2f} ms, prange {1e3 * t['hand_prange']:.2f} ms:"
+                     f" {run['dual_over_hand']:.2f}x; launches measured (serial, parallel) "
+                     f"{run['arms_serial_parallel']}; load {run['loadavg']}")
+    return lines
+
+
+CASES["nbody_fresh"] = case_nbody_fresh

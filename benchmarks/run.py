@@ -32,7 +32,7 @@ __all__ = ["main", "all_cases", "run_case", "run_cases", "format_table", "target
 CASE_ORDER = ("overhead", "cpu_vs_njit", "launch", "memory", "sparse", "tiled_nbody", "peers_heat",
               "peers_nbody", "peers_nbody_small", "peers_pendulum", "host_objective", "jvp_primal",
               "cold_start", "parallel_load", "lanes", "coloring", "sass", "pair_loop", "first_call",
-              "plain_vs_njit", "launch_plans")
+              "plain_vs_njit", "launch_plans", "nbody_fresh")
 
 #: Seconds one case may run, per profile.
 CASE_TIMEOUT = {"full": 3600, "quick": 600, "tiny": 300}
@@ -353,6 +353,12 @@ def _launch_plans(r):
     return format_launch_plans(r) + _target_lines(r)
 
 
+def _nbody_fresh(r):
+    from benchmarks.cases_launch import format_nbody_fresh
+
+    return format_nbody_fresh(r) + _target_lines(r)
+
+
 def _plain_vs_njit(r):
     lines = ["Plain runs: cpu backend vs the same loops with @njit(parallel=True)",
              f"  {'simulation':12s} {'dualgpu':>13s} {'njit':>13s} {'ratio':>6s}  bitwise equal"]
@@ -369,7 +375,8 @@ _FORMATTERS = {"pair_loop": _pair_loop, "first_call": _first_call,
                "peers_pendulum": _peers, "host_objective": _host_objective,
                "jvp_primal": _jvp_primal, "cold_start": _cold_start,
                "parallel_load": _parallel_load, "lanes": _lanes, "coloring": _coloring,
-               "sass": _sass, "launch_plans": _launch_plans}
+               "sass": _sass, "launch_plans": _launch_plans,
+               "nbody_fresh": _nbody_fresh}
 
 
 def format_table(results, profile, limits=None):

@@ -16,3 +16,12 @@ def test_launch_plans_case_tiny():
     lines = format_launch_plans(result)
     assert lines[0].startswith("Launch plans (issue 41)")
     assert "launch_plans" in run.CASE_ORDER
+
+
+def test_nbody_fresh_case_tiny():
+    from benchmarks.cases_launch import case_nbody_fresh, format_nbody_fresh
+
+    result = case_nbody_fresh("tiny")
+    assert len(result["runs"]) == 3
+    assert all(run["tangent_rel_diff"] < 1e-10 for run in result["runs"])  # same tangents
+    assert len(format_nbody_fresh(result)) == 4
