@@ -147,13 +147,16 @@ class Configured:
             if plan:
                 if plan(args, self.stream):
                     return None
-                del plans[key]  # it no longer holds: the full path, then a new plan
+                plans.pop(key, None)  # it no longer holds: the full path, then a new plan
             elif plan is not None or len(plans) >= MAX_PLANS:
                 key = None
         kernel.launch(self.griddim, self.blockdim, self.stream, self.sharedmem, *given)
         if key is not None:
-            self.plans[key] = kernel.plan(key[0], self.griddim, self.blockdim, self.sharedmem,
-                                          args) or False
+            try:
+                plan = kernel.plan(key[0], self.griddim, self.blockdim, self.sharedmem, args)
+            except Exception:  # noqa: BLE001 - the launch ran: launches like it stay unplanned
+                plan = None
+            self.plans[key] = plan or False
         return None
 
     def __repr__(self):
