@@ -93,7 +93,7 @@ MOVED = {
     "_progress": "autodiff._progress",
     "coloring": "autodiff.coloring",
     "sparsity": "autodiff.sparsity",
-    "sparse_probe": "autodiff.sparse_probe",
+    "sparse_probe": "autodiff.reuse",
     "ensemble": "autodiff.ensemble",
     "uncertainty": "autodiff.uncertainty",
     "fd_error": "autodiff.fd_error",

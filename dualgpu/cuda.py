@@ -17,15 +17,16 @@ copy on the active backend, for plain and dual arrays alike:
   ``cpu``).
 
 Device queries (``get_current_device()``, ``select_device``, ``gpus``,
-``current_context()``, ``detect``, ``close``) answer on every backend: see
-:mod:`dualgpu.porting.devices`.
+``current_context()``, ``detect``, ``close``) answer on every backend. Random numbers:
+:mod:`dualgpu.cuda.random` (numba.cuda's xoroshiro128+ generator, on every backend).
 
 On the ``cpu`` backend "device" arrays are host arrays that also have numba's
 device-array methods (``copy_to_host``, ``copy_to_device``).
 
-This module only re-exports: the host side lives in :mod:`dualgpu.porting` (``memory``:
-copies, allocation, streams; ``host_api``: events and pinned memory; ``devices``;
+This module only re-exports: the host side lives in the ``dualgpu/porting/`` package
+(``memory``: copies, allocation, streams; ``host_api``: events and pinned memory; ``devices``;
 ``kernel``: ``jit``; ``vectorize``; ``random``), and nothing in dualgpu imports it back.
+See also the user guide's porting page.
 """
 import sys
 
@@ -36,15 +37,23 @@ from dualgpu.porting import random
 from dualgpu.porting.devices import (  # numba.cuda's device API, on every backend
     close, current_context, detect, get_current_device, list_devices, select_device,
 )
+from dualgpu.porting.driver_api import (  # answered off the GPU, or refused naming the fix
+    as_cuda_array, compile, compile_all, compile_for_current_device, compile_ptx,
+    compile_ptx_for_current_device, cuda_error, declare_device, external_stream,
+    from_cuda_array_interface, is_bfloat16_supported, is_cuda_array, is_float16_supported,
+    is_fp8_supported, is_supported_version, legacy_default_stream, open_ipc_array,
+    per_thread_default_stream, profile_start, profile_stop, profiling, require_context,
+)
 from dualgpu.porting.host_api import (  # numba.cuda's names, working on every backend
-    defer_cleanup, event, event_elapsed_time, managed_array, mapped, mapped_array, pinned,
-    pinned_array, pinned_array_like,
+    defer_cleanup, event, event_elapsed_time, managed_array, mapped, mapped_array,
+    mapped_array_like, pinned, pinned_array, pinned_array_like,
 )
 from dualgpu.porting.kernel import jit
 from dualgpu.porting.memory import (
     HostArray, HostStream, default_stream, device_array, device_array_like, is_available,
     stream, synchronize, to_device,
 )
+from dualgpu.porting.reduction import Reduce, reduce
 from dualgpu.porting.vectorize import guvectorize, vectorize
 
 __dualgpu_cuda__ = True
@@ -56,14 +65,20 @@ __all__ = [
     "HostStream", "stream", "default_stream", "event", "event_elapsed_time", "pinned",
     "pinned_array", "pinned_array_like", "mapped", "mapped_array", "managed_array",
     "defer_cleanup", "vectorize", "guvectorize", "select_device", "get_current_device",
-    "current_context", "list_devices", "gpus", "detect", "close", "random",
+    "current_context", "list_devices", "gpus", "detect", "close", "random", "reduce", "Reduce",
+    "mapped_array_like", "legacy_default_stream", "per_thread_default_stream",
+    "external_stream", "profile_start", "profile_stop", "profiling", "require_context",
+    "cuda_error", "is_supported_version", "is_float16_supported", "is_bfloat16_supported",
+    "is_fp8_supported", "is_cuda_array", "as_cuda_array", "from_cuda_array_interface",
+    "open_ipc_array", "compile", "compile_ptx", "compile_all", "compile_for_current_device",
+    "compile_ptx_for_current_device", "declare_device", "In", "Out", "InOut",
 ]
 
 gpus = _devices.gpus
 """The devices, as numba.cuda's ``gpus``: ``len(cuda.gpus)``, ``cuda.gpus[i]``, iteration.
 
 On the ``cuda`` backend it is numba.cuda's device list; on ``cpu`` and ``cudasim`` a list
-of one :class:`~dualgpu.porting.devices.HostDevice` (id 0; another index raises
+of one ``HostDevice`` (id 0; another index raises
 :class:`~dualgpu.DualgpuError`). Either way an entry is a context manager, so the
 multi-GPU idiom ``with cuda.gpus[i]: ...`` runs everywhere, and ``cuda.gpus.current`` is
 the current device (the same object as ``dualgpu.porting.devices.gpus``).
@@ -92,5 +107,10 @@ sys.modules.setdefault(__name__ + ".random", random)
 
 
 def __getattr__(name):
-    # anything else numba.cuda offers (streams, events, pinned memory...)
+    # numba.cuda's kernel-side names, types and internals (dualgpu.porting.numba_names says
+    # which); the host API is defined above, so none of these asks for the CUDA driver
     return getattr(_cuda, name)
+
+
+def __dir__():
+    return sorted(set(globals()) | {n for n in dir(_cuda) if not n.startswith("_")})

@@ -18,9 +18,14 @@ from dualgpu.core import dmath as _impl
 def _bind(new=None, old=None):
     # the names bound here too, so that ``from dualgpu.dmath import *`` gives them; again after
     # every dualgpu.rules.define (core.dmath, subscribed first, has rebuilt them by then)
-    globals().update({n: getattr(_impl, n) for n in dir(_impl) if not n.startswith("_")})
+    names = [n for n in dir(_impl) if not n.startswith("_")]
+    globals().update({n: getattr(_impl, n) for n in names})
+    # the functions (the constants pi, e, tau, inf and nan are math's, without a page)
+    globals()["__all__"] = sorted(n for n in names if callable(getattr(_impl, n)))
 
 
+__all__ = []  # every function of math, filled by _bind
+_bind()
 _rules.subscribe(_bind)
 
 

@@ -88,7 +88,7 @@ class MissingRuleError(DualgpuBaseError, TypeError):
     """A function was applied to a dual but has no derivative rule.
 
     The message names the function and the line to add to :mod:`dualgpu.rules`
-    (:func:`missing_rule_message`). A :class:`TypeError`.
+    (:func:`~dualgpu.errors.missing_rule_message`). A :class:`TypeError`.
 
     Examples
     --------

@@ -16,7 +16,7 @@ dual computes its derivative factors in float32. A factor written exactly
 draw their inputs from it.
 
 To add a rule from your own code, without editing dualgpu, call :func:`define` (it reaches
-every path through the listeners the floors above register with :func:`subscribe`). To add
+every path through the listeners the floors above register with ``subscribe``). To add
 a rule to dualgpu, add one line here: for example
 ``"gamma": Rule("math.gamma", ("ans * digamma(x)",), ((0.5, 5),))`` (after
 making ``digamma`` available in :data:`EXPRESSION_FUNCTIONS`). Nothing else
@@ -34,9 +34,8 @@ nothing through ``y``.
 
 The primal is always the function the user called, computed exactly as the
 plain code computes it (numba's own implementation in compiled code; for the
-pure-Python dual, what numba's compiled code computes -- see
-:mod:`dualgpu.core._primals`), so a dual's value is bit-identical to the plain
-value. Derivative factors are computed without raising (numpy's error
+pure-Python dual, what numba's compiled code computes), so a dual's value is
+bit-identical to the plain value. Derivative factors are computed without raising (numpy's error
 model); where plain ``@njit`` code raises (see :data:`ZERO_DIVISION_ERRORS`)
 the dual raises the same error.
 """
@@ -70,11 +69,9 @@ __all__ = [
     "undefine",
     "lookup",
     "definition_of",
-    "subscribe",
-    "add_call_handler",
-    "note_compiled",
-    "fingerprint",
 ]
+# subscribe, add_call_handler, note_compiled and fingerprint are hooks for dualgpu's own
+# layers (the compiled rules, the caches, dmath), not part of the public API: not in __all__.
 
 Rule = namedtuple("Rule", "primal derivatives domain")
 Rule.__doc__ = """One derivative rule: a primal and the derivative of its answer per argument.
@@ -351,7 +348,7 @@ def lookup(key):
     Parameters
     ----------
     key : str
-        A rule's key: ``"exp"`` (a built-in rule) or a :attr:`Definition.key`.
+        A rule's key: ``"exp"`` (a built-in rule) or the ``key`` of a :class:`Definition`.
 
     Returns
     -------
@@ -522,44 +519,61 @@ def _derivative_texts(name, derivatives):
             "(e.g. close over the others), or leave it without a rule so that the derivative "
             "flows through its body.")
     for text in texts:
-        _check_expression(name, text)
+        _check_expression(name, text, len(texts))
     return texts
 
 
-def _check_expression(name, text):
-    """Parse ``text`` as the rule table parses it; raise a RuleError naming the fix."""
+#: how many arguments each function of EXPRESSION_FUNCTIONS takes
+_EXPRESSION_ARITY = dict.fromkeys(EXPRESSION_FUNCTIONS, 1) | dict.fromkeys(
+    ("pow", "copysign", "same"), 2)
+
+
+def _check_expression(name, text, nargs):
+    """Parse ``text`` as the rule table parses it; raise a RuleError naming the problem and the
+    fix for anything that could never compile (every path would fail at first use)."""
+    def refuse(problem, fix):
+        raise RuleError(f"define({name!r}, ...): the derivative {text!r} {problem}. Fix: {fix}.")
+
     try:
         tree = ast.parse(text.strip(), mode="eval")
     except SyntaxError as error:
-        raise RuleError(
-            f"define({name!r}, ...): the derivative {text!r} is not a Python expression "
-            f"({error.msg}). Fix: write it as Python in x, y and ans, e.g. '1 / (1 + exp(-x))'."
-        ) from None
-    allowed = {"x", "y", "ans"} | set(EXPRESSION_FUNCTIONS)
+        refuse(f"is not a Python expression ({error.msg})",
+               "write it as Python in x, y and ans, e.g. '1 / (1 + exp(-x))'")
+    allowed = ("x", "ans") + (("y",) if nargs == 2 else ())
+    functions = ", ".join(EXPRESSION_FUNCTIONS)
     nodes = sorted(ast.walk(tree), key=lambda n: not isinstance(
         n, (ast.Attribute, ast.Subscript, ast.Lambda, ast.NamedExpr)))  # the syntax first
+    calls = [n.func for n in nodes if isinstance(n, ast.Call)]
     for node in nodes:
-        if isinstance(node, ast.Name) and node.id not in allowed:
-            raise RuleError(
-                f"define({name!r}, ...): the derivative {text!r} uses {node.id!r}; a derivative "
-                f"may use x, y, ans, numbers and the functions {', '.join(EXPRESSION_FUNCTIONS)}."
-                f" Fix: write {node.id!r} out with these (e.g. sigmoid(x) as 1 / (1 + exp(-x))).")
+        if isinstance(node, (ast.Attribute, ast.Subscript, ast.Lambda, ast.NamedExpr)):
+            refuse(f"uses {type(node).__name__.lower()} syntax; a derivative is arithmetic, "
+                   f"comparisons and calls of {functions} by their bare names", "e.g. 'cos(x)', "
+                   "not 'math.cos(x)'")
+        if isinstance(node, ast.Call):
+            callee = node.func.id if isinstance(node.func, ast.Name) else None
+            if node.keywords or callee in (None, "x", "y", "ans"):  # unknown names: below
+                refuse(f"calls {ast.unparse(node.func)!r} (or passes keywords); calls are of "
+                       f"{functions}, by their bare names with positional arguments",
+                       "e.g. 'exp(-x)', 'pow(x, 2)'")
+            if callee in _EXPRESSION_ARITY and len(node.args) != _EXPRESSION_ARITY[callee]:
+                refuse(f"calls {callee} with {len(node.args)} argument(s); {callee} takes "
+                       f"{_EXPRESSION_ARITY[callee]}", "e.g. " + _EXAMPLES.get(
+                           callee, f"'{callee}(x)'"))
+        if isinstance(node, ast.Name) and node.id not in allowed + EXPRESSION_FUNCTIONS:
+            one = " (y is a second argument; this rule is for a function of one)"
+            refuse(f"uses {node.id!r}; a derivative may use {', '.join(allowed)}, numbers "
+                   f"and the functions {functions}" + (one if node.id == "y" else ""),
+                   "write it with these (e.g. sigmoid(x) as 1 / (1 + exp(-x)))")
+        if isinstance(node, ast.Name) and node.id in EXPRESSION_FUNCTIONS and node not in calls:
+            refuse(f"names the function {node.id} without calling it", f"{node.id}(x)")
         if isinstance(node, ast.Constant) and (
                 isinstance(node.value, bool) or not isinstance(node.value, (int, float))):
-            raise RuleError(
-                f"define({name!r}, ...): the derivative {text!r} has the literal {node.value!r}; "
-                "only int and float literals are allowed. Fix: write the number.")
-        if isinstance(node, (ast.Attribute, ast.Subscript, ast.Lambda, ast.NamedExpr)):
-            raise RuleError(
-                f"define({name!r}, ...): the derivative {text!r} uses "
-                f"{type(node).__name__.lower()} syntax; a derivative is arithmetic, comparisons "
-                f"and calls of {', '.join(EXPRESSION_FUNCTIONS)} by their bare names. Fix: "
-                "e.g. 'cos(x)', not 'math.cos(x)'.")
-        if isinstance(node, ast.Call) and (node.keywords or not isinstance(node.func, ast.Name)):
-            raise RuleError(
-                f"define({name!r}, ...): the derivative {text!r} calls with keywords or an "
-                "expression; call the allowed functions by their bare names with positional "
-                "arguments.")
+            refuse(f"has the literal {node.value!r}; only int and float literals are allowed",
+                   "write the number")
+
+
+_EXAMPLES = {"pow": "'pow(x, 2)'", "copysign": "'copysign(1, x)'",
+             "same": "'1 if same(ans, x) else 0' (same compares the bits of two floats)"}
 
 
 def _resolve_builtin(name):

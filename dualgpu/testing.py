@@ -18,7 +18,8 @@ the direction, with ``eps`` about the cube root of the machine epsilon
 (:data:`EPS`), which balances truncation (eps**2) against rounding (ulp/eps).
 
 Before an alarm, a second opinion on the finite difference itself
-(:mod:`dualgpu.autodiff.fd_error`): the dtype of the arrays is not always the precision of
+(the finite differences' own rounding error, estimated): the dtype of the arrays is not
+always the precision of
 the values. Where f computes in float32 behind float64 arrays (its outputs are
 float32 numbers), the float32 step and tolerance apply; and the difference is taken
 again over a ladder of steps, each with its own error estimated (truncation from
@@ -27,6 +28,11 @@ its derivative). An entry then fails only where it differs by more than the
 tolerance plus that estimate, and the estimate never covers more than
 ``MAX_FD_ERROR`` (10 %) of the derivative, so a dropped partial is always caught.
 """
+from __future__ import annotations
+
+from typing import Any, Sequence
+from dualgpu.core.hints import ArgNums, ArrayLike, Function
+
 import warnings
 
 import numpy as np
@@ -104,13 +110,42 @@ def _step(primals, tangents, eps):
     return eps / relative
 
 
-def _evaluate(f, primals, tangents, h):
-    """f's outputs (float64 arrays) at ``x + h t`` and ``x - h t``."""
+def _evaluate(f, primals, tangents, h, shapes=None, what="f"):
+    """f's outputs (float64 arrays) at ``x + h t`` and ``x - h t``.
+
+    With ``shapes`` (the forward-mode outputs' shapes), outputs of other shapes raise a
+    :class:`~dualgpu.DualgpuError` that names them and the step, instead of numpy's
+    broadcasting error when they are subtracted.
+    """
     # fresh copies of every array reachable from the fixed arguments for each run: f may
     # write into them, and neither the caller nor the other run may see that
     plus = tuple(protect(x) if t is None else _shift(x, t, h) for x, t in zip(primals, tangents))
     minus = tuple(protect(x) if t is None else _shift(x, t, -h) for x, t in zip(primals, tangents))
-    return _outputs(f(*plus)), _outputs(f(*minus))
+    up, down = _outputs(f(*plus)), _outputs(f(*minus))
+    if shapes is not None:
+        _check_shapes(shapes, up, down, h, what)
+    return up, down
+
+
+def _check_shapes(shapes, up, down, h, what):
+    """Raise if f's outputs at ``x +- h t`` differ in number or shape from the derivative's."""
+    got_up, got_down = [a.shape for a in up], [a.shape for a in down]
+    if got_up == got_down == list(shapes):
+        return
+    raise DualgpuError(
+        f"{what}: f's output shapes change with its inputs, so finite differences cannot be "
+        f"taken: at the step h = {h:.3g} along the direction, f(x + h t) has shape(s) "
+        f"{_shape_list(got_up)} and f(x - h t) {_shape_list(got_down)}, where the forward-mode "
+        f"derivative at x has {_shape_list(shapes)}. An output whose length depends on the "
+        "inputs (an adaptive number of time steps, a stopping tolerance, a threshold on a "
+        "value) does that. Fix: give eps= a smaller relative step, so that x +- h t stays "
+        "where the shapes are the same, or return outputs of a fixed shape (a fixed number "
+        "of steps, or the final state only)."
+    )
+
+
+def _shape_list(shapes):
+    return ", ".join(str(tuple(s)) for s in shapes) if len(shapes) != 1 else str(tuple(shapes[0]))
 
 
 def _central_difference(f, primals, tangents, eps):
@@ -128,12 +163,14 @@ def _check(f, primals, tangents, ad, precision, rtol, atol, eps, what):
     off: f may compute in float32 behind float64 arrays (its outputs are float32
     numbers), or an output may be large beside its derivative. Then the difference is
     taken again over a ladder of steps, with its own error estimated
-    (:mod:`dualgpu.autodiff.fd_error`), and the derivative fails only where it differs by more
+    (the finite differences' own rounding error, estimated), and the derivative fails only
+    where it differs by more
     than the tolerance plus that estimate (never more than ``MAX_FD_ERROR`` of it).
     """
     rtol_, atol_, eps_ = _tolerances(precision, rtol, atol, eps)
     h = _step(primals, tangents, eps_)
-    up, down = _evaluate(f, primals, tangents, h)
+    shapes = [np.shape(np.asarray(a)) for a in ad]
+    up, down = _evaluate(f, primals, tangents, h, shapes, what)
     fd = [(a - b) / (2.0 * h) for a, b in zip(up, down)]
     try:
         return _compare(ad, fd, rtol_, atol_, what)
@@ -149,7 +186,7 @@ def _check(f, primals, tangents, ad, precision, rtol, atol, eps, what):
 
     def evaluate(step):
         if step not in runs:
-            runs[step] = _evaluate(f, primals, tangents, step)
+            runs[step] = _evaluate(f, primals, tangents, step, shapes, what)
         return runs[step]
 
     fd, fd_error, step = fd_estimate(evaluate, h, UNIT_ROUNDOFF[precision])
@@ -220,8 +257,10 @@ def _tolerances(dtype, rtol, atol, eps):
             EPS[dtype] if eps is None else float(eps))
 
 
-def check_jvp(f, primals, tangents=None, *, rtol=None, atol=None, eps=None, seed=0,
-              argnums=None):
+def check_jvp(f: Function, primals: Sequence[ArrayLike],
+              tangents: Sequence[ArrayLike] | None = None, *, rtol: float | None = None,
+              atol: float | None = None, eps: float | None = None, seed: int = 0,
+              argnums: ArgNums | None = None) -> Any:
     """Check ``dualgpu.jvp(f, primals, tangents)`` against a central finite difference.
 
     Parameters
@@ -276,8 +315,10 @@ def check_jvp(f, primals, tangents=None, *, rtol=None, atol=None, eps=None, seed
                   f"check_jvp of {getattr(f, '__name__', 'f')}")
 
 
-def check_jacobian(f, *args, argnums=0, chunk_size=None, n_directions=3, rtol=None,
-                   atol=None, eps=None, seed=0):
+def check_jacobian(f: Function, *args: Any, argnums: ArgNums = 0,
+                   chunk_size: int | None = None, n_directions: int = 3,
+                   rtol: float | None = None, atol: float | None = None,
+                   eps: float | None = None, seed: int = 0) -> Any:
     """Return the largest relative error of ``dualgpu.jacobian(f, *args, argnums=argnums)``.
 
     Takes f's arguments the way :func:`dualgpu.jacobian` does. The Jacobian is
@@ -353,7 +394,7 @@ def check_jacobian(f, *args, argnums=0, chunk_size=None, n_directions=3, rtol=No
         tangents = _random_tangents(args, positions, rng)
         ad = []
         for blocks in per_output:
-            total = 0.0
+            total: Any = 0.0
             for p, block in zip(positions, blocks):
                 v = np.asarray(tangents[p], np.float64)
                 total = total + np.tensordot(block.astype(np.float64), v, axes=v.ndim)

@@ -263,6 +263,9 @@ def _uncertainty_figure(truth, x0, fitted, fd_fit, cov):
                           input_labels=list(PARAMETERS), output_name="parameter",
                           input_name="parameter", colorbar_label="correlation",
                           title="Correlation of the fitted parameters")
+    # correlations are compared with -1 and 1: the full diverging scale, also when all are > 0
+    axes[0, 1].images[0].set_cmap(plot.DIVERGING_CMAP)
+    axes[0, 1].images[0].set_clim(-1.0, 1.0)
     fig.suptitle("Parameter uncertainty from s² (JᵀJ)⁻¹, J from dualgpu.jacfwd")
     return fig
 

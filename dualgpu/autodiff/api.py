@@ -5,10 +5,15 @@ moves arrays to the device with :mod:`dualgpu.cuda`, launches dualgpu kernels
 and returns host results. These drivers differentiate it without changes: they seed
 the differentiated arguments as duals, run f once per batch of directions and assemble
 the derivatives; :mod:`dualgpu.autodiff.engine` explains how (chunks, tiles, memory),
-:mod:`dualgpu.autodiff.sparse` takes compressed Jacobians (``sparsity=``) and
-:mod:`dualgpu.autodiff.distributed` runs the chunks on an executor's workers
-(``executor=``). Lanes per tile: :func:`dualgpu.core.lanes.default_chunk_size`.
+:mod:`dualgpu.sparse` takes compressed Jacobians (``sparsity=``) and
+:mod:`dualgpu.distributed` runs the chunks on an executor's workers
+(``executor=``). Lanes per tile: chosen per backend.
 """
+from __future__ import annotations
+
+from typing import Any, Callable, Sequence
+from dualgpu.core.hints import ArgNums, ArrayLike, Executor, Function, JacobianResult, Progress, Sparsity
+
 import numpy as np
 
 from dualgpu.autodiff._protect import protect
@@ -28,14 +33,15 @@ __all__ = ["jvp", "jvp_batch", "jacfwd", "jacobian", "JacobianOf"]
 # ---------------------------------------------------------------------------
 # Jacobians
 # ---------------------------------------------------------------------------
-def jacobian(f, *args, argnums=0, chunk_size=None, progress=None, sparsity=None, validate=False,
-             executor=None):
+def jacobian(f: Function, *args: Any, argnums: ArgNums = 0, chunk_size: int | None = None,
+             progress: Progress = None, sparsity: Sparsity = None, validate: bool = False,
+             executor: Executor = None) -> JacobianResult:
     """Return the Jacobian of ``f(*args)`` with respect to ``args[argnums]``.
 
     Parameters
     ----------
     f : callable
-        The simulation function (see :mod:`dualgpu.autodiff.api`). It returns a
+        The simulation function (see :func:`dualgpu.jacobian`). It returns a
         DualArray, a Dual, or a tuple of them (plain outputs count as constant).
     *args
         f's positional arguments.
@@ -44,7 +50,7 @@ def jacobian(f, *args, argnums=0, chunk_size=None, progress=None, sparsity=None,
         dimensions, or float scalars (Python float, numpy float).
     chunk_size : int, optional
         Lanes N per kernel tile, 1 to min(n, MAX_LANES) where n is the total
-        number of input entries; default :func:`dualgpu.core.lanes.tile_lanes`. One
+        number of input entries; default: chosen per backend. One
         run of f carries many tiles (all n directions when memory allows).
     progress : bool, optional
         tqdm progress bar. None (default) shows it only when standard error
@@ -54,16 +60,16 @@ def jacobian(f, *args, argnums=0, chunk_size=None, progress=None, sparsity=None,
         Dense (None, the default) or sparse forward mode: a boolean pattern
         (array or scipy.sparse, rows = output elements, columns = input
         elements), ``"detect"`` to find it with the structural tracer, or a
-        Coloring from an earlier result; see :mod:`dualgpu.autodiff.sparse`. Sparse mode
+        Coloring from an earlier result; see :mod:`dualgpu.sparse`. Sparse mode
         takes one array argnum and one array output, and returns a
         ``scipy.sparse.csr_matrix`` of shape ``(output.size, input.size)``
-        (rows and columns in C order); ``dualgpu.autodiff.sparse.to_dense(J)`` gives
+        (rows and columns in C order); :func:`dualgpu.sparse.to_dense` of it gives
         the dense shape ``output.shape + input.shape``.
     validate : bool or "detect"
         Sparse mode only: check that the pattern misses no entry (see
-        :func:`dualgpu.autodiff.sparse.sparse_jacobian`).
+        :func:`dualgpu.sparse.sparse_jacobian`).
     executor : dask.distributed.Client or concurrent.futures.Executor, optional
-        Run the chunks as tasks on its workers (see :mod:`dualgpu.autodiff.distributed`);
+        Run the chunks as tasks on its workers (see :mod:`dualgpu.distributed`);
         the result is bit-identical to the local run.
 
     Returns
@@ -76,7 +82,7 @@ def jacobian(f, *args, argnums=0, chunk_size=None, progress=None, sparsity=None,
     Examples
     --------
     >>> import numpy as np, dualgpu
-    >>> from dualgpu.autodiff.api import jacobian
+    >>> from dualgpu import jacobian
     >>> def identity(x):
     ...     return dualgpu.cuda.to_device(x).copy_to_host()
     >>> jacobian(identity, np.ones(3)).tolist()
@@ -88,8 +94,9 @@ def jacobian(f, *args, argnums=0, chunk_size=None, progress=None, sparsity=None,
                           chunk_runner(executor))
 
 
-def jacfwd(f, argnums=0, *, chunk_size=None, progress=None, sparsity=None, validate=False,
-           executor=None):
+def jacfwd(f: Function, argnums: ArgNums = 0, *, chunk_size: int | None = None,
+           progress: Progress = None, sparsity: Sparsity = None, validate: bool = False,
+           executor: Executor = None) -> Callable[..., JacobianResult]:
     """Return a function computing the Jacobian of ``f`` (forward mode, like ``jax.jacfwd``).
 
     The returned function takes f's arguments (keyword arguments pass through
@@ -111,7 +118,7 @@ def jacfwd(f, argnums=0, *, chunk_size=None, progress=None, sparsity=None, valid
     Examples
     --------
     >>> import numpy as np, dualgpu
-    >>> from dualgpu.autodiff.api import jacfwd
+    >>> from dualgpu import jacfwd
     >>> def identity(x):
     ...     return dualgpu.cuda.to_device(x).copy_to_host()
     >>> jacfwd(identity)(np.zeros((2, 3))).shape
@@ -260,16 +267,18 @@ def _tangent_inputs(primals, tangents, batch, fname):
     return inputs, seeds, (size_b if batch else 1)
 
 
-def jvp_batch(f, primals, tangents, *, chunk_size=None, progress=None, executor=None):
+def jvp_batch(f: Function, primals: Sequence[ArrayLike], tangents: Sequence[ArrayLike], *,
+              chunk_size: int | None = None, progress: Progress = None,
+              executor: Executor = None) -> tuple[Any, Any]:
     """Return ``(outputs, output_tangents)`` for a batch of B tangent directions.
 
     Each tangent is None (argument not differentiated) or an array of shape
     ``(B,) + primal.shape`` (``(B,)`` for scalars). Kernels run the B
     directions in tiles of ``chunk_size`` lanes (default
-    :func:`dualgpu.core.lanes.tile_lanes` of B), many tiles per run of f;
+    chosen per backend from B), many tiles per run of f;
     ``progress`` is as in :func:`jacobian`.
     ``executor`` (a Dask client or a ``concurrent.futures.Executor``) runs the
-    chunks as tasks on its workers (see :mod:`dualgpu.autodiff.distributed`).
+    chunks as tasks on its workers (see :mod:`dualgpu.distributed`).
 
     Parameters
     ----------
@@ -327,7 +336,8 @@ def jvp_batch(f, primals, tangents, *, chunk_size=None, progress=None, executor=
     return outs, (tuple(tangents_out) if is_tuple else tangents_out[0])
 
 
-def jvp(f, primals, tangents):
+def jvp(f: Function, primals: Sequence[ArrayLike],
+        tangents: Sequence[ArrayLike]) -> tuple[Any, Any]:
     """Return ``(outputs, output_tangents)``: f's outputs and their directional derivatives.
 
     Like ``jax.jvp``: ``primals`` is the tuple of f's positional arguments and
@@ -361,7 +371,7 @@ def jvp(f, primals, tangents):
     Examples
     --------
     >>> import numpy as np, dualgpu
-    >>> from dualgpu.autodiff.api import jvp
+    >>> from dualgpu import jvp
     >>> def identity(x):
     ...     return dualgpu.cuda.to_device(x).copy_to_host()
     >>> out, tangent = jvp(identity, (np.ones(2),), (np.array([1.0, -1.0]),))

@@ -22,7 +22,7 @@ passed as ``Coloring(pattern, colors)``, checked on construction.
 Examples
 --------
 >>> import numpy as np
->>> from dualgpu.autodiff.sparsity import banded_pattern
+>>> from dualgpu.sparse import banded_pattern
 >>> coloring = color_columns(banded_pattern(6, 1))
 >>> coloring.n_colors
 3
@@ -31,6 +31,8 @@ Examples
 >>> bool(np.all(coloring.recover(B).toarray() == J))
 True
 """
+from typing import Any
+
 import numpy as np
 import scipy.sparse as sp
 from numba import njit
@@ -328,13 +330,13 @@ def _count_colors(colors):
     return int(colors.max()) + 1 if colors.size else 0
 
 
-def check_coloring(pattern, colors):
+def check_coloring(pattern: Any, colors: Any) -> None:
     """Raise if two columns of one color share a nonzero row of ``pattern``.
 
     Parameters
     ----------
     pattern : sparse matrix or array_like, shape ``(m, n)``
-        The Jacobian's sparsity pattern (see :func:`dualgpu.autodiff.sparsity.as_pattern`).
+        The Jacobian's sparsity pattern (see :func:`dualgpu.sparse.as_pattern`).
     colors : array_like of int, length ``n``
         A color (lane) per column.
 
@@ -398,7 +400,7 @@ class Coloring:
         Number of lanes needed for the whole Jacobian.
     local : bool
         True when the pattern was detected at one input (``sparsity="detect"``):
-        it holds the branches taken there only, so :func:`dualgpu.autodiff.sparse.sparse_jacobian`
+        it holds the branches taken there only, so :func:`dualgpu.sparse.sparse_jacobian`
         checks each reuse at another input with a probe lane. False for a pattern
         given by the user (trusted to hold at every input).
 
@@ -459,7 +461,7 @@ class Coloring:
         return int(np.diff(self.pattern.indptr).max())
 
     def validate(self):
-        """Raise :class:`DualgpuError` if two columns of one color share a row."""
+        """Raise :class:`~dualgpu.DualgpuError` if two columns of one color share a row."""
         _check_canonical(self.pattern, self.colors)
 
     # ------------------------------------------------------------ seeding
@@ -698,16 +700,17 @@ def _structured(name, pattern, grid, upper):
     return None
 
 
-def color_columns(pattern, order="best", shape=None, grid=None):
+def color_columns(pattern: Any, order: str = "best", shape: tuple[int, ...] | None = None,
+                  grid: tuple[int, ...] | None = None) -> Coloring:
     """Return a :class:`Coloring` of the columns of ``pattern``: columns sharing a row differ.
 
     Parameters
     ----------
     pattern : scipy.sparse matrix or array_like of bool, shape ``(m, n)``
-        Where the Jacobian may be nonzero (see :func:`dualgpu.autodiff.sparsity.as_pattern`).
+        Where the Jacobian may be nonzero (see :func:`dualgpu.sparse.as_pattern`).
     order : {'best', 'largest_first', 'smallest_last', 'natural', 'band', 'cyclic_band', 'lattice'} or array of int
         ``'best'`` (default) tries every structured coloring and every greedy
-        order in :data:`BEST` and keeps the one with the fewest colors,
+        order in ``BEST`` and keeps the one with the fewest colors,
         stopping early at the lower bound. The greedy orders visit columns by
         decreasing number of neighbouring columns (ties in column order), in
         smallest-last (degeneracy) order, in column order, or in an explicit
@@ -715,7 +718,7 @@ def color_columns(pattern, order="best", shape=None, grid=None):
         taken by a column it shares a row with. The structured ones: ``'band'``
         is ``j mod (s + 1)`` with s the widest row span (optimal for banded
         Jacobians), ``'cyclic_band'`` the optimal coloring of a periodic band
-        (see :func:`_cyclic_band_colors`), ``'lattice'`` a linear coloring of
+        (a cyclic coloring of the band), ``'lattice'`` a linear coloring of
         the input grid (needs ``grid``).
     shape : tuple of int, optional
         The expected ``(m, n)``; a pattern of another shape raises an error.
@@ -736,7 +739,7 @@ def color_columns(pattern, order="best", shape=None, grid=None):
 
     Notes
     -----
-    The lower bound :attr:`Coloring.lower_bound` is the most nonzeros in one
+    The lower bound ``Coloring.lower_bound`` is the most nonzeros in one
     row. The greedy pass keeps a bit mask of used colors per row, so it costs
     about one step per nonzero (per 64 colors); ordering by degree enumerates
     every column's neighbours, about the sum over rows of the squared row
@@ -756,7 +759,7 @@ def color_columns(pattern, order="best", shape=None, grid=None):
 
     Examples
     --------
-    >>> from dualgpu.autodiff.sparsity import banded_pattern
+    >>> from dualgpu.sparse import banded_pattern
     >>> color_columns(banded_pattern(1000, 100, periodic=True)).n_colors
     250
     """

@@ -57,6 +57,10 @@ Examples
 >>> J.tolist()
 [[1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]]
 """
+from __future__ import annotations
+
+from typing import Any
+
 import collections
 import contextlib
 import functools
@@ -198,7 +202,7 @@ class _NeedPlan:
     """A process pool's answer when it does not hold the plan yet."""
 
 
-_PLANS = collections.OrderedDict()
+_PLANS: collections.OrderedDict[Any, Any] = collections.OrderedDict()
 _PLANS_LOCK = threading.Lock()
 
 
@@ -306,7 +310,7 @@ class ChunkExecutor:
     --------
     >>> from concurrent.futures import ThreadPoolExecutor
     >>> import numpy as np, dualgpu
-    >>> from dualgpu.autodiff.distributed import ChunkExecutor
+    >>> from dualgpu.distributed import ChunkExecutor
     >>> def double(x):
     ...     return 2.0 * dualgpu.cuda.to_device(x).copy_to_host()
     >>> with ThreadPoolExecutor(2) as pool:
@@ -647,8 +651,9 @@ def gpu_worker_specs(gpus):
     }
 
 
-def local_cluster(n_workers=None, *, gpus=None, threads_per_worker=1, processes=True,
-                  **cluster_kwargs):
+def local_cluster(n_workers: int | None = None, *, gpus: Any = None,
+                  threads_per_worker: int = 1, processes: bool = True,
+                  **cluster_kwargs: Any) -> Any:
     """Return a Dask client of a new cluster on this machine; closing the client stops it.
 
     Parameters

@@ -2,7 +2,7 @@
 
 The public drivers (:mod:`dualgpu.autodiff.api`: ``jvp``, ``jvp_batch``, ``jacfwd``,
 ``jacobian``), the sparse driver (:mod:`dualgpu.autodiff.sparse`) and the workers of an
-executor (:mod:`dualgpu.autodiff.distributed`) all run on this module; it imports none of
+executor (:mod:`dualgpu.distributed`) all run on this module; it imports none of
 them. A *simulation function* ``f`` is ordinary Python that takes arrays and scalars, moves
 arrays to the device with :mod:`dualgpu.cuda`, launches dualgpu kernels and returns host
 results. The driver differentiates it without changes:
@@ -415,7 +415,7 @@ def _run_chunk(f, args, kwargs, inputs, lanes, start, count, fill, fname, tile=0
     run the lanes in tiles of ``tile`` (0: their own choice); ``wide``: the run carries
     more than one tile (see :func:`plan_chunks`). Returns ``(is_tuple,
     [(values, partials or None), ...])`` of f's outputs (see :func:`_unpack`). This is
-    one task of the distributed driver (:mod:`dualgpu.autodiff.distributed`). ``views``:
+    one task of the distributed driver (:mod:`dualgpu.distributed`). ``views``:
     the partials may be views of f's outputs (see :func:`_unpack`).
     """
     for item in inputs:
@@ -553,7 +553,7 @@ def push_forward(f, args, kwargs, inputs, n_directions, tiles, fill, where, prog
     :mod:`dualgpu.autodiff._results`) receives the partials of all directions in their final
     layout. Returns ``is_tuple`` and the output values. ``runner`` runs the chunks
     (:class:`LocalRunner` by default; an executor's runs them as tasks on its workers,
-    :mod:`dualgpu.autodiff.distributed`), and they are assembled in the same order.
+    :mod:`dualgpu.distributed`), and they are assembled in the same order.
     ``tangents``: the jvp tangents, for messages.
     """
     runner = _LOCAL if runner is None else runner
@@ -625,8 +625,8 @@ class _GivenSeeds:
         self.seeds = seeds
 
     def __call__(self, inputs, start, count):
-        for item, seed in zip(inputs, self.seeds):
-            item.lanes_buffer[:count] = seed[start:start + count]
+        for item, given in zip(inputs, self.seeds):
+            item.lanes_buffer[:count] = given[start:start + count]
 
 
 def _by_position(inputs, nargs):

@@ -17,16 +17,28 @@ Jacobian, shape ``(members, outputs, inputs)``, for the cost of one member's:
 Independence is an assumption, not something forward mode can see in one run:
 when member ``i``'s outputs depend on member ``j``'s inputs (a coupling, a mean
 field, a reduction over members), lane ``k`` sums those cross terms into member
-``i``'s column ``k`` and the result is wrong. ``validate=True`` (a dense check,
-for small problems) or ``validate="detect"`` (the structural tracer of
-:mod:`dualgpu.autodiff.sparse`, cpu backend) checks it and raises.
+``i``'s column ``k`` and the result is wrong. So every call seeds two more lanes,
+the probe direction of :mod:`dualgpu.autodiff.reuse` (a different random value for
+each member and component) and its rounding gauge, and raises where the run's
+derivative along the probe differs from what the per-member Jacobians give beyond
+the run's rounding: the same check as a reused sparse coloring
+(this seeding *is* a coloring: column (member ``i``, component ``k``) has color ``k``).
+``validate=True`` (a dense check, for small problems) or ``validate="detect"`` (the
+structural tracer of :mod:`dualgpu.autodiff.sparse`, cpu backend) check the structure
+itself, also where the probe cannot see it (an interaction that is zero at this input).
 """
+from __future__ import annotations
+
+from typing import Any, Sequence
+from dualgpu.core.hints import ArgNums, Function, Progress
+
 import re
 
 import numpy as np
 
 from dualgpu.autodiff.api import jacobian, jvp_batch
 from dualgpu.autodiff.engine import _classify, _normalize_argnums, check_depth
+from dualgpu.autodiff.reuse import check_members, probe_lanes
 from dualgpu.autodiff.sparse import detect_sparsity
 from dualgpu.core.dualarray import DualArray
 from dualgpu.errors import DualgpuError
@@ -61,6 +73,12 @@ class _Batched:
         else:  # the same one-hot component in every member
             block[...] = np.expand_dims(eye, 1 + self.axis)
         return t
+
+    def probe(self, t, v):
+        """Write ``v`` (shape ``(members, size)``) into the probe direction ``t`` of this
+        batched argument, each member's values along its batch axis."""
+        v = v.reshape((self.members,) + self.member_shape)
+        t[...] = np.moveaxis(v, 0, self.axis)
 
     def where(self, column):
         """Describe column ``column`` of this argument for messages."""
@@ -145,13 +163,15 @@ def _member_rows(tangent, out_axis, members, o, fname):
     return moved.reshape(moved.shape[0], moved.shape[1], -1)
 
 
-def ensemble_jacobian(f, *args, argnums=0, batch_axes=0, out_axis=0, chunk_size=None,
-                      progress=None, validate=False):
+def ensemble_jacobian(f: Function, *args: Any, argnums: ArgNums = 0,
+                      batch_axes: int | Sequence[int | None] = 0, out_axis: int = 0,
+                      chunk_size: int | None = None, progress: Progress = None,
+                      validate: bool = False) -> Any:
     """Return every member's Jacobian of an ensemble simulation, shape ``(members, outputs, inputs)``.
 
     ``J[i, r, c]`` is the derivative of member ``i``'s output component ``r``
     with respect to its input component ``c``. All members are seeded at once
-    (see :mod:`dualgpu.autodiff.ensemble`): the simulation runs once per chunk of the
+    (see the user guide's ensembles page): the simulation runs once per chunk of the
     per-member input size, whatever the number of members.
 
     Parameters
@@ -238,9 +258,21 @@ def ensemble_jacobian(f, *args, argnums=0, batch_axes=0, out_axis=0, chunk_size=
         _check_independent(f, args, inputs, int(out_axis), validate, fname)
     n = sum(item.size for item in inputs)
     dtypes = [np.result_type(item.value) for item in inputs]
+    batched = [item for item in inputs if item.axis is not None]
+    n_batched = sum(item.size for item in batched)
+    probe = None
+    if members is not None and members > 1:  # the probe and gauge (dualgpu.autodiff.reuse)
+        probe = probe_lanes(members * n_batched, dtypes[inputs.index(batched[0])],
+                            np.tile(np.arange(n_batched), members), (members, n_batched))
     tangents = [None] * len(args)
+    done = 0
     for item, dtype in zip(inputs, dtypes):
-        tangents[item.position] = item.tangents(n, dtype)
+        tangents[item.position] = item.tangents(n + (0 if probe is None else 2), dtype)
+        if probe is not None and item.axis is not None:
+            for which, direction in enumerate(probe):
+                item.probe(tangents[item.position][n + which],
+                           direction[:, done:done + item.size])
+            done += item.size
     try:
         outputs, out_tangents = jvp_batch(f, args, tangents, chunk_size=chunk_size,
                                           progress=progress)
@@ -254,10 +286,27 @@ def ensemble_jacobian(f, *args, argnums=0, batch_axes=0, out_axis=0, chunk_size=
         members = block.shape[1] if members is None else members
         rows.append(block)
     stacked = np.concatenate(rows, axis=2) if len(rows) > 1 else rows[0]
+    if probe is not None:
+        _check_probe(stacked, inputs, probe, n, fname)
+        stacked = stacked[:n]
     result = np.transpose(stacked, (1, 2, 0))
     if isinstance(result, DualArray):  # inside another derivative: its partials come along
         return result.copy()
     return np.ascontiguousarray(result)
+
+
+def _check_probe(stacked, inputs, probe, n, fname):
+    """Compare the probe lane ``stacked[n]`` (gauge ``stacked[n + 1]``) with the per-member
+    Jacobians along it."""
+    values = getattr(stacked, "values", stacked)  # inside another derivative: the values
+    values = np.asarray(values)
+    columns = np.concatenate([np.arange(item.offset, item.offset + item.size)
+                              for item in inputs if item.axis is not None])
+    G = np.transpose(values[columns], (1, 2, 0))  # (members, outputs, batched inputs)
+    check_members(G, probe[0], values[n], probe[0].dtype, fname, gauge=values[n + 1], fix=(
+        "for coupled members use dualgpu.jacobian (the full Jacobian) or "
+        "dualgpu.jacobian(..., sparsity='detect'); check that the batch axes are the member "
+        "axes; validate=True or 'detect' names the pair of members that interact."))
 
 
 def _in_terms_of_columns(error, inputs):

@@ -1,8 +1,8 @@
 """Second derivatives by forward over forward: ``hvp`` and ``hessian``.
 
-Both nest the driver (:mod:`dualgpu.autodiff.api`): the inner derivative runs inside
+Both nest the driver (:func:`dualgpu.jacfwd`): the inner derivative runs inside
 the outer one's f, so its seeds are duals whose values are the outer duals
-(tagged so that the two never mix, see :mod:`dualgpu.core.nested`), and the kernels
+(tagged so that the two never mix, see :func:`dualgpu.hessian`), and the kernels
 run on duals of duals compiled from the same rule table. ``jacfwd(jacfwd(f))``
 works the same way.
 
@@ -10,6 +10,11 @@ Cost, for n differentiated inputs and the default chunk size N (at most 8):
 ``hvp`` runs f ceil(n / N) times with duals of (1 + 1)(1 + N) floats;
 ``hessian`` runs it ceil(n / N)^2 times with (1 + N)(1 + N) floats.
 """
+from __future__ import annotations
+
+from typing import Any, Sequence
+from dualgpu.core.hints import ArgNums, ArrayLike, Executor, Function, Progress
+
 import numpy as np
 
 from dualgpu.autodiff.api import jacfwd, jacobian, jvp
@@ -31,7 +36,8 @@ def _positions(primals, tangents, fname):
     return primals, tangents, positions
 
 
-def hvp(f, primals, tangents, *, chunk_size=None):
+def hvp(f: Function, primals: Sequence[ArrayLike], tangents: Sequence[ArrayLike], *,
+        chunk_size: int | None = None) -> tuple[Any, Any]:
     """Return the Hessian-vector product ``H v`` of a scalar-valued ``f`` at ``primals``.
 
     Forward over forward: one outer lane along ``v`` over the gradient of f,
@@ -40,7 +46,7 @@ def hvp(f, primals, tangents, *, chunk_size=None):
     Parameters
     ----------
     f : callable
-        A simulation function (see :mod:`dualgpu.autodiff.api`) returning one scalar.
+        A simulation function (see :func:`dualgpu.jacobian`) returning one scalar.
     primals : tuple
         f's positional arguments.
     tangents : tuple
@@ -48,7 +54,7 @@ def hvp(f, primals, tangents, *, chunk_size=None):
         shaped like it (a float for a scalar).
     chunk_size : int, optional
         Lanes of the inner (gradient) derivative; default
-        :func:`dualgpu.core.lanes.default_chunk_size`.
+        the backend's default chunk size.
 
     Returns
     -------
@@ -84,7 +90,8 @@ def hvp(f, primals, tangents, *, chunk_size=None):
     return products if len(positions) > 1 else products[0]
 
 
-def hessian(f, *args, argnums=0, chunk_size=None, progress=None, executor=None):
+def hessian(f: Function, *args: Any, argnums: ArgNums = 0, chunk_size: int | None = None,
+            progress: Progress = None, executor: Executor = None) -> Any:
     """Return the Hessian of ``f(*args)`` with respect to ``args[argnums]`` (forward over forward).
 
     Meant for small inputs: n inputs cost ``ceil(n / N)**2`` runs of f. Like
@@ -95,18 +102,18 @@ def hessian(f, *args, argnums=0, chunk_size=None, progress=None, executor=None):
     Parameters
     ----------
     f : callable
-        A simulation function (see :mod:`dualgpu.autodiff.api`).
+        A simulation function (see :func:`dualgpu.jacobian`).
     *args
         f's positional arguments.
     argnums : int or tuple of int
         The arguments to differentiate (float arrays or scalars).
     chunk_size : int, optional
         Lanes of each of the two derivatives; default
-        :func:`dualgpu.core.lanes.default_chunk_size`.
+        the backend's default chunk size.
     progress : bool, optional
         A progress bar over the outer chunks.
     executor : dask.distributed.Client or concurrent.futures.Executor, optional
-        Run the outer chunks as tasks on its workers (:mod:`dualgpu.autodiff.distributed`);
+        Run the outer chunks as tasks on its workers (:mod:`dualgpu.distributed`);
         each task runs the inner derivative in full.
 
     Returns

@@ -11,8 +11,8 @@ OR in every operation (each rule whose derivative is not identically zero
 propagates the dependencies of its dual arguments). It sees only the branches
 the run takes (a *local* pattern): a dependency behind a branch not taken at
 this input is not detected. A coloring made from a local pattern remembers
-that, and reused at another input it is checked by one probe lane
-(:mod:`dualgpu.autodiff.sparse_probe`): refused, never silently wrong, where the pattern
+that, and reused at another input it is checked by a probe lane and a rounding gauge
+(:mod:`dualgpu.autodiff.reuse`): refused, never silently wrong, where the pattern
 no longer holds. ``sparsity="detect-global"`` gives a pattern that holds at
 every input (int64 tracer lanes; a branch on a traced value is refused), whose
 coloring is reused without a check. See ``docs/user/sparse-reuse.md``.
@@ -24,6 +24,11 @@ input.size)``: rows are the output's elements and columns the input's, both in
 C order (``np.ravel``). The dense driver returns ``output.shape + input.shape``
 instead. :func:`to_dense` turns the first into the second in one call.
 """
+from __future__ import annotations
+
+from typing import Any, Sequence
+from dualgpu.core.hints import Executor, Function, Progress, SparseMatrix, Sparsity
+
 import math
 import sys
 import time
@@ -44,8 +49,8 @@ from dualgpu.core.dualarray import DualArray
 from dualgpu.errors import DualgpuError
 from dualgpu.core.lanes import LIVE_ARRAYS, batch_lanes, check_chunk_size, driver_tiles
 from dualgpu.compiled.types import MAX_LANES
-from dualgpu.compiled.rules import GLOBAL_BRANCH_MESSAGE
-from dualgpu.autodiff.sparse_probe import check_probe, probe_vector
+from dualgpu.core.traced_branch import GLOBAL_BRANCH_MESSAGE
+from dualgpu.autodiff.reuse import check_probe, probe_lanes, tolerance_of
 from dualgpu.autodiff.sparsity import as_pattern
 from dualgpu.porting.kernel import Kernel
 
@@ -94,7 +99,9 @@ def _single_output(result, lanes, what):
     return outputs[0]
 
 
-def detect_sparsity(f, args, argnum=0, *, lanes=None, progress=None, mode="local"):
+def detect_sparsity(f: Function, args: Sequence[Any], argnum: int = 0, *,
+                    lanes: int | None = None, progress: Progress = None,
+                    mode: str = "local") -> Any:
     """Return the boolean CSR sparsity pattern of ``f``'s output w.r.t. ``args[argnum]``.
 
     ``f`` runs on the cpu backend with the structural tracer, ``64 * lanes``
@@ -110,7 +117,7 @@ def detect_sparsity(f, args, argnum=0, *, lanes=None, progress=None, mode="local
     SparseConnectivityTracer.jl's global detector does: ``min``, ``max``,
     ``abs``... already count both operands, and a kernel that branches on a
     value that depends on the input (``if u[i] > 0``, ``int(u[i])``) is refused
-    with a :class:`DualgpuError` (write the branch with ``min``/``max``, or use
+    with a :class:`~dualgpu.DualgpuError` (write the branch with ``min``/``max``, or use
     the local pattern).
 
     Parameters
@@ -144,7 +151,7 @@ def detect_sparsity(f, args, argnum=0, *, lanes=None, progress=None, mode="local
     >>> import dualgpu
     >>> from simulations import heat1d
     >>> u0 = heat1d.default_initial_state(50)
-    >>> pattern = dualgpu.autodiff.sparse.detect_sparsity(
+    >>> pattern = dualgpu.sparse.detect_sparsity(
     ...     lambda u: heat1d.simulate(u, n_steps=1), (u0,))
     >>> pattern.shape, int(pattern[10].sum())
     ((50, 50), 3)
@@ -207,8 +214,9 @@ def _traced_output(f, call, per_run, mode):
         kernel = _raising_kernel(error.__traceback__)
         raise DualgpuError(
             f"detect_sparsity(mode='global'): {kernel} branches on a value that depends on the "
-            "input (a comparison such as `if u[i] > 0`, or int/floor/round of it), so no "
-            "pattern from one run holds at every input. Fix: write the branch without a "
+            "input (a comparison such as `if u[i] > 0`, or an integer made from it: int(), "
+            "round(), math.floor/ceil/trunc, an integer cast, int of `//`), so no pattern from "
+            "one run holds at every input. Fix: write the branch without a "
             "comparison where you can (min/max/abs count both sides: e.g. "
             "`max(c, 0) * (u[i] - u[i-1]) + min(c, 0) * (u[i+1] - u[i])`), or use the local "
             "pattern (sparsity='detect'), which sparse_jacobian checks when it is reused at "
@@ -227,8 +235,11 @@ def _raising_kernel(traceback):
     return found
 
 
-def sparse_jacobian(f, args, argnum=0, *, sparsity="detect", chunk_size=None, validate=False,
-                    progress=None, executor=None):
+def sparse_jacobian(f: Function, args: Sequence[Any], argnum: int = 0, *,
+                    sparsity: Sparsity = "detect", chunk_size: int | None = None,
+                    validate: bool = False, progress: Progress = None,
+                    executor: Executor = None,
+                    probe_tolerance: float | None = None) -> SparseMatrix:
     """Return the Jacobian of ``f`` w.r.t. ``args[argnum]`` as a ``scipy.sparse.csr_matrix``.
 
     Parameters
@@ -244,16 +255,17 @@ def sparse_jacobian(f, args, argnum=0, *, sparsity="detect", chunk_size=None, va
         elements), ``"detect"`` to find it with the structural tracer at this
         input (local), ``"detect-global"`` for a pattern that holds at every
         input (see :func:`detect_sparsity`), or a
-        :class:`~dualgpu.autodiff.coloring.Coloring` from an earlier call. A coloring
-        of a local pattern reused at another input costs one more lane, a
-        probe direction ``v``: where ``J @ v`` from the run and from the
-        recovered Jacobian disagree (a state-dependent branch went the other
-        way), it raises a :class:`DualgpuError` instead of returning wrong
-        entries. A given pattern or a global one is trusted as is.
+        :class:`~dualgpu.sparse.Coloring` from an earlier call. A coloring
+        of a local pattern reused at another input costs two more lanes, a
+        probe direction ``v`` and a rounding gauge: where ``J @ v`` from the run
+        and from the recovered Jacobian disagree beyond the run's rounding (a
+        state-dependent branch went the other way), it raises a
+        :class:`~dualgpu.DualgpuError` instead of returning wrong entries. A given pattern
+        or a global one is trusted as is.
     chunk_size : int, optional
-        Lanes per kernel tile; default :func:`dualgpu.core.lanes.driver_tiles` of the
+        Lanes per kernel tile; default: chosen per backend from the
         number of colors (each kernel picks its fastest tile when there are many). One run of f seeds all colors (many tiles) when they
-        fit the memory budget of :func:`dualgpu.core.lanes.batch_lanes`.
+        fit the backend's memory budget.
     validate : bool or "detect"
         ``True`` compares with the dense Jacobian (small problems only);
         ``"detect"`` checks that the given pattern contains the detected one.
@@ -263,7 +275,13 @@ def sparse_jacobian(f, args, argnum=0, *, sparsity="detect", chunk_size=None, va
         or in a notebook). When shown, a line on stderr also gives the time
         taken by detection and coloring and the number of colors.
     executor : dask.distributed.Client or concurrent.futures.Executor, optional
-        Run the chunks of colors as tasks on its workers (:mod:`dualgpu.autodiff.distributed`).
+        Run the chunks of colors as tasks on its workers (:mod:`dualgpu.distributed`).
+    probe_tolerance : float, optional
+        The relative tolerance of the probe of a reused local coloring (default: 64 eps of
+        the dtype, or 8 times the rounding the gauge lane measures where that is more; see the
+        user guide's sparse-reuse page for what it guarantees). Larger values
+        let entries outside the pattern up to that fraction of a row's scale be added into
+        other entries.
 
     Returns
     -------
@@ -272,7 +290,7 @@ def sparse_jacobian(f, args, argnum=0, *, sparsity="detect", chunk_size=None, va
         these attributes:
 
         ``coloring``
-            the :class:`~dualgpu.autodiff.coloring.Coloring` used (pass it as
+            the :class:`~dualgpu.sparse.Coloring` used (pass it as
             ``sparsity=`` to skip detection and coloring next time);
         ``output_shape``, ``input_shape``
             the shapes of f's output and of the input, for :func:`to_dense`;
@@ -298,6 +316,7 @@ def sparse_jacobian(f, args, argnum=0, *, sparsity="detect", chunk_size=None, va
     """
     args = tuple(args)
     x = _input_array(args, argnum, "sparse_jacobian")
+    tolerance_of(x.dtype, probe_tolerance)  # a bad tolerance is refused before any run
     n = x.size
     timings = {"detect": 0.0, "color": 0.0, "evaluate": 0.0}
     detected = False
@@ -331,9 +350,11 @@ def sparse_jacobian(f, args, argnum=0, *, sparsity="detect", chunk_size=None, va
         detected = detect_sparsity(f, args, argnum, progress=progress)
         _check_contains(pattern, detected, "the detected pattern")
     n_colors = coloring.n_colors
-    # a local pattern reused at another input: one more lane, a probe direction (sparse_probe)
-    probe = probe_vector(n, x.dtype) if coloring.local and not detected else None
-    n_directions = n_colors + (probe is not None)
+    # a local pattern reused at another input: two more lanes, the probe and the rounding
+    # gauge of dualgpu.autodiff.reuse
+    probe = (np.stack(probe_lanes(n, x.dtype, coloring.colors))
+             if coloring.local and not detected else None)
+    n_directions = n_colors + (0 if probe is None else 2)
     unit, tile = (chunk_size, chunk_size) if chunk_size else driver_tiles(max(n_directions, 1),
                                                                           backend())
     if not 1 <= unit <= MAX_LANES or unit > max(n_colors, 1) and chunk_size:
@@ -369,7 +390,8 @@ def sparse_jacobian(f, args, argnum=0, *, sparsity="detect", chunk_size=None, va
     output_shape = values[0].shape
     J = coloring.recover(compressed[:n_colors], lanes_first=True)
     if probe is not None:
-        check_probe(J, probe, compressed[n_colors], "sparse_jacobian")
+        check_probe(J, probe[0], compressed[n_colors], "sparse_jacobian", probe_tolerance,
+                    compressed[:n_colors], compressed[n_colors + 1])
     timings["evaluate"] = time.perf_counter() - clock
     if validate is True:
         dense = np.asarray(dense_jacobian(f, args, {}, argnum, None, False, "jacobian"))
@@ -403,7 +425,8 @@ def _report(stream, sparsity, pattern, n_colors, timings, n_chunks, lanes):
     stream.flush()
 
 
-def to_dense(J, output_shape=None, input_shape=None):
+def to_dense(J: Any, output_shape: tuple[int, ...] | None = None,
+             input_shape: tuple[int, ...] | None = None) -> np.ndarray:
     """Return a sparse Jacobian as a dense array of shape ``output_shape + input_shape``.
 
     That is the shape :func:`dualgpu.jacobian` gives without ``sparsity``, so
@@ -467,15 +490,17 @@ class _ColorSeeds:
 
     def __init__(self, coloring, probe=None):
         self.coloring = coloring
-        self.probe = probe  # direction n_colors, when given (sparse_probe)
+        self.probe = probe  # directions n_colors and n_colors + 1, when given (reuse)
 
     def __call__(self, inputs, start, count):
         item = inputs[0]
         lanes = item.lanes_buffer.shape[0]
         seeds = self.coloring.seed_chunk(start, start + lanes, item.dtype)
-        k = self.coloring.n_colors - start
-        if self.probe is not None and 0 <= k < count:
-            seeds[k] = self.probe
+        if self.probe is not None:
+            for which, direction in enumerate(self.probe):
+                k = self.coloring.n_colors + which - start
+                if 0 <= k < count:
+                    seeds[k] = direction
         item.lanes_buffer[...] = seeds.reshape(item.lanes_buffer.shape)
 
 

@@ -7,6 +7,10 @@ may be nonzero. :func:`as_pattern` turns what users pass into that form;
 1-D banded operators and of the 2-D five-point stencil. The builders fill the
 index arrays in compiled loops, so patterns with millions of rows are cheap.
 """
+from __future__ import annotations
+
+from typing import Any
+
 import numpy as np
 import scipy.sparse as sp
 from numba import njit
@@ -21,7 +25,7 @@ def _describe_shape(shape):
     return f"{m} output{'s' if m != 1 else ''} and {n} input{'s' if n != 1 else ''}"
 
 
-def as_pattern(pattern, shape=None):
+def as_pattern(pattern: Any, shape: tuple[int, ...] | None = None) -> Any:
     """Return ``pattern`` as a boolean CSR matrix with sorted, unique indices.
 
     Parameters
@@ -164,7 +168,7 @@ def _band_fill(n, half_width, periodic, indptr, indices):
                 pos += 1
 
 
-def banded_pattern(n, half_width, periodic=False):
+def banded_pattern(n: int, half_width: int, periodic: bool = False) -> Any:
     """Return the pattern of an ``n`` x ``n`` band: entry (i, j) where ``|i - j| <= half_width``.
 
     Parameters
@@ -229,7 +233,7 @@ def _stencil_2d(ny, nx, periodic, indptr, indices):
     return pos
 
 
-def stencil_pattern_2d(ny, nx, periodic=False):
+def stencil_pattern_2d(ny: int, nx: int, periodic: bool = False) -> Any:
     """Return the pattern of the 5-point stencil on an ``ny`` x ``nx`` grid.
 
     Cell ``(y, x)`` has the flat index ``y * nx + x`` (C order, as

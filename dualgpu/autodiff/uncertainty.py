@@ -12,6 +12,11 @@ The approximation is good while ``f`` is close to linear over the spread of
 the inputs (a few standard deviations); compare with a Monte Carlo run of
 ``f`` when in doubt.
 """
+from __future__ import annotations
+
+from typing import Any
+from dualgpu.core.hints import ArgNums, ArrayLike, Function, Progress
+
 import math
 
 import numpy as np
@@ -150,8 +155,9 @@ def _jacobian_of(f, args, argnums, chunk_size, progress, fname):
     return matrix, out_shape
 
 
-def propagate(f_or_jacobian, cov, *args, argnums=0, diagonal=False, chunk_size=None,
-              progress=None):
+def propagate(f_or_jacobian: Function | ArrayLike, cov: ArrayLike, *args: Any,
+              argnums: ArgNums = 0, diagonal: bool = False, chunk_size: int | None = None,
+              progress: Progress = None) -> Any:
     """Return the output covariance ``J Σ Jᵀ`` (or, with ``diagonal=True``, the variances).
 
     Linear (first-order) propagation of the input covariance ``Σ`` through
@@ -193,7 +199,7 @@ def propagate(f_or_jacobian, cov, *args, argnums=0, diagonal=False, chunk_size=N
         For a covariance of the wrong shape, not symmetric, not positive
         semi-definite (the message gives the smallest eigenvalue) or with negative
         variances; for a function with several outputs; and for a full
-        covariance above :data:`MAX_COVARIANCE_BYTES` (use ``diagonal=True``).
+        covariance above ``MAX_COVARIANCE_BYTES`` (use ``diagonal=True``).
 
     Examples
     --------

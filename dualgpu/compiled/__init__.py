@@ -13,7 +13,9 @@ the names it uses, and those imports form no cycle.
 # 5. operations: the rule overloads of first-order duals (rules), dual arrays (arrays) and
 #    their iteration (array_iter), casts by number classes (casts), libdevice's refusals
 #    (libdevice), and tagged duals (nested), which build on the first-order overloads;
-# 6. numba's CPU typing and lowering installed under the CPU target (cpu_first), before
+# 6. eager-signature @njit functions compile a dual specialisation when called with duals
+#    (eager_njit);
+# 7. numba's CPU typing and lowering installed under the CPU target (cpu_first), before
 #    anything can be compiled for CUDA (see dualgpu.compiled.cpu_first).
 from dualgpu.compiled import cpu_math  # noqa: F401
 from dualgpu.compiled import types  # noqa: F401
@@ -26,7 +28,9 @@ from dualgpu.compiled import casts  # noqa: F401
 from dualgpu.compiled import libdevice  # noqa: F401
 from dualgpu.compiled import nested  # noqa: F401
 from dualgpu.compiled.cpu_first import cpu_registries_first
+from dualgpu.compiled.eager_njit import install as install_eager_njit
 
 __all__ = ["cpu_registries_first"]
 
+install_eager_njit()
 cpu_registries_first()

@@ -31,8 +31,10 @@ Examples
 """
 from numba import types
 from numba.core.extending import lower_cast
+from numba.core.typing import signature
 
 from dualgpu.compiled.types import DualType, dual_type
+from dualgpu.core.traced_branch import is_global_tracer, refuse_traced_branch
 
 __all__ = ["CAST_TYPES", "cast_result"]
 
@@ -47,7 +49,7 @@ CAST_TYPES = (
 def cast_result(target, dual):
     """The type of ``target(dual)``: a dual of ``target`` for floats, ``target`` for integers."""
     if isinstance(target, types.Float):
-        return dual_type(target, dual.n, dual.tracer)
+        return dual_type(target, dual.n, dual.tracer, getattr(dual, "mode", None))
     return target
 
 
@@ -96,5 +98,12 @@ _register_all()
 def _dual_to_integer(context, builder, fromty, toty, val):
     from numba.core import cgutils
 
+    if is_global_tracer(fromty):  # global sparsity: an integer made from a traced value
+        def refuse(x):
+            refuse_traced_branch(x.partials)
+            return x.value
+
+        val = context.compile_internal(builder, refuse, signature(fromty.dtype, fromty), (val,))
+        return context.cast(builder, val, fromty.dtype, toty)
     dual = cgutils.create_struct_proxy(fromty)(context, builder, value=val)
     return context.cast(builder, dual.value, fromty.dtype, toty)

@@ -300,7 +300,7 @@ class RuleSpec:
         self.primal, self.quiet_primal, self.zero_division = primal, quiet_primal, zero_division
         self.nansafe, self.functions = nansafe, functions
         duals = [t for t in self.arg_types if isinstance(t, DualType)]
-        self.result = dual_type(dtype, duals[0].n, tracer=duals[0].tracer)
+        self.result = dual_type(dtype, duals[0].n, tracer=duals[0].tracer, mode=duals[0].mode)
 
 
 class _Term:
@@ -356,8 +356,12 @@ def _raise_zero_division(context, builder, zero_division, values, value_types):
 def _tracer_lanes(context, builder, spec, partials):
     """A structural tracer's lanes: the union of the dependencies whose factor is not 0."""
     kinds = spec.arg_types
+    # a global tracer's lanes are what the *value* depends on: a step function (floor,
+    # `//`, sign: derivative 0) keeps its argument's sets, so an index made from it later is
+    # refused (dualgpu.core.traced_branch) instead of passing as a constant
+    keep_all = spec.result.tracer == "global"
     deps = [k for k, t in enumerate(kinds) if isinstance(t, DualType)
-            and expression(spec.rule.derivatives[k]).unit != 0]
+            and (keep_all or expression(spec.rule.derivatives[k]).unit != 0)]
     out_type = spec.result.partials_type
     if not deps:
         zero = context.get_constant(spec.result.lane_dtype, 0)

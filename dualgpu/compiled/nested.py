@@ -20,7 +20,7 @@ the first-order rule:
 
 Tags keep perturbations apart: among the arguments the duals of the highest
 tag are differentiated and everything else (numbers, duals of lower tags) is
-a constant of them, carried in the value (see :mod:`dualgpu.core.nested`). The
+a constant of them, carried in the value (see :func:`dualgpu.hessian`). The
 first-order generators in :mod:`dualgpu.compiled.rules` never see these types.
 """
 import math
@@ -200,7 +200,7 @@ def _top(args):
     return top, kinds, lanes
 
 
-def _nested_call(typingctx, rule_name, rule, args):
+def _nested_call(typingctx, rule_name, rule, args, primal=None):
     """``(signature, codegen)`` of a rule on tagged duals, lowered inline: the primal on the
     values, each derivative factor the rule's expression on the values (an operation of inner
     duals is the inner rule), each lane ``factor * partial`` summed over the differentiated
@@ -212,7 +212,7 @@ def _nested_call(typingctx, rule_name, rule, args):
             "seed every dual of one derivative with the same N."
         )
     n = lanes.pop()
-    primal = resolve_primal(rule.primal)
+    primal = resolve_primal(rule.primal) if primal is None else primal
     dtype = result_dtype(primal, [innermost(a) for a in args])
     value_types = [a.value_type if k == "d" else a for a, k in zip(args, kinds)]
     terms = []  # (k, unit, source, constants) per differentiated argument with a factor
@@ -267,11 +267,13 @@ def _nested_call(typingctx, rule_name, rule, args):
 
 def _register_rule(fn, rule_name, rule):
     nargs = len(rule.derivatives)
+    primal = resolve_primal(rule.primal)
 
     def define(typingctx, args):
         if len(args) != nargs or not _accepts(args):
             return None
-        return _nested_call(typingctx, rule_name, rule, args)
+        # rules.lookup: a built-in rule replaced with rules.define(..., override=True)
+        return _nested_call(typingctx, rule_name, rules.lookup(rule_name), args, primal)
 
     if nargs == 1:
         register_lowered(fn, lambda typingctx, a: define(typingctx, (a,)),
@@ -313,6 +315,8 @@ def _register_value_only(fn):
 def _register_missing(fn, dotted):
     def typer(*args):
         if any(isinstance(a, TaggedDualType) for a in args):
+            if rules.definition_of(dotted) is not None:
+                return None  # a rule added with dualgpu.rules.define: its own lowering
             raise TypingError(missing_rule_message(dotted))
         return None
 
@@ -335,6 +339,46 @@ def _register_all():
 
 
 _register_all()
+
+
+# --- rules added with dualgpu.rules.define: second order as the table's rules ----------------
+_DEFINED = set()
+
+
+def _register_defined(fn, key, primal):
+    """Lower ``fn`` (a defined rule's wrapper, or the math function / ufunc it names) on tagged
+    duals from the rule defined under ``key``; ``primal`` computes the value (the wrapper:
+    on inner duals, the first-order defined rule)."""
+    if fn in _DEFINED:
+        return
+    _DEFINED.add(fn)
+    nargs = len(rules.DEFINED[key].rule.derivatives)
+
+    def define(typingctx, args):
+        definition = rules.DEFINED.get(key)
+        if definition is None or len(args) != nargs or not _accepts(args):
+            return None
+        return _nested_call(typingctx, key, definition.rule, args, primal)
+
+    if nargs == 1:
+        register_lowered(fn, lambda typingctx, a: define(typingctx, (a,)),
+                         f"dualgpu_tagged_defined_{fn.__name__}")
+    else:
+        register_lowered(fn, lambda typingctx, a, b: define(typingctx, (a, b)),
+                         f"dualgpu_tagged_defined_{fn.__name__}")
+
+
+def _on_rule_defined(new, old):
+    if new is None or new.key != new.name:
+        return  # removed; or an override of a built-in rule (its lowering reads rules.lookup)
+    _register_defined(new.wrapper, new.key, new.wrapper)
+    if new.name.startswith("math."):  # math.exp2 in kernels: numba's own function, the value
+        _register_defined(new.function, new.key, new.function)
+    if new.ufunc is not None and new.ufunc.__name__ not in rules.NUMPY_UFUNCS:
+        _register_defined(new.ufunc, new.key, new.ufunc)
+
+
+rules.subscribe(_on_rule_defined)
 
 
 @overload(float)

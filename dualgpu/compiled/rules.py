@@ -21,6 +21,7 @@ error: it would drop the partials), math functions without a rule (an error
 that names the function and how to add a rule), and the ``Dual`` constructor.
 """
 import builtins
+import cmath
 import math
 import operator
 import types as pytypes
@@ -34,6 +35,8 @@ from numba.core.target_extension import current_target
 from dualgpu import nansafe, rules
 from dualgpu.core.dual import Dual
 from dualgpu.core.int_power import float_int_power
+from dualgpu.core.traced_branch import (GLOBAL_BRANCH_MESSAGE, is_global_tracer,
+                                        refuse_traced_branch)
 from dualgpu.errors import MissingRuleError, complex_dual_message, missing_rule_message
 from dualgpu.compiled.attributes import lanes_attribute
 from dualgpu.compiled.lowering import RuleSpec, lower_call, register_lowered, rule_codegen, value_of
@@ -191,22 +194,11 @@ def _register_rule(fn, rule_name, rule):
                      f"dualgpu_{rule_name}")
 
 
-#: Raised (from compiled code) where a global sparsity tracer meets a branch on a traced value;
-#: :func:`dualgpu.autodiff.sparse.detect_sparsity` turns it into a DualgpuError that names the fix.
-GLOBAL_BRANCH_MESSAGE = (
-    "dualgpu global sparsity: a kernel compares, rounds or converts a value that depends on "
-    "the input")
-
-
-@register_jitable
-def _refuse_traced_branch(partials):
-    for lane in partials:
-        if lane != 0:
-            raise ValueError(GLOBAL_BRANCH_MESSAGE)
+_refuse_traced_branch = refuse_traced_branch
 
 
 def _is_global(t):
-    return isinstance(t, DualType) and t.tracer == "global"
+    return isinstance(t, DualType) and is_global_tracer(t)
 
 
 def _register_value_only(fn, dotted):
@@ -449,6 +441,31 @@ def _refuse_complex(op, symbol):
 
 for _op, _symbol in _OPERATOR_SYMBOLS.items():
     _refuse_complex(_op, _symbol)
+
+
+def _refuse_cmath(fn):
+    def refuse(x, y=None):
+        if isinstance(x, DualType) or isinstance(y, DualType):
+            given = ", ".join(str(a) for a in (x, y) if a is not None)
+            raise TypingError(complex_dual_message(f"cmath.{fn.__name__}({given})"))
+    overload(fn)(refuse)
+
+
+# cmath's functions of one argument (log and rect also take two): a dual there is a complex
+# computation, refused as the simulator refuses it
+for _name in ("acos", "acosh", "asin", "asinh", "atan", "atanh", "cos", "cosh", "exp",
+              "isfinite", "isinf", "isnan", "log", "log10", "phase", "polar", "rect", "sin",
+              "sinh", "sqrt", "tan", "tanh"):
+    _refuse_cmath(getattr(cmath, _name))
+
+
+@overload(complex)
+def _refuse_complex_of_dual(real=None, imag=None):
+    # complex(d, 0.0): the same refusal as the simulator's complex(Dual), not numba's
+    # candidate list
+    if isinstance(real, DualType) or isinstance(imag, DualType):
+        raise TypingError(complex_dual_message(
+            "complex(" + ", ".join(str(a) for a in (real, imag) if a is not None) + ")"))
 
 
 # --- hand-written: min/max of more than two arguments ----------------------------

@@ -15,7 +15,7 @@ from numba.core.extending import typeof_impl
 from numba.core.typing.typeof import typeof
 
 from dualgpu.compiled.types import (
-    DualArrayType, TaggedDualArrayType, dual_type, tagged_type,
+    DualArrayType, TaggedDualArrayType, dual_type, tagged_type, type_mode,
 )
 from dualgpu.core.dual import Dual
 from dualgpu.core.dualarray import DualArray
@@ -44,7 +44,9 @@ def typeof_dual_array(val, c):
     and kept on the array, for as long as its members stay the same arrays.
     """
     cache = val._numba_type_cache
-    if cache is not None and cache[0] is val.values and cache[1] is val.partials:
+    mode = type_mode()  # a rule defined since: typed anew (dualgpu.compiled.types.type_mode)
+    if cache is not None and cache[0] is val.values and cache[1] is val.partials and (
+            cache[2].mode is mode):
         return cache[2]
     if val.tag:
         ty = TaggedDualArrayType(typeof(val.values, c), typeof(val.partials, c), val.lanes,

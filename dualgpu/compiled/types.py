@@ -17,6 +17,7 @@ core's generic registries from a module outside the ``numba.`` namespace, which 
 ``@njit`` and numba-cuda load (see the documentation's "numba notes" page,
 ``docs/dev/numba-notes.md``).
 """
+import hashlib
 import math
 
 import numpy as np
@@ -34,7 +35,7 @@ from numba.core.extending import (
 )
 from numba.core.typeconv import Conversion
 
-from dualgpu import nansafe
+from dualgpu import nansafe, rules
 from dualgpu.core import lanes as core_lanes
 from dualgpu.core.nested import MAX_TAG
 from dualgpu.errors import DualgpuError
@@ -71,6 +72,7 @@ __all__ = [
     "TRACER_LANE",
     "GLOBAL_TRACER_LANE",
     "tracer_of_lane",
+    "type_mode",
 ]
 
 #: Largest lane count a compiled dual accepts (a soft limit for register use); the one value is
@@ -78,6 +80,30 @@ __all__ = [
 MAX_LANES = core_lanes.MAX_LANES
 
 _FLOATS = (types.float32, types.float64)
+
+_MODES = {}
+
+
+def type_mode():
+    """The process-wide settings in the key of every dual type: the NaN-safe mode and a digest
+    of the rules added with :func:`dualgpu.rules.define`.
+
+    numba's ``cache=True`` index knows a compiled function by its argument types, so a user's
+    cached function on duals compiled under other rules (a corrected formula, an override)
+    or the other NaN-safe mode is another entry, never one loaded (issue 43). After
+    :func:`~dualgpu.rules.define`, new duals are typed anew and compile with the rule.
+
+    Returns
+    -------
+    tuple of str
+        Empty by default.
+    """
+    text = rules.fingerprint()
+    mode = _MODES.get(text)
+    if mode is None:
+        digest = hashlib.sha256(text.encode()).hexdigest()[:12] if text else None
+        mode = _MODES[text] = nansafe.TYPE_KEY + ((f"rules={digest}",) if digest else ())
+    return mode
 
 
 #: Lane dtype of the structural tracer: each lane is a 64-bit dependency set.
@@ -100,7 +126,7 @@ class DualType(types.Type):
     (the structural tracer that detects sparsity patterns) instead of tangents.
     """
 
-    def __init__(self, dtype, n, tracer=False):
+    def __init__(self, dtype, n, tracer=False, mode=None):
         if dtype not in _FLOATS:
             raise DualgpuError(f"Dual: value dtype must be float32 or float64; got {dtype}.")
         if not 1 <= n <= MAX_LANES:
@@ -111,7 +137,8 @@ class DualType(types.Type):
         self.lane_dtype = (GLOBAL_TRACER_LANE if tracer == "global" else TRACER_LANE) if tracer \
             else dtype
         self.partials_type = types.UniTuple(self.lane_dtype, n)
-        self.mode = nansafe.TYPE_KEY  # restored as it was by unpickling (numba's cache index)
+        # restored as it was by unpickling (numba's cache index): see type_mode
+        self.mode = type_mode() if mode is None else mode
         suffix = "".join(f", {m}" for m in self.mode)
         super().__init__(name=f"{'Tracer' if tracer else 'Dual'}({dtype}, {n}{suffix})")
 
@@ -122,9 +149,10 @@ class DualType(types.Type):
     def unify(self, typingctx, other):
         """A branch that yields a float on one side and a dual on the other is a dual."""
         if isinstance(other, (types.Float, types.Integer, types.Boolean)):
-            return dual_type(promote(self.dtype, other), self.n, self.tracer)
+            return dual_type(promote(self.dtype, other), self.n, self.tracer, self.mode)
         if isinstance(other, DualType) and other.n == self.n and other.tracer == self.tracer:
-            return dual_type(promote(self.dtype, other.dtype), self.n, self.tracer)
+            return dual_type(promote(self.dtype, other.dtype), self.n, self.tracer,
+                             self.mode)
         return None
 
     def can_convert_from(self, typingctx, other):
@@ -138,11 +166,13 @@ class DualType(types.Type):
 _DUAL_TYPES = {}
 
 
-def dual_type(dtype, n, tracer=False):
-    """Return the (cached) :class:`DualType` for ``dtype``, ``n`` lanes (and tracer mode)."""
-    key = (dtype, n, tracer)
+def dual_type(dtype, n, tracer=False, mode=None):
+    """Return the (cached) :class:`DualType` for ``dtype``, ``n`` lanes (and tracer mode),
+    under ``mode`` (default: :func:`type_mode` now)."""
+    mode = type_mode() if mode is None else mode
+    key = (dtype, n, tracer, mode)
     if key not in _DUAL_TYPES:
-        _DUAL_TYPES[key] = DualType(dtype, n, tracer)
+        _DUAL_TYPES[key] = DualType(dtype, n, tracer, mode)
     return _DUAL_TYPES[key]
 
 
@@ -193,7 +223,7 @@ class DualArrayType(types.IterableType):
         self.n = n
         self.dtype = values_type.dtype
         self.ndim = values_type.ndim
-        self.mode = nansafe.TYPE_KEY  # the NaN-safe mode, as DualType's
+        self.mode = type_mode()  # as DualType's
         self._hash = hash((values_type, partials_type, n) + self.mode)
         suffix = "".join(f", {m}" for m in self.mode)
         super().__init__(name=f"DualArray({values_type}, lanes={n}{suffix})")
@@ -226,7 +256,7 @@ class DualArrayType(types.IterableType):
     @property
     def dual(self):
         """The type of the array's elements."""
-        return dual_type(self.dtype, self.n, self.tracer)
+        return dual_type(self.dtype, self.n, self.tracer, self.mode)
 
     @property
     def iterator_type(self):
@@ -329,8 +359,9 @@ class TaggedDualType(types.Type):
         self.n = n
         self.tag = tag
         self.partials_type = types.UniTuple(value_type, n)
-        self.mode = nansafe.TYPE_KEY  # the NaN-safe mode, as DualType's
-        super().__init__(name=f"Dual[tag={tag}]({value_type}, {n})")
+        self.mode = type_mode()  # as DualType's
+        rules_suffix = "".join(f", {m}" for m in self.mode if m.startswith("rules="))
+        super().__init__(name=f"Dual[tag={tag}]({value_type}, {n}{rules_suffix})")
 
     @property
     def key(self):
@@ -350,7 +381,7 @@ _TAGGED = {}
 
 def tagged_type(value_type, n, tag):
     """Return the (cached) :class:`TaggedDualType`."""
-    key = (value_type, n, tag)
+    key = (value_type, n, tag, type_mode())
     if key not in _TAGGED:
         _TAGGED[key] = TaggedDualType(value_type, n, tag)
     return _TAGGED[key]
@@ -420,9 +451,10 @@ class TaggedDualArrayType(types.Type):
         self.ndim = values_type.ndim
         self.dual = tagged_type(_element(values_type), n, tag)
         self.dtype = self.dual.dtype
-        self.mode = nansafe.TYPE_KEY  # the NaN-safe mode, as DualType's
+        self.mode = type_mode()  # as DualType's
         self._hash = hash((values_type, partials_type, n, tag) + self.mode)
-        super().__init__(name=f"DualArray[tag={tag}]({values_type}, lanes={n})")
+        rules_suffix = "".join(f", {m}" for m in self.mode if m.startswith("rules="))
+        super().__init__(name=f"DualArray[tag={tag}]({values_type}, lanes={n}{rules_suffix})")
 
     @property
     def key(self):

@@ -7,6 +7,11 @@ with ``dualgpu.float32(p)`` instead: it is ``np.float32(p)`` for plain numbers a
 arrays, and keeps the lanes of Duals and DualArrays, so the same line runs with and
 without the driver.
 """
+from __future__ import annotations
+
+from typing import Any
+import numpy.typing as npt
+
 import numbers
 
 import numpy as np
@@ -18,14 +23,14 @@ from dualgpu.core.object_arrays import from_object_array
 __all__ = ["astype", "float32", "float64", "astype_dual_array"]
 
 
-def astype(x, dtype):
+def astype(x: Any, dtype: npt.DTypeLike) -> Any:
     """Return ``x`` cast to ``dtype``, keeping its partials when it is a dual.
 
     Parameters
     ----------
     x : number, numpy scalar, array_like, Dual or DualArray
-        A list or tuple (nested too) that holds Duals gives a DualArray, as
-        ``np.stack`` of its elements.
+        A list, tuple (nested too) or numpy object array that holds Duals gives a
+        DualArray, as ``np.stack`` of its elements.
     dtype : numpy dtype
         A float dtype keeps the partials of a dual (float32 or float64); an integer or
         bool dtype gives the plain values (zero derivative).
@@ -47,29 +52,36 @@ def astype(x, dtype):
     >>> u = dualgpu.astype([p, 2.0], np.float32)  # a list of duals: a DualArray
     >>> u.dtype, u.partials.tolist()
     (dtype('float32'), [[1.0, 0.0], [0.0, 0.0]])
+    >>> dualgpu.astype(np.array([p, 2.0], dtype=object), np.float32).partials.tolist()
+    [[1.0, 0.0], [0.0, 0.0]]
     """
     if isinstance(x, (Dual, DualArray)):
         return x.astype(dtype)
     dtype = np.dtype(dtype)
+    if isinstance(x, np.ndarray) and x.dtype == object:  # np.array([dual, ...]): each dual
+        return _cast_sequence(x, dtype)
     if isinstance(x, np.ndarray):
         return x.astype(dtype)
     if isinstance(x, (numbers.Number, np.generic)):
-        return dtype.type(x)
+        return dtype.type(x)  # type: ignore[call-overload]
     if isinstance(x, (list, tuple)):
         return _cast_sequence(x, dtype)
     return np.asarray(x).astype(dtype)
 
 
 def _cast_sequence(items, dtype):
-    """A list or tuple (nested too): a DualArray when it holds duals, else numpy's array."""
-    array = np.array(items, dtype=object)
+    """A list, tuple (nested too) or object array: a DualArray when it holds duals, else numpy's.
+    """
+    array = items if isinstance(items, np.ndarray) else np.array(items, dtype=object)
     if not any(isinstance(item, Dual) for item in array.reshape(-1)):
         return np.asarray(items).astype(dtype)
-    stacked = from_object_array(array, f"the {type(items).__name__} given to dualgpu.astype")
+    what = ("the object array" if isinstance(items, np.ndarray)
+            else f"the {type(items).__name__}")
+    stacked = from_object_array(array, f"{what} given to dualgpu.astype")
     return stacked.astype(dtype)
 
 
-def float32(x):
+def float32(x: Any) -> Any:
     """Return ``x`` as float32: ``np.float32(x)`` that keeps a dual's partials.
 
     Parameters
@@ -94,7 +106,7 @@ def float32(x):
     return astype(x, np.float32)
 
 
-def float64(x):
+def float64(x: Any) -> Any:
     """Return ``x`` as float64: ``np.float64(x)`` that keeps a dual's partials.
 
     Parameters

@@ -36,6 +36,54 @@ from dualgpu.errors import missing_rule_message as _missing_rule_message
 def _has_dual(args):
     return any(isinstance(a, _Dual) for a in args)
 
+# example arguments of the math functions whose first argument is not a float near 0.5
+_EXAMPLE_ARGS = {
+    "acosh": (1.5,), "atan2": (0.5, 1.0), "copysign": (0.5, -1.0), "fmod": (2.5, 1.0),
+    "hypot": (0.5, 1.0), "pow": (0.5, 2.0), "remainder": (2.5, 1.0), "ldexp": (0.5, 3),
+    "nextafter": (0.5, 1.0), "comb": (5, 2), "perm": (5, 2), "factorial": (4,),
+    "gcd": (12, 8), "lcm": (4, 6), "isqrt": (10,), "prod": ([0.5, 4.0],),
+    "fsum": ([0.5, 0.25],), "dist": ([0.0, 0.0], [3.0, 4.0]), "isclose": (0.5, 0.5),
+    "sumprod": ([0.5, 2.0], [2.0, 0.5]), "fma": (0.5, 2.0, 1.0), "trunc": (2.5,),
+    "floor": (2.5,), "ceil": (2.5,), "modf": (2.5,), "frexp": (0.5,),
+}
+
+
+def _doc(name, summary, kind):
+    """A numpydoc docstring for dmath.<name> (``kind``: 'rule', 'value' or 'none')."""
+    plain = getattr(_math, name)
+    args = _EXAMPLE_ARGS.get(name, (0.5,))
+    try:
+        expected = repr(plain(*args))
+    except (TypeError, ValueError):  # another Python's math: no example arguments known
+        args, expected = None, None
+    call = f"dmath.{name}({', '.join(map(repr, args))})" if args else None
+    lines = [summary, "", "Parameters", "----------", "*args",
+             f"    The arguments of ``math.{name}``; a :class:`~dualgpu.Dual` where it may "
+             "take one."]
+    if kind == "none":
+        lines += ["**kwargs", f"    Keyword arguments of ``math.{name}``, if it takes any."]
+    lines += ["", "Returns", "-------", "object",
+              f"    ``math.{name}`` of the arguments (of their values, for a dual)."]
+    if kind == "rule":
+        lines[-1] += " A dual when an argument is one, with its partials."
+    if kind == "none":
+        lines += ["", "Raises", "------", "MissingRuleError",
+                  "    When an argument is a dual: this function has no derivative rule "
+                  "(add one with :func:`dualgpu.rules.define`)."]
+    lines += ["", "Examples", "--------", ">>> from dualgpu import Dual, dmath"]
+    if call is None:
+        lines += [f">>> callable(dmath.{name})", "True"]
+    else:
+        lines += [f">>> {call}", expected]
+        if kind in ("rule", "value") and isinstance(args[0], float):
+            rest = "".join(f", {a!r}" for a in args[1:])
+            dual_call = f"dmath.{name}(Dual({args[0]!r}, [1.0]){rest})"
+            if kind == "rule":
+                lines += [f">>> bool({dual_call}.value == {call})", "True"]
+            else:
+                lines += [f">>> bool({dual_call} == {call})", "True"]
+    return "\n".join(lines) + "\n"
+
 
 def _with_rule(name, rule_name):
     plain = getattr(_math, name)
@@ -48,7 +96,7 @@ def _with_rule(name, rule_name):
         return plain(*args)
 
     fn.__name__ = name
-    fn.__doc__ = f"math.{name}, with partials propagated for Dual arguments."
+    fn.__doc__ = _doc(name, f"math.{name}, with partials propagated for Dual arguments.", "rule")
     return fn
 
 
@@ -66,7 +114,7 @@ def _on_value(name):
         return plain(*(_plain_number(a) for a in args))
 
     fn.__name__ = name
-    fn.__doc__ = f"math.{name} of the value (zero derivative)."
+    fn.__doc__ = _doc(name, f"math.{name} of the value (zero derivative).", "value")
     return fn
 
 
@@ -82,7 +130,8 @@ def _rounded_to_int(name):
         return plain(*args)
 
     fn.__name__ = name
-    fn.__doc__ = f"math.{name} of the value (zero derivative); int64 as numba.cuda in kernels."
+    fn.__doc__ = _doc(name, f"math.{name} of the value (zero derivative); int64 as numba.cuda "
+                          "in kernels.", "value")
     return fn
 
 
@@ -95,7 +144,7 @@ def _without_rule(name):
         return plain(*args, **kwargs)
 
     fn.__name__ = name
-    fn.__doc__ = plain.__doc__
+    fn.__doc__ = _doc(name, f"math.{name}, for plain numbers only: no derivative rule.", "none")
     return fn
 
 

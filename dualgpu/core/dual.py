@@ -18,6 +18,7 @@ import numpy as np
 from dualgpu import nansafe, rules
 from dualgpu.core import _primals, hooks
 from dualgpu.core._expressions import expression
+from dualgpu.core.traced_branch import refuse_traced_python
 from dualgpu.errors import DualgpuError, complex_dual_message
 
 __all__ = [
@@ -161,7 +162,7 @@ class Dual:
         The perturbation this dual belongs to (0, the default, for first-order
         work). A dual whose ``value`` is itself a Dual (a *nested* dual, second
         order) has a higher tag than its value; duals of different tags never
-        mix their lanes: see :mod:`dualgpu.core.nested`.
+        mix their lanes: see :func:`dualgpu.hessian`.
 
     Examples
     --------
@@ -228,14 +229,36 @@ class Dual:
         return f"Dual({self.value!r}, {self.partials.tolist()!r}, dtype={self.dtype}{tag})"
 
     # -- conversions ------------------------------------------------------------
+    def tolist(self):
+        """Return the Dual itself, as a copy (numpy's ``scalar.tolist()`` gives the Python
+        scalar; ``DualArray.tolist()`` gives Duals, and this Dual for a 0-d array).
+
+        Examples
+        --------
+        >>> import dualgpu
+        >>> d = dualgpu.Dual(2.0, [1.0, 0.5])
+        >>> e = d.tolist()
+        >>> (float(e.value), e.partials.tolist(), e is d)
+        (2.0, [1.0, 0.5], False)
+        """
+        partials = self.partials.copy() if isinstance(self.partials, np.ndarray) \
+            else self.partials
+        return type(self)(self.value, partials, tag=self.tag) if self.tag \
+            else type(self)(self.value, partials)
+
     def __float__(self):
         # the message names the host line that needs a float and its fix: a store into a
         # plain numpy buffer (state[0] = p, dualgpu.host.buffers), math.*, float(), np.float32
         # (dualgpu.core._host_lines); dualgpu.host installs it into hooks.float_message
+        if hooks.values_followed():  # a store into a kept host buffer, its partials kept
+            return self._primal()
         raise TypeError(hooks.float_message(sys._getframe(1)))
 
     def __complex__(self):
-        raise TypeError("complex(Dual) would drop the partials; use d.value.")
+        # (a store into a complex array on cudasim comes here: never suggest d.value, which
+        # would drop the derivative silently)
+        raise TypeError(complex_dual_message("complex(Dual): a dual stored into a complex array "
+                                             "or converted with complex()"))
 
     def _primal(self):
         # the innermost value (a float), also of a nested dual
@@ -244,23 +267,29 @@ class Dual:
             value = value.value
         return float(value)
 
+    def _decided(self):
+        # the value, for a conversion that can choose an index or a branch: a global
+        # sparsity tracer refuses it (dualgpu.core.traced_branch)
+        refuse_traced_python(self.partials)
+        return self._primal()
+
     def __int__(self):
-        return int(self._primal())
+        return int(self._decided())
 
     def __bool__(self):
-        return bool(self._primal())
+        return bool(self._decided())
 
     def __round__(self, ndigits=None):
-        return round(self._primal(), ndigits) if ndigits is not None else round(self._primal())
+        return round(self._decided(), ndigits) if ndigits is not None else round(self._decided())
 
     def __floor__(self):
-        return math.floor(self._primal())
+        return math.floor(self._decided())
 
     def __ceil__(self):
-        return math.ceil(self._primal())
+        return math.ceil(self._decided())
 
     def __trunc__(self):
-        return math.trunc(self._primal())
+        return math.trunc(self._decided())
 
     __hash__ = None
 
@@ -273,6 +302,7 @@ class Dual:
         """
         dtype = np.dtype(dtype)
         if dtype.kind != "f":
+            refuse_traced_python(self.partials)
             return dtype.type(self.value)
         return Dual(self.value, self.partials, dtype=dtype)
 
@@ -324,7 +354,7 @@ def apply_rule(name, *args, primal=None):
     ``primal`` is the function the user called (``math.pow`` for the ``pow``
     rule, ``np.minimum`` for ``min``...); default: the rule's own. Its value is
     computed as numba's compiled code computes it, in the dtype numba's typing
-    gives (see :mod:`dualgpu.core._primals`). Tagged and nested duals (second order)
+    gives (as the compiled kernel computes it). Tagged and nested duals (second order)
     apply the same table to their dual values (:func:`apply_tagged`).
     """
     for a in args:
@@ -624,7 +654,7 @@ def apply_tagged(name, *args):
     """Apply the rule ``name`` to arguments among which is a dual of a tag above 0.
 
     The duals of the highest tag are differentiated; everything else is a
-    constant of that tag (see :mod:`dualgpu.core.nested`).
+    constant of that tag (see :func:`dualgpu.hessian`).
     """
     rule = rules.lookup(name)  # a rule added with dualgpu.rules.define first
     factors = _RUNTIME[name][1]

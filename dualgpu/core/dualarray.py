@@ -6,7 +6,12 @@ addresses. Inside compiled kernels a DualArray is indexed like an ordinary
 array (see :mod:`dualgpu.compiled.arrays`); in plain Python (the CUDA simulator and
 host code) this class does the same with :class:`dualgpu.Dual` elements.
 """
+from __future__ import annotations
+
+import sys
+
 import numpy as np
+import numpy.typing as npt
 
 from dualgpu.core import hooks
 from dualgpu.core._memory import copy_member, device_copy, host, is_device, same_side, zero_fill
@@ -54,7 +59,7 @@ class DualArray(DualArrayBase):
     tag : int, optional
         The perturbation of these lanes (0 for first order). With ``values``
         and ``partials`` themselves DualArrays of a lower tag, this is an array
-        of nested (second-order) duals: see :mod:`dualgpu.core.nested`.
+        of nested (second-order) duals: see :func:`dualgpu.hessian`.
 
     Raises
     ------
@@ -306,15 +311,20 @@ class DualArray(DualArrayBase):
         return hooks.array_function(func, types, args, kwargs)
 
     def __array__(self, dtype=None, copy=None):
-        raise TypeError(
+        if hooks.values_followed():  # a store into a kept host buffer, its partials kept
+            values = self.copy_to_host().values if self.is_device else self.values
+            return np.asarray(values, dtype)
+        # a store into a plain host buffer (buf[:] = u) gets a message naming the buffer, the
+        # line and the fix (dualgpu.host.buffers); anything else the general one
+        raise TypeError(hooks.array_message(sys._getframe(1)) or (
             "a DualArray cannot become a plain numpy array without dropping its partials. "
             "numpy functions and operators work on it directly (np.sum(u), u * x, u @ x, "
             "np.linalg.norm(u - data)) and keep the partials; allocate arrays like it with "
-            "np.zeros_like(u) or dualgpu.cuda.device_array_like(u); read the values alone "
-            "with u.values. Storing it into a plain numpy array (a trajectory buffer "
+            "np.zeros_like(u) or dualgpu.cuda.device_array_like(u); u.values reads the "
+            "values alone and drops the derivative. Storing it into a plain numpy array (a trajectory buffer "
             "traj[t] = u) lands here too: collect the steps in a list and np.stack(frames) "
             "them, or allocate the buffer with np.zeros_like(u, shape=(steps,) + u.shape)."
-        )
+        ))
 
     def sum(self, axis=None, dtype=None, out=None, keepdims=False):
         """The sum over ``axis`` (all elements by default): a Dual, or a DualArray."""
@@ -570,7 +580,8 @@ def _nested_list(array):
     return [_nested_list(array[i]) for i in range(array.shape[0])]
 
 
-def dual_array(values, partials=None, *, lanes=None, dtype=None):
+def dual_array(values: npt.ArrayLike, partials: npt.ArrayLike | None = None, *,
+               lanes: int | None = None, dtype: npt.DTypeLike | None = None) -> DualArray:
     """Return a new host :class:`DualArray` built from copies of the inputs.
 
     Parameters

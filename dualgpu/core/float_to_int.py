@@ -26,6 +26,8 @@ from numba import types
 from numba.extending import overload, register_jitable
 
 from dualgpu.core.dual import Dual, primal_value
+from dualgpu.core.traced_branch import (is_global_tracer, refuse_traced_branch,
+                                        refuse_traced_python)
 
 __all__ = ["INT64_MAX", "INT64_MIN", "saturate_i64", "floor_i64", "ceil_i64", "trunc_i64"]
 
@@ -75,6 +77,8 @@ def _saturate(rounded):
 
 def _python(rounding):
     def convert(x):
+        if isinstance(x, Dual):
+            refuse_traced_python(x.partials)  # a global sparsity tracer: traced_branch
         value = primal_value(x) if isinstance(x, Dual) else x  # a dual's innermost value
         if isinstance(value, (int, np.integer)):
             return int(value)
@@ -103,6 +107,11 @@ def _register(function, rounding):
             return lambda x: _saturate(rounding(x))
         if isinstance(x, types.Boolean):
             return lambda x: np.int64(x)
+        if is_global_tracer(x):  # a global sparsity tracer: an index from the input
+            def refuse(x):
+                refuse_traced_branch(x.partials)
+                return function(x.value)
+            return refuse
         # a dual (first order, tagged or nested): round its value
         return lambda x: function(x.value)
 

@@ -18,12 +18,25 @@ True
 >>> sorted(hooks.SLOTS)[:3]
 ['advanced_getitem', 'advanced_setitem', 'array_function']
 """
+import threading
+
 from dualgpu.errors import DualgpuError
 
 __all__ = [
     "Slot", "SLOTS", "install", "array_ufunc", "array_function", "advanced_getitem",
-    "advanced_setitem", "copy_to_plain", "float_message",
+    "advanced_setitem", "copy_to_plain", "float_message", "array_message", "FOLLOWED",
+    "values_followed",
 ]
+
+#: ``FOLLOWED.on`` is True while host code runs one line whose writes into kept host buffers
+#: :mod:`dualgpu.host.host_writes` has already replayed on their partials (``u[:] = d``,
+#: ``u += d``): there, and only there, a dual may give its values to a plain numpy array.
+FOLLOWED = threading.local()
+
+
+def values_followed():
+    """True while a host line runs whose stores of duals into plain arrays were followed."""
+    return getattr(FOLLOWED, "on", False)
 
 
 class Slot:
@@ -108,10 +121,15 @@ copy_to_plain = Slot("copy_to_plain", "copying a DualArray into a plain host buf
 #: ``float_message(frame)``: the message of ``float(dual)`` run by ``frame`` (names the line).
 float_message = Slot("float_message", "the message of float(Dual)",
                      fallback=_plain_float_message)
+#: ``array_message(frame)``: the message of a DualArray made a plain array by ``frame``'s
+#: line (a store into a host buffer, ``buf[:] = u``), or None for the general one.
+array_message = Slot("array_message", "the message of np.asarray(DualArray)",
+                     fallback=lambda frame: None)
 
 #: name -> slot, every slot of this module.
 SLOTS = {slot.name: slot for slot in (array_ufunc, array_function, advanced_getitem,
-                                      advanced_setitem, copy_to_plain, float_message)}
+                                      advanced_setitem, copy_to_plain, float_message,
+                                      array_message)}
 
 
 def install(**implementations):

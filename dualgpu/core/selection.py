@@ -20,6 +20,10 @@ Threads you start yourself begin with a fresh context: they see
 ``using_backend`` inside the thread, or run it with
 ``contextvars.copy_context().run(...)``, to carry the choice over.
 """
+from __future__ import annotations
+
+from typing import Iterator
+
 import contextlib
 import contextvars
 import functools
@@ -35,7 +39,8 @@ BACKENDS = ("cuda", "cpu", "cudasim")
 #: set_backend's process-wide choice (None: environment variable or default)
 _CHOSEN = None
 #: using_backend's context-local choice (None: fall back to _CHOSEN)
-_LOCAL = contextvars.ContextVar("dualgpu_backend", default=None)
+_LOCAL: contextvars.ContextVar[str | None] = contextvars.ContextVar("dualgpu_backend",
+                                                                   default=None)
 
 _NO_GPU = (
     "backend 'cuda' needs an NVIDIA GPU and driver, and numba.cuda.is_available() is False "
@@ -62,6 +67,24 @@ def _gpu_available():
         return False
 
 
+#: numba-cuda's own setting for its low-occupancy warning, before dualgpu changed it
+_USER_OCCUPANCY_WARNINGS = None
+
+
+def _occupancy_warnings_for(name):
+    """numba-cuda warns when a launch configuration has fewer than 128 blocks ("Grid size 1
+    will likely result in GPU under-utilization"): advice about a GPU. dualgpu silences it while
+    its active backend is "cpu" or "cudasim" (a small grid is right there) and gives the user's
+    setting back under "cuda"; the process-wide setting follows the latest choice."""
+    global _USER_OCCUPANCY_WARNINGS
+    config = sys.modules.get("numba.cuda.core.config")
+    if config is None or not hasattr(config, "CUDA_LOW_OCCUPANCY_WARNINGS"):
+        return
+    if _USER_OCCUPANCY_WARNINGS is None:
+        _USER_OCCUPANCY_WARNINGS = config.CUDA_LOW_OCCUPANCY_WARNINGS
+    config.CUDA_LOW_OCCUPANCY_WARNINGS = _USER_OCCUPANCY_WARNINGS if name == "cuda" else 0
+
+
 def _check_gpu(name, how):
     if name == "cuda" and not _gpu_available():
         raise DualgpuError(f"{_NO_GPU}; {how}.")
@@ -72,14 +95,14 @@ def _check_gpu(name, how):
 def _default():
     from numba.core import config
 
-    if config.ENABLE_CUDASIM:
-        return "cudasim"
-    return "cuda" if _gpu_available() else "cpu"
+    name = "cudasim" if config.ENABLE_CUDASIM else "cuda" if _gpu_available() else "cpu"
+    _occupancy_warnings_for(name)
+    return name
 
 
 #: Thread classes that run the CUDA threads of a simulated kernel: the backends that simulate
 #: threads add theirs at import (:func:`register_simulated_thread`), so core names none of them.
-_SIMULATED_THREADS = []
+_SIMULATED_THREADS: list[type] = []
 
 
 def register_simulated_thread(thread_type):
@@ -101,7 +124,7 @@ def _in_simulated_thread():
     return any(isinstance(current, t) for t in _SIMULATED_THREADS)
 
 
-def backend():
+def backend() -> str:
     """Return the name of the active backend (``"cuda"``, ``"cpu"`` or ``"cudasim"``).
 
     The first that applies: :func:`using_backend`, a simulated thread, :func:`set_backend`,
@@ -141,7 +164,7 @@ def backend():
     return _default()
 
 
-def set_backend(name):
+def set_backend(name: str | None) -> None:
     """Make ``name`` the active backend for the whole process; ``None`` returns to the default.
 
     Inside a :func:`using_backend` block it also changes that block's choice
@@ -172,10 +195,11 @@ def set_backend(name):
     _CHOSEN = name
     if _LOCAL.get() is not None:
         _LOCAL.set(name)
+    _occupancy_warnings_for(backend())
 
 
 @contextlib.contextmanager
-def using_backend(name):
+def using_backend(name: str) -> Iterator[str]:
     """Context manager: run the block with backend ``name`` in this thread or task only.
 
     The choice is context-local (:mod:`contextvars`): other threads and asyncio
@@ -205,7 +229,9 @@ def using_backend(name):
     """
     name = _check_gpu(_check(name), "choose another backend in dualgpu.using_backend")
     token = _LOCAL.set(name)
+    _occupancy_warnings_for(name)
     try:
         yield name
     finally:
         _LOCAL.reset(token)
+        _occupancy_warnings_for(backend())

@@ -36,4 +36,5 @@ hooks.install(
     advanced_setitem=indexing.store_advanced,
     copy_to_plain=buffers.copy_to_plain,
     float_message=float_message,
+    array_message=buffers.array_message,
 )

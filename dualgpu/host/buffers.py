@@ -37,16 +37,22 @@ can intercept for a plain array. It is refused with the array's name, the line a
 fix: make the buffer with :func:`zeros` (or ``cuda.to_device(np.zeros(...))``), a
 DualArray under the driver that takes duals in host stores and kernels alike.
 """
+from __future__ import annotations
+
+from typing import Any, Iterator
+import numpy.typing as npt
+
 import contextlib
 import contextvars
 import linecache
 import os
 import re
 import sys
-import weakref
+import threading
 
 import numpy as np
 
+from dualgpu.core import hooks
 from dualgpu.core._context import active_lanes, active_levels, lane_dtype
 from dualgpu.core.dual import Dual
 from dualgpu.core.dualarray import DualArray
@@ -54,6 +60,13 @@ from dualgpu.core.nested import zeros as nested_zeros
 from dualgpu.core.selection import _in_simulated_thread, backend
 from dualgpu.errors import DualgpuError
 from dualgpu.core._paths import PACKAGE_DIR
+from dualgpu.host.host_writes import FOLLOWED_FORMS, Follower
+from dualgpu.host.shadow import Shadow as _Shadow
+from dualgpu.host.shadow import buffer_fix as _fix
+from dualgpu.host.shadow import contiguous as _contiguous
+from dualgpu.host.shadow import read_only_params as _read_only_params  # noqa: F401 (porting)
+from dualgpu.host.shadow import root_of as _root
+from dualgpu.host.shadow import shape_text as _shape_text
 
 __all__ = ["zeros", "keep_host_buffers", "scope", "active", "Registry", "host_store_message",
            "register_porting",
@@ -64,10 +77,15 @@ _SUBSCRIPT_STORE = re.compile(r"^\s*([A-Za-z_]\w*)\s*\[.*\]\s*(?:[-+*/%]|//|\*\*
 
 _REGISTRY = contextvars.ContextVar("dualgpu_host_buffers", default=None)
 #: True inside ``keep_host_buffers()``; the environment's DUALGPU_HOST_BUFFERS=keep sets the default
-_KEEP = contextvars.ContextVar("dualgpu_keep_host_buffers", default=None)
+_KEEP: contextvars.ContextVar[bool | None] = contextvars.ContextVar(
+    "dualgpu_keep_host_buffers", default=None)
+#: how many ``keep_host_buffers()`` blocks are open in any thread: a thread that entered none
+#: itself (an executor's worker, which does not inherit the caller's context) follows them
+_OPEN = [0]
+_OPEN_LOCK = threading.Lock()
 
 
-def zeros(shape, dtype=np.float64):
+def zeros(shape: int | tuple[int, ...], dtype: npt.DTypeLike = np.float64) -> Any:
     """A zero-filled host array that holds duals while the driver runs, plain floats otherwise.
 
     The one-line fix for host buffers that receive duals (``state[0] = p`` with ``p`` a
@@ -98,7 +116,8 @@ def zeros(shape, dtype=np.float64):
     >>> f(1.5)[1].tolist()
     [3.0, 3.0, 3.0]
     """
-    shape = (int(shape),) if np.ndim(shape) == 0 else tuple(int(s) for s in shape)
+    dims: Any = shape
+    shape = (int(dims),) if np.ndim(dims) == 0 else tuple(int(s) for s in dims)
     dtype = np.dtype(dtype)
     levels = active_levels()
     if dtype.kind != "f" or not levels:
@@ -116,12 +135,13 @@ def active():
 def _keeping():
     keep = _KEEP.get()
     if keep is None:
-        keep = os.environ.get("DUALGPU_HOST_BUFFERS", "").strip().lower() == "keep"
+        keep = (os.environ.get("DUALGPU_HOST_BUFFERS", "").strip().lower() == "keep"
+                or _OPEN[0] > 0)
     return keep
 
 
 @contextlib.contextmanager
-def keep_host_buffers(enabled=True):
+def keep_host_buffers(enabled: bool = True) -> Iterator[None]:
     """Within the block, derivatives keep the partials of host numpy buffers that kernels write.
 
     numba.cuda code often hands host numpy arrays to kernels (numba copies them in and out)
@@ -130,11 +150,16 @@ def keep_host_buffers(enabled=True):
     with the array's name, the line and the one-line fix (:func:`zeros`). Inside this
     block the driver (``dualgpu.jacobian``, ``jvp``, ``jacfwd``...; not nested
     derivatives) keeps the partials beside each such array instead, so the code runs as
-    written. Opt in knowingly: host code that *reads* such a buffer with plain numpy
-    (``u.sum()``, ``u + dt * g``, ``u.copy()``) gets plain floats, and where that result
-    is mixed with duals its share of the derivative is lost without an error (a plain
-    result returned by f is still refused). Setting the environment variable
-    ``DUALGPU_HOST_BUFFERS=keep`` makes this the default.
+    written. Host code that writes such a buffer between launches (``u[:] = u_new``,
+    ``np.copyto(u, u_new)``, ``u *= 2.0``, ``out[:] = 0.0``, ``para += delta``) is followed
+    line by line and carries the partials (the user guide lists the forms); a write that
+    cannot be followed is refused with the line. Opt in knowingly: host code that *reads*
+    such a buffer with plain numpy into a new value (``total = u.sum()``, ``v = u.copy()``)
+    gets plain floats, and where that value is mixed with duals its share of the
+    derivative is lost without an error (a plain result returned by f is still refused).
+    The block reaches the driver runs of every thread while it is open (an executor's
+    workers too). Setting the environment variable ``DUALGPU_HOST_BUFFERS=keep`` makes
+    this the default.
 
     Parameters
     ----------
@@ -160,9 +185,15 @@ def keep_host_buffers(enabled=True):
     [0.0, 0.125, 0.125, 0.125, 0.0]
     """
     token = _KEEP.set(bool(enabled))
+    if enabled:
+        with _OPEN_LOCK:
+            _OPEN[0] += 1
     try:
         yield
     finally:
+        if enabled:
+            with _OPEN_LOCK:
+                _OPEN[0] -= 1
         _KEEP.reset(token)
 
 
@@ -175,9 +206,23 @@ def scope():
     """
     registry = Registry() if len(active_levels()) == 1 and _keeping() else None
     token = _REGISTRY.set(registry)
+    follower = None
+    if registry is not None:
+        follower = Follower(registry)
+        registry.followed = follower.install()
     try:
         yield registry
+    except Exception as error:  # numpy's ValueError, numba's TypingError for a read-only array
+        text = str(error)
+        if (registry is None or isinstance(error, DualgpuError) or not registry.holds_any()
+                or ("read-only" not in text and "readonly" not in text)):
+            raise
+        raise registry.unseen_write(error) from error
     finally:
+        if follower is not None:
+            follower.uninstall()
+        if registry is not None:
+            registry.release()
         _REGISTRY.reset(token)
 
 
@@ -192,26 +237,19 @@ def caller_line():
     return filename, lineno, linecache.getline(filename, lineno).strip()
 
 
+def _user_line(tb):
+    """``(filename, lineno, line)`` of the innermost traceback entry outside dualgpu."""
+    where = None
+    while tb is not None:
+        filename = tb.tb_frame.f_code.co_filename
+        if not filename.startswith(_PACKAGE_DIR) and f"{os.sep}numba" not in filename:
+            where = (filename, tb.tb_lineno, linecache.getline(filename, tb.tb_lineno).strip())
+        tb = tb.tb_next
+    return where
+
+
 def _at(where):
     return f" at {where[0]}:{where[1]} (`{where[2]}`)" if where else ""
-
-
-def _root(array):
-    while isinstance(array.base, np.ndarray):
-        array = array.base
-    return array
-
-
-def _shape_text(shape):
-    return f"({shape[0]},)" if len(shape) == 1 else repr(tuple(shape))
-
-
-def _fix(name, array):
-    shape, dtype = _shape_text(array.shape), np.dtype(array.dtype).name
-    return (f"{name} = dualgpu.zeros({shape}, np.{dtype}) where it is made (or "
-            f"{name} = cuda.to_device(np.zeros({shape}, np.{dtype})) to keep it on the device): "
-            "under the driver that is a DualArray, which holds duals in host stores and "
-            "kernel launches alike; outside the driver, the same plain array")
 
 
 def host_store_message(frame):
@@ -279,123 +317,10 @@ def _name_in(array):
     return f"a host array of shape {tuple(array.shape)}"
 
 
-class _Shadow:
-    """The hidden DualArray of one host array (the owner of the memory) and its history."""
-
-    __slots__ = ("_root", "values", "partials", "flat_values", "flat_partials", "name",
-                 "writer", "live", "shape", "dtype")
-
-    def __init__(self, root, lanes, forget):
-        # held weakly: a buffer host code drops (a fresh np.zeros per step) frees its hidden
-        # DualArray; ``forget`` removes the registry's entry before the id can be reused
-        self._root = weakref.ref(root, forget)
-        self.shape, self.dtype = tuple(root.shape), root.dtype
-        self.values = np.empty_like(root, order="K")
-        self.values[...] = root
-        dtype = lane_dtype(root.dtype)
-        self.flat_partials = np.zeros(lanes * root.size, dtype)
-        self.partials = np.lib.stride_tricks.as_strided(
-            self.flat_partials, (lanes,) + root.shape,
-            (root.size * dtype.itemsize,) + tuple(s // root.itemsize * dtype.itemsize
-                                                  for s in root.strides))
-        self.flat_values = self.values.ravel(order="K")
-        self.name, self.writer, self.live = None, None, False
-
-    @property
-    def root(self):
-        return self._root()
-
-    def sync(self):
-        """Take the values host code wrote into the array since: their partials are zero."""
-        root, values = self.root, self.values
-        same = (root == values) | (np.isnan(root) & np.isnan(values))
-        if not same.all():
-            changed = ~same
-            values[changed] = root[changed]
-            self.partials[:, changed] = 0
-
-    def view(self, array):
-        """The DualArray for ``array``, a view of the root (or the root itself)."""
-        if array is self.root:
-            return DualArray(self.values, self.partials)
-        item = self.root.itemsize
-        offset = (array.__array_interface__["data"][0]
-                  - self.root.__array_interface__["data"][0])
-        if (array.dtype != self.root.dtype or offset % item
-                or any(s % item for s in array.strides)):
-            return None
-        start = offset // item
-        values = np.lib.stride_tricks.as_strided(self.flat_values[start:], array.shape,
-                                                 array.strides)
-        pitem = self.flat_partials.itemsize
-        partials = np.lib.stride_tricks.as_strided(
-            self.flat_partials[start:], (self.partials.shape[0],) + array.shape,
-            (self.root.size * pitem,) + tuple(s // item * pitem for s in array.strides))
-        return DualArray(values, partials)
-
-    def write_back(self):
-        np.copyto(self.root, self.values)
-        self.live = self.live or bool(np.any(self.partials))
-
-
-def _read_only_params(kernel):
-    """``{parameter: k}`` for the kernel's parameters that its source only reads, with ``k``
-    the fewest indices of a read (``u[i]``: 1, ``u[i, j]``: 2; ``u.shape``, ``len(u)`` do not
-    count). An array of at most ``k`` dimensions there is read element by element only, so a
-    plain host array stays plain in a dual launch (nothing can store a dual in it). A slice,
-    a chained index (``u[i][j]``), a call or an assignment of the array itself may alias it:
-    such parameters are absent."""
-    import ast
-
-    cached = kernel.__dict__.get("_read_only_params")
-    if cached is not None:
-        return cached
-    tree = kernel._source_tree
-    params = set(kernel._params)
-    reads = {}
-    if tree is not None:
-        parents = {}
-        for node in ast.walk(tree):
-            for child in ast.iter_child_nodes(node):
-                parents[child] = node
-        escaped = set()
-        for node in ast.walk(tree):
-            if not (isinstance(node, ast.Name) and node.id in params):
-                continue
-            parent = parents.get(node)
-            if isinstance(node.ctx, ast.Store) or isinstance(parent, ast.arguments):
-                escaped.add(node.id)  # rebound
-            elif isinstance(parent, ast.Subscript) and parent.value is node:
-                index = parent.slice
-                above = parents.get(parent)
-                if (not isinstance(parent.ctx, ast.Load)
-                        or any(isinstance(n, ast.Slice) for n in ast.walk(index))
-                        or (isinstance(above, ast.Subscript) and above.value is parent)):
-                    escaped.add(node.id)  # a store, a slice (a view), u[i][j]
-                else:
-                    k = len(index.elts) if isinstance(index, ast.Tuple) else 1
-                    reads[node.id] = min(reads.get(node.id, k), k)
-            elif isinstance(parent, ast.Attribute) and parent.attr in (
-                    "shape", "size", "ndim", "dtype"):
-                pass
-            elif (isinstance(parent, ast.Call) and isinstance(parent.func, ast.Name)
-                  and parent.func.id == "len"):
-                pass
-            else:
-                escaped.add(node.id)  # passed to a call (atomics, device functions), aliased
-        reads = {p: reads.get(p, 3) for p in params - escaped}
-    kernel.__dict__["_read_only_params"] = reads
-    return reads
-
-
-def _contiguous(root):
-    return root.flags.c_contiguous or root.flags.f_contiguous
-
-
 #: What the porting floor (above this one) supplies when it is imported, through
 #: :func:`register_porting`: the copy of a host DualArray to the active backend
 #: (``to_device``) and the test for a tuple holding duals (``holds_duals``).
-_PORTING = {}
+_PORTING: dict[str, Any] = {}
 
 
 def register_porting(to_device, holds_duals):
@@ -430,6 +355,7 @@ class Registry:
         self.lanes = active_lanes()
         self._shadows = {}
         self._gone = []  # buffers with partials that host code dropped: for messages
+        self.followed = False  # True while host lines are followed (dualgpu.host.host_writes)
 
     def _forget(self, key):
         """A registered array was freed: drop its hidden DualArray, keep a note for messages."""
@@ -457,9 +383,68 @@ class Registry:
             shadow = self._shadows[key] = _Shadow(root, self.lanes,
                                                   lambda _, key=key: self._forget(key))
             shadow.name = name
+            shadow.protect()
         else:
             shadow.sync()
         return shadow
+
+    def keep(self, array, name=None):
+        """The shadow of ``array``'s memory, made now (zero partials) if it has none; None
+        for memory that cannot be mirrored (not contiguous, 0-d)."""
+        shadow = self._shadow(array, name)
+        if shadow is not None and shadow.name is None:
+            shadow.name = name or _name_in(shadow.root)
+        return shadow
+
+    def substitute_one(self, item):
+        """``item``, or the DualArray standing for it if it is a kept buffer or a view of one."""
+        if isinstance(item, np.ndarray) and not isinstance(item, DualArray) \
+                and item.dtype.kind == "f":
+            found = self.lookup(item)
+            if found is not None:
+                return found
+        return item
+
+    def holds_any(self):
+        """True while some host array is kept (and read-only to unseen writes)."""
+        return any(s.root is not None for s in list(self._shadows.values()))
+
+    def release(self):
+        """The end of the run of f: every kept array gets its own write flag back."""
+        for shadow in list(self._shadows.values()):
+            shadow.unprotect()
+
+    def unseen_write(self, error):
+        """The refusal of a host write into a read-only kept buffer (``error``: numpy's)."""
+        where = _user_line(error.__traceback__)
+        kept = [s for s in list(self._shadows.values()) if s.root is not None]
+        names = ", ".join(f"{s.name or 'a host array'} (shape {s.shape})" for s in kept)
+        how = ("host code dualgpu does not follow (compiled code, another thread, a library)"
+               if self.followed else
+               "host code, while another tracer (a debugger, coverage) holds sys.settrace, "
+               "so dualgpu cannot follow host lines")
+        return DualgpuError(
+            f"a write into a kept host buffer{_at(where)}: {names} hold duals whose partials "
+            f"dualgpu keeps beside them, and {how} wrote into one, which would leave its "
+            "partials stale; kept buffers are read-only to such writes ("
+            f"{type(error).__name__}: {error}). dualgpu follows host lines of the forms: "
+            f"{FOLLOWED_FORMS}. Fix: write the buffer with one of those in your own code, "
+            "or make it a DualArray where it is made (dualgpu.zeros(shape), or "
+            "cuda.to_device(np.zeros(shape)) to keep it on the device)."
+        )
+
+    def store_out(self, out, result):
+        """``np.ufunc(..., out=out)`` (``para += delta``) with a dual ``result`` and a plain
+        float ``out``: kept here (values into ``out``, partials beside it). False when
+        ``out`` cannot be kept."""
+        shadow = self.keep(out)
+        view = None if shadow is None else shadow.view(out)
+        if view is None:
+            return False
+        view[...] = result
+        shadow.writer = f"numpy{_at(caller_line())}"
+        shadow.write_back()
+        return True
 
     def lookup(self, array, live=False):
         """The DualArray standing for ``array`` (a registered buffer or a view of one), or None.
@@ -484,8 +469,8 @@ class Registry:
                         and 1 <= a.ndim <= 3]
         if not float_arrays:
             return args, None
-        live = [i for i in float_arrays
-                if (s := self._shadows.get(id(_root(args[i])))) is not None and s.live]
+        # every kept buffer (read-only to plain code) runs on its hidden DualArray
+        live = [i for i in float_arrays if self._shadows.get(id(_root(args[i]))) is not None]
         if not (live or captured or any(_holds_duals(a) for a in args)):
             return args, None
         read_only = _read_only_params(kernel)
@@ -546,25 +531,15 @@ class Registry:
         Refuses a plain float output while a registered buffer holds partials: it was
         read with numpy (``buf.sum()``, ``buf[0, 3]``, ``buf.copy()``) and lost them.
         """
-        is_tuple = isinstance(result, (tuple, list))
-        items = list(result) if is_tuple else [result]
         plain = []
-        for k, item in enumerate(items):
-            if isinstance(item, np.ndarray) and item.dtype.kind == "f":
-                found = self.lookup(item)
-                if found is not None:
-                    items[k] = found.copy_to_host()
-                    continue
-            if (isinstance(item, (np.ndarray, np.generic, float))
-                    and np.asarray(item).dtype.kind == "f"):
-                plain.append(k)
+        resolved = self._resolve(result, "", plain)
         alive = [s for s in list(self._shadows.values()) if s.live and s.root is not None]
         live = self._gone + alive
         if plain and live:
             buffers = "; ".join(f"{s.name or 'a host array'} (shape {s.shape}, "
                                 f"written by {s.writer})" for s in live)
-            outputs = ", ".join(str(k) for k in plain)
-            values = [np.asarray(items[k], np.float64).ravel() for k in plain]
+            outputs = ", ".join(k for k, _ in plain)
+            values = [np.asarray(item, np.float64).ravel() for _, item in plain]
             holds = [s for s in alive if any(np.isin(v, s.root).any() for v in values)]
             first = (holds or live)[-1]  # the buffer the plain output was read from, if seen
             name = first.name or "buf"
@@ -578,9 +553,41 @@ class Registry:
                 f"{name}[0]), or make it a DualArray where it is made, so that numpy "
                 f"reads keep the partials: {_fix(name, first)}."
             )
-        if not is_tuple:
-            return items[0]
-        return type(result)(items) if isinstance(result, list) else tuple(items)
+        return resolved
+
+    def _resolve(self, item, path, plain):
+        """``item`` with kept buffers as DualArrays, at any depth of tuples and lists; plain
+        float outputs are noted in ``plain`` as ``(path, item)``.
+
+        f's outputs are its result or the items of a tuple (list) result; a sequence below
+        that is one array output, as numpy makes it (``((u,), v)``: ``(u,)`` is an array of
+        shape (1, n)), so one holding a kept buffer is stacked with its partials.
+        """
+        if isinstance(item, (tuple, list)) and not hasattr(item, "_fields"):
+            parts = [self._resolve(x, f"{path}[{k}]" if path else str(k), plain)
+                     for k, x in enumerate(item)]
+            if not path:
+                return parts if isinstance(item, list) else tuple(parts)
+            if any(isinstance(x, (Dual, DualArray)) for x in parts):
+                plain[:] = [(k, x) for k, x in plain if not k.startswith(path)]
+                try:
+                    return np.stack(parts)
+                except Exception as error:
+                    raise DualgpuError(
+                        f"output {path} of f is a {type(item).__name__} holding kept host "
+                        "buffers, which dualgpu reads as one array (as numpy does), but its "
+                        f"items do not stack ({error}). Fix: return the buffers as items "
+                        "of f's result tuple (return u, v), not inside a nested one."
+                    ) from error
+            return type(item)(parts)
+        if isinstance(item, np.ndarray) and item.dtype.kind == "f":
+            found = self.lookup(item)
+            if found is not None:
+                return found.copy_to_host()
+        if (isinstance(item, (np.ndarray, np.generic, float))
+                and np.asarray(item).dtype.kind == "f"):
+            plain.append((path or "0", item))
+        return item
 
 
 _COPY_CALL = re.compile(r"copy_to_host\(\s*(?:ary\s*=\s*)?([A-Za-z_]\w*)\s*(?:\[[^\]]*\])?\s*[,)]")
@@ -604,8 +611,10 @@ def copy_to_plain(source, ary):
     name = found.group(1) if found else "ary"
     shape = _shape_text(source.shape)
     raise DualgpuError(
-        f"copy_to_host({name}){_at(where)}: {name} is a plain {type(ary).__name__}, which "
-        f"would drop the {source.lanes} lanes of partials. Fix, one line: "
+        f"copy_to_host({name}){_at(where)}: {name} is a plain {type(ary).__name__} (a numpy "
+        "buffer, or pinned or mapped host memory from cuda.pinned_array / mapped_array made "
+        f"outside the driver), which would drop the {source.lanes} lanes of partials. Fix, "
+        "one line: "
         f"{name} = <device array>.copy_to_host() (a new host DualArray that keeps them), or "
         f"make the buffer with {name} = dualgpu.zeros({shape}) (a DualArray under the "
         "driver, plain outside it)" + _keep_hint() + "."
@@ -627,7 +636,8 @@ def substitute(items):
     buffer that holds partials replaced by its DualArray (one level into lists and tuples):
     ``u * p`` with ``u`` a host array a kernel wrote duals into keeps u's partials."""
     registry = active()
-    if registry is None or not any(s.live for s in list(registry._shadows.values())):
+    if (registry is None or hooks.values_followed()  # a followed line: replayed already
+            or not any(s.live for s in list(registry._shadows.values()))):
         return items
     out = []
     for item in items:
@@ -638,3 +648,81 @@ def substitute(items):
             item = type(item)(substitute(item))
         out.append(item)
     return tuple(out) if isinstance(items, tuple) else out
+
+
+_AUG = re.compile(r"^\s*([A-Za-z_][\w.]*(?:\[[^\]]*\])?)\s*([-+*/%@&|^]|//|\*\*)=(?!=)\s*(.+?)\s*$")
+
+
+def store_out(ufunc_name, out, result):
+    """A dual ``result`` of ``np.<ufunc>(..., out=out)`` with ``out`` a plain numpy array.
+
+    ``para += delta`` (``para`` numpy, ``delta`` a DualArray) lands here. Inside
+    :func:`keep_host_buffers` under the driver ``out`` is kept (values into it, partials
+    beside it); anywhere else this raises with the line and the one-line fix.
+
+    Returns
+    -------
+    out
+
+    Raises
+    ------
+    DualgpuError
+        Outside the driver's kept buffers, or for memory that cannot be kept.
+    """
+    registry = active()
+    if (registry is not None and isinstance(out, np.ndarray) and out.dtype.kind == "f"
+            and registry.store_out(out, result)):
+        return out
+    where = caller_line()
+    found = _AUG.match(where[2]) if where else None
+    if found:
+        target, op, value = found.groups()
+        fix = (f"{target} = {target} {op} {value} (a new array, which holds duals under the "
+               "driver)")
+        what = f"`{target} {op}= ...` updates the numpy array {target} in place"
+    else:
+        fix = "leave out out= and use the result (a DualArray under the driver)"
+        what = f"numpy.{ufunc_name}(..., out=...) writes into a plain numpy array"
+    raise DualgpuError(
+        f"{what}{_at(where)}, and the answer is a dual: a numpy float array has no room for "
+        f"its partials, which would be dropped. Fix, one line: {fix}; or make the array "
+        "a DualArray where it is made (dualgpu.zeros(shape))" + _keep_hint() + "."
+    )
+
+
+def array_message(frame):
+    """The message of a DualArray stored into a plain host array by ``frame``'s line
+    (``buf[:] = u``, ``buf[t] = u`` into ``np.zeros`` or ``cuda.pinned_array`` memory), or
+    None for another line."""
+    if frame is None or _in_simulated_thread():
+        return None
+    filename = frame.f_code.co_filename
+    if filename.startswith(_PACKAGE_DIR) or f"{os.sep}numba" in filename:
+        return None
+    line = linecache.getline(filename, frame.f_lineno)
+    match = _SUBSCRIPT_STORE.match(line)
+    if match is None:
+        return None
+    name = match.group(1)
+    target = frame.f_locals.get(name, frame.f_globals.get(name))
+    if not isinstance(target, np.ndarray) or target.dtype.kind != "f":
+        return None
+    shape, dtype = _shape_text(target.shape), np.dtype(target.dtype).name
+    return (
+        f"at {filename}:{frame.f_lineno}, `{line.strip()}` stores a DualArray into the numpy "
+        f"array {name!r} (shape {tuple(target.shape)}, {target.dtype}), which holds plain "
+        "floats (a numpy buffer, or one from cuda.pinned_array / pinned_array_like / "
+        "mapped_array): its partials would be dropped. Fix, one line, where the buffer is "
+        f"made: {name} = dualgpu.zeros({shape}, np.{dtype}), or "
+        f"{name} = cuda.pinned_array({shape}, np.{dtype}) with dualgpu's cuda (both a "
+        "DualArray under the driver, the same plain array outside it: make it inside the "
+        "function the driver runs, not before); or collect the steps in a list and "
+        f"np.stack them{_keep_hint_stores()}."
+    )
+
+
+def _keep_hint_stores():
+    if len(active_levels()) != 1 or _keeping():
+        return ""
+    return ("; or take the derivative inside `with dualgpu.keep_host_buffers():`, which "
+            "follows such stores into host buffers")

@@ -37,7 +37,9 @@ def _quantile(fname, a, q, axis, keepdims, method, unsupported, out=None, scale=
     if split(q)[1] is not None:
         raise NotImplementedError(
             f"{fname} on duals: q is a dual; derivatives with respect to the quantile level "
-            "are not supported. Fix: pass q as plain numbers (q.value).")
+            "are not supported. Fix: pass q as plain numbers when the result need not depend on "
+            "it (q.value drops its derivative), or write the quantile's formula in dual "
+            "arithmetic.")
     values, partials = split(a)
     values = np.asarray(values)
     answer = numpy_fn(values, split(q)[0], axis=axis, keepdims=keepdims)  # numpy's own values

@@ -9,10 +9,12 @@ give a dual array with zero partials and the template's lanes, on the template's
 """
 import numpy as np
 
+from dualgpu.core import hooks
 from dualgpu.core._memory import is_device, same_side
 from dualgpu.core.dual import Dual
 from dualgpu.core.dualarray import DualArray
 from dualgpu.errors import DualgpuError
+from dualgpu.host import buffers as host_buffers
 from dualgpu.host.operands import (
     common_lanes, full_partials, host, is_dual, lane_axes, lift, ndim_of, normalize_axes,
     registrar, reject, shape_of, split, wrap,
@@ -88,7 +90,7 @@ def ravel(a, order="C"):
 def transpose(a, axes=None):
     """Return ``a`` with its axes permuted (reversed by default)."""
     if _on_device(a):
-        return _device_permuted(a, 
+        return _device_permuted(a,
             None if axes is None else normalize_axes(tuple(axes), a.ndim, "numpy.transpose"))
     values, partials = _pair(a, "numpy.transpose")
     result = np.transpose(values, axes)
@@ -604,6 +606,12 @@ def copy(a, order="K", subok=False):
 def copyto(dst, src, casting="same_kind", where=True):
     """Copy ``src`` into ``dst`` (a DualArray), where ``where`` holds."""
     if not isinstance(dst, DualArray):
+        if hooks.values_followed():  # a line dualgpu.host.host_writes replayed: values
+            np.copyto(dst, _values_of(src), casting=casting, where=where)
+            return
+        if where is True and isinstance(dst, np.ndarray):  # kept, or refused with the line
+            host_buffers.store_out("copyto", dst, src)
+            return
         raise DualgpuError(
             f"numpy.copyto(dst, src): dst is a {type(dst).__name__} and src is a dual, so the "
             "partials would be dropped. Fix: make dst a DualArray (np.zeros_like(src))."

@@ -24,10 +24,12 @@ import ast
 import numpy as np
 
 from dualgpu import rules
+from dualgpu.core import hooks
 from dualgpu.core._expressions import expression
 from dualgpu.core.dual import _EXPRESSION_NAMESPACE
 from dualgpu.core.dualarray import DualArray
-from dualgpu.errors import DualgpuError, MissingRuleError
+from dualgpu.errors import DualgpuError, MissingRuleError, complex_dual_message
+from dualgpu.host import buffers as host_buffers
 from dualgpu.host.indexing import lanes_last_key
 from dualgpu.host.operands import common_lanes, full_partials, is_dual, lift, shape_of, split, wrap
 
@@ -198,11 +200,9 @@ def _store(ufunc, result, out):
     if out is None:
         return result
     if not isinstance(out, DualArray) and is_dual(result):
-        raise DualgpuError(
-            f"numpy.{ufunc.__name__}(..., out={type(out).__name__}) would drop the partials "
-            "of the dual answer. Fix: pass a DualArray as out (dualgpu.cuda.device_array_like "
-            "or np.zeros_like(dual_array)), or omit out."
-        )
+        if not hooks.values_followed():  # a line dualgpu.host.host_writes replayed: values
+            # para += delta into a plain array: kept under keep_host_buffers, else refused
+            return host_buffers.store_out(ufunc.__name__, out, result)
     out[...] = result
     return out
 
@@ -224,10 +224,14 @@ def call(ufunc, inputs, kwargs):
         return _store(ufunc, wrap(ans, np.zeros((lanes,) + ans.shape, ans.dtype)), out)
     _, factors = UFUNC_RULES[name]
     dtype = ans.dtype
+    if dtype.kind == "c":  # the kernels' refusal of complex duals, on the host too
+        raise DualgpuError(complex_dual_message(
+            f"numpy.{name} of " + " and ".join(type(v).__name__ for v in values)))
     if dtype.kind != "f":
         raise DualgpuError(
             f"numpy.{name} on duals gave a {dtype} answer; expected float32 or float64. Fix: "
-            "pass dtype=np.float64 (or float32), or operate on the values."
+            "pass dtype=np.float64 (or float32), or, if no derivative is wanted, operate on "
+            "the values."
         )
     return _store(ufunc, wrap(ans, _partials(pairs, factors, values, ans, lanes)), out)
 

@@ -1,17 +1,22 @@
 """Bridges from dualgpu simulations to other frameworks.
 
 :func:`to_jax` wraps a simulation function (any function :func:`dualgpu.jacobian` accepts)
-into a differentiable JAX function; see :mod:`dualgpu.interop.jax`. JAX is imported only
+into a differentiable JAX function. JAX is imported only
 when :func:`to_jax` is called, so ``import dualgpu`` never needs it.
 """
+from __future__ import annotations
+
+from typing import Any, Callable
+from dualgpu.core.hints import Function
+
 from dualgpu.interop.jax import JaxBridgeCostWarning
 from dualgpu.interop.jax import to_jax as _to_jax
 
 __all__ = ["to_jax", "JaxBridgeCostWarning"]
 
 
-def to_jax(f, **options):
-    """Wrap a simulation function as a differentiable JAX function (see :func:`dualgpu.interop.jax.to_jax`).
+def to_jax(f: Function, **options: Any) -> Callable[..., Any]:
+    """Wrap a simulation function as a differentiable JAX function.
 
     JAX is imported when the returned function is first called, not by ``import dualgpu``
     (nor by this call).
@@ -23,7 +28,7 @@ def to_jax(f, **options):
         :func:`dualgpu.jacobian` accepts. Positional arguments may be pytrees of arrays and
         scalars; keyword arguments are passed through and never differentiated.
     **options
-        Keyword-only options of :func:`dualgpu.interop.jax.to_jax`, all optional:
+        Keyword-only options of :func:`dualgpu.interop.to_jax`, all optional:
         ``argnums`` (int or tuple of int: the positional arguments JAX may differentiate;
         default all), ``result_shape_dtypes`` (pytree of ``jax.ShapeDtypeStruct``: ``f``'s
         outputs, needed only when ``g`` is first called under ``jax.jit`` or ``jax.vmap``),
@@ -44,7 +49,7 @@ def to_jax(f, **options):
     Raises
     ------
     DualgpuError
-        From :func:`dualgpu.interop.jax.to_jax`: for an ``f`` that is not callable or an
+        From :func:`dualgpu.interop.to_jax`: for an ``f`` that is not callable or an
         invalid option (``argnums`` not ints, ``max_lanes`` or ``warn_lanes`` not a positive
         int, a ``sparsity`` that is not a pattern, a Coloring or ``"detect"``,
         ``sparsity="detect"`` without one ``argnums``). Errors of the calls (a tracer

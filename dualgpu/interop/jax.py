@@ -14,7 +14,7 @@ through :func:`jax.pure_callback` and whose derivatives come from dualgpu's forw
   dual run with as many lanes as differentiated input entries. JAX transposes the product,
   so a gradient with respect to p inputs costs one dual run of p lanes, whatever the number
   of outputs; ``jacfwd`` and ``jvp`` cost the same (all tangents reuse the one ``J``). With
-  ``sparsity=`` the Jacobian is the colored sparse one (:func:`dualgpu.autodiff.sparse.sparse_jacobian`:
+  ``sparsity=`` the Jacobian is the colored sparse one (:func:`dualgpu.sparse.sparse_jacobian`:
   as many lanes as colors) and the product a segment sum over the pattern.
 * **second derivatives** (``jax.hessian``, ``jax.jvp`` of ``jax.grad``): the Jacobian
   callback is itself a custom JVP whose tangent map contracts the second-derivative tensor,
@@ -58,7 +58,7 @@ class JaxBridgeCostWarning(DualgpuWarning):
     """A derivative through :func:`to_jax` needs many lanes (the estimate is in the message).
 
     Given when JAX asks the wrapped function for a derivative that needs more tangent lanes
-    than its ``warn_lanes`` (default :data:`DEFAULT_WARN_LANES`), before anything runs: one
+    than its ``warn_lanes`` (default ``DEFAULT_WARN_LANES``), before anything runs: one
     lane per differentiated input entry (per color with ``sparsity=``), the product of two
     such counts for a second derivative. The message gives the lanes, the kernel tiles and
     the size of the derivative tensor. Above ``max_lanes`` the derivative is refused with a
@@ -204,8 +204,10 @@ def to_jax(f, *, argnums=None, result_shape_dtypes=None, compute_dtype=None, spa
         (lanes = colors). ``"detect"`` finds the pattern with dualgpu's structural tracer
         (:func:`dualgpu.autodiff.sparse.detect_sparsity`) the first time concrete inputs are seen
         (needs ``argnums`` naming the array argument; cached per input signature; it sees
-        only the branches taken at that input). Second derivatives are not available with
-        it.
+        only the branches taken at that input, so every later call seeds one more lane, the
+        probe of :mod:`dualgpu.autodiff.reuse`, and raises where a branch on the state goes
+        the other way). Second derivatives are not available with it. ``f`` gets writable
+        copies of its array arguments.
     chunk_size : int, optional
         Lanes per kernel tile, passed to :func:`dualgpu.jacobian`.
     max_lanes : int or None
@@ -418,10 +420,14 @@ class _Call:
 
     # ------------------------------------------------------------ numerics
     def to_f(self, leaves):
-        """The leaves as ``f`` gets them: numpy, 0-d as scalars, floats in compute_dtype."""
+        """The leaves as ``f`` gets them: numpy, 0-d as scalars, floats in compute_dtype.
+
+        Each is a writable copy: JAX hands read-only views, and a simulation may update its
+        input in place (``x *= 2``); a copy keeps that from failing or reaching the caller.
+        """
         out = []
         for x in leaves:
-            x = np.asarray(x)
+            x = np.array(x, copy=True)
             if self.w.compute_dtype is not None and x.dtype.kind == "f":
                 x = x.astype(self.w.compute_dtype)
             out.append(x[()] if x.ndim == 0 else x)
@@ -490,7 +496,11 @@ class _Call:
         fleaves = self.to_f(concrete)
         pattern = self._guarded(lambda: detect_sparsity(lambda *a: self.flat_f(*a)[0],
                                                         fleaves, positions[0], progress=False))
-        self.w.colorings[self.key] = color_columns(pattern)
+        coloring = color_columns(pattern)
+        # detected at these inputs only: every later call seeds the probe lane of
+        # dualgpu.autodiff.reuse, refusing inputs where a branch on the state goes the other way
+        coloring.local = True
+        self.w.colorings[self.key] = coloring
 
     def numeric(self, chain):
         """The numpy function of the leaves computing the tensor of ``chain``.

@@ -13,13 +13,12 @@ scales take their linear range from the data. Entries that are NaN or infinite a
 a colour of their own (green by default), and the title and a :class:`RuntimeWarning` say
 how many there are.
 
-The figures live in modules by concern: :mod:`~dualgpu.plot.jacobian`
-(:func:`jacobian_heatmap`), :mod:`~dualgpu.plot.fields` (:func:`sensitivity_field`),
-:mod:`~dualgpu.plot.parameters` (:func:`parameter_ranking`, :func:`elasticities`),
-:mod:`~dualgpu.plot.history` (:func:`sensitivity_over_time`), :mod:`~dualgpu.plot.dgsm`
-(:func:`dgsm_bars`, :func:`dgsm_maps` of a global sensitivity analysis) and
-:mod:`~dualgpu.plot.output` (:func:`save`); the limits and colours (``MAX_PIXELS``,
-``NAN_COLOR``...) are defined in ``dualgpu.plot._base`` and named here too.
+The figures: :func:`jacobian_heatmap` (a Jacobian), :func:`sensitivity_field` (a
+derivative over a 1-D or 2-D field), :func:`parameter_ranking` and :func:`elasticities`
+(which parameter matters most), :func:`sensitivity_over_time` (derivatives along a run),
+:func:`dgsm_bars` and :func:`dgsm_maps` (a global sensitivity analysis), and :func:`save`
+to write any of them; the limits and colours (``MAX_PIXELS``, ``NAN_COLOR``...) are named
+here too.
 ``import dualgpu`` does not import matplotlib: ``dualgpu.plot`` is imported on first use.
 
 Examples

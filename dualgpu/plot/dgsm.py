@@ -6,6 +6,9 @@ Both draw on a headless :class:`matplotlib.figure.Figure`, like the rest of
 reachable as ``dualgpu.sensitivity.dgsm_bars`` (and ``dgsm_maps``) and as the result's
 ``plot()`` and ``plot_maps()`` methods.
 """
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Sequence
 import numpy as np
 from matplotlib import colormaps
 from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -15,6 +18,10 @@ from dualgpu.errors import DualgpuError
 from dualgpu.plot._base import (
     NAN_COLOR, NEGATIVE_COLOR, POSITIVE_COLOR, ZERO_COLOR, _figure_and_axes,
 )
+
+if TYPE_CHECKING:  # matplotlib loads on first use
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
 
 __all__ = ["dgsm_bars", "dgsm_maps"]
 
@@ -41,11 +48,13 @@ def _sign_word(mu):
     return "no mean effect"
 
 
-def dgsm_bars(result, *, output=None, measure="total_upper", ax=None, title=None, top=None):
+def dgsm_bars(result: Any, *, output: int | None = None, measure: str = "total_upper",
+              ax: Axes | None = None, title: str | None = None,
+              top: int | None = None) -> tuple[Figure, Axes]:
     """Ranked horizontal bars of one measure, with its confidence intervals.
 
     With ``measure="total_upper"`` (default) SALib's Sobol total index is drawn
-    beside each bound when it was attached (:meth:`DGSMResult.attach_sobol`):
+    beside each bound when it was attached (``DGSMResult.attach_sobol``):
     the bound must reach past it. Each label says whether the output rises
     or falls with the parameter on average (the sign of ``mu``).
 
@@ -140,8 +149,10 @@ def dgsm_bars(result, *, output=None, measure="total_upper", ax=None, title=None
     return fig, ax
 
 
-def dgsm_maps(result, *, measure="total_upper", names=None, extent=None, axis=None,
-              xlabel="x", ylabel="y", title=None, shared_scale=True):
+def dgsm_maps(result: Any, *, measure: str = "total_upper",
+              names: Sequence[str] | None = None, extent: Sequence[float] | None = None,
+              axis: int | None = None, xlabel: str = "x", ylabel: str = "y",
+              title: str | None = None, shared_scale: bool | None = None) -> tuple[Figure, Any]:
     """Sensitivity maps of a field output: one panel per parameter (2-D fields), or one image
     of parameters x positions (1-D fields, e.g. a time series).
 
@@ -161,13 +172,16 @@ def dgsm_maps(result, *, measure="total_upper", names=None, extent=None, axis=No
     xlabel, ylabel : str
         Axis labels (with units).
     title : str, optional
-    shared_scale : bool
-        One colour scale for all panels (comparable across parameters).
+    shared_scale : bool, optional
+        One colour scale for all parameters (comparable across them). By default only for
+        ``"total_upper"``, which is dimensionless: the other measures carry the unit of
+        each parameter (``∂f/∂x``), so each parameter gets its own panel and colour bar.
 
     Returns
     -------
     (Figure, ndarray of Axes)
-        One Axes for a 1-D field, one per parameter shown for a 2-D field.
+        For a 1-D field one Axes (a shared scale: parameters x positions) or one per
+        parameter shown; for a 2-D field one per parameter shown.
 
     Raises
     ------
@@ -185,9 +199,15 @@ def dgsm_maps(result, *, measure="total_upper", names=None, extent=None, axis=No
     >>> problem = {"names": ["a", "b"], "bounds": [[0, 1], [0, 1]]}
     >>> t = np.linspace(0.0, 1.0, 5)
     >>> r = dgsm(lambda X: X[:, :1] * t + X[:, 1:] * t ** 2, problem, 32, seed=0, batched=True)
-    >>> fig, axes = dgsm_maps(r, measure="mu", axis=t, xlabel="t [s]")
+    >>> fig, axes = dgsm_maps(r, axis=t, xlabel="t [s]")
     >>> axes.shape, [label.get_text() for label in axes[0].get_yticklabels()]
     ((1,), ['a', 'b'])
+
+    The mean derivative has the unit of each parameter: one panel and colour bar each.
+
+    >>> fig, axes = dgsm_maps(r, measure="mu", axis=t, xlabel="t [s]")
+    >>> [ax.get_title() for ax in axes]
+    ['a', 'b']
 
     A 2-D field: one panel per parameter, ranked.
 
@@ -223,8 +243,15 @@ def dgsm_maps(result, *, measure="total_upper", names=None, extent=None, axis=No
     if missing:
         label += (f"\ngreen: {missing} undefined entries (the output does not vary there)"
                   if measure == "total_upper" else f"\ngreen: {missing} non-finite entries")
+    if shared_scale is None:
+        shared_scale = measure == "total_upper"
     fig = Figure(layout="constrained")
     FigureCanvasAgg(fig)
+    if len(shape) == 1 and not shared_scale:
+        return _maps_1d_per_parameter(fig, result, data, order, cmap, diverging, axis, xlabel,
+                                      title or f"Sensitivity maps of {what}: {label}\n"
+                                      f"{result.n_used} samples, one colour scale per "
+                                      "parameter (units differ)")
     if len(shape) == 1:
         fig.set_size_inches(8.0, 1.4 + 0.4 * len(order))
         ax = fig.add_subplot()
@@ -263,3 +290,29 @@ def dgsm_maps(result, *, measure="total_upper", names=None, extent=None, axis=No
     fig.suptitle(title or f"Sensitivity maps of {what}: {label}\n{result.n_used} samples",
                  fontsize="medium")
     return fig, axes[:len(order)]
+
+
+def _maps_1d_per_parameter(fig, result, data, order, cmap, diverging, axis, xlabel, title):
+    """A 1-D field's measure, one strip per parameter with its own colour bar and unit."""
+    fig.set_size_inches(8.0, 1.0 + 1.1 * len(order))
+    axes = np.atleast_1d(fig.subplots(len(order), 1, sharex=True, squeeze=False)).ravel()
+    x = np.arange(data.shape[-1]) if axis is None else np.asarray(axis, dtype=float)
+    half = np.diff(x) / 2 if x.size > 1 else np.array([0.5])
+    edges = np.concatenate([[x[0] - half[0]], x[:-1] + half, [x[-1] + half[-1]]])
+    for ax, i in zip(axes, order):
+        panel = data[i]
+        finite = panel[np.isfinite(panel)]
+        vmax = float(np.max(np.abs(finite))) if finite.size else 0.0
+        vmax = vmax or 1.0
+        image = ax.pcolormesh(edges, [0.0, 1.0], panel[None, :], cmap=cmap, shading="flat",
+                              vmin=-vmax if diverging else 0.0, vmax=vmax)
+        ax.set_yticks([])
+        name = result.names[i]
+        unit = result.units.get(name)
+        ax.set_title(name + (f" [{unit}]" if unit else ""), fontsize="medium")
+        per = (f"({unit})" if "/" in unit else unit) if unit else None
+        fig.colorbar(image, ax=ax, pad=0.01, label=f"output per {per}" if per else None,
+                     aspect=8)
+    axes[-1].set_xlabel(xlabel)
+    fig.suptitle(title, fontsize="medium")
+    return fig, axes

@@ -1,4 +1,8 @@
 """Sensitivity fields: a 1-D field as a line, a 2-D field as an image, white at zero."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Sequence
+import numpy.typing as npt
 import numpy as np
 
 from dualgpu.errors import DualgpuError
@@ -6,6 +10,10 @@ from dualgpu.plot._base import (
     NAN_COLOR, NEGATIVE_COLOR, _as_float_array, _figure_and_axes, _nonfinite_note, _set_title,
 )
 from dualgpu.plot._scale import _Scale, _draw_image, _drawn_in
+
+if TYPE_CHECKING:  # matplotlib loads on first use
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
 
 __all__ = ["sensitivity_field"]
 
@@ -68,9 +76,12 @@ def _draw_field(fig, ax, field, *, extent, xlabel, ylabel, cmap, value_label, sc
     _set_title(ax, title, notes)
 
 
-def sensitivity_field(field, *, ax=None, title=None, extent=None, xlabel="x", ylabel=None,
-                      cmap=None, colorbar_label="sensitivity", scale="linear",
-                      linthresh=None, robust=False, nan_color=NAN_COLOR):
+def sensitivity_field(field: npt.ArrayLike, *, ax: Axes | None = None,
+                      title: str | None = None, extent: Sequence[float] | None = None,
+                      xlabel: str = "x", ylabel: str | None = None, cmap: Any = None,
+                      colorbar_label: str = "sensitivity", scale: str = "linear",
+                      linthresh: float | None = None, robust: bool = False,
+                      nan_color: Any = NAN_COLOR) -> tuple[Figure, Axes]:
     """Return ``(fig, ax)`` showing a 1-D field as a line or a 2-D field as an image.
 
     A 2-D field ``field[iy, ix]`` is drawn with y upwards, white at zero: on a diverging

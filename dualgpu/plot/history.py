@@ -1,4 +1,8 @@
 """Sensitivities over time: one line per parameter."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Sequence
+import numpy.typing as npt
 import numpy as np
 from matplotlib import colormaps
 
@@ -9,12 +13,19 @@ from dualgpu.plot._base import (
 )
 from dualgpu.plot._scale import _linthresh
 
+if TYPE_CHECKING:  # matplotlib loads on first use
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
+
 __all__ = ["sensitivity_over_time"]
 
 
-def sensitivity_over_time(times, sensitivities, *, labels=None, ax=None, title=None,
-                          xlabel="time", ylabel="sensitivity ∂ output / ∂ parameter",
-                          logy=False, linthresh=None):
+def sensitivity_over_time(times: npt.ArrayLike, sensitivities: npt.ArrayLike, *,
+                          labels: Sequence[str] | None = None, ax: Axes | None = None,
+                          title: str | None = None, xlabel: str = "time",
+                          ylabel: str = "sensitivity ∂ output / ∂ parameter",
+                          logy: bool = False,
+                          linthresh: float | None = None) -> tuple[Figure, Axes]:
     """Return ``(fig, ax)`` with one line per parameter showing its sensitivity over time.
 
     Parameters

@@ -1,4 +1,7 @@
 """Jacobian heatmaps: the matrix (pooled when large), or one row or column as a field."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Sequence
 import numpy as np
 from matplotlib.ticker import MaxNLocator
 
@@ -9,6 +12,10 @@ from dualgpu.plot._base import (
 )
 from dualgpu.plot._scale import _Scale, _draw_image, _drawn_in
 from dualgpu.plot.fields import _draw_field
+
+if TYPE_CHECKING:  # matplotlib loads on first use
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
 
 __all__ = ["jacobian_heatmap"]
 
@@ -156,11 +163,17 @@ def _column_or_row(J, sparse, index, axis):
     return np.array(J[:, index] if axis == 1 else J[index, :], dtype=float)
 
 
-def jacobian_heatmap(J, *, ax=None, title=None, output_labels=None, input_labels=None,
-                     output_name="output", input_name="input", scale="linear", linthresh=None,
-                     output_shape=None, input_shape=None, input_index=None, output_index=None,
-                     extent=None, cmap=None, colorbar_label=None, annotate=None,
-                     robust=False, nan_color=NAN_COLOR):
+def jacobian_heatmap(J: Any, *, ax: Axes | None = None, title: str | None = None,
+                     output_labels: Sequence[str] | None = None,
+                     input_labels: Sequence[str] | None = None, output_name: str = "output",
+                     input_name: str = "input", scale: str = "linear",
+                     linthresh: float | None = None,
+                     output_shape: tuple[int, ...] | None = None,
+                     input_shape: tuple[int, ...] | None = None, input_index: Any = None,
+                     output_index: Any = None, extent: Sequence[float] | None = None,
+                     cmap: Any = None, colorbar_label: str | None = None,
+                     annotate: bool | None = None, robust: bool = False,
+                     nan_color: Any = NAN_COLOR) -> tuple[Figure, Axes]:
     """Return ``(fig, ax)`` showing a Jacobian as a heatmap, white at zero.
 
     ``J[i, j] = ∂ output_i / ∂ input_j``: outputs run down the rows, inputs across the

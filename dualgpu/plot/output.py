@@ -1,14 +1,23 @@
 """Saving figures: :func:`save` writes a figure (or a ``(fig, ax)`` pair) as a PNG."""
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING, Any
 from pathlib import Path
 
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 
 from dualgpu.errors import DualgpuError
 
+if TYPE_CHECKING:  # matplotlib loads on first use
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
+
 __all__ = ["save"]
 
 
-def save(fig, path, dpi=150):
+def save(fig: Figure | Axes | tuple[Any, Any], path: str | os.PathLike[str],
+         dpi: int = 150) -> Path:
     """Return the path written: ``fig`` saved as a PNG (parent folders are created).
 
     Parameters

@@ -1,4 +1,8 @@
 """Parameters ranked by their effect on one output, and elasticities ``p / y * dy/dp``."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Sequence
+import numpy.typing as npt
 import numpy as np
 from matplotlib.patches import Patch
 
@@ -8,11 +12,17 @@ from dualgpu.plot._base import (
     _as_float_array, _check_labels, _figure_and_axes, _nonfinite_note, _set_title, _short,
 )
 
+if TYPE_CHECKING:  # matplotlib loads on first use
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
+
 __all__ = ["parameter_ranking", "elasticities"]
 
 
-def elasticities(sensitivities, parameter_values, output_value, *, near_zero=NEAR_ZERO,
-                 output_scale=None, output_name="y"):
+def elasticities(sensitivities: npt.ArrayLike, parameter_values: npt.ArrayLike,
+                 output_value: float, *, near_zero: float = NEAR_ZERO,
+                 output_scale: float | None = None,
+                 output_name: str = "y") -> tuple[np.ndarray | None, str]:
     """Return ``(elasticities or None, reason)``: ``p / y * ∂y/∂p``, unless ``|y|`` is near zero.
 
     An elasticity is the relative change of the output per relative change of a parameter.
@@ -103,9 +113,13 @@ def _relative(sensitivities, relative, output_value, output_name, near_zero, out
             "elasticity", note)
 
 
-def parameter_ranking(names, sensitivities, *, ax=None, relative=None, output_value=None,
-                      output_name="output", title=None, xlabel=None, top=None, annotate=True,
-                      near_zero=NEAR_ZERO, output_scale=None):
+def parameter_ranking(names: Sequence[str], sensitivities: npt.ArrayLike, *,
+                      ax: Axes | None = None, relative: Any = None,
+                      output_value: float | None = None, output_name: str = "output",
+                      title: str | None = None, xlabel: str | None = None,
+                      top: int | None = None, annotate: bool = True,
+                      near_zero: float = NEAR_ZERO,
+                      output_scale: float | None = None) -> tuple[Figure, Axes]:
     """Return ``(fig, ax)`` with a horizontal bar per parameter, largest magnitude on top.
 
     Each bar is coloured by the sign of ``∂ output / ∂ p`` itself, whatever the bars show:

@@ -18,8 +18,13 @@ the captured names, and call sites of the rewritten device functions pass them o
 Dual's value is an argument, never a constant of compiled (or cached) code, so a second
 run with another value computes with that value.
 
-A captured :class:`~dualgpu.DualArray` is not lifted: the launch is refused with the
-variable's name and "pass it as an argument".
+A captured tuple of Duals (``params = (k1, k2)`` in a factory) is lifted as one tuple
+argument. A captured :class:`~dualgpu.DualArray` (or a tuple holding one) is not lifted:
+the launch is refused with the variable's name and "pass it as an argument".
+
+Sources are found in the bytecode: closure cells, globals, and attributes of modules read
+from them (``mod.RATE``, and ``mod.func(x)`` whose function is rewritten too and called by a
+name of its own), so a value reaches every device function however it is named.
 """
 import ast
 import copy
@@ -30,29 +35,49 @@ import types
 
 import numpy as np
 
+from dualgpu.backends.common.rebind import frozen_values
 from dualgpu.backends.common.translate import (
-    _closure_values, _local_names, device_py_func, function_source,
+    _closure_values, _local_names, device_py_func, dotted, function_source,
 )
 from dualgpu.core.dual import Dual
 from dualgpu.core.dualarray import DualArray
 from dualgpu.errors import DualgpuError
+from dualgpu.porting.tuple_arguments import holds_duals
 
 __all__ = ["captured_duals", "lift"]
 
 #: the hidden parameters' prefix
 PREFIX = "_lifted_dual_"
+#: the prefix of the names by which a rewritten function calls ``mod.func`` rewritten
+CALL_PREFIX = "_lifted_call_"
 
 
-def _global_reads(code):
-    """The names ``code`` (and the code nested in it) reads as globals (LOAD_GLOBAL)."""
-    names = set()
-    for instruction in dis.get_instructions(code):
-        if instruction.opname == "LOAD_GLOBAL":
-            names.add(instruction.argval)
+#: the instructions that read a global or a closure cell, and those that read an attribute
+_ROOTS = ("LOAD_GLOBAL", "LOAD_DEREF", "LOAD_CLASSDEREF")
+_ATTRIBUTES = ("LOAD_ATTR", "LOAD_METHOD")
+
+
+def _chains(code, freevars=None):
+    """``{(root, attributes)}``: each global or closure name ``code`` (and the code nested in
+    it) reads, with the attributes read from it right after (``mod.RATE`` gives ``("mod",
+    ("RATE",))``; ``mod.func(x)``, ``pkg.mod.func(x)`` likewise)."""
+    freevars = code.co_freevars if freevars is None else freevars
+    found = set()
+    instructions = list(dis.get_instructions(code))
+    for i, instruction in enumerate(instructions):
+        if instruction.opname not in _ROOTS or (
+                instruction.opname != "LOAD_GLOBAL" and instruction.argval not in freevars):
+            continue  # a cell of the function's own (a local an inner function reads)
+        attributes = []
+        for following in instructions[i + 1:]:
+            if following.opname not in _ATTRIBUTES:
+                break
+            attributes.append(following.argval)
+        found.add((instruction.argval, tuple(attributes)))
     for const in code.co_consts:
-        if isinstance(const, types.CodeType):
-            names |= _global_reads(const)
-    return names
+        if isinstance(const, types.CodeType):  # comprehensions, inner functions: globals only
+            found |= {(r, a) for r, a in _chains(const, freevars) if r not in code.co_cellvars}
+    return found
 
 
 def _fixed(value):
@@ -63,18 +88,63 @@ def _fixed(value):
             or callable(value) and not isinstance(value, (Dual, DualArray, np.ndarray)))
 
 
+class Source:
+    """One place a function reads a value from: a closure cell or a global (``name``), or an
+    attribute of a module read from one (``mod.RATE``, ``pkg.mod.func``: ``name`` dotted).
+
+    :meth:`read` reads it now (None where it no longer resolves).
+    """
+
+    __slots__ = ("name", "cell", "namespace", "attributes")
+
+    def __init__(self, name, cell, namespace, attributes=()):
+        self.name = ".".join((name,) + attributes)
+        self.cell, self.namespace, self.attributes = cell, namespace, attributes
+
+    @property
+    def root(self):
+        return self.name.split(".")[0]
+
+    def read(self):
+        value = _read(self.cell, self.namespace, self.root)
+        for attribute in self.attributes:
+            if not isinstance(value, types.ModuleType):
+                return None
+            value = getattr(value, attribute, None)
+        return value
+
+
+#: modules whose attributes are library code and constants, never a captured value
+_LIBRARIES = ("numpy", "numba", "math", "cmath", "scipy", "llvmlite", "dualgpu", "builtins")
+
+
+def _user_module(value):
+    return isinstance(value, types.ModuleType) and (
+        value.__name__.split(".")[0] not in _LIBRARIES)
+
+
 def _sources(py_func, everything=False):
-    """``[(name, cell, globals)]``: each closure cell and global name ``py_func`` reads
+    """``[Source]``: each closure cell, global name and module attribute ``py_func`` reads
     (``everything=False``: those that do not hold code now)."""
     code = py_func.__code__
-    found = [(name, cell, None) for name, cell in zip(code.co_freevars, py_func.__closure__ or ())]
+    cells = dict(zip(code.co_freevars, py_func.__closure__ or ()))
     namespace = py_func.__globals__
-    found += [(name, None, namespace) for name in sorted(_global_reads(code))
-              if name not in code.co_freevars]
+    found = []
+    for root, attributes in sorted(_chains(code)):
+        cell = cells.get(root)
+        scope = None if cell is not None else namespace
+        for depth in range(len(attributes) + 1):  # mod, mod.sub, mod.sub.NAME ...
+            source = Source(root, cell, scope, attributes[:depth])
+            if depth and not _user_module(Source(root, cell, scope, attributes[:depth - 1]).read()):
+                break  # an attribute of data (u.shape) or of a library (np.pi, math.tau)
+            found.append(source)
+    unique = {}
+    for source in found:
+        unique.setdefault(source.name, source)
+    found = list(unique.values())
     if everything:
         return found
-    return [(name, cell, namespace) for name, cell, namespace in found
-            if not _fixed(_read(cell, namespace, name))]
+    return [source for source in found if not _fixed(source.read())]
 
 
 def _read(cell, namespace, name):
@@ -87,12 +157,13 @@ def _read(cell, namespace, name):
 
 
 def _device_funcs(py_func):
-    """The Python functions of the device functions ``py_func`` names (closure and globals)."""
+    """``[(name, py_func)]``: the device functions ``py_func`` names (closure, globals and
+    module attributes: ``name`` is dotted for ``mod.func``)."""
     found = []
-    for name, cell, namespace in _sources(py_func, everything=True):
-        inner = device_py_func(_read(cell, namespace, name))
+    for source in _sources(py_func, everything=True):
+        inner = device_py_func(source.read())
         if inner is not None and inner is not py_func:
-            found.append((name, inner))
+            found.append((source.name, inner))
     return found
 
 
@@ -120,19 +191,26 @@ class Plan:
         """``[(py_func, name, value)]`` of every Dual read now; refuses captured DualArrays."""
         found = []
         for py_func, sources in self.functions.items():
-            for name, cell, namespace in sources:
-                value = _read(cell, namespace, name)
-                if isinstance(value, Dual):
-                    found.append((py_func, name, value))
-                elif isinstance(value, DualArray):
+            for source in sources:
+                name, cell = source.name, source.cell
+                value = source.read()
+                if isinstance(value, Dual) or (holds_duals(value) and not _holds_arrays(value)):
+                    found.append((py_func, name, value))  # a tuple of duals: a tuple argument
+                elif isinstance(value, DualArray) or holds_duals(value):
                     where = "its closure" if cell is not None else "a module global"
+                    what = "DualArray" if isinstance(value, DualArray) else (
+                        "tuple holding a DualArray")
                     raise DualgpuError(
                         f"kernel {self.kernel.__name__}: {_who(py_func, self.kernel)} reads the "
-                        f"DualArray {name!r} from {where}; a compiled kernel cannot capture an "
+                        f"{what} {name!r} from {where}; a compiled kernel cannot capture an "
                         f"array that carries partials. Pass it as an argument: add a "
                         f"parameter for {name} to the kernel and give {name} at the launch."
                     )
         return found
+
+
+def _holds_arrays(value):
+    return isinstance(value, DualArray) or type(value) is tuple and any(map(_holds_arrays, value))
 
 
 def _who(py_func, kernel):
@@ -182,9 +260,17 @@ class _Rename(ast.NodeTransformer):
             return ast.copy_location(ast.Name(self.own[node.id], ast.Load()), node)
         return node
 
+    def visit_Attribute(self, node):  # mod.RATE, a captured module attribute
+        if isinstance(node.ctx, ast.Load) and dotted(node) in self.own:
+            return ast.copy_location(ast.Name(self.own[dotted(node)], ast.Load()), node)
+        self.generic_visit(node)
+        return node
+
     def visit_Call(self, node):
         self.generic_visit(node)
-        if isinstance(node.func, ast.Name) and node.func.id in self.callees:
+        name = dotted(node.func) if isinstance(node.func, (ast.Name, ast.Attribute)) else None
+        if name in self.callees:  # mod.func(...) calls the rewritten function by a new name
+            node.func = ast.copy_location(ast.Name(self.callees[name], ast.Load()), node.func)
             node.args = node.args + [ast.Name(h, ast.Load()) for h in self.hidden]
         return node
 
@@ -262,15 +348,21 @@ def lift(kernel, found, backend_name):
         tree = copy.deepcopy(source.tree)
         local = _local_names(tree)
         own = {name: hidden[i] for (f, name), i in index.items() if f is py_func
-               and name not in local}
+               and name.split(".")[0] not in local}
         namespace = dict(py_func.__globals__)
         namespace.update(_closure_values(py_func))
+        frozen, cells = frozen_values(py_func)  # as the plain runs compiled them
+        namespace.update(frozen)
+        namespace.update({name: value for name, cell, value in zip(
+            py_func.__code__.co_freevars, py_func.__closure__ or (), cells) if value is not cell})
         callees = {}
         for name, callee in plan.calls.get(py_func, ()):
-            if callee in needs and name not in local:
-                callees[name] = build(callee, "device function")
-        namespace.update(callees)
-        tree = _Rename(own, set(callees), hidden).visit(tree)
+            if callee in needs and name.split(".")[0] not in local:
+                # a dotted name (mod.func) is called by a name of its own in the copy
+                alias = name if "." not in name else CALL_PREFIX + name.replace(".", "_")
+                namespace[alias] = build(callee, "device function")
+                callees[name] = alias
+        tree = _Rename(own, callees, hidden).visit(tree)
         tree.args.args = tree.args.args + [ast.arg(h) for h in hidden]
         function = _compile(tree, namespace, py_func)
         if what == "kernel":  # the kernel's own class, and that of the functions it calls

@@ -273,7 +273,7 @@ def select_device(device_id=0):
 
 
 def get_current_device():
-    """The current device: numba.cuda's on the GPU, a :class:`HostDevice` elsewhere.
+    """The current device: numba.cuda's on the GPU, a ``HostDevice`` elsewhere.
 
     Returns
     -------
@@ -291,7 +291,7 @@ def get_current_device():
 
 
 def current_context(devnum=None):
-    """The current context: numba.cuda's on the GPU, a :class:`HostContext` elsewhere.
+    """The current context: numba.cuda's on the GPU, a ``HostContext`` elsewhere.
 
     Parameters
     ----------
@@ -328,7 +328,7 @@ def current_context(devnum=None):
 
 
 class _DeviceList:
-    """``cuda.gpus``: numba.cuda's device list on the GPU, one :class:`HostDevice` elsewhere."""
+    """``cuda.gpus``: numba.cuda's device list on the GPU, one ``HostDevice`` elsewhere."""
 
     def _items(self):
         return _cuda.gpus if _on_gpu() else (_host_device(),)
@@ -355,7 +355,7 @@ class _DeviceList:
 
 
 gpus = _DeviceList()
-"""The devices (``cuda.gpus``): numba.cuda's list on the GPU, one :class:`HostDevice` elsewhere.
+"""The devices (``cuda.gpus``): numba.cuda's list on the GPU, one ``HostDevice`` elsewhere.
 
 Indexable (only 0 off the GPU), with ``len``, iteration and ``.current``; its entries are
 context managers (``with cuda.gpus[0]:``).

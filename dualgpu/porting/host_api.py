@@ -28,7 +28,7 @@ from dualgpu.porting.memory import HostArray
 
 __all__ = [
     "HostEvent", "defer_cleanup", "event", "event_elapsed_time", "managed_array",
-    "mapped", "mapped_array", "pinned", "pinned_array", "pinned_array_like",
+    "mapped", "mapped_array", "mapped_array_like", "pinned", "pinned_array", "pinned_array_like",
 ]
 
 
@@ -66,7 +66,7 @@ class HostEvent:
 
 
 def event(timing=True):
-    """A CUDA event (numba.cuda's on the GPU, a :class:`HostEvent` elsewhere).
+    """A CUDA event (numba.cuda's on the GPU, a ``HostEvent`` elsewhere).
 
     Parameters
     ----------
@@ -235,6 +235,33 @@ def mapped_array(shape, dtype=np.float64, strides=None, order="C", stream=0, por
                        lambda: _cuda.mapped_array(shape, dtype, strides, order, stream,
                                                   portable, wc),
                        device_view=True)
+
+
+def mapped_array_like(ary, stream=0, portable=False, wc=False):
+    """A mapped array shaped and typed like ``ary``; a zeroed host DualArray like a DualArray.
+
+    Parameters
+    ----------
+    ary : array or DualArray
+        The template.
+    stream, portable, wc : optional
+        As in ``numba.cuda.mapped_array_like``.
+
+    Returns
+    -------
+    array or DualArray
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import dualgpu
+    >>> dualgpu.cuda.mapped_array_like(np.ones((2, 3), np.float32)).shape
+    (2, 3)
+    """
+    if isinstance(ary, DualArray):
+        return pinned_array_like(ary)
+    order = "F" if ary.flags.f_contiguous and not ary.flags.c_contiguous else "C"
+    return mapped_array(tuple(ary.shape), ary.dtype, None, order, stream, portable, wc)
 
 
 def managed_array(shape, dtype=np.float64, strides=None, order="C", stream=0,

@@ -7,6 +7,10 @@ arguments it compiles a dual specialisation. Which backend runs it is decided at
 launch time (:mod:`dualgpu.core.selection`); compiled backends are cached per kernel,
 and their specialisations per argument types.
 """
+from __future__ import annotations
+
+from typing import Any, Callable
+
 import ast
 import functools
 import inspect
@@ -18,6 +22,7 @@ import textwrap
 import warnings
 
 import numpy as np
+from numba.cuda import args as _numba_args
 
 from dualgpu.backends.common.translate import unwrap
 from dualgpu.core._context import active_lanes
@@ -27,11 +32,13 @@ from dualgpu.core.dualarray import DualArray
 from dualgpu.core.nested import lane_key
 from dualgpu.core.object_arrays import from_object_array, is_object_array, write_back
 from dualgpu.core.selection import backend
-from dualgpu.errors import COMPLEX_DUAL, DualgpuError, LaunchCoverageWarning, complex_dual_message
+from dualgpu.errors import (
+    COMPLEX_DUAL, DualgpuError, LaunchCoverageWarning, MissingRuleError, complex_dual_message,
+)
 from dualgpu.host.buffers import _read_only_params, active, caller_line, launch_store_fix
 from dualgpu.porting import tuple_arguments
 from dualgpu.porting.captured_duals import Plan, captured_duals, lift
-from dualgpu.porting.launch_plan import Configured, register_device_arrays
+from dualgpu.porting.launch_plan import Configured, make_plan, register_device_arrays
 from dualgpu.porting.signatures import apply_signature, parse_signatures
 
 __all__ = ["jit", "Kernel", "DeviceFunction", "LaunchCoverageWarning", "flat_kernel"]
@@ -45,6 +52,10 @@ _PACKAGE_DIR = PACKAGE_DIR
 _NUMBA_LOCATION = re.compile(r'File "([^"]+)", line (\d+)|at (\S+\.py) \((\d+)\)')
 _SUBSCRIPT_STORE = re.compile(r"^\s*([A-Za-z_]\w*)\s*\[.*\]\s*(?:[-+*/%]|//|\*\*)?=(?!=)")
 
+
+#: numba.cuda's launch-argument hints (``cuda.In(x)``, ``Out``, ``InOut``): only a copy
+#: direction for the GPU, so the other backends launch with the array they wrap
+_ARG_HINTS = frozenset((_numba_args.In, _numba_args.Out, _numba_args.InOut))
 
 #: threads per block of ``kernel.forall(n)`` when none is given
 _FORALL_THREADS = 128
@@ -259,6 +270,8 @@ class Kernel:
         if self.signatures:
             args = self.apply_signatures(args)
         name = backend()
+        if name != "cuda" and not _ARG_HINTS.isdisjoint(map(type, args)):
+            args = tuple(a.value if type(a) in _ARG_HINTS else a for a in args)  # cuda.In(x)
         registry, shadows = active(), None
         if registry is not None:  # under the driver: host buffers that receive duals
             captured = self._may_capture and bool(self._captured())
@@ -282,39 +295,9 @@ class Kernel:
         return apply_signature(self.__name__, self._params, self.signatures, args)
 
     def plan(self, name, griddim, blockdim, sharedmem, args):
-        """A plan for launches like this one with ``args`` on backend ``name``, or None.
-
-        Called after the launch ran the full path (see :mod:`dualgpu.porting.launch_plan`):
-        None where a launch like it must take that path every time (the simulator, duals
-        the kernel captures, tuples of duals, host arrays a driver may give partials, a
-        backend without plans). The backend makes the plan, ``plan(args, stream)``, with the
-        checks here in front (captured duals, coverage): it launches and returns True, or
-        returns False (having done nothing) where it does not hold for ``args``.
-        """
-        if name == "cudasim" or any(tuple_arguments.holds_duals(a) for a in args):
-            return None
-        watch = self._may_capture
-        if watch and self._captured():
-            return None
-        if active() is not None and any(
-                type(a) is np.ndarray and a.dtype.kind == "f" and 1 <= a.ndim <= 3
-                for a in args):
-            return None  # the host-buffer registry looks at these at every launch
-        make = getattr(self.compiled(name), "plan", None)
-        if make is None:
-            return None
-        prologue = ""
-        if "gridsize" not in self._source_names:  # as _check_coverage: enough threads?
-            threads = math.prod(griddim) * math.prod(blockdim)
-            checks = [f"len(args[{k}]{'.values' if isinstance(a, DualArray) else ''}) > "
-                      f"{threads}" for k, a in enumerate(args) if getattr(a, "ndim", 0) >= 1]
-            if checks:
-                prologue += f"    if {' and '.join(checks)}:\n        return False\n"
-        if watch:  # a captured global or closure cell that holds a Dual now: lifted
-            prologue += "    if captured(porting_kernel):\n        return False\n"
-        return make(griddim, blockdim, args, sharedmem, prologue=prologue,
-                    failed=self._launch_failed,
-                    namespace={"captured": captured_duals, "porting_kernel": self}) or None
+        """A plan for launches like this one on backend ``name``, or None (see
+        :func:`dualgpu.porting.launch_plan.make_plan`)."""
+        return make_plan(self, name, griddim, blockdim, sharedmem, args)
 
     def _captured(self):
         return captured_duals(self)
@@ -356,20 +339,33 @@ class Kernel:
         except DualgpuError:
             raise
         except Exception as exc:
-            self._launch_failed(exc, args)
+            self._launch_failed(exc, args, name)
             raise
 
-    def _launch_failed(self, exc, args):
-        """Raise the clear error for a launch with ``args`` that raised ``exc`` where there is
-        one (a dual stored into a plain array, a complex dual, float(Dual)...); otherwise
-        return, and the caller re-raises ``exc``."""
+    def _launch_failed(self, exc, args, name):
+        """Raise the clear error for a launch with ``args`` on backend ``name`` that raised
+        ``exc`` where there is one (a dual stored into a plain array, a complex dual, a
+        function without a dual version, float(Dual)...); otherwise return, and the caller
+        re-raises ``exc``."""
         stored = _dual_store_target(exc)
         if stored is not None:
             raise DualgpuError(self._drop_message(args, *stored)) from exc
         if COMPLEX_DUAL in str(exc):
             found = re.search(re.escape(COMPLEX_DUAL) + r" \((.*?)\) is not", str(exc))
-            raise DualgpuError(f"kernel {self.__name__}: " + complex_dual_message(
-                found.group(1) if found else "a complex number and a dual")) from exc
+            raise DualgpuError(
+                f"kernel {self.__name__}{_kernel_line(exc)}: " + complex_dual_message(
+                    found.group(1) if found else "a complex number and a dual")) from exc
+        missing = _missing_dual_version(exc)
+        if missing is not None:
+            raise MissingRuleError(
+                f"kernel {self.__name__}{_kernel_line(exc)}: {missing} has no dual version "
+                f"in compiled kernels (the {name} backend compiles with numba): numba has "
+                "no implementation of it for a Dual and dualgpu no derivative rule (the "
+                "cudasim backend, which runs kernels in Python, may run it through numpy). "
+                "Fix: write it with operations that take duals (arithmetic, comparisons, "
+                "min/max, abs, math.* functions), or give it a derivative rule with "
+                "dualgpu.rules.define. numba's message follows.\n\n" + str(exc)
+            ) from exc
         if _PYTHON_FLOAT in str(exc):
             host = self._written_host_arrays(args)
             if len(host) == 1:  # the simulator's atomic into a host numpy array
@@ -535,6 +531,7 @@ class Kernel:
         else:
             names = self._stored_plain_arrays(args)
         at = f" (at {where})" if where else ""
+        names = [_aliased_param(self._source_tree, n, self._params) for n in names]
         if names and not all(n in self._params for n in names):
             return (
                 f"kernel {self.__name__} stores a dual into {', '.join(names)}{at}, an array "
@@ -550,6 +547,12 @@ class Kernel:
         integers = [n for n in names if np.issubdtype(getattr(given.get(n), "dtype", np.float64),
                                                       np.integer)
                     or getattr(given.get(n), "dtype", None) == np.bool_]
+        complexes = [n for n in names
+                     if np.issubdtype(getattr(given.get(n), "dtype", np.float64), np.complexfloating)]
+        if complexes:  # the same refusal as complex arithmetic (and as the simulator gives)
+            return f"kernel {self.__name__}{at}: " + complex_dual_message(
+                f"a dual stored into the complex array {complexes[0]} "
+                f"({given[complexes[0]].dtype})")
         if integers:
             return (
                 f"kernel {self.__name__} stores a dual into the integer array(s) "
@@ -577,6 +580,70 @@ class Kernel:
             f"kernel {self.__name__} stores a dual into {which}, which would drop its partials. "
             + fix
         )
+
+
+def _aliased_param(tree, name, params):
+    """The kernel parameter that the local ``name`` is a view of (``row = I_nu[k]``,
+    ``row = I_nu[k][1:]``, through other such locals), or ``name`` itself."""
+    seen = set()
+    while tree is not None and name not in params and name not in seen:
+        seen.add(name)
+        bases = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Assign) and any(
+                    isinstance(t, ast.Name) and t.id == name for t in node.targets):
+                value = node.value
+                while isinstance(value, ast.Subscript):
+                    value = value.value
+                bases.add(value.id if isinstance(value, ast.Name) else None)
+        if len(bases) != 1 or None in bases:
+            break
+        name = bases.pop()
+    return name
+
+
+#: numba's typing failure of a call: the function and the signature it was given
+_NO_IMPLEMENTATION = re.compile(
+    r"No implementation of function Function\((.*?)\) found for signature:\s*>>> ([^\n]*)")
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def _missing_dual_version(exc):
+    """``"sign(Dual(float64, 1))"`` when ``exc`` is numba's typing failure of a call on duals.
+
+    The innermost such call, unless a dualgpu overload explains the failure itself (its
+    message then follows in numba's text and is kept). None for any other error.
+    """
+    if type(exc).__name__ != "TypingError":
+        return None
+    text = _ANSI.sub("", str(exc))
+    calls = [m for m in _NO_IMPLEMENTATION.finditer(text) if "Dual(" in m.group(2)]
+    if not calls:
+        return None
+    last = calls[-1]
+    candidates = text[last.end():].split("\nDuring:", 1)[0]  # numba's reasons for this call
+    if re.search(r"dualgpu|partials|lanes", candidates):
+        return None
+    return last.group(2).strip()
+
+
+def _kernel_line(exc):
+    """``" (at file.py:12)"``: the innermost line of user code in ``exc``, or ""."""
+    place = ""
+    for found in _NUMBA_LOCATION.findall(str(exc)):  # compiled: numba names it first
+        filename, lineno = (found[0], found[1]) if found[0] else (found[2], found[3])
+        if not (os.path.abspath(filename).startswith(_PACKAGE_DIR)
+                or "cpu-launchers" in filename):  # not dualgpu's generated launchers
+            place = f"{os.path.abspath(filename)}:{lineno}"
+            break
+    tb = None if place else exc.__traceback__
+    while tb is not None:  # the simulator: the innermost frame of user code
+        filename = tb.tb_frame.f_code.co_filename
+        if not (filename.startswith(_PACKAGE_DIR) or f"{os.sep}numba" in filename
+                or filename.startswith("<")):
+            place = f"{filename}:{tb.tb_lineno}"
+        tb = tb.tb_next
+    return f" (at {place})" if place else ""
 
 
 def _dual_store_target(exc):
@@ -634,17 +701,20 @@ def flat_kernel(kernel, shape):
     options = {k: v for k, v in kernel.options.items() if k != "cache"}
     namespace = {"body": DeviceFunction(kernel.py_func, options)}
     exec(compile(source, filename, "exec"), namespace)
-    return Kernel(namespace[name], options)
+    flat = Kernel(namespace[name], options)
+    flat.__name__ = kernel.__name__  # messages name the user's kernel
+    return flat
 
 
-def jit(func_or_sig=None, device=False, **options):
+def jit(func_or_sig: Callable[..., Any] | str | Any = None, device: bool = False,
+        **options: Any) -> Any:
     """Decorate a numba.cuda kernel or device function so that it also propagates tangents.
 
     Accepts the same options as ``numba.cuda.jit`` and works as ``@dualgpu.jit``,
     ``@dualgpu.jit(...)``, ``@dualgpu.jit(device=True)``, or applied to an
     already-decorated numba.cuda kernel. A kernel's explicit signature converts its
     scalar arguments at every launch and checks its arrays, as numba.cuda's launch does
-    (:mod:`dualgpu.porting.signatures`); specialisations are still compiled per argument types
+    (as numba.cuda reads them); specialisations are still compiled per argument types
     (duals included). A device function's signature is ignored.
 
     Parameters

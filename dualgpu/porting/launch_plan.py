@@ -33,6 +33,9 @@ True
 >>> signature((np.zeros(3, np.float32),)) == signature((np.zeros(3),))
 False
 """
+import functools
+import math
+
 import numpy as np
 from numba._dispatcher import compute_fingerprint as _fingerprint
 
@@ -41,8 +44,10 @@ from dualgpu.core.dual import Dual
 from dualgpu.core.dualarray import DualArray
 from dualgpu.core.selection import backend
 from dualgpu.host.buffers import active
+from dualgpu.porting import tuple_arguments
+from dualgpu.porting.captured_duals import captured_duals
 
-__all__ = ["signature", "plan_key", "Configured", "MAX_PLANS", "ENABLED",
+__all__ = ["signature", "plan_key", "make_plan", "Configured", "MAX_PLANS", "ENABLED",
            "register_device_arrays"]
 
 #: False: every launch takes the full path (for comparisons; see the tests and benchmarks).
@@ -110,6 +115,42 @@ def plan_key(args):
     if kinds is None:
         return None
     return backend(), active() is None, active_tile_lanes(), kinds
+
+
+def make_plan(kernel, name, griddim, blockdim, sharedmem, args):
+    """A plan for launches like this one of ``kernel`` with ``args`` on backend ``name``,
+    or None.
+
+    Called after the launch ran the full path: None where a launch like it must take that
+    path every time (the simulator, duals the kernel captures, tuples of duals, host
+    arrays a driver may give partials, a backend without plans). The backend makes the
+    plan, ``plan(args, stream)``, with the checks here in front (captured duals, enough
+    threads for the arrays, as ``Kernel._check_coverage``): it launches and returns True,
+    or returns False (having done nothing) where it does not hold for ``args``.
+    """
+    if name == "cudasim" or any(tuple_arguments.holds_duals(a) for a in args):
+        return None
+    watch = kernel._may_capture
+    if watch and captured_duals(kernel):
+        return None
+    if active() is not None and any(
+            type(a) is np.ndarray and a.dtype.kind == "f" and 1 <= a.ndim <= 3 for a in args):
+        return None  # the host-buffer registry looks at these at every launch
+    make = getattr(kernel.compiled(name), "plan", None)
+    if make is None:
+        return None
+    prologue = ""
+    if "gridsize" not in kernel._source_names:  # grid-stride loops cover any size
+        threads = math.prod(griddim) * math.prod(blockdim)
+        checks = [f"len(args[{k}]{'.values' if isinstance(a, DualArray) else ''}) > "
+                  f"{threads}" for k, a in enumerate(args) if getattr(a, "ndim", 0) >= 1]
+        if checks:
+            prologue += f"    if {' and '.join(checks)}:\n        return False\n"
+    if watch:  # a captured global or closure cell that holds a Dual now: lifted
+        prologue += "    if captured(porting_kernel):\n        return False\n"
+    return make(griddim, blockdim, args, sharedmem, prologue=prologue,
+                failed=functools.partial(kernel._launch_failed, name=name),
+                namespace={"captured": captured_duals, "porting_kernel": kernel}) or None
 
 
 class Configured:

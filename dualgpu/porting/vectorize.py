@@ -228,7 +228,7 @@ def guvectorize(*args, **kws):
     Returns
     -------
     callable
-        A decorator. The function it makes raises :class:`UnsupportedFeatureError` when
+        A decorator. The function it makes raises :class:`~dualgpu.UnsupportedFeatureError` when
         called with duals or off the GPU, saying how to write it as a kernel.
 
     Examples

@@ -8,12 +8,12 @@ derivative-based global sensitivity measures of Sobol' & Kucherenko (2009):
 bound ``C_i nu_i / Var(f)`` on each total Sobol index, with bootstrap
 intervals, per output entry for field outputs (sensitivity maps).
 
-Modules: :mod:`~.problem` (SALib problem dictionaries), :mod:`~.sampling`
-(designs), :mod:`~.gradients` (derivatives at the samples), :mod:`~.poincare`
-(the constants of the bound), :mod:`~.measures` (:func:`dgsm`,
-:func:`analyze`), :mod:`~.bootstrap`, :mod:`~.result`, :mod:`~.plots`
-(figures; matplotlib imported on use) and :mod:`~.salib` (SALib's Sobol
-indices as a cross-check).
+Parameters are described by a SALib problem dictionary (:func:`check_problem`,
+:class:`Problem`), sampled by :func:`sample`, differentiated at the samples by
+:func:`model_gradients`; :func:`dgsm` and :func:`analyze` give the measures as a
+:class:`DGSMResult`, :func:`poincare_constant` the constants of the bound,
+:func:`dualgpu.plot.dgsm_bars` and :func:`dualgpu.plot.dgsm_maps` the figures (matplotlib imported on use) and
+:func:`salib_sobol` SALib's Sobol indices as a cross-check (the ``sensitivity`` extra).
 
 Examples
 --------
@@ -43,7 +43,7 @@ A dict from SALib's name to a description: ``"unif"`` (``[lo, hi]``), ``"norm"``
 (``[mean, sd]``), ``"lognorm"`` (``[mean, sd]`` of ``ln x``) and ``"triang"``
 (``[start, end, peak]``, the peak as a fraction of ``end - start``; SALib's older
 ``[end, peak]`` means ``start = 0``), with SALib's meaning of ``bounds`` for each (see
-:mod:`dualgpu.sensitivity.problem`). These are the laws with a Poincaré constant here
+:func:`dualgpu.sensitivity.check_problem`). These are the laws with a Poincaré constant here
 (:func:`poincare_constant`); SALib's ``logunif``, ``truncnorm`` and ``weibull`` are refused
 by :func:`check_problem`. The same dict as ``dualgpu.sensitivity.problem.DISTRIBUTIONS``.
 

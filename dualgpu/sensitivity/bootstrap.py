@@ -36,7 +36,7 @@ def bootstrap_intervals(G, W, Y, C, resamples, conf_level, seed):
     ----------
     G, W : ndarray, shape (n, p, m)
         Derivatives and the derivatives the bound uses (lognormal columns
-        weighted, see :mod:`dualgpu.sensitivity.poincare`).
+        weighted, see :func:`dualgpu.sensitivity.poincare_constant`).
     Y : ndarray, shape (n, m)
         Outputs.
     C : ndarray, shape (p,)

@@ -14,16 +14,24 @@ Two forms of model:
   is vectorised (a kernel launch over samples, numpy over the rows): one
   launch instead of ``n`` launches, and the per-launch costs (transfers,
   dispatch, lane packing) are paid once. It assumes that the samples do not
-  interact: output row ``s`` may depend only on ``X[s]``.
+  interact: output row ``s`` may depend only on ``X[s]``. Each run seeds two more
+  lanes, the probe and rounding gauge of :mod:`dualgpu.autodiff.reuse` (the check of
+  every reused sparsity structure), and raises where samples interact instead of
+  returning wrong gradients.
 
 A derivative that is not finite at some samples is not averaged away: the
 samples are found (in the batched form by splitting the batch in halves until
 the failing samples stand alone, so the good samples keep their exact
 derivatives) and reported by index.
 """
+from __future__ import annotations
+
+from typing import Any, Callable
+import numpy.typing as npt
 import numpy as np
 
 from dualgpu import jvp_batch
+from dualgpu.autodiff.reuse import check_members, probe_lanes
 from dualgpu.errors import DualgpuError
 
 __all__ = ["model_gradients"]
@@ -92,9 +100,12 @@ class _Batched:
         """Return ``(Y, G)`` for the samples ``idx``, or raise a non-finite DualgpuError."""
         X = np.ascontiguousarray(self.X[idx])
         m, p = X.shape
-        T = np.zeros((p, m, p), dtype=X.dtype)
+        probed = m > 1  # two more lanes: the probe and gauge of dualgpu.autodiff.reuse
+        T = np.zeros((p + 2 * probed, m, p), dtype=X.dtype)
         for k in range(p):
             T[k, :, k] = 1
+        if probed:
+            T[p:] = probe_lanes(m * p, X.dtype, np.tile(np.arange(p), m), (m, p))
         self.runs += 1
         out, tan = jvp_batch(self.f, (X,), (T,), chunk_size=self.chunk_size,
                              progress=self.progress, executor=self.executor)
@@ -112,7 +123,14 @@ class _Batched:
                 f"dgsm: the model's per-sample output changed shape between runs: "
                 f"{self.shape} before, {out.shape[1:]} for samples {list(idx)[:8]}. Expected the "
                 "same output shape at every sample.")
-        G = np.moveaxis(np.asarray(tan, dtype=np.float64), 0, 1)
+        tan = np.asarray(tan, dtype=np.float64)
+        G = np.moveaxis(tan[:p], 0, 1)
+        if probed:
+            check_members(np.moveaxis(G.reshape(m, p, -1), 1, 2), T[p], tan[p].reshape(m, -1),
+                          X.dtype, "dgsm (batched=True)", gauge=tan[p + 1].reshape(m, -1), fix=(
+                              "make f compute each output row from its own sample only (no "
+                              "coupling, mean or sort over samples), or use batched=False, "
+                              "which runs f on one sample at a time."))
         return out, G
 
     def search(self, idx, bad):
@@ -151,7 +169,9 @@ def _batched(f, X, chunk_size, executor, progress):
     return runner.Y, runner.G, sorted(bad), runner.runs
 
 
-def model_gradients(f, X, *, batched=False, chunk_size=None, executor=None, progress=None):
+def model_gradients(f: Callable[..., Any], X: npt.ArrayLike, *, batched: bool = False,
+                    chunk_size: int | None = None, executor: Any = None,
+                    progress: bool | None = None) -> tuple[np.ndarray, np.ndarray, Any, int]:
     """Return the model's values and gradients at every sample.
 
     Parameters

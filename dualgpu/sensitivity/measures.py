@@ -7,7 +7,7 @@ For parameter ``i`` and every output entry, over the samples ``x^(s)``:
   derivatives instead of elementary effects),
 * ``total_upper_i = C_i E[(df/dx_i)^2] / Var(f) >= S_i^tot``, the upper bound on
   the total Sobol index with ``C_i`` the Poincaré constant of ``x_i``'s law
-  (:mod:`dualgpu.sensitivity.poincare`; lognormal parameters use the weighted
+  (:func:`dualgpu.sensitivity.poincare_constant`; lognormal parameters use the weighted
   derivative ``x_i df/dx_i``).
 
 The bound is tight for models additive and linear in ``x_i`` (uniform and
@@ -16,6 +16,10 @@ strongly non-linear ones; a small bound proves a parameter unimportant, a
 large one says "possibly important" — compare with a Sobol index when in
 doubt (:func:`dualgpu.sensitivity.salib_sobol`).
 """
+from __future__ import annotations
+
+from typing import Any, Callable
+import numpy.typing as npt
 import warnings
 
 import numpy as np
@@ -62,8 +66,10 @@ def _non_finite_report(problem, X, bad):
             f"samples ({shown}{more})")
 
 
-def analyze(problem, X, Y, G, *, resamples=1000, conf_level=0.95, seed=None,
-            non_finite="raise", dual_runs=0, units=None, output_name=None):
+def analyze(problem: Any, X: npt.ArrayLike, Y: npt.ArrayLike, G: npt.ArrayLike, *,
+            resamples: int = 1000, conf_level: float = 0.95, seed: int | None = None,
+            non_finite: str = "raise", dual_runs: int = 0, units: Any = None,
+            output_name: str | None = None) -> DGSMResult:
     """Return the DGSM measures of given samples, outputs and derivatives.
 
     Use it with derivatives you already have, e.g. from SALib's samples;
@@ -168,16 +174,18 @@ def analyze(problem, X, Y, G, *, resamples=1000, conf_level=0.95, seed=None,
         samples=X, outputs=Y, dropped=bad, dual_runs=dual_runs, conf_level=conf_level)
 
 
-def dgsm(f, problem, n, *, seed=None, batched=False, method="sobol", dtype=np.float64,
-         samples=None, resamples=1000, conf_level=0.95, non_finite="raise", chunk_size=None,
-         executor=None, progress=None, units=None, output_name=None):
+def dgsm(f: Callable[..., Any], problem: Any, n: int, *, seed: int | None = None,
+         batched: bool = False, method: str = "sobol", dtype: npt.DTypeLike = np.float64,
+         samples: npt.ArrayLike | None = None, resamples: int = 1000,
+         conf_level: float = 0.95, non_finite: str = "raise", chunk_size: int | None = None,
+         executor: Any = None, progress: bool | None = None, units: Any = None,
+         output_name: str | None = None) -> DGSMResult:
     """Derivative-based global sensitivity of a model over its parameters' ranges.
 
     Samples the parameters (scrambled Sobol' points mapped to their
     distributions), differentiates the model exactly at every sample with
     dual numbers, and returns the DGSM ``nu``, ``mu``, ``mu*``, the upper
-    bound on each total Sobol index and bootstrap intervals (see
-    :mod:`dualgpu.sensitivity.measures`).
+    bound on each total Sobol index and bootstrap intervals.
 
     Parameters
     ----------
@@ -187,7 +195,7 @@ def dgsm(f, problem, n, *, seed=None, batched=False, method="sobol", dtype=np.fl
         per sample. ``batched=True``: ``f(X)`` of all samples, shape
         ``(n, p)``, returning one output per sample along axis 0 (an ensemble,
         a thread per sample); **one** dual run for all samples, much faster
-        when ``f`` is vectorised (see :mod:`dualgpu.sensitivity.gradients`).
+        when ``f`` is vectorised (see :func:`dualgpu.sensitivity.model_gradients`).
     problem : dict or Problem
         SALib's problem dictionary: ``names``, ``bounds``, optional ``dists``
         (``unif``, ``norm``, ``lognorm``, ``triang``; SALib's meaning of

@@ -54,6 +54,9 @@ Examples
 >>> round(poincare_constant("triang", (0.0, 1.0, 0.5)), 4)
 0.0432
 """
+from __future__ import annotations
+
+from typing import Any, Sequence
 import functools
 import math
 
@@ -117,7 +120,7 @@ def _triangle_kappa(peak):
     return 1.0 / lam
 
 
-def poincare_constant(dist, bounds):
+def poincare_constant(dist: Any, bounds: Sequence[float]) -> float:
     """Return the Poincaré constant ``C`` of one parameter's distribution.
 
     Parameters
@@ -125,14 +128,14 @@ def poincare_constant(dist, bounds):
     dist : {"unif", "norm", "lognorm", "triang"}
         SALib's distribution name.
     bounds : sequence of float
-        SALib's bounds for it (see :mod:`dualgpu.sensitivity.problem`).
+        SALib's bounds for it (see :func:`dualgpu.sensitivity.check_problem`).
 
     Returns
     -------
     float
         ``C`` such that ``S_i^tot <= C E[g_i^2] / Var(f)``, with ``g_i`` the
         derivative ``df/dx_i`` (for ``lognorm``: ``x_i df/dx_i``, see
-        :func:`weighted_derivative` and the module docstring).
+        ``weighted_derivative`` and the module docstring).
 
     Raises
     ------

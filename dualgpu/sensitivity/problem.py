@@ -31,6 +31,9 @@ Examples
 >>> p.ppf([[0.5, 0.5]])
 array([[  1.5, 300. ]])
 """
+from __future__ import annotations
+
+from typing import Any
 import math
 
 import numpy as np
@@ -48,6 +51,10 @@ DISTRIBUTIONS = {
     "triang": "[start, end, peak in 0..1] (peak as a fraction of end - start)",
 }
 _SALIB_ONLY = ("logunif", "truncnorm", "weibull")
+
+
+#: ln of the largest float64: exp of more overflows
+_LOG_MAX = math.log(np.finfo(np.float64).max)
 
 
 def _finite(values, where):
@@ -148,7 +155,7 @@ class Problem:
         return f"Problem({rows})"
 
 
-def check_problem(problem):
+def check_problem(problem: Any) -> Problem:
     """Check a SALib problem dictionary and return it as a :class:`Problem`.
 
     Parameters
@@ -240,6 +247,13 @@ def check_problem(problem):
             raise DualgpuError(
                 f"{where} {b}: the standard deviation {b[1]} is not > 0; expected "
                 f"{DISTRIBUTIONS[dist]}. Fix: a fixed parameter belongs outside the problem.")
+        if dist == "lognorm" and 2 * (b[0] + b[1] ** 2) > _LOG_MAX:
+            raise DualgpuError(
+                f"{where} {b}: exp of the mean of ln x ({b[0]}) with the standard deviation "
+                f"{b[1]} gives values whose squares (E[x^2] = exp(2 mean + 2 sd^2), which the "
+                f"variance and the bound need) overflow float64 (above exp({_LOG_MAX:.1f})). "
+                "Expected 2 * (mean + sd^2) < 709.78. Fix: express the parameter in a larger "
+                "unit (ln x shifts by the log of the factor), or study ln x itself with 'norm'.")
         if dist == "triang":
             if not b[0] < b[1]:
                 raise DualgpuError(

@@ -73,7 +73,7 @@ class DGSMResult:
         units and spread; prefer ``total_upper``.
     total_upper : ndarray, shape (p,) + out
         Upper bound on the total Sobol index, ``C_i nu_i / Var(f)`` with
-        ``C_i`` the Poincaré constant (:mod:`dualgpu.sensitivity.poincare`);
+        ``C_i`` the Poincaré constant (:func:`dualgpu.sensitivity.poincare_constant`);
         dimensionless, comparable across parameters. NaN where the output does
         not vary.
     nu_ci, mu_ci, mu_star_ci, total_upper_ci : ndarray, shape (2, p) + out
@@ -100,7 +100,7 @@ class DGSMResult:
     conf_level : float
     sobol_total, sobol_total_ci : ndarray or None
         SALib's Sobol total index and its half-width, when attached
-        (:meth:`attach_sobol`).
+        (``attach_sobol``).
 
     Examples
     --------
@@ -307,13 +307,13 @@ class DGSMResult:
         return pd.DataFrame(columns, index=pd.Index(self.names, name="parameter"))
 
     def plot(self, **kwargs):
-        """Ranked bars with intervals (:func:`dualgpu.sensitivity.dgsm_bars`)."""
+        """Ranked bars with intervals (:func:`dualgpu.plot.dgsm_bars`)."""
         from dualgpu.plot.dgsm import dgsm_bars  # matplotlib is imported only to draw
 
         return dgsm_bars(self, **kwargs)
 
     def plot_maps(self, **kwargs):
-        """Sensitivity maps of a field output (:func:`dualgpu.sensitivity.dgsm_maps`)."""
+        """Sensitivity maps of a field output (:func:`dualgpu.plot.dgsm_maps`)."""
         from dualgpu.plot.dgsm import dgsm_maps  # matplotlib is imported only to draw
 
         return dgsm_maps(self, **kwargs)

@@ -4,6 +4,9 @@ The total Sobol index ``S_i^tot`` must lie below the DGSM bound
 ``total_upper_i``. SALib estimates it with Saltelli's design, which needs
 ``N (p + 2)`` model runs for ``N`` base samples (no second-order indices).
 """
+from __future__ import annotations
+
+from typing import Any, Callable
 import numpy as np
 
 from dualgpu.errors import DualgpuError
@@ -12,7 +15,9 @@ from dualgpu.sensitivity.problem import check_problem
 __all__ = ["salib_sobol"]
 
 
-def salib_sobol(f, problem, n, *, seed=None, batched=False, resamples=100, conf_level=0.95):
+def salib_sobol(f: Callable[..., Any], problem: Any, n: int, *, seed: int | None = None,
+                batched: bool = False, resamples: int = 100,
+                conf_level: float = 0.95) -> Any:
     """Return SALib's Sobol indices of ``f`` (first and total order) and the runs they took.
 
     Parameters

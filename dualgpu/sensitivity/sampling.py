@@ -6,6 +6,9 @@ parameter's distribution through its inverse CDF
 (so that a bootstrap and repeated seeds make sense) while keeping its even
 coverage; a Sobol' design is best balanced when ``n`` is a power of 2.
 """
+from __future__ import annotations
+
+from typing import Any
 import numpy as np
 from scipy.stats import qmc
 
@@ -18,13 +21,13 @@ METHODS = ("sobol", "halton", "random")
 _EDGE = 1e-12  # unit-cube points are kept this far from 0 and 1 (unbounded laws: finite x)
 
 
-def sample(problem, n, seed=None, method="sobol"):
+def sample(problem: Any, n: int, seed: int | None = None, method: str = "sobol") -> np.ndarray:
     """Return ``n`` samples of the parameters, shape ``(n, p)``, float64.
 
     Parameters
     ----------
     problem : dict or Problem
-        SALib problem dictionary (see :mod:`dualgpu.sensitivity.problem`).
+        SALib problem dictionary (see :func:`dualgpu.sensitivity.check_problem`).
     n : int
         Number of samples (a power of 2 for ``"sobol"``).
     seed : int or numpy.random.Generator, optional

@@ -96,3 +96,34 @@ def test_every_warning_has_the_root():
     missing = [f"{c.__module__}.{c.__name__}" for c in _classes(Warning)
                if not issubclass(c, errors.DualgpuWarning)]
     assert not missing, f"warnings without the root DualgpuWarning: {missing}"
+
+
+# the public functions carry type hints (dualgpu ships py.typed; nox -s typecheck runs mypy)
+TYPED_NAMESPACES = ["dualgpu", "dualgpu.sparse", "dualgpu.testing", "dualgpu.distributed",
+                    "dualgpu.interop", "dualgpu.sensitivity", "dualgpu.plot"]
+
+
+def _public_functions():
+    for module_name in TYPED_NAMESPACES:
+        module = importlib.import_module(module_name)
+        for name in module.__all__:
+            obj = inspect.unwrap(getattr(module, name))
+            if inspect.isfunction(obj):
+                yield f"{module_name}.{name}", obj
+
+
+@pytest.mark.parametrize("name,func", list(_public_functions()), ids=lambda v: v
+                         if isinstance(v, str) else "")
+def test_public_functions_have_type_hints(name, func):
+    signature = inspect.signature(func)
+    missing = [p.name for p in signature.parameters.values()
+               if p.annotation is inspect.Parameter.empty]
+    assert not missing, f"{name}: parameters without a type hint: {missing}"
+    assert signature.return_annotation is not inspect.Signature.empty, (
+        f"{name}: no return type hint")
+
+
+def test_the_package_is_marked_typed():
+    from pathlib import Path
+
+    assert (Path(dualgpu.__file__).parent / "py.typed").is_file()

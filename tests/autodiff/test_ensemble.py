@@ -163,7 +163,7 @@ def test_lanes_are_the_per_member_input_size_not_members_times_inputs():
 
     args = pendulum_case(np.float64, members=200)
     ensemble_jacobian(counted, *args, argnums=(0, 1), batch_axes=0)
-    assert runs == [2]  # one run, two lanes, for 200 members x 2 inputs
+    assert runs == [4]  # one run: two lanes for 200 members x 2 inputs, probe and gauge
 
 
 def test_independent_members_pass_validation():
@@ -210,3 +210,30 @@ def test_members_must_agree_and_outputs_keep_the_member_axis():
 
     with pytest.raises(DualgpuError, match="not a reduction of it"):
         ensemble_jacobian(mean_angle, theta0)
+
+
+@pytest.mark.parametrize("backend", ["cpu", "cudasim"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_interacting_members_are_refused_without_validate(backend, dtype):
+    """Issue 43: members that interact gave wrong per-member Jacobians with no error unless
+    validate= was asked for; the probe lane of dualgpu.autodiff.reuse now refuses them."""
+    u0 = heat1d.default_initial_state(8).astype(dtype)
+    rod = lambda u: heat1d.simulate(u, n_steps=2)  # noqa: E731
+    with dualgpu.using_backend(backend):
+        with pytest.raises(DualgpuError, match="the members were seeded at once"):
+            ensemble_jacobian(rod, u0)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_long_runs_of_independent_members_are_not_refused(dtype):
+    """2000 pendulum steps round hundreds of eps of a row's scale: the probe's tolerance follows
+    the rounding its gauge lane measures (a fixed 64 eps refused these members)."""
+    theta0, omega0 = pendulums.default_initial_state(256)
+    theta0, omega0 = theta0.astype(dtype), omega0.astype(dtype)
+    run = lambda a, b: pendulums.simulate(a, b, n_steps=2000, damping=0.3)  # noqa: E731
+    with dualgpu.using_backend("cpu"):
+        J = ensemble_jacobian(run, theta0, omega0, argnums=(0, 1))
+        first = dualgpu.jacobian(lambda a, b: run(a, b)[0][:1], theta0, omega0,
+                                 argnums=(0, 1), progress=False)
+    np.testing.assert_allclose(J[0, 0], [first[0][0, 0], first[1][0, 0]],
+                               rtol=1e-3 if dtype == np.float32 else 1e-9)

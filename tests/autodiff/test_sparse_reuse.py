@@ -1,5 +1,8 @@
 """Reusing a sparse coloring at another input: a pattern detected at one input (local: the
 branches taken there) must not silently corrupt the Jacobian where a branch flips."""
+import math
+
+import numba
 import numpy as np
 import pytest
 
@@ -107,3 +110,198 @@ def test_global_pattern_holds_at_every_input_and_is_reused_without_a_probe():
         for u in (U_POSITIVE, U_MIXED, -U_POSITIVE):  # it holds everywhere
             d = np.asarray(dualgpu.jacobian(upwind_minmax, u, progress=False)).reshape(N, N)
             assert not ((d != 0) & ~pattern.toarray()).any()
+
+
+# -- global patterns: every conversion of a traced value to an integer is refused (issue 43 S6)
+def _launcher(kernel):
+    def f(u):
+        d_u = cuda.to_device(u)
+        out = cuda.device_array_like(d_u)
+        kernel[1, 32](d_u, out)
+        return out.copy_to_host()
+
+    return f
+
+
+@cuda.jit
+def _gather_floor(u, out):
+    i = cuda.grid(1)
+    n = u.shape[0]
+    if i < n:
+        j = math.floor(3 * u[i]) % n  # the issue's index
+        out[i] = u[i] * u[j]
+
+
+@cuda.jit
+def _gather_ceil(u, out):
+    i = cuda.grid(1)
+    n = u.shape[0]
+    if i < n:
+        out[i] = u[i] * u[math.ceil(3 * u[i]) % n]
+
+
+@cuda.jit
+def _gather_trunc(u, out):
+    i = cuda.grid(1)
+    n = u.shape[0]
+    if i < n:
+        out[i] = u[i] * u[math.trunc(3 * u[i]) % n]
+
+
+def _gathering(convert):
+    """A kernel whose index comes from the state through ``convert`` (a float -> int) in a
+    device function."""
+    convert = cuda.jit(device=True)(convert)
+
+    @cuda.jit
+    def gather(u, out):
+        i = cuda.grid(1)
+        n = u.shape[0]
+        if i < n:
+            out[i] = u[i] * u[convert(3.0 * u[i]) % n]
+
+    return _launcher(gather)
+
+
+def _to_int64(x):
+    return numba.int64(x)
+
+
+def _to_int32(x):
+    return numba.int32(x)
+
+
+def _int_of_floordiv(x):
+    return int(x // 1.0)
+
+
+def _int_of_floor_in_device_function(x):
+    return math.floor(x)
+
+
+CONVERSIONS = {
+    "math.floor": lambda: _launcher(_gather_floor),
+    "math.ceil": lambda: _launcher(_gather_ceil),
+    "math.trunc": lambda: _launcher(_gather_trunc),
+    "int64 cast": lambda: _gathering(_to_int64),
+    "int32 cast": lambda: _gathering(_to_int32),
+    "int of //": lambda: _gathering(_int_of_floordiv),
+    "math.floor in a device function": lambda: _gathering(_int_of_floor_in_device_function),
+}
+U_LOW = np.linspace(0.1, 0.9, 8)  # index 0..2 here
+U_HIGH = U_LOW[::-1] + 1.0  # other indices there
+
+
+@pytest.mark.parametrize("conversion", sorted(CONVERSIONS))
+def test_global_pattern_refuses_every_conversion_to_an_index(conversion):
+    with dualgpu.using_backend("cpu"):
+        with pytest.raises(DualgpuError, match="branches on a value that depends on the input"):
+            sparse.detect_sparsity(CONVERSIONS[conversion](), (U_LOW,), mode="global")
+
+
+@pytest.mark.parametrize("backend", ["cpu", "cudasim"])
+def test_floor_index_under_detect_global_raises_instead_of_a_wrong_jacobian(backend):
+    """The issue's repro: j = floor(3 u[i]) % n. Before, the pattern of U_LOW was marked
+    global and reused at U_HIGH without a probe: entries 100% wrong, no error."""
+    f = _launcher(_gather_floor)
+    with dualgpu.using_backend(backend):
+        with pytest.raises(DualgpuError, match="branches on a value"):
+            sparse.sparse_jacobian(f, (U_LOW,), sparsity="detect-global", progress=False)
+        J = sparse.sparse_jacobian(f, (U_LOW,), sparsity="detect", progress=False)
+        assert J.coloring.local  # the local pattern: checked by the probe at U_HIGH
+        with pytest.raises(DualgpuError, match="detected at another input"):
+            sparse.sparse_jacobian(f, (U_HIGH,), sparsity=J.coloring, progress=False)
+
+
+@cuda.jit
+def _quantized(u, out):
+    i = cuda.grid(1)
+    n = u.shape[0]
+    if i < n:  # a step function used as a value, not as an index: no decision is taken
+        out[i] = u[i] * ((4.0 * u[(i + 1) % n]) // 1.0) + u[(i - 1) % n]
+
+
+def quantized(u):
+    d_u = cuda.to_device(u)
+    out = cuda.device_array_like(d_u)
+    _quantized[1, 32](d_u, out)
+    return out.copy_to_host()
+
+
+def test_global_pattern_of_a_step_function_used_as_a_value_holds_elsewhere():
+    """`//` keeps its argument's dependencies in a global pattern (a superset of the
+    Jacobian's entries, which hold at every input) and the reuse is exact."""
+    with dualgpu.using_backend("cpu"):
+        J0 = sparse.sparse_jacobian(quantized, (U_LOW,), sparsity="detect-global",
+                                    progress=False)
+        assert J0.coloring.pattern.nnz == 3 * 8
+        J1 = sparse.sparse_jacobian(quantized, (U_HIGH,), sparsity=J0.coloring, progress=False)
+        dense = np.asarray(dualgpu.jacobian(quantized, U_HIGH, progress=False)).reshape(8, 8)
+    np.testing.assert_allclose(J1.toarray(), dense, rtol=1e-14, atol=1e-14)
+
+
+# -- the probe's tolerance: a small miss must not become a 100% error (issue 43 S7)
+@cuda.jit
+def _weak_right(u, out, w):
+    i = cuda.grid(1)
+    n = u.shape[0]
+    if i < n:  # diagonal 1, left neighbour w; the right neighbour w only where u > 0
+        s = u[i] + w * u[(i - 1) % n]
+        if u[i] > 0:
+            s += w * u[(i + 1) % n]
+        out[i] = s
+
+
+def weak_right(u):
+    d_u = cuda.to_device(u)
+    out = cuda.device_array_like(d_u)
+    _weak_right[1, 32](d_u, out, u.dtype.type(1e-4))
+    return out.copy_to_host()
+
+
+@pytest.mark.parametrize("backend", ["cpu", "cudasim"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_a_small_miss_is_refused_not_added_into_an_entry_of_its_size(backend, dtype):
+    """Detected where u < 0 (diagonal and left neighbour: 2 colors, columns i-1 and i+1
+    share one), reused where u > 0: the new right coupling 1e-4 of the diagonal would be
+    added into the left one of the same size, 100% wrong. sqrt(eps) of the row's scale
+    (3.4e-4 in float32) let it pass in every row."""
+    n = 8
+    u_neg = -np.linspace(1.0, 2.0, n).astype(dtype)
+    with dualgpu.using_backend(backend):
+        J = sparse.sparse_jacobian(weak_right, (u_neg,), progress=False)
+        assert J.coloring.n_colors == 2
+        with pytest.raises(DualgpuError, match="detected at another input") as error:
+            sparse.sparse_jacobian(weak_right, (-u_neg,), sparsity=J.coloring, progress=False)
+    assert "of its row's scale" in str(error.value)
+
+
+def test_probe_tolerance_is_explicit_and_checked():
+    n = 8
+    u_neg = -np.linspace(1.0, 2.0, n).astype(np.float32)
+    with dualgpu.using_backend("cpu"):
+        J = sparse.sparse_jacobian(weak_right, (u_neg,), progress=False)
+        # a knowingly loose tolerance lets the miss through: the documented trade
+        loose = sparse.sparse_jacobian(weak_right, (-u_neg,), sparsity=J.coloring,
+                                       progress=False, probe_tolerance=1e-2)
+        dense = np.asarray(dualgpu.jacobian(weak_right, -u_neg, progress=False)).reshape(n, n)
+        assert not np.allclose(loose.toarray(), dense, rtol=0.5)
+        with pytest.raises(DualgpuError, match="probe_tolerance must be a number in"):
+            sparse.sparse_jacobian(weak_right, (u_neg,), sparsity=J.coloring,
+                                   progress=False, probe_tolerance=2.0)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_reuse_where_the_pattern_holds_passes_the_tight_probe(dtype):
+    """64 eps is above the rounding of real runs: 50 steps of the heat equation, reused at
+    another input, pass (measured: under 2.3 eps of the row's scale)."""
+    from simulations import heat1d
+
+    u0 = heat1d.default_initial_state(200).astype(dtype)
+    f = lambda u: heat1d.simulate(u, n_steps=50)  # noqa: E731
+    with dualgpu.using_backend("cpu"):
+        J = sparse.sparse_jacobian(f, (u0,), progress=False)
+        u1 = (u0 * 1.3 + 0.2).astype(dtype)
+        J1 = sparse.sparse_jacobian(f, (u1,), sparsity=J.coloring, progress=False)
+        J2 = sparse.sparse_jacobian(f, (u1,), progress=False)
+    np.testing.assert_allclose(J1.toarray(), J2.toarray(), rtol=0, atol=0)

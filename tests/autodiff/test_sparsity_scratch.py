@@ -45,3 +45,14 @@ def test_tracer_scratch_does_not_leak_into_derivative_runs():
     fd = np.stack([(ks.window(u + h * e) - ks.window(u - h * e)) / (2 * h)
                    for e in np.eye(12)], axis=1)
     np.testing.assert_allclose(dense, fd, rtol=1e-6, atol=1e-8)
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_global_pattern_through_scratch_memory(case):
+    """mode="global" through shared and local scratch (issue 43: numba's setitem TypingError
+    on the cpu backend; the scratch was given local tracer lanes only)."""
+    f, n, dtype = CASES[case]
+    u = np.random.default_rng(3).uniform(0.5, 1.5, n).astype(dtype)
+    local = detect_sparsity(f, (u,))
+    glob = detect_sparsity(f, (u,), mode="global")
+    np.testing.assert_array_equal(glob.toarray(), local.toarray())

@@ -8,6 +8,7 @@ import pytest
 import dualgpu
 from dualgpu import DualgpuError, cuda
 from dualgpu.autodiff.api import jacobian
+from dualgpu.core import selection
 
 
 @cuda.jit
@@ -114,3 +115,46 @@ def test_environment_asking_for_cuda_without_a_gpu(monkeypatch):
     monkeypatch.setenv("DUALGPU_BACKEND", "tpu")
     with pytest.raises(DualgpuError, match="unknown backend in DUALGPU_BACKEND 'tpu'"):
         dualgpu.backend()
+
+
+def _numba_kernel():
+    from numba import cuda as numba_cuda
+
+    @numba_cuda.jit
+    def scale(a):
+        i = numba_cuda.grid(1)
+        if i < a.shape[0]:
+            a[i] *= 2.0
+
+    return scale
+
+
+@pytest.mark.parametrize("name", ["cpu", "cudasim"])
+def test_no_gpu_occupancy_warning_off_the_gpu(name):
+    """numba-cuda's "Grid size 1 will likely result in GPU under-utilization" is GPU advice:
+    configuring a launch while the cpu or cudasim backend is active does not emit it."""
+    import warnings
+
+    from numba.cuda.core import config
+
+    kernel = _numba_kernel()
+    before = config.CUDA_LOW_OCCUPANCY_WARNINGS
+    try:
+        config.CUDA_LOW_OCCUPANCY_WARNINGS = 1
+        selection._USER_OCCUPANCY_WARNINGS = None
+        with dualgpu.using_backend(name), warnings.catch_warnings():
+            warnings.simplefilter("error")
+            kernel[1, 32]  # configuring is where numba-cuda warns
+        dualgpu.set_backend(name)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            kernel[1, 32]
+        # the user's own setting comes back for the GPU backend
+        selection._occupancy_warnings_for("cuda")
+        assert config.CUDA_LOW_OCCUPANCY_WARNINGS == 1
+        with pytest.warns(Warning, match="under-utilization"):
+            kernel[3, 32]  # numba-cuda keeps a configuration once made: a new grid
+    finally:
+        dualgpu.set_backend(None)
+        config.CUDA_LOW_OCCUPANCY_WARNINGS = before
+        selection._USER_OCCUPANCY_WARNINGS = None

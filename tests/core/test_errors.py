@@ -145,7 +145,8 @@ def test_complex_arithmetic_with_a_dual_in_a_kernel(backend):
     psi = np.exp(1j * np.linspace(0, 1, 8))
     with dualgpu.using_backend(backend):
         phase_shift[1, 32](psi, np.zeros(8, complex), 0.5, 0.1)  # plain: runs
-        with pytest.raises(DualgpuError, match=r"kernel phase_shift: complex arithmetic with a "
+        with pytest.raises(DualgpuError, match=r"kernel phase_shift \(at \S*kernels_for_errors"
+                                               r"\.py:\d+\): complex arithmetic with a "
                                                r"dual \(complex(128)? \* Dual.*real and imaginary"):
             phase_shift[1, 32](psi, np.zeros(8, complex), Dual(0.5, [1.0]), 0.1)
 

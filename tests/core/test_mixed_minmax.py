@@ -31,7 +31,6 @@ def analytic(u):
     a2 = np.where(u * u >= 0.25, 2.0, 0.0)          # max(u^2, 0.25)
     b = np.minimum(0.25, 3.0 * u)
     b1 = np.where(3.0 * u < 0.25, 3.0, 0.0)
-    a = np.maximum(u * u, 0.25)
     a1 = np.where(u * u >= 0.25, 2.0 * u, 0.0)
     c2 = np.where((u * u >= 0.5) & (u * u >= u), 2.0, 0.0)   # max(u^2, 0.5, u)
     return np.diag(a2 * b + 2.0 * a1 * b1 + c2)

@@ -202,6 +202,13 @@ def test_the_same_definition_twice_is_one_rule():
     (lambda: rules.define("m.f", "1", lambda x: x, domain=((1, 0),)), r"domain"),
     (lambda: rules.define("rules_define_lib.softplus", "0.5", lambda x: x), r"override=True"),
     (lambda: rules.undefine("m.never"), r"no rule was defined"),
+    # expressions that could never compile: refused at define, naming the rule and the problem
+    (lambda: rules.define("m.f", "y", lambda x: x), r"'m\.f'.*uses 'y'.*function of one"),
+    (lambda: rules.define("m.f", "exp(x, 2)", lambda x: x), r"'m\.f'.*calls exp with 2 .*takes 1"),
+    (lambda: rules.define("m.f", "same(x)", lambda x: x), r"calls same with 1 .*takes 2"),
+    (lambda: rules.define("m.f", "pow(x)", lambda x: x), r"calls pow with 1 .*pow\(x, 2\)"),
+    (lambda: rules.define("m.f", "x(2)", lambda x: x), r"calls 'x'"),
+    (lambda: rules.define("m.f", "2 * exp", lambda x: x), r"names the function exp without"),
 ])
 def test_bad_definitions_name_the_fix(call, match):
     with pytest.raises(rules.RuleError, match=match):
@@ -255,4 +262,84 @@ def test_rules_defined_after_a_kernel_compiled():
     """)
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                           timeout=300)
+    assert done.returncode == 0 and done.stdout.strip().endswith("ok"), done.stderr[-3000:]
+
+
+@dualgpu.cuda.jit
+def energy_terms(u, out):
+    i = dualgpu.cuda.grid(1)
+    if i < u.shape[0]:
+        v = u[i]
+        out[i] = (lib.softplus(v) * v + lib.logaddexp(v, 0.5 * v) + math.exp2(v)
+                  + lib.softsign(v) * v)
+
+
+def _energy(kernel, u):
+    from dualgpu import cuda as dcuda
+
+    d_u = dcuda.to_device(u)
+    out = dcuda.device_array_like(d_u)
+    kernel[1, 8](d_u, out)
+    return out.sum()
+
+
+@pytest.mark.parametrize("backend", ["cpu", "cudasim"])
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
+def test_defined_rules_under_hessian(backend, dtype):
+    """Issue 43: a defined rule under ``hessian`` on the cpu backend failed with numba's
+    TypingError (second-order duals in compiled code had no lowering for defined rules)."""
+    kernel = energy_terms
+    u = np.array([-0.4, 0.2, 0.9], dtype)
+    with dualgpu.using_backend(backend):
+        H = dualgpu.hessian(lambda x: _energy(kernel, x), u)
+        grad = lambda x: np.asarray(dualgpu.jacobian(lambda y: _energy(kernel, y), x))  # noqa
+        h = 1e-2 if dtype is np.float32 else 1e-5
+        fd = np.stack([(grad(u + h * e) - grad(u - h * e)) / (2 * h)
+                       for e in np.eye(3, dtype=dtype)], axis=-1)
+    v = u.astype(np.float64)
+    s = 1 / (1 + np.exp(-v))
+    second = (2 * s + v * s * (1 - s)  # softplus(v) * v
+              + 0.25 * np.exp(v) * np.exp(0.5 * v) / (np.exp(v) + np.exp(0.5 * v)) ** 2
+              + np.log(2) ** 2 * np.exp2(v)  # exp2
+              + 2 / (1 + np.abs(v)) ** 3)  # softsign(v) * v = v^2 / (1 + |v|)
+    tol = dict(rtol=2e-3, atol=2e-3) if dtype is np.float32 else dict(rtol=1e-6, atol=1e-8)
+    np.testing.assert_allclose(H, np.diag(second), **tol)
+    np.testing.assert_allclose(H, fd.reshape(H.shape), **tol)
+
+
+def test_an_overridden_built_in_rule_under_hessian_in_compiled_code(tmp_path):
+    """Second-order compiled code read the built-in table, not the override (first order and
+    the Python duals did): in a fresh process, atan overridden with a (deliberately different)
+    rule gives the override's second derivative on the cpu backend as on cudasim."""
+    script = textwrap.dedent("""
+        import math
+        import numpy as np
+        import dualgpu
+        from dualgpu import cuda, rules
+
+        rules.define("math.atan", "2 * x", override=True)
+
+        @cuda.jit
+        def k(u, out):
+            i = cuda.grid(1)
+            if i < u.shape[0]:
+                out[i] = math.atan(u[i])
+
+        def f(u):
+            d_u = cuda.to_device(u)
+            out = cuda.device_array_like(d_u)
+            k[1, 4](d_u, out)
+            return out.sum()
+
+        u = np.array([0.3, -0.6])
+        for backend in ("cpu", "cudasim"):
+            with dualgpu.using_backend(backend):
+                H = dualgpu.hessian(f, u)
+            assert np.allclose(H, np.diag([2.0, 2.0]), rtol=1e-12, atol=0), (backend, H)
+        print("ok")
+    """)
+    (tmp_path / "override_hessian.py").write_text(script)  # the cpu backend reads the source
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2]))
+    done = subprocess.run([sys.executable, str(tmp_path / "override_hessian.py")],
+                          capture_output=True, text=True, timeout=600, env=env)
     assert done.returncode == 0 and done.stdout.strip().endswith("ok"), done.stderr[-3000:]

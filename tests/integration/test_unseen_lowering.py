@@ -24,7 +24,7 @@ import pytest
 from numba import cuda as numba_cuda, from_dtype, njit, types
 
 import dualgpu
-from dualgpu import cuda, dual_array, rules
+from dualgpu import cuda, dual_array
 from dualgpu.compiled.arrays import dual_array_type
 from dualgpu.compiled.types import dual_type
 from dualgpu.core.dual import Dual

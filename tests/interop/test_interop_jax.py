@@ -392,3 +392,65 @@ def test_import_dualgpu_does_not_import_jax():
                      else [])
             assert not any(n == "jax" or n.startswith("jax.") for n in names), (
                 f"{path.relative_to(package)} imports JAX at module level")
+
+
+# ---------------------------------------------------------------- reuse at another input
+@cuda.jit
+def _upwind(u, out, c):
+    i = cuda.grid(1)
+    n = u.shape[0]
+    if i < n:
+        if u[i] > 0:  # a branch on the state: flux from the left
+            out[i] = u[i] - c * u[i] * (u[i] - u[(i - 1) % n])
+        else:  # flux from the right
+            out[i] = u[i] - c * u[i] * (u[(i + 1) % n] - u[i])
+
+
+def upwind(u):
+    d_u = cuda.to_device(u)
+    out = cuda.device_array_like(d_u)
+    _upwind[1, 32](d_u, out, 0.4)
+    return out.copy_to_host()
+
+
+@pytest.mark.parametrize("backend", ["cpu", "cudasim"])
+def test_detected_pattern_reused_where_a_branch_flips_is_refused(backend):
+    """Issue 43 S10: the pattern detected once per input signature was trusted at every
+    later input without the probe: jacrev at an input where the branch goes the other way
+    returned wrong numbers with no error."""
+    n = 12
+    u_pos = np.linspace(0.5, 1.5, n)
+    u_mixed = np.where(np.arange(n) % 3 == 0, -1.0, 1.0) * u_pos
+    g = to_jax(upwind, sparsity="detect", argnums=0)
+    with dualgpu.using_backend(backend), jax.enable_x64(True):
+        J = jax.jacrev(g)(jnp.asarray(u_pos))
+        np.testing.assert_allclose(np.asarray(J), dualgpu.jacobian(upwind, u_pos),
+                                   rtol=1e-12, atol=1e-14)
+        (coloring,) = g.colorings.values()
+        assert coloring.local
+        with pytest.raises(DualgpuError, match="detected at another input"):
+            jax.jacrev(g)(jnp.asarray(u_mixed))
+        with pytest.raises(DualgpuError, match="detected at another input"):
+            jax.grad(lambda x: jnp.sum(g(x) ** 2))(jnp.asarray(u_mixed))
+        J2 = jax.jacrev(g)(jnp.asarray(2 * u_pos))  # the same branches: exact
+    np.testing.assert_allclose(np.asarray(J2), dualgpu.jacobian(upwind, 2 * u_pos),
+                               rtol=1e-12, atol=1e-14)
+
+
+def test_f_that_writes_its_input_gets_its_own_copy():
+    """JAX hands numpy read-only views; f writing its input in place got "output array is
+    read-only". f gets a copy, and the caller's array is untouched."""
+    def in_place(x):
+        x *= 2.0  # an in-place update of the argument, as simulations do with state
+        return heat_field(x, 1.0)
+
+    g = to_jax(in_place)
+    x = jnp.asarray(U0)
+    with jax.enable_x64(True):
+        x = jnp.asarray(U0)
+        value = g(x)
+        grad = jax.grad(lambda v: jnp.sum(g(v) ** 2))(x)
+    np.testing.assert_allclose(np.asarray(value), heat_field(2 * U0, 1.0), rtol=1e-12)
+    ref = 2 * (2 * heat_field(2 * U0, 1.0) @ dualgpu.jacobian(heat_field, 2 * U0, 1.0))
+    np.testing.assert_allclose(np.asarray(grad), ref, rtol=1e-10)
+    np.testing.assert_array_equal(np.asarray(x), U0)

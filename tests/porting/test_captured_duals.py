@@ -134,3 +134,221 @@ def test_a_captured_dual_without_source_is_named_with_the_fix():
     with dualgpu.using_backend("cudasim"):  # the simulator reads the closure itself
         step[1, 1](u)
     assert u.values[0] == 2.0 and u.partials[0, 0] == 1.0
+
+
+@pytest.mark.parametrize("backend", ["cpu", "cudasim"])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32], ids=["f64", "f32"])
+@pytest.mark.parametrize("how", ["attribute", "alias", "from_import", "reads_attribute"])
+def test_dual_global_of_another_module_reaches_every_naming(backend, dtype, how):
+    """Issue 43 S4: ``lib.func(x)`` reading a Dual global of ``lib``, after a plain run of the
+    kernel. The cpu backend compiled the plain value in as a constant (a zero Jacobian, no
+    error); a dual first launch failed in numba's lowering (OverloadSelector)."""
+    import captured_attr_kernels as C
+
+    kernel = C.KERNELS[how]
+    u = np.linspace(0.2, 1.0, 6).astype(dtype)
+    with dualgpu.using_backend(backend):
+        plain = C.run(kernel, dtype(0.5), dtype)  # the plain value compiled first
+        np.testing.assert_allclose(plain, 0.5 * u, **TOL[dtype])
+        value, tangent = dualgpu.jvp(lambda r: C.run(kernel, r, dtype), (dtype(0.7),), (1.0,))
+        # plain runs keep the global they were compiled with (numba's rule): the differences
+        # come from the values of dual runs, whose RATE is an argument
+        h = 1e-3 if dtype is np.float64 else 1e-2
+        ahead, behind = (dualgpu.jvp(lambda r: C.run(kernel, r, dtype), (dtype(0.7 + s),),
+                                     (1.0,))[0] for s in (h, -h))
+    np.testing.assert_allclose(value, 0.3 * u, **TOL[dtype])  # at the dual's own value
+    np.testing.assert_allclose(tangent, (ahead - behind) / (2 * h), **TOL[dtype])
+    np.testing.assert_allclose(tangent, -u, **TOL[dtype])
+
+
+@pytest.mark.parametrize("backend", ["cpu", "cudasim"])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32], ids=["f64", "f32"])
+def test_device_function_called_as_a_module_attribute_uses_dual_math(backend, dtype):
+    """``lib.func(x)`` with ``math.exp`` inside: cudasim ran the function unsimulated (plain
+    ``math`` on a Dual) and refused the launch."""
+    import captured_attr_kernels as C
+
+    def run(x):
+        d_x = dualgpu.cuda.to_device(x)
+        out = dualgpu.cuda.device_array_like(d_x)
+        C.calls_math_by_attribute[1, 8](d_x, out)
+        return out.copy_to_host()
+
+    u = np.array([0.1, -0.2, 0.3], dtype)
+    with dualgpu.using_backend(backend):
+        J = dualgpu.jacobian(run, u)
+        fd = central_fd(run, u, 1e-3 if dtype is np.float32 else 1e-6)
+    np.testing.assert_allclose(J, fd, **TOL[dtype])
+    np.testing.assert_allclose(np.diag(J), np.exp(u), **TOL[dtype])
+
+
+@pytest.mark.parametrize("backend", ["cpu", "cudasim"])
+def test_plain_global_changed_after_the_first_launch_is_frozen_for_duals_too(backend):
+    """Issue 43 S5: a plain module global changed after the kernel's first launch. Plain runs
+    keep the value of the first compile (numba's rule); the cudasim dual run read the new
+    one, a Jacobian of another function than the plain runs compute."""
+    import captured_attr_kernels as C
+
+    u = np.array([0.5, 1.0, 1.5])
+    kernel = C.make_gain_kernel()
+    saved = C.GAIN
+    try:
+        with dualgpu.using_backend(backend):
+            first = C.run_gain(kernel, u)
+            C.GAIN = 3.0
+            later = C.run_gain(kernel, u)
+            J = dualgpu.jacobian(lambda x: C.run_gain(kernel, x), u)
+            fd = central_fd(lambda x: C.run_gain(kernel, x), u, 1e-5)
+    finally:
+        C.GAIN = saved
+    np.testing.assert_allclose(first, u * u + u, rtol=1e-12)
+    np.testing.assert_allclose(later, first, rtol=1e-12)  # numba's rule: frozen
+    np.testing.assert_allclose(J, fd, rtol=1e-7, atol=1e-9)  # the function the plain runs are
+    np.testing.assert_allclose(np.diag(J), 2 * u + 1, rtol=1e-12)
+
+
+@pytest.mark.parametrize("backend", ["cpu", "cudasim"])
+def test_lifted_copy_keeps_the_frozen_globals(backend):
+    """A dual captured beside a plain global changed after the first launch: the lifted copy
+    the dual launches run read the global anew (another function than the plain runs)."""
+    import captured_attr_kernels as C
+
+    u = np.array([0.5, 1.0, 1.5])
+    kernel = C.make_gain_rate_kernel()
+    saved = C.GAIN
+    try:
+        with dualgpu.using_backend(backend):
+            plain = C.run_gain(kernel, u)  # GAIN 1, RATE 0.5
+            C.GAIN = 3.0
+            value, tangent = dualgpu.jvp(
+                lambda r: _run_rate(C, kernel, u, r),
+                (0.5,), (1.0,))
+    finally:
+        C.GAIN = saved
+    np.testing.assert_allclose(value, plain, rtol=1e-12)
+    np.testing.assert_allclose(tangent, u, rtol=1e-12)
+
+
+def _run_rate(C, kernel, u, rate):
+    saved, C.captured_attr_lib.RATE = C.captured_attr_lib.RATE, rate
+    try:
+        return C.run_gain(kernel, u)
+    finally:
+        C.captured_attr_lib.RATE = saved
+
+
+@pytest.mark.parametrize("backend", ["cpu", "cudasim"])
+def test_module_attribute_changed_after_the_first_launch(backend):
+    """``lib.GAIN`` changed after the first launch: the cpu backend's plain build kept the old
+    value and its dual build (compiled later) read the new one. On each backend the Jacobian
+    is now that of the function the plain runs compute (cpu: frozen at translation, as a
+    global; cudasim reads module attributes at each launch, plain and dual alike)."""
+    import captured_attr_kernels as C
+
+    u = np.array([0.5, 1.0, 1.5])
+    kernel = C.make_attribute_gain_kernel()
+    saved = C.captured_attr_lib.GAIN
+    try:
+        with dualgpu.using_backend(backend):
+            C.run_gain(kernel, u)
+            C.captured_attr_lib.GAIN = 3.0
+            J = dualgpu.jacobian(lambda x: C.run_gain(kernel, x), u)
+            fd = central_fd(lambda x: C.run_gain(kernel, x), u, 1e-5)
+            later = C.run_gain(kernel, u)
+    finally:
+        C.captured_attr_lib.GAIN = saved
+    np.testing.assert_allclose(J, fd, rtol=1e-7, atol=1e-9)
+    gain = later[0] / u[0] ** 2
+    assert gain == (1.0 if backend == "cpu" else 3.0)
+    np.testing.assert_allclose(np.diag(J), 2 * gain * u, rtol=1e-12)
+
+
+@pytest.mark.parametrize("backend", ["cpu", "cudasim"])
+@pytest.mark.parametrize("which", ["numba", "dualgpu"])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32], ids=["f64", "f32"])
+def test_kernel_factory_importing_cuda_in_the_function(backend, which, dtype):
+    """Issue 44: ``from numba import cuda`` (or dualgpu's) inside a kernel factory makes
+    ``cuda`` a closure variable; cudasim raised "<intrinsic grid> is not usable in
+    pure-python" (numba's simulator swaps the module only among globals)."""
+    import captured_attr_kernels as C
+
+    made = C.factory_with_local_cuda(2.0, which)
+    kernel = dualgpu.jit(made) if which == "numba" else made
+
+    def run(x):
+        d_x = dualgpu.cuda.to_device(x)
+        out = dualgpu.cuda.device_array_like(d_x)
+        kernel[1, 8](d_x, out)
+        return out.copy_to_host()
+
+    u = np.array([0.1, 0.2, -0.3], dtype)
+    with dualgpu.using_backend(backend):
+        np.testing.assert_allclose(run(u), 2 * u * u, **TOL[dtype])
+        J = dualgpu.jacobian(run, u)
+        fd = central_fd(run, u, 1e-3 if dtype is np.float32 else 1e-6)
+    np.testing.assert_allclose(J, fd, **TOL[dtype])
+    np.testing.assert_allclose(np.diag(J), 4 * u, **TOL[dtype])
+
+
+@pytest.mark.parametrize("backend", ["cpu", "cudasim"])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32], ids=["f64", "f32"])
+def test_tuple_of_duals_captured_by_a_factory(backend, dtype):
+    """Issue 44: a tuple of Duals in a kernel factory's closure; the cpu backend failed with
+    numba's lowering error (OverloadSelector) where cudasim differentiated it."""
+    p = np.array([0.3, 0.7, 0.1], dtype)
+    with dualgpu.using_backend(backend):
+        J = dualgpu.jacobian(lambda q: K.run_tuple(q, dtype), p)
+    with dualgpu.using_backend("cudasim"):  # plain runs: no compile per closure value
+        fd = central_fd(lambda q: K.run_tuple(q.astype(dtype), dtype), p,
+                        1e-3 if dtype is np.float32 else 1e-6)
+    u = np.linspace(0.5, 1.0, 4)
+    analytic = np.stack([u + 0.7 * u, u * u + 0.3 * u, np.ones(4)], axis=-1)
+    np.testing.assert_allclose(J, fd, **TOL[dtype])
+    np.testing.assert_allclose(J, analytic, **TOL[dtype])
+
+
+def test_tuple_holding_a_dual_array_is_refused_by_name():
+    def f(x):
+        held = (dualgpu.cuda.to_device(x), 2.0)
+
+        @dualgpu.cuda.jit
+        def copy(out):
+            i = dualgpu.cuda.grid(1)
+            if i < out.shape[0]:
+                out[i] = held[0][i] * held[1]
+
+        out = dualgpu.cuda.device_array_like(x)
+        copy[1, 8](out)
+        return out.copy_to_host()
+
+    with dualgpu.using_backend("cpu"), pytest.raises(DualgpuError) as err:
+        dualgpu.jacobian(f, np.ones(4))
+    assert "tuple holding a DualArray 'held'" in str(err.value), str(err.value)
+    assert "Pass it as an argument" in str(err.value)
+
+
+@pytest.mark.parametrize("how", ["attribute", "alias", "reads_attribute"])
+def test_lifted_module_attribute_kernels_compile_to_ptx(offline_ptx, how):
+    """The lifted copies of issue 43 S4's kernels (``lib.func(x)`` called by a name of its own,
+    ``lib.RATE`` a hidden parameter) compile for numba.cuda, the Dual a kernel parameter."""
+    import numba.cuda
+    from numba import types
+
+    import captured_attr_kernels as C
+    from dualgpu.backends.gpu import kernel as gpu
+    from dualgpu.compiled.arrays import dual_array_type
+    from dualgpu.compiled.types import dual_type
+    from dualgpu.porting.captured_duals import captured_duals, lift
+
+    lanes = 2
+    saved, C.captured_attr_lib.RATE = C.captured_attr_lib.RATE, dualgpu.Dual(0.7, np.ones(lanes))
+    try:
+        kernel = C.KERNELS[how]
+        lifted, values = lift(kernel, captured_duals(kernel), "cuda")
+    finally:
+        C.captured_attr_lib.RATE = saved
+    assert len(values) == 1 and values[0].value == 0.7
+    arr = dual_array_type(types.float64, 1, lanes)
+    ptx, _ = numba.cuda.compile_ptx(gpu.prepare_function(lifted.py_func, lanes),
+                                    (arr, arr, dual_type(types.float64, lanes)), cc=offline_ptx)
+    assert ".entry" in ptx

@@ -69,7 +69,7 @@ def test_bad_device_requests_name_the_fix(name):
         with pytest.raises(DualgpuError, match=r"select_device\(1\).*one device.*id 0"):
             cuda.select_device(1)
         with pytest.raises(AttributeError, match="NOT_AN_ATTRIBUTE"):
-            cuda.get_current_device().NOT_AN_ATTRIBUTE
+            cuda.get_current_device().NOT_AN_ATTRIBUTE  # noqa: B018 (the read must raise)
 
 
 def test_gpu_backend_uses_numbas_own(monkeypatch):

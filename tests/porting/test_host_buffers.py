@@ -73,9 +73,11 @@ def test_import_line_only_codes_differentiate(backend, name):
 
 
 @pytest.mark.parametrize("name", sorted(REFUSED))
-def test_codes_needing_an_edit_are_refused_with_the_fix_then_differentiate(name):
+def test_codes_needing_an_edit_are_refused_with_the_fix_then_differentiate(monkeypatch, name):
     f, p, edited = R.CODES[name]
     x = np.array(p, np.float64)
+    if name == "params_buffer":  # host stores of duals are followed under keep_host_buffers
+        monkeypatch.delenv("DUALGPU_HOST_BUFFERS")
     with dualgpu.using_backend("cpu"):
         with pytest.raises((DualgpuError, TypeError)) as err:
             dualgpu.jacobian(_flat(f), x)
@@ -85,6 +87,18 @@ def test_codes_needing_an_edit_are_refused_with_the_fix_then_differentiate(name)
         fd = central_fd(_flat(edited), x)
         np.testing.assert_allclose(J, fd, rtol=1e-6, atol=1e-8)
         np.testing.assert_allclose(edited(*p), np.ravel(f(*p)), rtol=1e-12)  # same plain run
+
+
+def test_host_stores_of_duals_are_followed_under_keep_host_buffers():
+    """``params[0] = c`` into ``np.zeros``: refused by default (above), kept when opted in."""
+    f, p, _ = R.CODES["params_buffer"]
+    x = np.array(p, np.float64)
+    for backend in ("cpu", "cudasim"):
+        with dualgpu.using_backend(backend):
+            J = dualgpu.jacobian(_flat(f), x)
+            fd = central_fd(_flat(f), x)
+        np.testing.assert_allclose(J, fd, rtol=1e-6, atol=1e-8)
+        assert np.abs(J).min() > 0
 
 
 def test_float32_host_buffer():
@@ -145,12 +159,15 @@ def test_caller_buffer_is_untouched():
 
 
 # -- the refusals name the array, the line and the one-line fix ----------------------------
-def test_host_store_of_a_dual_names_array_line_and_fix():
+def test_host_store_of_a_dual_names_array_line_and_fix(monkeypatch):
     def f(p):
         state = np.zeros((3, 4))
         state[0] = p
         return state
 
+    with dualgpu.using_backend("cpu"):  # kept buffers follow the store
+        np.testing.assert_array_equal(np.ravel(dualgpu.jacobian(f, 1.0)), [1.0] * 4 + [0.0] * 8)
+    monkeypatch.delenv("DUALGPU_HOST_BUFFERS")
     with pytest.raises(TypeError) as err:
         dualgpu.jacobian(f, 1.0)
     message = str(err.value)

@@ -321,6 +321,8 @@ def test_unknown_distribution():
     ([0.0, -1.0], "norm", "standard deviation -1.0 is not > 0"),
     ([3.0, 1.0, 0.5], "triang", "start >= end"), ([0.0, 1.0, 1.5], "triang", "peak 1.5"),
     ([0.0, float("nan")], "unif", "finite"), ([0.0], "unif", "expected"),
+    ([720.0, 0.5], "lognorm", r"parameter 'a' \(lognorm\).*overflow float64"),
+    ([300.0, 8.0], "lognorm", r"parameter 'a' \(lognorm\).*overflow float64"),
 ])
 def test_bad_bounds(bounds, dist, match):
     problem = {"names": ["a"], "bounds": [bounds], "dists": [dist]}
@@ -421,3 +423,45 @@ def test_constant_cells_of_a_field_are_nan_not_numbers():
                      problem, 64, seed=0, batched=True)
     assert np.all(np.isnan(r.total_upper[:, 1])) and np.all(np.isnan(r.total_upper_ci[:, :, 1]))
     assert np.all(np.isfinite(r.total_upper[:, 0]))
+
+
+@cuda.jit
+def _coupled_kernel(X, out):
+    i = cuda.grid(1)
+    n = X.shape[0]
+    if i < n:  # sample i reads its neighbour's second parameter: samples interact
+        out[i] = X[i, 0] + X[i, 1] - X[(i + 1) % n, 1]
+
+
+def coupled_batched(X):
+    out = cuda.device_array(X.shape[0], dtype=X.dtype)
+    _coupled_kernel[(X.shape[0] + 31) // 32, 32](cuda.to_device(X), out)
+    return out.copy_to_host()
+
+
+@pytest.mark.parametrize("backend", ["cpu", "cudasim"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_batched_form_with_interacting_samples_is_refused(backend, dtype):
+    """Issue 43 S9: every sample's lane 1 summed +1 (own) and -1 (the neighbour's), so nu of
+    the second parameter came out 0 (the per-sample derivative is 1), with no warning."""
+    problem = {"names": ["a", "b"], "bounds": [[0.0, 1.0], [0.0, 1.0]]}
+    X = np.random.default_rng(0).uniform(0, 1, (16, 2)).astype(dtype)
+    with dualgpu.using_backend(backend):
+        with pytest.raises(DualgpuError, match="the members were seeded at once"):
+            gsa.dgsm(coupled_batched, problem, None, samples=X, batched=True, seed=0)
+        # the samples of an independent model pass the same check, in one run
+        r = gsa.dgsm(ishigami_batched, ISHIGAMI, None, samples=X.repeat(2, axis=1)[:, :3],
+                     batched=True, seed=0)
+    assert r.dual_runs == 1
+
+
+def test_lognormal_mean_above_710_names_the_parameter_in_dgsm():
+    """Issue 43: dgsm raised a bare OverflowError (math range error) from scipy's setup."""
+    problem = {"names": ["k", "t"], "bounds": [[720.0, 0.5], [0.0, 1.0]],
+               "dists": ["lognorm", "unif"]}
+    with pytest.raises(DualgpuError, match=r"parameter 'k' \(lognorm\)"):
+        gsa.dgsm(lambda X: X[:, 0] + X[:, 1], problem, 16, seed=1, batched=True)
+    fine = {"names": ["k", "t"], "bounds": [[300.0, 0.5], [0.0, 1.0]],
+            "dists": ["lognorm", "unif"]}
+    r = gsa.dgsm(lambda X: X[:, 0] * 0 + X[:, 1], fine, 16, seed=1, batched=True)
+    assert np.isfinite(r.nu).all()

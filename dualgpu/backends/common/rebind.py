@@ -5,10 +5,24 @@ what its global names refer to (``cuda`` must be numba.cuda itself for numba's
 typing, ``math`` must be dual-aware under the simulator, device functions must
 be the backend's own versions). This module makes such copies; the original
 function and its module are never touched.
+
+Globals are frozen at a function's first copy, as numba freezes them at its first compile:
+every later copy (the dual one made at the first dual launch, another lane count) reads the
+values the first copy read, so a global changed between launches cannot give a Jacobian of
+another function than the plain runs compute (issue 43 S5). Duals are never frozen: a dual a
+kernel captures is a hidden argument (:mod:`dualgpu.porting.captured_duals`), or read live
+where it cannot be lifted.
 """
 import types as pytypes
+import weakref
 
-__all__ = ["SHUFFLES", "global_names", "rebind", "uses_dual_scratch"]
+from dualgpu.core.dual import Dual
+from dualgpu.core.dualarray import DualArray
+
+__all__ = ["SHUFFLES", "frozen_values", "global_names", "rebind", "uses_dual_scratch"]
+
+#: py_func -> the values of its globals and closure cells at its first copy
+_FROZEN = weakref.WeakKeyDictionary()
 
 #: numba.cuda's warp shuffles: in a dual launch each must move a dual's partials too.
 SHUFFLES = ("shfl_sync", "shfl_up_sync", "shfl_down_sync", "shfl_xor_sync")
@@ -31,26 +45,69 @@ def uses_dual_scratch(py_func):
     return bool(_DUAL_SCRATCH_NAMES & global_names(py_func.__code__))
 
 
-def rebind(py_func, replace):
+def _live(value):
+    return isinstance(value, (Dual, DualArray))
+
+
+def frozen_values(py_func):
+    """``(globals, cells)``: the values ``py_func``'s global names and closure cells had at
+    its first copy (read now on the first call): ``{name: value}`` and one value per cell
+    (an empty cell stays the cell itself). Duals are left out of ``globals`` and read live.
+    """
+    try:
+        frozen = _FROZEN[py_func]
+    except (KeyError, TypeError):
+        frozen = None
+    source_globals = py_func.__globals__
+    if frozen is None:
+        frozen_globals = {name: source_globals[name] for name in global_names(py_func.__code__)
+                          if name in source_globals and not _live(source_globals[name])}
+        cells = []
+        for cell in py_func.__closure__ or ():
+            try:
+                value = cell.cell_contents
+            except ValueError:  # an empty cell
+                value = cell
+            cells.append(cell if _live(value) else value)
+        frozen = (frozen_globals, tuple(cells))
+        try:
+            _FROZEN[py_func] = frozen
+        except TypeError:
+            pass
+    cells = []
+    for cell, value in zip(py_func.__closure__ or (), frozen[1]):
+        if value is cell:  # empty at the first copy, or a dual: read now
+            try:
+                value = cell.cell_contents
+            except ValueError:
+                value = cell
+        cells.append(value)
+    return frozen[0], tuple(cells)
+
+
+def rebind(py_func, replace, replace_cell=None):
     """Return a copy of ``py_func`` with each global and closure value ``v`` replaced by ``replace(v)``.
 
-    ``replace`` returns the value to use (the same object to keep it).
+    ``replace`` returns the value to use (the same object to keep it); ``replace_cell``, when
+    given, replaces closure values instead. The values are those of the function's first copy
+    (:func:`frozen_values`).
     """
     source_globals = py_func.__globals__
+    frozen, values = frozen_values(py_func)
     new_globals = dict(source_globals)
     for name in global_names(py_func.__code__):
-        if name in source_globals:
+        if name in frozen:
+            new_globals[name] = replace(frozen[name])
+        elif name in source_globals:
             new_globals[name] = replace(source_globals[name])
     closure = py_func.__closure__
     if closure is not None:
         cells = []
-        for cell in closure:
-            try:
-                value = cell.cell_contents
-            except ValueError:  # an empty cell
+        for cell, value in zip(closure, values):
+            if value is cell:  # an empty cell
                 cells.append(cell)
                 continue
-            cells.append(pytypes.CellType(replace(value)))
+            cells.append(pytypes.CellType((replace_cell or replace)(value)))
         closure = tuple(cells)
     copy = pytypes.FunctionType(
         py_func.__code__, new_globals, py_func.__name__, py_func.__defaults__, closure

@@ -278,16 +278,27 @@ class Namespace:
     Attributes
     ----------
     values : dict
-        Globals overlaid with closure values: a fresh copy, safe to extend and to
-        use as the globals of the rewritten function.
+        Globals overlaid with closure values, as they were at the function's first compile
+        (:func:`~dualgpu.backends.common.rebind.frozen_values`): a fresh copy, safe to extend
+        and to use as the globals of the rewritten function.
     unresolved : set of str
         Free names that were neither global, closure nor builtin when read (a
         global defined later in the module, for instance).
     """
 
     def __init__(self, py_func, tree):
+        from dualgpu.backends.common.rebind import frozen_values
+
         self.values = dict(py_func.__globals__)
         self.values.update(_closure_values(py_func))
+        # the values of the function's first compile on any backend (numba's rule: a global
+        # changed since is not seen, by the plain build nor by a dual one compiled later)
+        frozen, cells = frozen_values(py_func)
+        self.values.update(frozen)
+        for name, cell, value in zip(py_func.__code__.co_freevars, py_func.__closure__ or (),
+                                     cells):
+            if value is not cell:
+                self.values[name] = value
         self.locals = _local_names(tree)
         self.unresolved = set()
         self._cuda_modules = _cuda_modules()
@@ -438,6 +449,15 @@ class CudaRewriter(ast.NodeTransformer):
         py_func = self._device_of(node)
         if py_func is not None:
             return ast.copy_location(self.device_value(py_func, node), node)
+        if isinstance(node, ast.Attribute):
+            value = self.namespace.value(node)
+            if _is_data(value) and isinstance(self.namespace.value(node.value),
+                                              pytypes.ModuleType):
+                # mod.CONSTANT: frozen at translation as a global is, so that every build
+                # (plain, each lane count) compiles the same value (numba would read the
+                # attribute again at each compile: a dual build after a change would
+                # differentiate another function than the plain build runs)
+                return ast.copy_location(self.bind(value, "attribute"), node)
         return None
 
     def visit_Attribute(self, node):
@@ -453,6 +473,16 @@ class CudaRewriter(ast.NodeTransformer):
             if new is not None:
                 return new
         return node
+
+
+def _is_data(value):
+    """True for a number, numpy scalar or array, or a tuple of them: a constant of compiled
+    code."""
+    import numpy as np
+
+    if isinstance(value, tuple):
+        return all(_is_data(v) for v in value)
+    return isinstance(value, (bool, int, float, complex, np.generic, np.ndarray))
 
 
 _counter = [0]

@@ -28,7 +28,12 @@ The hash (:func:`launcher_key`) covers:
   NaN-safe mode, numba's bounds checking, optimisation level and debug info).
 
 Any change gives another file, never a stale one. A kernel reading a global it
-cannot fingerprint (an arbitrary object) is compiled in memory as before.
+cannot fingerprint (an arbitrary object), or defined in a module that a later process
+cannot import by name (loaded by path with ``importlib.util.spec_from_file_location``
+without a ``sys.modules`` entry, made by ``exec``: numba rebuilds a cached function's
+environment by importing its module, issue 44), is compiled in memory. A cache entry that
+cannot be loaded (an unimportable module all the same, a truncated file) is compiled again
+and written over, never an error.
 ``DUALGPU_CACHE=0`` turns the cache off; ``DUALGPU_CACHE_DIR`` moves it
 (default ``$XDG_CACHE_HOME/dualgpu`` or ``~/.cache/dualgpu``).
 """
@@ -201,6 +206,8 @@ def translation_key(translation, lanes, unguarded, options, seen=None):
     # exceptions raised in the kernel), by the defining module: the same source in
     # another module (renamed, copied) is another entry, never one that imports the first
     module = getattr(translation.py_func, "__module__", None) or ""
+    if not _importable(module, translation.py_func):
+        raise Uncacheable(f"module {module!r} cannot be imported by name")
     parts = [ast.unparse(tree), f"module={module}",
              repr((lanes if translation.lanes_dependent else 0, unguarded,
                    sorted(options.items())))]
@@ -223,6 +230,18 @@ def translation_key(translation, lanes, unguarded, options, seen=None):
             if not isinstance(value, pytypes.ModuleType) and _from_module(node, translation):
                 parts.append(f"{ast.unparse(node)}={fingerprint(value)}")
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()
+
+
+def _importable(name, py_func):
+    """True when a later process finds ``py_func``'s module by importing ``name``: it is in
+    ``sys.modules`` now, as the same file (a module loaded by path under a name that names
+    another module, or none, is not)."""
+    module = sys.modules.get(name)
+    if module is None:
+        return False
+    if getattr(module, "__dict__", None) is py_func.__globals__:
+        return True
+    return getattr(module, "__file__", None) == py_func.__globals__.get("__file__")
 
 
 def _from_module(node, translation):
@@ -276,7 +295,25 @@ def load_launcher(key, source, namespace, options):
         spec.loader.exec_module(module)
         sys.modules[name] = module
     module.__dict__.update(namespace)
-    return njit(cache=True, **options)(module._dg_launch)
+    return _recompiling_on_load_errors(njit(cache=True, **options)(module._dg_launch))
+
+
+def _recompiling_on_load_errors(dispatcher):
+    """``dispatcher`` whose cache, when an entry cannot be loaded (an import numba's
+    environment needs fails, a damaged file), compiles again (and overwrites the entry)."""
+    cache = getattr(dispatcher, "_cache", None)
+    load = getattr(cache, "load_overload", None)
+    if load is None:
+        return dispatcher
+
+    def load_overload(sig, target_context):
+        try:
+            return load(sig, target_context)
+        except Exception:  # never an error: numba compiles when nothing is loaded
+            return None
+
+    cache.load_overload = load_overload
+    return dispatcher
 
 
 def _nrt_marker(thread_key):

@@ -23,7 +23,8 @@ from dualgpu.backends.common.local_array_types import literal_shape, scalar_dtyp
 from dualgpu.backends.cpu.blocks import runtime as _blocks_runtime
 from dualgpu.backends.cpu.fused import cpu_fma
 
-__all__ = ["ATOMIC_OPS", "RUNTIME", "FLOAT_TO_INT", "stack_array", "tracer_local_array"]
+__all__ = ["ATOMIC_OPS", "RUNTIME", "FLOAT_TO_INT", "stack_array", "tracer_local_array",
+           "global_tracer_local_array", "TRACER_LOCAL_ARRAYS", "tracer_lane_dtype"]
 
 #: The ``cuda.atomic`` functions this backend runs (``_dg_atomic_<op>`` in :data:`RUNTIME`).
 ATOMIC_OPS = (
@@ -120,39 +121,53 @@ def _ov_local_array(shape, dtype, lanes):
     return plain_impl
 
 
-def tracer_local_array(shape, dtype, lanes):
-    """``cuda.local.array`` in a sparsity-detection run: float scratch of tracer lanes.
-
-    Bound as ``_dg_local_array`` when the launch's duals are structural tracers
-    (uint64 dependency-bitset partials), so that the kernel can store tracers in
-    its scratch as it stores tangent duals in a derivative run.
-    """
-    dtype = np.dtype(numpy_support.as_dtype(dtype) if isinstance(dtype, types.Type) else dtype)
-    shape = (shape,) if np.ndim(shape) == 0 else tuple(shape)
-    if lanes and dtype.kind == "f":
-        return DualArray(np.empty(shape, dtype), np.zeros((lanes,) + shape, np.uint64))
-    return np.empty(shape, dtype)
+def tracer_lane_dtype(tracer):
+    """The lane dtype of a tracer mode: uint64 (local, ``True``) or int64 (``"global"``)."""
+    return np.int64 if tracer == "global" else np.uint64
 
 
-@overload(tracer_local_array, prefer_literal=True, jit_options={"inline": "always"})
-def _ov_tracer_local_array(shape, dtype, lanes):
-    n_lanes, is_float = _local_array_lanes(dtype, lanes)
-    if n_lanes and is_float:
-        if isinstance(shape, types.Integer):
-            def tracer_impl(shape, dtype, lanes):
-                return make_dual_array(np.empty(shape, dtype),
-                                       np.zeros((n_lanes, shape), np.uint64), n_lanes)
-        else:
-            def tracer_impl(shape, dtype, lanes):
-                return make_dual_array(np.empty(shape, dtype),
-                                       np.zeros((n_lanes,) + shape, np.uint64), n_lanes)
+def _tracer_local_array(lane_dtype):
+    def tracer_local_array(shape, dtype, lanes):
+        """``cuda.local.array`` in a sparsity-detection run: float scratch of tracer lanes.
 
-        return tracer_impl
-
-    def plain_impl(shape, dtype, lanes):
+        Bound as ``_dg_local_array`` when the launch's duals are structural tracers
+        (dependency-bitset partials: uint64 local, int64 global), so that the kernel can
+        store tracers in its scratch as it stores tangent duals in a derivative run.
+        """
+        dtype = np.dtype(numpy_support.as_dtype(dtype) if isinstance(dtype, types.Type)
+                         else dtype)
+        shape = (shape,) if np.ndim(shape) == 0 else tuple(shape)
+        if lanes and dtype.kind == "f":
+            return DualArray(np.empty(shape, dtype), np.zeros((lanes,) + shape, lane_dtype))
         return np.empty(shape, dtype)
 
-    return plain_impl
+    @overload(tracer_local_array, prefer_literal=True, jit_options={"inline": "always"})
+    def _ov_tracer_local_array(shape, dtype, lanes):
+        n_lanes, is_float = _local_array_lanes(dtype, lanes)
+        if n_lanes and is_float:
+            if isinstance(shape, types.Integer):
+                def tracer_impl(shape, dtype, lanes):
+                    return make_dual_array(np.empty(shape, dtype),
+                                           np.zeros((n_lanes, shape), lane_dtype), n_lanes)
+            else:
+                def tracer_impl(shape, dtype, lanes):
+                    return make_dual_array(np.empty(shape, dtype),
+                                           np.zeros((n_lanes,) + shape, lane_dtype), n_lanes)
+
+            return tracer_impl
+
+        def plain_impl(shape, dtype, lanes):
+            return np.empty(shape, dtype)
+
+        return plain_impl
+
+    return tracer_local_array
+
+
+tracer_local_array = _tracer_local_array(np.uint64)
+global_tracer_local_array = _tracer_local_array(np.int64)
+#: tracer mode -> the ``cuda.local.array`` of a detection run in that mode
+TRACER_LOCAL_ARRAYS = {True: tracer_local_array, "global": global_tracer_local_array}
 
 
 @njit

@@ -188,7 +188,7 @@ class CpuKernel(LaneTiles):
             return None
         options = {"fastmath": self.fastmath, "nrt": nrt}
         if tracer:
-            options["tracer"] = True
+            options["tracer"] = tracer
         try:
             return cpu_cache.translation_key(self._translation, lanes, unguarded, options)
         except cpu_cache.Uncacheable:

@@ -142,11 +142,11 @@ def make_plan(kernel, griddim, blockdim, args, sharedmem, prologue="", failed=No
                      f"            snapshots = {snapshots}\n"
                      + textwrap.indent(inline, "    ")
                      + "        else:\n"
-                     f"            key = ({base!r}, {tile}, mask, restore, {tracer})\n"
+                     f"            key = ({base!r}, {tile}, mask, restore, {tracer!r})\n"
                      f"            other = specs.get(key)\n"
                      f"            if other is None:\n"
                      f"                other = specs[key] = LaunchSpec({base!r}, 'serial', "
-                     f"{tile}, mask, restore, {tracer})\n"
+                     f"{tile}, mask, restore, {tracer!r})\n"
                      f"            snapshots = [np.array(_values(args[p]), copy=True) "
                      f"for p in restore]\n"
                      f"            kernel._run(other, [{flat}], g, b, {items * tiles}, "
@@ -208,11 +208,12 @@ def _serial_or_decided(kernel, spec, namespace, flat, tail, items, tiles, snapsh
 
 
 def args_are_tracers(args):
-    """True when the launch's duals are sparsity tracers (uint64 dependency-bitset lanes)."""
+    """The tracer mode of the launch's duals: True for local sparsity tracers (uint64
+    dependency-bitset lanes), ``"global"`` for global ones (int64), False otherwise."""
     for arg in args:
-        kind = dual_kind(arg)
-        if kind:
-            return np.asarray(arg.partials).dtype == np.uint64
+        if dual_kind(arg):
+            dtype = np.asarray(arg.partials).dtype
+            return True if dtype == np.uint64 else "global" if dtype == np.int64 else False
     return False
 
 

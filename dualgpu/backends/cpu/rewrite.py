@@ -105,8 +105,12 @@ class CpuRewriter(CudaRewriter):
     def visit_Call(self, node):
         # math.floor/ceil/trunc convert to int64 as PTX does (saturating, NaN -> 0)
         if isinstance(node.func, (ast.Name, ast.Attribute)):
+            value = self.namespace.value(node.func)
+            if getattr(value, "__dualgpu_foreign__", False) is True:  # cuda.declare_device
+                error = value.refusal()
+                raise type(error)(f"{error} ({self.where}, line {node.lineno})")
             try:
-                replacement = FLOAT_TO_INT.get(self.namespace.value(node.func))
+                replacement = FLOAT_TO_INT.get(value)
             except TypeError:  # an unhashable global
                 replacement = None
             if replacement is not None:
@@ -281,6 +285,8 @@ class CpuRewriter(CudaRewriter):
             call = _block_markers.marker("inline", node.args, site, node)
             call.keywords = list(node.keywords)
             return call
+        if any(isinstance(arg, ast.Starred) for arg in node.args):
+            translation.star_called = True  # dev(*args): numba cannot inline such a call
         keywords = list(node.keywords)
         if translation.uses_context:
             self.uses_context = True

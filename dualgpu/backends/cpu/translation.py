@@ -19,7 +19,7 @@ from dualgpu.backends.common import translate as _translate
 from dualgpu.backends.common.translate import Namespace
 from dualgpu.backends.cpu import BACKEND, COMPILED_CODE_ONLY
 from dualgpu.backends.cpu.guards import find_guard
-from dualgpu.backends.cpu.intrinsics import RUNTIME, stack_array, tracer_local_array
+from dualgpu.backends.cpu.intrinsics import RUNTIME, TRACER_LOCAL_ARRAYS, stack_array
 from dualgpu.backends.cpu.launchers import CONTEXT
 from dualgpu.backends.cpu.rewrite import AXES, CpuRewriter
 
@@ -74,6 +74,7 @@ class Translation:
         # marks it recursive: a recursive function cannot be inlined).
         self.tree = None
         self.recursive = False
+        self.star_called = False  # called as dev(*args) somewhere: compiled, not inlined
         self.uses_atomics = False
         self.uses_context = False
         self.uses_block_index = False
@@ -128,7 +129,8 @@ class Translation:
         """Return the rewritten Python function for ``lanes`` (not yet jitted).
 
         ``unguarded``: the kernel without its hoisted bounds guard (``self.guard``).
-        ``tracer``: the lanes are sparsity tracers (float scratch gets uint64 lanes).
+        ``tracer``: the lanes are sparsity tracers (float scratch gets tracer lanes: uint64
+        for ``True``, int64 for ``"global"``).
         """
         lanes = lanes if self.lanes_dependent else 0
         values = dict(self.namespace.values)
@@ -136,27 +138,29 @@ class Translation:
         if not lanes:  # plain scratch on the stack: no allocation, no NRT needed
             values["_dg_local_array"] = stack_array
         elif tracer:
-            values["_dg_local_array"] = tracer_local_array
+            values["_dg_local_array"] = TRACER_LOCAL_ARRAYS[tracer]
         tree = self.guard.tree if unguarded else self.tree
         return _translate.compile_function(tree, values, self.filename), values
 
     def build(self, lanes, fastmath, unguarded=False, tracer=False, **options):
         """Return the njit dispatcher of this function for ``lanes`` (cached).
 
-        ``tracer``: a sparsity-detection build (tracer lanes in local scratch).
+        ``tracer``: a sparsity-detection build (tracer lanes in local scratch): False, True
+        (local) or ``"global"``.
         """
-        tracer = bool(tracer and lanes and self.lanes_dependent)
+        tracer = tracer if tracer and lanes and self.lanes_dependent else False
         key = (
             lanes if self.lanes_dependent else 0, fastmath, unguarded, tracer,
-            tuple(sorted(options.items())),
+            tuple(sorted(options.items())), self.star_called,
         )
         dispatcher = self._built.get(key)
         if dispatcher is None:
             function, values = self.function(lanes, unguarded, tracer)
-            if self.role != "kernel" and not self.recursive:
+            if self.role != "kernel" and not self.recursive and not self.star_called:
                 # Inlined in numba's IR, a device function is compiled with the
                 # thread function's options (no NRT: no reference counting), and
                 # without the wrappers for Python or C callers that it never has.
+                # (numba cannot inline a call with *args: such a callee stays a function.)
                 options.setdefault("inline", "always")
                 options = {**COMPILED_CODE_ONLY, **options}
             dispatcher = njit(fastmath=fastmath, error_model="numpy", **options)(function)

@@ -96,6 +96,56 @@ def _cuda_member(value):
 _MODULE_PROXIES = {}
 
 
+class _LaunchCuda(pytypes.ModuleType):
+    """numba.cuda as a closure variable (``from numba import cuda`` inside a kernel factory):
+    the running launch's module. numba's simulator swaps the module only where it is a
+    global of the kernel; a closure cell holds this instead (issue 44)."""
+
+    def __init__(self):
+        super().__init__("numba.cuda")
+
+    def __getattr__(self, name):
+        return getattr(_launch_module(), name)
+
+
+_LAUNCH_CUDA = _LaunchCuda()
+
+
+class _ModuleView(pytypes.ModuleType):
+    """A user module as a simulated kernel sees it: ``mod.func(x)`` calls the simulator's
+    copy of the device function ``mod.func`` (dual ``math``, the launch's ``cuda``), as a
+    device function imported by name does; other attributes are read live."""
+
+    def __init__(self, wrapped, replace):
+        super().__init__(wrapped.__name__, getattr(wrapped, "__doc__", None))
+        self.__dict__["_wrapped"] = wrapped
+        self.__dict__["_replace"] = replace
+
+    def __getattr__(self, name):
+        value = getattr(self.__dict__["_wrapped"], name)
+        if is_cuda_module(value):  # pkg.cuda.grid(1): the launch's module, as a global's
+            return _LAUNCH_CUDA
+        return self.__dict__["_replace"](value)
+
+    def __repr__(self):
+        return f"<module {self.__name__!r} seen by a simulated launch>"
+
+
+_LIBRARIES = ("numpy", "numba", "math", "cmath", "scipy", "llvmlite")
+
+
+def _module_view(module, lanes):
+    """The :class:`_ModuleView` of a user module (one with a .py file outside the libraries
+    kernels use; dualgpu too, for ``dualgpu.cuda.grid(1)``), else None."""
+    path = getattr(module, "__file__", None) or ""
+    if not path.endswith(".py") or module.__name__.split(".")[0] in _LIBRARIES:
+        return None
+    key = (module.__name__, id(module), lanes)
+    if key not in _MODULE_PROXIES:
+        _MODULE_PROXIES[key] = _ModuleView(module, _replacer(lanes))
+    return _MODULE_PROXIES[key]
+
+
 def _module_proxy(module, lanes):
     key = (module.__name__, bool(lanes))
     if key not in _MODULE_PROXIES:
@@ -134,9 +184,23 @@ def _replacer(lanes):
             # an @njit function called from a kernel (numba.cuda compiles it for the GPU, as
             # numba.cuda.random's generators): its Python runs, as device functions do
             return _njit_device(value.py_func, lanes)
+        if isinstance(value, pytypes.ModuleType):  # mod.func(x): the simulated device function
+            return _module_view(value, lanes) or value
         return value
 
     return replace
+
+
+def _cell_replacer(lanes):
+    """As :func:`_replacer`, for closure values: numba.cuda becomes the launch's module."""
+    replace = _replacer(lanes)
+
+    def replace_cell(value):
+        if is_cuda_module(value):
+            return _LAUNCH_CUDA
+        return replace(value)
+
+    return replace_cell
 
 
 _replace = _replacer(0)
@@ -148,7 +212,7 @@ _DUAL_BUILTINS = {"min": dbuiltins.min, "max": dbuiltins.max}
 
 def _simulated(py_func, lanes):
     """The copy of ``py_func`` the simulator runs for ``lanes`` lanes (0: a plain launch)."""
-    copy = rebind(py_func, _replacer(lanes))
+    copy = rebind(py_func, _replacer(lanes), _cell_replacer(lanes))
     if lanes:
         names = global_names(py_func.__code__)
         for name, stand_in in _DUAL_BUILTINS.items():
@@ -225,7 +289,7 @@ def uses_grid_group(py_func, _seen=None):
 
 def _filled(cell):
     try:
-        cell.cell_contents
+        cell.cell_contents  # noqa: B018 (reading an empty cell raises)
     except ValueError:
         return False
     return True

@@ -42,7 +42,9 @@ from dualgpu.backends.gpu.shared import (
     dynamic_request, shared_sites, site_shape_and_dtype,
 )
 from dualgpu.backends.gpu.dual_ops import ATOMIC_FUNCTIONS, DUAL_OP_NAMES, dual_fma, dual_selp
-from dualgpu.backends.common.rebind import SHUFFLES, global_names, rebind, uses_dual_scratch
+from dualgpu.backends.common.rebind import (
+    SHUFFLES, frozen_values, global_names, rebind, uses_dual_scratch,
+)
 from dualgpu.backends.common.translate import (
     Namespace, compile_function, device_py_func, function_source, is_cuda_module, unwrap,
 )
@@ -234,11 +236,13 @@ def _dual_source_copy(py_func, lanes, replace):
     tree = rewriter.visit(source.tree)
     if not rewriter.count:
         return rebind(py_func, replace)
-    new_globals = dict(py_func.__globals__)
+    frozen, cells = frozen_values(py_func)  # the values of the plain copy (numba's rule)
+    new_globals = {**py_func.__globals__, **frozen}
     for name, value in list(new_globals.items()):
         new_globals[name] = replace(value) if not name.startswith("__") else value
-    for name, cell in zip(py_func.__code__.co_freevars, py_func.__closure__ or ()):
-        new_globals[name] = replace(cell.cell_contents)  # closure values become globals
+    for name, cell, value in zip(py_func.__code__.co_freevars, py_func.__closure__ or (), cells):
+        # closure values become globals
+        new_globals[name] = replace(cell.cell_contents if value is cell else value)
     new_globals["_dg_local_array"] = _dg_local_array
     new_globals["_dg_shared_array"] = _dg_shared_array
     new_globals["_dg_dynamic_shared"] = _dg_dynamic_shared
@@ -260,6 +264,8 @@ def _replacer(lanes):
 
         if is_cuda_module(value):
             return numba.cuda
+        if getattr(value, "__dualgpu_foreign__", False) is True:  # cuda.declare_device
+            return value.declared
         if getattr(value, "__dualgpu_device__", False) is True:
             py_func = device_py_func(value)
             if py_func is not None:

@@ -76,3 +76,79 @@ def test_same_kernel_source_in_a_renamed_module(tmp_path):
     # both modules' launchers are in the cache, as separate entries
     launchers = [n for n in os.listdir(cache / "cpu-launchers-v1") if n.startswith("dg_")]
     assert len(launchers) == 2, launchers
+
+
+#: a driver that loads the kernel module by its file (issue 44): ``spec`` as tools that import
+#: by path do (no ``sys.modules`` entry), ``registered`` the importlib recipe that adds one,
+#: ``exec`` into a module object made by hand; plain run and Jacobian, float64
+BY_PATH = textwrap.dedent('''
+    import importlib.util, json, sys, types
+    sys.path[:0] = [{root!r}]
+    import numpy as np
+    import dualgpu
+    dualgpu.set_backend("cpu")
+    how, path = {how!r}, {path!r}
+    if how == "exec":
+        module = types.ModuleType("kernels_made_by_exec")
+        with open(path) as fh:
+            exec(compile(fh.read(), path, "exec"), module.__dict__)
+    else:
+        spec = importlib.util.spec_from_file_location("kernels_by_path", path)
+        module = importlib.util.module_from_spec(spec)
+        if how == "registered":
+            sys.modules[spec.name] = module
+        spec.loader.exec_module(module)
+    u = np.linspace(0.0, 1.0, 5)
+    J = dualgpu.jacobian(module.run, u)
+    print(json.dumps({{"out": module.run(u).tolist(), "diag": np.diag(J).tolist(),
+                       "off": float(np.abs(J - np.diag(np.diag(J))).max())}}))
+''')
+
+
+def _run_by_path(path, how, cache):
+    env = dict(os.environ, DUALGPU_CACHE_DIR=str(cache), DUALGPU_CACHE="1")
+    script = BY_PATH.format(root=ROOT, how=how, path=str(path))
+    proc = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
+                          text=True, timeout=600, cwd=str(path.parent))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def _launchers(cache):
+    folder = cache / "cpu-launchers-v1"
+    return sorted(n for n in os.listdir(folder) if n.startswith("dg_")) if folder.exists() else []
+
+
+@pytest.mark.parametrize("how", ["spec", "exec", "registered"])
+def test_kernel_of_a_module_loaded_by_path_runs_in_the_next_process(tmp_path, how):
+    """Issue 44: the next process with the same cache failed with ``ModuleNotFoundError: No
+    module named '<dynamic>'`` from numba's cache (the plain run and the Jacobian)."""
+    path = tmp_path / "kernels_on_disk.py"
+    path.write_text(KERNEL_MODULE)
+    cache = tmp_path / "cache"
+    u = np.linspace(0.0, 1.0, 5)
+    results = [_run_by_path(path, how, cache) for _ in range(2)]
+    for result in results:
+        np.testing.assert_allclose(result["out"], u + 0.5 * np.sin(u), rtol=1e-14)
+        np.testing.assert_allclose(result["diag"], 1 + 0.5 * np.cos(u), rtol=1e-12)
+        assert result["off"] == 0.0
+    # a module found by name in sys.modules is cached; the others compile in memory
+    assert bool(_launchers(cache)) == (how == "registered"), _launchers(cache)
+
+
+def test_an_entry_that_cannot_be_loaded_is_compiled_again(tmp_path):
+    """A damaged cache entry (truncated data files) compiles again instead of raising."""
+    path = tmp_path / "kernels_on_disk.py"
+    path.write_text(KERNEL_MODULE)
+    cache = tmp_path / "cache"
+    first = _run_by_path(path, "registered", cache)
+    damaged = 0
+    for folder, _, files in os.walk(cache):
+        for name in files:
+            if name.endswith(".nbc"):
+                with open(os.path.join(folder, name), "r+b") as fh:
+                    fh.truncate(16)
+                damaged += 1
+    assert damaged
+    again = _run_by_path(path, "registered", cache)
+    assert again == first

@@ -59,7 +59,8 @@ class Layout:
     lanes : int
         0 for plain runs; N: float shared and local arrays are dual arrays.
     tracer : bool
-        True in sparsity detection: those dual arrays have uint64 tracer lanes.
+        True (local) or ``"global"`` in sparsity detection: those dual arrays have uint64
+        (local) or int64 (global) tracer lanes.
     """
 
     def __init__(self, prepared, structure, grid, lanes, tracer=False):
@@ -67,7 +68,7 @@ class Layout:
         self.structure = structure
         self.grid = grid
         self.lanes = lanes
-        self.tracer = bool(tracer)  # sparsity detection: uint64 dependency lanes
+        self.tracer = tracer or False  # sparsity detection: True (uint64 lanes), "global" (int64)
         # one array per declaration in the source, however many times a device function
         # declaring it is inlined (as numba.cuda makes one per block)
         self.static, self._shared_names = [], {}
@@ -84,6 +85,11 @@ class Layout:
         self.types = {}  # kept variable / payload -> numba type (set by the launcher)
         self.globals = {}
 
+    @property
+    def tracer_lane(self):
+        """The numba lane type of tracer arrays: int64 (global) or uint64 (local)."""
+        return types.int64 if self.tracer == "global" else types.uint64
+
     def dual(self, dtype):
         return bool(self.lanes) and np.dtype(dtype).kind == "f"
 
@@ -93,7 +99,7 @@ class Layout:
         if self.dual(dtype):
             if self.tracer:
                 return DualArrayType(types.Array(element, ndim, "C"),
-                                     types.Array(types.uint64, ndim + 1, "C"), self.lanes)
+                                     types.Array(self.tracer_lane, ndim + 1, "C"), self.lanes)
             return dual_array_type(element, ndim, self.lanes)
         return types.Array(element, ndim, "C")
 
@@ -109,7 +115,7 @@ class Layout:
             out.append((f"_dg_dyn_{dtype.name}", types.Array(element, 2, "C")))
             out.append((f"_dg_dc_{dtype.name}", types.int64))
             if self.dual(dtype):
-                lane = types.uint64 if self.tracer else element
+                lane = self.tracer_lane if self.tracer else element
                 out.append((f"_dg_dynp_{dtype.name}", types.Array(lane, 3, "C")))
         for site in self.local:
             out.append((f"_dg_ls{site.index}", self.array_type(site.dtype, len(site.shape) + 1)))

@@ -51,6 +51,12 @@ def zeros_tracer(shape, dtype, lanes):
     return DualArray(np.zeros(shape, dtype), np.zeros((lanes,) + shape, np.uint64))
 
 
+def zeros_global_tracer(shape, dtype, lanes):
+    """A zeroed global tracer DualArray (``lanes`` int64 lanes): global sparsity detection."""
+    shape = tuple(shape)
+    return DualArray(np.zeros(shape, dtype), np.zeros((lanes,) + shape, np.int64))
+
+
 @overload(zeros_dual, prefer_literal=True)
 def _zeros_dual(shape, dtype, lanes):
     if not isinstance(lanes, types.IntegerLiteral):
@@ -75,6 +81,18 @@ def _zeros_tracer(shape, dtype, lanes):
     return impl
 
 
+@overload(zeros_global_tracer, prefer_literal=True)
+def _zeros_global_tracer(shape, dtype, lanes):
+    if not isinstance(lanes, types.IntegerLiteral):
+        raise TypingError("zeros_global_tracer: lanes must be a compile-time constant")
+
+    def impl(shape, dtype, lanes):
+        return make_dual_array(np.zeros(shape, dtype),
+                               np.zeros((lanes,) + shape, np.int64), lanes)
+
+    return impl
+
+
 def _runtime_globals(lanes, tracer=False):
     values = {
         "_dg_np": np, "_dg_slot_put": storage.slot_put, "_dg_slot_get": storage.slot_get,
@@ -82,8 +100,9 @@ def _runtime_globals(lanes, tracer=False):
         "_dg_check_sync": runtime.check_sync, "_dg_vote_block": runtime.vote_block,
         "_dg_warp_op": runtime.warp_op, "_dg_to_i32": runtime.to_i32,
         "_dg_value_of": runtime.value_of, "_dg_lanemask_lt": runtime.lanemask_lt,
-        "_dg_zeros_dual": zeros_tracer if tracer else zeros_dual, "_dg_lanes": lanes,
-        "_dg_lane_dtype": np.uint64 if tracer else None,
+        "_dg_zeros_dual": (zeros_global_tracer if tracer == "global" else zeros_tracer)
+        if tracer else zeros_dual, "_dg_lanes": lanes,
+        "_dg_lane_dtype": (np.int64 if tracer == "global" else np.uint64) if tracer else None,
     }
     if lanes:
         values["_dg_make_dual_array"] = make_dual_array
@@ -181,7 +200,7 @@ class BlockLauncher:
         return found
 
     def _build(self, lanes, argtypes, nrt):
-        tracer = bool(lanes) and _traces(argtypes)
+        tracer = _traces(argtypes) if lanes else False
         layout = Layout(self.prepared, self.structure, self.grid, lanes, tracer)
         values = self._values(lanes, tracer)
         found = self._types(layout, values, argtypes)
@@ -334,9 +353,11 @@ class BlockLauncher:
 
 
 def _traces(argtypes):
-    """True when the launch's dual arguments are sparsity tracers (a detection run)."""
-    return any(getattr(ty, "tracer", False) for ty in argtypes
-               if isinstance(ty, (DualType, DualArrayType)))
+    """The tracer mode of the launch's dual arguments (True: local, "global", or False)."""
+    for ty in argtypes:
+        if isinstance(ty, (DualType, DualArrayType)) and getattr(ty, "tracer", False):
+            return ty.tracer
+    return False
 
 
 def _is_dual(ty):

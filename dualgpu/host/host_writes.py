@@ -1,0 +1,387 @@
+"""Host code that writes kept host buffers between launches, followed line by line.
+
+Inside :func:`dualgpu.keep_host_buffers` a host numpy array that a kernel wrote duals into
+is *kept*: its partials live beside it in a hidden DualArray (:mod:`dualgpu.host.buffers`).
+numpy offers no hook in a plain array's own writes (``u[:] = u_new``, ``np.copyto(u,
+u_new)``, ``u *= 2.0``), so no comparison of values can tell a copy of a dual from a
+constant that happens to hold the same number. This module does not compare values: while
+the driver runs f it traces the host code's lines (``sys.settrace``, in the thread that
+runs f, in files outside dualgpu, the standard library and installed packages), and a line
+that writes into a kept buffer, or stores a kept buffer or a dual into a plain float array,
+is *replayed on the partials* before it runs:
+
+* stores ``u[...] = expr`` (also through views: ``state[0][:] = expr``, ``row[j] = p``);
+* in-place operators ``u op= expr`` and ``u[...] op= expr``;
+* ``np.copyto(u, expr)``, ``u.fill(c)`` and a numpy call with ``out=u``;
+
+where ``expr`` reads names, attributes, elements, slices, constants, operators and calls
+of numpy functions, ndarray methods, ``math`` and builtins. The replay runs the same
+statement with every kept buffer (and view of one) replaced by its hidden DualArray, so the
+written elements get exactly the partials the statement gives them (a constant: zero; a
+kept buffer: its partials; ``2.0 * u``: twice u's). A store of a dual into a plain array
+makes that array kept. Everything else that writes a kept buffer is refused: a line that
+calls other code (``u[:] = step(u)``) with the line and the fix, and writes the tracer
+cannot see (compiled code, another thread, a line without source) meet a read-only array:
+kept buffers are read-only to host code between the lines that are followed, and the run
+is refused with the buffer's name. Nothing is lost silently.
+"""
+import ast
+import builtins
+import linecache
+import math
+import os
+import sys
+import sysconfig
+
+import numpy as np
+
+from dualgpu.core import hooks
+from dualgpu.core._paths import PACKAGE_DIR
+from dualgpu.core.dual import Dual
+from dualgpu.core.dualarray import DualArray
+from dualgpu.errors import DualgpuError
+
+__all__ = ["Follower", "FOLLOWED_FORMS"]
+
+#: What is followed, for messages and docs.
+FOLLOWED_FORMS = ("stores `u[...] = expr`, in-place operators `u op= expr` and "
+                  "`u[...] op= expr`, `np.copyto(u, expr)`, `u.fill(c)` and numpy calls with "
+                  "`out=u`, where expr uses names, elements, slices, operators and numpy, "
+                  "math or builtin functions only")
+
+_SKIP_DIRS = tuple(d for d in {PACKAGE_DIR, os.path.dirname(np.__file__),
+                               sysconfig.get_paths().get("stdlib", "\0"),
+                               sysconfig.get_paths().get("platstdlib", "\0")} if d)
+_METHODS = {"fill", "put", "itemset", "sort", "partition", "resize", "setfield"}
+_FOLLOWED_METHODS = {"fill"}
+_PURE_BUILTINS = {abs, min, max, len, float, int, round, range, sum, slice, tuple, list,
+                  bool, complex}
+
+
+#: code objects of expressions (their lines belong to the statement around them)
+_EXPRESSION_CODES = {"<listcomp>", "<genexpr>", "<setcomp>", "<dictcomp>", "<lambda>"}
+
+
+def _skipped(filename):
+    return (not filename or filename.startswith("<") or filename.startswith(_SKIP_DIRS)
+            or "site-packages" in filename or "dist-packages" in filename)
+
+
+def _writes(stmt):
+    """The expressions whose arrays ``stmt`` writes in place, or () for none."""
+    if isinstance(stmt, ast.Assign):
+        found = []
+        for target in stmt.targets:
+            for node in ast.walk(target):
+                if isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Store):
+                    found.append(node.value)
+        return tuple(found)
+    if isinstance(stmt, ast.AugAssign):
+        target = stmt.target
+        return (target.value,) if isinstance(target, ast.Subscript) else (target,)
+    if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
+        call = stmt.value
+        found = [k.value for k in call.keywords if k.arg == "out"]
+        func = call.func
+        if isinstance(func, ast.Attribute):
+            if func.attr == "copyto" and call.args:
+                found.append(call.args[0])
+            elif func.attr in _METHODS:
+                found.append(func.value)
+        return tuple(found)
+    return ()
+
+
+class _Sub(ast.NodeTransformer):
+    """Wraps every name and attribute read in ``__dg_sub(...)`` (a kept buffer -> its
+    DualArray), and rewrites ``x op= e`` on a whole array as ``t[...] = t op e``."""
+
+    def visit_Name(self, node):
+        if isinstance(node.ctx, ast.Load) and node.id != "__dg_sub":
+            return ast.copy_location(ast.Call(ast.Name("__dg_sub", ast.Load()), [node], []),
+                                     node)
+        return node
+
+    def visit_Attribute(self, node):
+        self.generic_visit(node)
+        if isinstance(node.ctx, ast.Load):
+            return ast.copy_location(ast.Call(ast.Name("__dg_sub", ast.Load()), [node], []),
+                                     node)
+        return node
+
+    def visit_AugAssign(self, node):
+        if isinstance(node.target, ast.Subscript):
+            return self.generic_visit(node)
+        target = ast.Name(node.target.id, ast.Load()) if isinstance(node.target, ast.Name) \
+            else ast.Attribute(node.target.value, node.target.attr, ast.Load())
+        read = self.visit(target)
+        value = self.visit(node.value)
+        whole = ast.Subscript(ast.Name("__dg_t", ast.Load()), ast.Constant(Ellipsis),
+                              ast.Store())
+        return [ast.Assign([ast.Name("__dg_t", ast.Store())], read, lineno=0),
+                ast.Assign([whole], ast.BinOp(ast.Name("__dg_t", ast.Load()), node.op, value),
+                           lineno=0)]
+
+
+class _Statement:
+    """One candidate statement: what it writes, what it calls, and its replay."""
+
+    __slots__ = ("node", "writes", "calls", "replay", "first", "last", "source")
+
+    def __init__(self, node, filename):
+        self.node = node
+        self.writes = tuple(compile(ast.unparse(w), filename, "eval") for w in _writes(node)
+                            if not any(isinstance(n, ast.Call) for n in ast.walk(w)))
+        if any(isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Store)
+               for n in ast.walk(node)):
+            raise ValueError("an attribute store: not replayed")
+        self.calls = [(ast.unparse(c.func), compile(ast.Expression(c.func), filename, "eval"))
+                      for c in ast.walk(node) if isinstance(c, ast.Call)]
+        tree = _Sub().visit(ast.Module([_copy(node)], []))
+        ast.fix_missing_locations(tree)
+        self.replay = compile(tree, filename, "exec")
+        self.first, self.last = node.lineno, getattr(node, "end_lineno", node.lineno)
+        self.source = ast.unparse(node)
+
+
+def _copy(node):
+    return ast.parse(ast.unparse(node)).body[0]
+
+
+_FILES = {}
+
+
+def _statements(filename):
+    """``{line: [statement, ...]}`` of the candidate statements of a file (cached)."""
+    known = _FILES.get(filename)
+    if known is not None:
+        return known
+    lines = linecache.getlines(filename)
+    table = {}
+    try:
+        tree = ast.parse("".join(lines)) if lines else None
+    except (SyntaxError, ValueError):
+        tree = None
+    if tree is not None:
+        for node in ast.walk(tree):
+            if not (isinstance(node, (ast.Assign, ast.AugAssign, ast.Expr)) and _writes(node)):
+                continue
+            text = lines[node.lineno - 1]
+            if node.col_offset != len(text) - len(text.lstrip()):
+                # after a header or another statement on its line (`if c: u[:] = v`): the
+                # line's event does not say it runs; not followed (read-only: refused)
+                continue
+            try:
+                table.setdefault(node.lineno, []).append(_Statement(node, filename))
+            except (SyntaxError, ValueError, TypeError):
+                pass  # not replayable (an attribute store): not followed, so refused
+    _FILES[filename] = table
+    return table
+
+
+def _pure(value):
+    """True for a callable a replay may call again: numpy, math, builtins, array methods."""
+    if _hashable(value) and value in _PURE_BUILTINS:
+        return True
+    if isinstance(value, np.ufunc):
+        return True
+    owner = getattr(value, "__self__", None)
+    if isinstance(owner, (np.ndarray, DualArray, Dual, np.generic)):
+        name = getattr(value, "__name__", "")
+        return name not in _METHODS or name in _FOLLOWED_METHODS
+    module = getattr(value, "__module__", None) or ""
+    if owner is math or module == "math":
+        return True
+    return callable(value) and (module == "numpy" or module.startswith("numpy."))
+
+
+def _hashable(value):
+    try:
+        hash(value)
+    except TypeError:
+        return False
+    return True
+
+
+class Follower:
+    """Follows the host lines of one run of f that write kept buffers (see the module)."""
+
+    def __init__(self, registry):
+        self.registry = registry
+        self.previous = None
+        self.installed = False
+        self.pending = {}
+        self._codes = {}
+
+    def install(self):
+        """Trace the calling thread's new frames; False when another tracer (a debugger,
+        coverage) holds it: then kept buffers are read-only to host code, and a write is
+        refused with the buffer's name instead of followed."""
+        self.previous = sys.gettrace()
+        if self.previous is not None:
+            return False
+        sys.settrace(self._call)
+        self.installed = True
+        return True
+
+    def uninstall(self):
+        """Stop tracing; finish a line still pending."""
+        if self.installed:
+            sys.settrace(self.previous)
+            self.installed = False
+        for pending in list(self.pending.values()):
+            self._finish(pending)
+        self.pending.clear()
+        hooks.FOLLOWED.on = False
+
+    def _lines(self, code):
+        lines = self._codes.get(code)
+        if lines is None:
+            lines = {}
+            if not _skipped(code.co_filename) and code.co_name not in _EXPRESSION_CODES:
+                table = _statements(code.co_filename)
+                if table:
+                    own = {line for _, _, line in code.co_lines() if line is not None}
+                    lines = {n: table[n] for n in own if n in table}
+            self._codes[code] = lines
+        return lines
+
+    def _call(self, frame, event, arg):
+        if event != "call" or not self._lines(frame.f_code):
+            return None
+        return self._local
+
+    def _local(self, frame, event, arg):
+        pending = self.pending.pop(frame, None)
+        if pending is not None:
+            statement = pending[0]
+            if event == "line" and statement.first < frame.f_lineno <= statement.last:
+                self.pending[frame] = pending  # a later line of the same statement
+                return self._local
+            self._finish(pending)
+        if event == "line":
+            statements = self._lines(frame.f_code).get(frame.f_lineno)
+            if statements:
+                self._before(frame, statements)
+        return self._local
+
+    # -- one line ----------------------------------------------------------------------
+    def _before(self, frame, statements):
+        registry = self.registry
+        for statement in statements:
+            scope = dict(frame.f_globals)
+            scope.update(frame.f_locals)
+            targets, others = [], []
+            for code in statement.writes:
+                try:
+                    value = eval(code, scope)  # names, attributes, elements: no calls
+                except Exception:  # the line itself will raise; nothing to follow
+                    continue
+                for v in value if isinstance(value, tuple) else (value,):
+                    if (isinstance(v, np.ndarray) and not isinstance(v, DualArray)
+                            and v.dtype.kind == "f"):
+                        targets.append(v)
+                    elif not isinstance(v, DualArray):
+                        others.append(v)
+            if not targets:
+                continue
+            kept = [t for t in targets if registry.find(t) is not None]
+            names = {n.id for n in ast.walk(statement.node) if isinstance(n, ast.Name)}
+            brings = any(_brings(scope.get(n), registry) for n in names)
+            if not (kept or brings):
+                continue  # plain host code on plain arrays
+            self._check_calls(statement, scope, frame)
+            if others:
+                raise DualgpuError(
+                    f"at {_where(frame)}: `{statement.source}` writes a kept host buffer and "
+                    f"also stores into a {type(others[0]).__name__}; dualgpu replays such a "
+                    "line on the partials and cannot do that without writing the "
+                    "other object twice. Fix: put the two stores on lines of their own.")
+            shadows = []
+            for t in targets:
+                shadow = registry.keep(t, _name_of(t, scope, names))
+                if shadow is None:
+                    raise DualgpuError(
+                        f"at {_where(frame)}: `{statement.source}` writes a kept host buffer "
+                        f"or a dual into an array of shape {tuple(t.shape)} whose memory is "
+                        "not contiguous, which dualgpu cannot keep partials beside. Fix: make "
+                        "it with dualgpu.zeros(shape) where it is made.")
+                if shadow not in shadows:
+                    shadows.append(shadow)
+            scope["__dg_sub"] = registry.substitute_one
+            try:
+                hooks.FOLLOWED.on = False
+                exec(statement.replay, scope)  # the same statement on the partials
+            except DualgpuError:
+                raise
+            except Exception as error:
+                raise DualgpuError(
+                    f"at {_where(frame)}: `{statement.source}` writes a kept host buffer, and "
+                    f"running it on the duals failed ({type(error).__name__}: {error}), so "
+                    "its derivative cannot be followed. Fix: make the buffer with "
+                    "dualgpu.zeros(shape) where it is made, so that numpy keeps its partials."
+                ) from error
+            for shadow in shadows:
+                shadow.unprotect()
+            views = []  # views made while their buffer was read-only are read-only too
+            for t in targets:
+                if t.base is not None and not t.flags.writeable:
+                    try:
+                        t.flags.writeable = True
+                        views.append(t)
+                    except ValueError:
+                        pass
+            hooks.FOLLOWED.on = True
+            self.pending[frame] = (statement, shadows, _where(frame), views)
+
+    def _check_calls(self, statement, scope, frame):
+        for text, code in statement.calls:
+            try:
+                callee = eval(code, scope)
+            except Exception:
+                continue
+            if not _pure(callee):
+                raise DualgpuError(
+                    f"at {_where(frame)}: `{statement.source}` writes a kept host buffer (one "
+                    "that a kernel wrote duals into, or a dual into a plain array) through "
+                    f"a call of {text}, which dualgpu cannot run a second time on the "
+                    "partials, so its derivative cannot be followed. dualgpu follows "
+                    f"{FOLLOWED_FORMS}. Fix: compute the value on a line of its own "
+                    f"(`tmp = {text}(...)`, a DualArray where it reads duals) and store it "
+                    "with `u[...] = tmp`; or make the buffer with dualgpu.zeros(shape) where "
+                    "it is made.")
+
+    def _finish(self, pending):
+        statement, shadows, where, views = pending
+        hooks.FOLLOWED.on = False
+        for view in views:
+            view.flags.writeable = False
+        for shadow in shadows:
+            shadow.adopt(statement.source, where)
+
+
+def _brings(value, registry):
+    """True when ``value`` carries partials into a store: a dual, a kept buffer with partials."""
+    if isinstance(value, (Dual, DualArray)):
+        return True
+    if isinstance(value, (list, tuple)):
+        return any(isinstance(v, (Dual, DualArray)) for v in value)
+    if isinstance(value, np.ndarray) and value.dtype.kind == "f":
+        shadow = registry.find(value)
+        return shadow is not None and shadow.live
+    return False
+
+
+def _name_of(array, scope, names):
+    for name in names:
+        if scope.get(name) is array:
+            return name
+    return None
+
+
+def _where(frame):
+    line = linecache.getline(frame.f_code.co_filename, frame.f_lineno).strip()
+    return f"{frame.f_code.co_filename}:{frame.f_lineno} (`{line}`)"
+
+
+assert builtins  # the replay resolves builtins through the frame's globals

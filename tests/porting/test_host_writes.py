@@ -1,0 +1,390 @@
+"""Host code that writes kept host buffers between launches (issue 43 S1-S3, S11; issue 44.4).
+
+Inside ``dualgpu.keep_host_buffers()`` the numba.cuda double-buffer idiom ``u[:] = u_new``,
+``np.copyto``, in-place operators, resets and host bookkeeping between launches carry the
+partials (each line is followed and replayed on them), checked against central
+differences on the cpu and cudasim backends. Before, host writes were found by comparing
+values: the copied state became a constant, a reset to a value already held kept stale
+partials, and a kept buffer in a nested output gave zero, all without an error. Writes
+that cannot be followed are refused with the line.
+"""
+import math
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import pytest
+
+import dualgpu
+from dualgpu import DualgpuError, cuda
+
+BACKENDS = ["cpu", "cudasim"]
+
+
+@cuda.jit
+def step(u, u_new, r):
+    i = cuda.grid(1)
+    n = u.shape[0]
+    if 0 < i < n - 1:
+        u_new[i] = u[i] + r * (u[i - 1] - 2.0 * u[i] + u[i + 1])
+    elif i < n:
+        u_new[i] = u[i]
+
+
+@cuda.jit
+def decay(u, rate):
+    i = cuda.grid(1)
+    if i < u.shape[0]:
+        u[i] = u[i] * math.exp(-rate * u[i])
+
+
+@cuda.jit
+def shifted(x, r, out):
+    i = cuda.grid(1)
+    if i < out.shape[0]:
+        out[i] = (r - 0.3) * x[i]  # 0.0 at r = 0.3, with partials x[i]
+
+
+@cuda.jit
+def plus_r(a, r, y):
+    i = cuda.grid(1)
+    if i < y.shape[0]:
+        y[i] = a[i] + r
+
+
+def _u0(dtype=np.float64):
+    return np.sin(np.linspace(0.0, 3.0, 8)).astype(dtype)
+
+
+def copy_back(r):
+    """The double-buffer idiom: the kernel reads u only, the host copies the new state."""
+    u, u_new = _u0(), np.zeros(8)
+    for _ in range(3):
+        step[1, 8](u, u_new, r)
+        u[:] = u_new
+    step[1, 8](u, u_new, r)
+    return u_new
+
+
+def copyto_back(r):
+    u, u_new = _u0(), np.zeros(8)
+    for _ in range(3):
+        step[1, 8](u, u_new, r)
+        np.copyto(u, u_new)
+    return u
+
+
+def scaled_in_place(r):
+    u = _u0() + 1.0
+    for _ in range(2):
+        decay[1, 8](u, r)
+        u *= 2.0
+        u[1:3] += 0.5
+    return u
+
+
+def interior_copy(r):
+    state = np.zeros((2, 8))
+    state[0] = _u0()
+    u_new = np.zeros(8)
+    for _ in range(2):
+        step[1, 8](state[0], u_new, r)
+        state[0][1:-1] = u_new[1:-1]  # through a view of a 2-D buffer
+        state[1] = 0.5 * state[0]
+    return state
+
+
+def reset_to_held_value(r):
+    """S2: ``out[:] = 0.0`` where out already held 0.0 (with nonzero partials)."""
+    x = np.linspace(0.1, 1.0, 8)
+    out, y = np.zeros(8), np.zeros(8)
+    shifted[1, 8](x, r, out)
+    out[:] = 0.0
+    plus_r[1, 8](out, r, y)
+    return y
+
+
+def nested(r):
+    """S3: a kept buffer inside a nested tuple."""
+    u, u_new = _u0(), np.zeros(8)
+    step[1, 8](u, u_new, r)
+    return ((u_new,), u_new[2:4])
+
+
+def photon_counts(mu_s, n=8, rounds=3):
+    """S11, photon-transport style: host buffers filled by ``copy_to_host(buf, stream=)``
+    and host bookkeeping between launches (a tally, roulette weights, a re-upload)."""
+    stream = cuda.stream()
+    weights = np.linspace(0.5, 1.0, n)
+    tally = np.zeros(n)
+    buf = np.zeros(n)
+    d_w = cuda.to_device(weights, stream=stream)
+    for k in range(rounds):
+        decay[1, 8](d_w, mu_s)
+        d_w.copy_to_host(buf, stream=stream)
+        stream.synchronize()
+        tally += buf                      # detected weight
+        buf[::2] *= 0.5                   # roulette: half the weight of every other photon
+        buf[k] = 0.25                     # a fresh photon (a constant)
+        d_w = cuda.to_device(buf, stream=stream)
+    return tally
+
+
+def optimiser_step(p):
+    """Issue 44: ``para += delta`` with para a numpy array and delta a DualArray."""
+    para = np.array([0.5, 1.0, 1.5])
+    d_u = cuda.to_device(np.linspace(0.2, 0.9, 3))
+    decay[1, 8](d_u, p)
+    delta = d_u.copy_to_host()
+    para += delta
+    para *= 2.0
+    para -= 0.1 * delta
+    para /= 1.0 + delta
+    para[1:] *= delta[:2]
+    return para
+
+
+CODES = {
+    "copy_back": copy_back, "copyto_back": copyto_back, "scaled_in_place": scaled_in_place,
+    "interior_copy": interior_copy, "reset_to_held_value": reset_to_held_value,
+    "photon_counts": photon_counts, "optimiser_step": optimiser_step,
+}
+
+
+def _flat(out):
+    if isinstance(out, (tuple, list)):
+        return np.concatenate([_flat(o) for o in out])
+    return np.ravel(np.asarray(out, np.float64))
+
+
+def central_fd(f, x, h=1e-6):
+    return (_flat(f(x + h)) - _flat(f(x - h))) / (2 * h)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("name", sorted(CODES))
+def test_host_writes_between_launches_carry_the_partials(backend, name):
+    f = CODES[name]
+    with dualgpu.using_backend(backend), dualgpu.keep_host_buffers():
+        J = dualgpu.jacobian(f, 0.3)
+    with dualgpu.using_backend(backend):
+        fd = central_fd(f, 0.3)
+    np.testing.assert_allclose(_flat(J), fd, rtol=1e-6, atol=1e-8)
+    assert np.abs(fd).max() > 1e-3  # the derivative is not trivially zero
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_kept_buffer_in_a_nested_output(backend):
+    with dualgpu.using_backend(backend), dualgpu.keep_host_buffers():
+        J = dualgpu.jacobian(nested, 0.3)
+    fd = central_fd(nested, 0.3)
+    np.testing.assert_allclose(_flat(J), fd, rtol=1e-6, atol=1e-8)
+    assert np.abs(_flat(J)[:8]).max() > 1e-3
+
+
+def test_float32_copy_back():
+    def f(r):
+        u, u_new = _u0(np.float32), np.zeros(8, np.float32)
+        for _ in range(3):
+            step[1, 8](u, u_new, r)
+            u[:] = u_new
+            u *= np.float32(1.5)
+        return u
+
+    with dualgpu.using_backend("cpu"), dualgpu.keep_host_buffers():
+        J = dualgpu.jacobian(f, np.float32(0.3))
+    fd = (_flat(f(np.float64(0.3 + 1e-3))) - _flat(f(np.float64(0.3 - 1e-3)))) / 2e-3
+    assert J.dtype == np.float32
+    np.testing.assert_allclose(_flat(J), fd, rtol=2e-3, atol=2e-3)
+
+
+def test_keep_host_buffers_reaches_executor_workers():
+    with dualgpu.using_backend("cpu"), dualgpu.keep_host_buffers():
+        with ThreadPoolExecutor(2) as pool:
+            jacobians = list(pool.map(lambda r: dualgpu.jacobian(copy_back, r), [0.2, 0.3]))
+    for r, J in zip([0.2, 0.3], jacobians):
+        np.testing.assert_allclose(_flat(J), central_fd(copy_back, r), rtol=1e-6, atol=1e-8)
+
+
+# -- what cannot be followed is refused with the line ---------------------------------------
+def _scale(a):
+    return 2.0 * a
+
+
+def test_a_write_through_another_call_is_refused_with_the_line():
+    def f(r):
+        u, u_new = _u0(), np.zeros(8)
+        step[1, 8](u, u_new, r)
+        u[:] = _scale(u_new)
+        return u
+
+    with dualgpu.using_backend("cpu"), dualgpu.keep_host_buffers(), \
+            pytest.raises(DualgpuError) as err:
+        dualgpu.jacobian(f, 0.3)
+    message = str(err.value)
+    assert "test_host_writes.py:" in message and "u[:] = _scale(u_new)" in message
+    assert "_scale" in message and "tmp = _scale(...)" in message
+
+
+def test_a_write_dualgpu_cannot_see_is_refused():
+    """Code without source (exec) writes a kept buffer: it is read-only there."""
+    def f(r):
+        u, u_new = _u0(), np.zeros(8)
+        step[1, 8](u, u_new, r)
+        exec("u_new[:] = 0.0", {"u_new": u_new})
+        return u_new
+
+    with dualgpu.using_backend("cpu"), dualgpu.keep_host_buffers(), \
+            pytest.raises(DualgpuError) as err:
+        dualgpu.jacobian(f, 0.3)
+    message = str(err.value)
+    assert "u_new" in message and "read-only" in message and "dualgpu.zeros" in message
+
+
+def test_kept_buffers_get_their_write_flag_back():
+    seen = []
+
+    def f(r):
+        u, u_new = _u0(), np.zeros(8)
+        step[1, 8](u, u_new, r)
+        seen.append(u_new)
+        return u_new
+
+    with dualgpu.using_backend("cpu"), dualgpu.keep_host_buffers():
+        dualgpu.jacobian(f, 0.3)
+    assert seen and all(a.flags.writeable for a in seen)
+
+
+def test_in_place_update_without_keep_names_line_and_fix():
+    """Issue 44: ``para += delta`` outside keep_host_buffers: the line and `para = para + delta`."""
+    with dualgpu.using_backend("cpu"), pytest.raises(DualgpuError) as err:
+        dualgpu.jacobian(optimiser_step, 0.3)
+    message = str(err.value)
+    assert "test_host_writes.py:" in message and "para += delta" in message
+    assert "para = para + delta" in message and "keep_host_buffers" in message
+
+
+# -- issue 44: messages ----------------------------------------------------------------------
+@cuda.jit
+def fill_rows(I_nu, s):
+    k = cuda.grid(1)
+    if k < I_nu.shape[0]:
+        row = I_nu[k]
+        for j in range(I_nu.shape[1]):
+            row[j] = s * (k + j)
+
+
+def _rows(s):
+    I_nu = np.zeros((3, 4))
+    fill_rows[1, 4](I_nu, s)
+    return I_nu
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_kernel_store_through_a_row_view_gets_the_host_buffer_fix(backend):
+    with dualgpu.using_backend(backend), pytest.raises(DualgpuError) as err:
+        dualgpu.jacobian(_rows, 0.5)
+    message = str(err.value)
+    assert "did not receive" not in message, message
+    assert "host numpy array I_nu" in message and "keep_host_buffers" in message
+    assert "I_nu = dualgpu.zeros((3, 4), np.float64)" in message
+    with dualgpu.using_backend(backend), dualgpu.keep_host_buffers():
+        J = dualgpu.jacobian(_rows, 0.5)
+    np.testing.assert_array_equal(J, np.add.outer(np.arange(3.0), np.arange(4.0)))
+
+
+def _trajectory(r, traj):
+    d_u = cuda.to_device(np.linspace(1.0, 2.0, 4))
+    for t in range(traj.shape[0]):
+        decay[1, 8](d_u, r)
+        traj[t] = d_u.copy_to_host()
+    return traj
+
+
+@pytest.mark.parametrize("make", ["numpy", "pinned"])
+def test_dual_array_stored_into_a_preallocated_host_buffer(make):
+    """Refused with the buffer, the line and pinned arrays; followed under keep_host_buffers."""
+    traj = np.zeros((3, 4)) if make == "numpy" else cuda.pinned_array((3, 4))
+    with dualgpu.using_backend("cpu"), pytest.raises(TypeError) as err:
+        dualgpu.jacobian(lambda r: _trajectory(r, traj), 0.3)
+    message = str(err.value)
+    assert "test_host_writes.py:" in message and "`traj[t] = d_u.copy_to_host()`" in message
+    assert "'traj'" in message and "cuda.pinned_array((3, 4), np.float64)" in message
+    with dualgpu.using_backend("cpu"), dualgpu.keep_host_buffers():
+        J = dualgpu.jacobian(lambda r: _trajectory(r, np.zeros((3, 4))), 0.3)
+    fd = central_fd(lambda r: _trajectory(r, np.zeros((3, 4))), 0.3)
+    np.testing.assert_allclose(_flat(J), fd, rtol=1e-6, atol=1e-9)
+
+
+def test_dual_scalar_tolist():
+    d = dualgpu.Dual(2.0, [1.0, 0.5])
+    item = d.tolist()
+    assert isinstance(item, dualgpu.Dual) and item is not d
+    assert float(item.value) == 2.0 and item.partials.tolist() == [1.0, 0.5]
+    u = dualgpu.dual_array(np.array([1.0, 2.0]), np.eye(2))
+    assert [x.partials.tolist() for x in u.tolist()] == [x.tolist().partials.tolist()
+                                                         for x in u]
+
+
+def test_a_comprehension_in_a_followed_line():
+    def f(r):
+        u, u_new = _u0(), np.zeros(8)
+        step[1, 8](u, u_new, r)
+        u += np.array([2.0 * k for k in range(8)]) * u_new
+        return u
+
+    with dualgpu.using_backend("cpu"), dualgpu.keep_host_buffers():
+        J = dualgpu.jacobian(f, 0.3)
+    np.testing.assert_allclose(_flat(J), central_fd(f, 0.3), rtol=1e-6, atol=1e-9)
+
+
+def test_a_view_taken_on_one_line_and_written_on_another():
+    def f(r):
+        state = np.zeros((2, 8))
+        u_new = np.zeros(8)
+        step[1, 8](_u0(), u_new, r)
+        state[0] = u_new                  # state is kept (read-only between followed lines)
+        row = state[1]                    # a view made while it is read-only
+        row[:] = 2.0 * u_new
+        row[0] += 1.0
+        return state
+
+    with dualgpu.using_backend("cpu"), dualgpu.keep_host_buffers():
+        J = dualgpu.jacobian(f, 0.3)
+    np.testing.assert_allclose(_flat(J), central_fd(f, 0.3), rtol=1e-6, atol=1e-9)
+
+
+def test_a_write_in_compiled_host_code_is_refused():
+    from numba import njit
+
+    @njit
+    def zero(a):
+        a[:] = 0.0
+
+    def f(r):
+        u, u_new = _u0(), np.zeros(8)
+        step[1, 8](u, u_new, r)
+        zero(u_new)
+        return u_new
+
+    with dualgpu.using_backend("cpu"), dualgpu.keep_host_buffers(), \
+            pytest.raises(DualgpuError) as err:
+        dualgpu.jacobian(f, 0.3)
+    message = str(err.value)
+    assert "u_new" in message and "test_host_writes.py:" in message and "zero(u_new)" in message
+
+
+def test_a_changed_value_dualgpu_did_not_see_is_refused_not_zeroed():
+    """A view made before the buffer was kept stays writeable; what it writes unseen is
+    found at the next use of the buffer and refused (before: zero partials, no error)."""
+    def f(r):
+        u, u_new = _u0(), np.zeros(8)
+        alias = u_new[:]                  # made before a kernel wrote u_new
+        step[1, 8](u, u_new, r)
+        exec("alias[2:4] = 5.0", {"alias": alias})
+        return u_new
+
+    with dualgpu.using_backend("cpu"), dualgpu.keep_host_buffers(), \
+            pytest.raises(DualgpuError) as err:
+        dualgpu.jacobian(f, 0.3)
+    message = str(err.value)
+    assert "u_new" in message and "2 element(s)" in message and "did not see" in message

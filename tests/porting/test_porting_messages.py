@@ -1,0 +1,161 @@
+"""Messages of issue 44: none suggests dropping a derivative; cpu and cudasim refuse alike.
+
+A dual stored into a complex array on cudasim suggested ``d.value``, which would drop the
+derivative silently; complex physics with duals on the cpu backend failed inside numba (or a
+generated launcher) where cudasim gave the clear complex-number refusal.
+"""
+import ast
+import cmath
+import inspect
+import math
+import pathlib
+import re
+
+import numpy as np
+import pytest
+
+import dualgpu
+from dualgpu import cuda
+from dualgpu.errors import COMPLEX_DUAL, DualgpuError, MissingRuleError
+
+BACKENDS = ["cpu", "cudasim"]
+PACKAGE = pathlib.Path(dualgpu.__file__).parent
+
+
+@cuda.jit
+def _store_into_complex(u, z):
+    i = cuda.grid(1)
+    if i < u.shape[0]:
+        z[i] = u[i]
+
+
+@cuda.jit
+def _complex_product(u, out, k):
+    i = cuda.grid(1)
+    if i < u.shape[0]:
+        out[i] = (u[i] * cmath.exp(-1j * k)).real
+
+
+@cuda.jit
+def _cmath_of_dual(u, out):
+    i = cuda.grid(1)
+    if i < u.shape[0]:
+        out[i] = cmath.exp(u[i]).real
+
+
+@cuda.jit
+def _complex_of_dual(u, out):
+    i = cuda.grid(1)
+    if i < u.shape[0]:
+        out[i] = complex(math.cos(u[i]), math.sin(u[i])).real
+
+
+@cuda.jit(device=True)
+def _phase(x):
+    return cmath.exp(1j * x)
+
+
+@cuda.jit
+def _complex_in_device_function(u, out):
+    i = cuda.grid(1)
+    if i < u.shape[0]:
+        out[i] = _phase(u[i]).real
+
+
+@cuda.jit
+def _complex_with_tuple(uv, out, c):
+    i = cuda.grid(1)
+    u, v = uv
+    if i < u.shape[0]:
+        out[i] = (u[i] * c).real + v[i]
+
+
+@cuda.jit
+def _sign_of_dual(u, out):
+    i = cuda.grid(1)
+    if i < u.shape[0]:
+        out[i] = np.sign(u[i]) * u[i]
+
+
+def _line(kernel, text):
+    lines, first = inspect.getsourcelines(kernel.py_func)
+    return first + next(k for k, line in enumerate(lines) if text in line)
+
+
+CASES = {
+    "store": (lambda u: _store_into_complex[1, 4](u, cuda.to_device(np.zeros(4, complex))),
+              _store_into_complex, "z[i] = u[i]"),
+    "product": (lambda u: _complex_product[1, 4](u, cuda.device_array_like(u), 0.3),
+                _complex_product, "cmath.exp(-1j"),
+    "cmath": (lambda u: _cmath_of_dual[1, 4](u, cuda.device_array_like(u)),
+              _cmath_of_dual, "cmath.exp(u[i])"),
+    "complex()": (lambda u: _complex_of_dual[1, 4](u, cuda.device_array_like(u)),
+                  _complex_of_dual, "complex(math.cos"),
+    "device function": (lambda u: _complex_in_device_function[1, 4](u, cuda.device_array_like(u)),
+                        _phase, "cmath.exp(1j * x)"),
+    "tuple argument": (lambda u: _complex_with_tuple[1, 4]((u, u), cuda.device_array_like(u), 1j),
+                       _complex_with_tuple, "(u[i] * c)"),
+}
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_complex_arithmetic_with_duals_is_refused_alike(backend, case):
+    launch, where, text = CASES[case]
+    u = dualgpu.dual_array(np.linspace(0.0, 1.0, 4), np.ones((1, 4)))
+    with dualgpu.using_backend(backend):
+        with pytest.raises(DualgpuError) as info:
+            launch(u)
+    message = str(info.value)
+    assert COMPLEX_DUAL in message and "real and imaginary parts" in message
+    assert ".value" not in message
+    assert f"test_porting_messages.py:{_line(where, text)}" in message  # the line
+    if case == "tuple argument":  # the user's kernel, not the generated one taking members
+        assert message.startswith("kernel _complex_with_tuple (at ")
+
+
+#: what a message that names ``.value``/``.values`` must also say (within 200 characters): that
+#: it drops the derivative, that it is for when no derivative is wanted, or that it is about
+#: indices (which carry no derivative) or the partials themselves
+_SAYS_WHAT_IT_COSTS = re.compile(
+    r"no derivative|drops (its|the) derivative|silently drops|without (its|the) derivative|"
+    r"index|indices|argsort|This happens|a dropped partial|\.partials")
+
+
+def _message_text(call):
+    """The literal text of an exception's or warning's message (f-string holes left out)."""
+    return "".join(node.value for arg in call.args for node in ast.walk(arg)
+                   if isinstance(node, ast.Constant) and isinstance(node.value, str))
+
+
+def test_no_message_suggests_value_where_a_derivative_must_flow():
+    offenders = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            name = getattr(getattr(node, "func", None), "id",
+                           getattr(getattr(node, "func", None), "attr", ""))
+            if not (isinstance(node, ast.Call) and (name.endswith(("Error", "Warning"))
+                                                    or name == "warn")):
+                continue
+            text = _message_text(node)
+            for found in re.finditer(r"\.values?\b", text):
+                window = text[max(0, found.start() - 200):found.end() + 200]
+                if not _SAYS_WHAT_IT_COSTS.search(window):
+                    offenders.append(f"{path.relative_to(PACKAGE)}:{node.lineno}: {window!r}")
+    assert not offenders, "\n".join(offenders)
+
+
+def test_a_call_numba_has_no_dual_version_of_is_named_with_its_line_on_cpu():
+    """cpu: numba's bare TypingError became a refusal naming the call, the line and the fix."""
+    u = dualgpu.dual_array(np.linspace(-1.0, 1.0, 4), np.ones((1, 4)))
+    with dualgpu.using_backend("cpu"):
+        out = np.zeros(4)
+        _sign_of_dual[1, 4](u.values, out)  # plain: numba's own np.sign
+        assert out.tolist() == pytest.approx(np.abs(u.values).tolist())
+        with pytest.raises(MissingRuleError) as info:
+            _sign_of_dual[1, 4](u, cuda.device_array_like(u))
+    message = str(info.value)
+    line = _line(_sign_of_dual, "np.sign(u[i])")
+    assert message.startswith(f"kernel _sign_of_dual (at {__file__}:{line}): "
+                              "sign(Dual(float64, 1)) has no dual version")
+    assert "Fix: write it with operations that take duals" in message
