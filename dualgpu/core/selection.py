@@ -113,6 +113,8 @@ def register_simulated_thread(thread_type):
 
 def _in_simulated_thread():
     """True in a thread that runs a CUDA thread of a simulated kernel (numba's or dualgpu's)."""
+    if threading.get_ident() == threading.main_thread().ident:
+        return False  # no simulator runs its CUDA threads there (a launch's fast path)
     current = threading.current_thread()
     # numba's own simulator threads, once numba.cuda.simulator is loaded (it is not a dependency
     # of dualgpu's import, so it is looked up rather than imported)

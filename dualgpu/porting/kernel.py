@@ -38,6 +38,7 @@ from dualgpu.errors import (
 from dualgpu.host.buffers import _read_only_params, active, caller_line, launch_store_fix
 from dualgpu.porting import tuple_arguments
 from dualgpu.porting.captured_duals import Plan, captured_duals, lift
+from dualgpu.porting.launch_plan import Configured, make_plan, register_device_arrays
 from dualgpu.porting.signatures import apply_signature, parse_signatures
 
 __all__ = ["jit", "Kernel", "DeviceFunction", "LaunchCoverageWarning", "flat_kernel"]
@@ -141,6 +142,8 @@ def _backend_module(name):
         from dualgpu.backends.cudasim import kernel as module
     else:
         from dualgpu.backends.gpu import kernel as module
+
+        register_device_arrays()
     return module
 
 
@@ -217,7 +220,7 @@ class Kernel:
             )
         stream = config[2] if len(config) > 2 else 0
         sharedmem = config[3] if len(config) > 3 else 0
-        launcher = functools.partial(self.launch, griddim, blockdim, stream, sharedmem)
+        launcher = Configured(self, griddim, blockdim, stream, sharedmem)
         try:
             if len(self._launchers) < 256:
                 self._launchers[config] = launcher
@@ -265,7 +268,7 @@ class Kernel:
         if list in map(type, args):
             self._refuse_lists(args)
         if self.signatures:
-            args = apply_signature(self.__name__, self._params, self.signatures, args)
+            args = self.apply_signatures(args)
         name = backend()
         if name != "cuda" and not _ARG_HINTS.isdisjoint(map(type, args)):
             args = tuple(a.value if type(a) in _ARG_HINTS else a for a in args)  # cuda.In(x)
@@ -286,6 +289,15 @@ class Kernel:
             self._launch(name, griddim, blockdim, stream, sharedmem, args)
         if shadows is not None:  # as numba copies a host array back; partials stay in the registry
             registry.after_launch(shadows)
+
+    def apply_signatures(self, args):
+        """``args`` converted as the kernel's eager signatures say (numba.cuda's launch does)."""
+        return apply_signature(self.__name__, self._params, self.signatures, args)
+
+    def plan(self, name, griddim, blockdim, sharedmem, args):
+        """A plan for launches like this one on backend ``name``, or None (see
+        :func:`dualgpu.porting.launch_plan.make_plan`)."""
+        return make_plan(self, name, griddim, blockdim, sharedmem, args)
 
     def _captured(self):
         return captured_duals(self)
@@ -327,46 +339,53 @@ class Kernel:
         except DualgpuError:
             raise
         except Exception as exc:
-            stored = _dual_store_target(exc)
-            if stored is not None:
-                raise DualgpuError(self._drop_message(args, *stored)) from exc
-            if COMPLEX_DUAL in str(exc):
-                found = re.search(re.escape(COMPLEX_DUAL) + r" \((.*?)\) is not", str(exc))
-                raise DualgpuError(
-                    f"kernel {self.__name__}{_kernel_line(exc)}: " + complex_dual_message(
-                        found.group(1) if found else "a complex number and a dual")) from exc
-            missing = _missing_dual_version(exc)
-            if missing is not None:
-                raise MissingRuleError(
-                    f"kernel {self.__name__}{_kernel_line(exc)}: {missing} has no dual version "
-                    f"in compiled kernels (the {name} backend compiles with numba): numba has "
-                    "no implementation of it for a Dual and dualgpu no derivative rule (the "
-                    "cudasim backend, which runs kernels in Python, may run it through numpy). "
-                    "Fix: write it with operations that take duals (arithmetic, comparisons, "
-                    "min/max, abs, math.* functions), or give it a derivative rule with "
-                    "dualgpu.rules.define. numba's message follows.\n\n" + str(exc)
-                ) from exc
-            if _PYTHON_FLOAT in str(exc):
-                host = self._written_host_arrays(args)
-                if len(host) == 1:  # the simulator's atomic into a host numpy array
-                    raise DualgpuError(self._drop_message(args, host[0])) from exc
-                raise DualgpuError(
-                    f"kernel {self.__name__}: float(Dual) would drop the partials; keep the dual "
-                    "(arithmetic with floats promotes) or use .value if no derivative is wanted."
-                ) from exc
-            host = self._written_host_arrays(args)
-            if host and type(exc).__name__ == "TypingError":
-                name = host[0]
-                raise DualgpuError(
-                    f"kernel {self.__name__} does not compile for its dual arguments, and it is "
-                    f"given the host numpy array {name} (shape "
-                    f"{tuple(dict(zip(self._params, args))[name].shape)}) that it writes or "
-                    "passes on: a dual stored into it (also by an atomic) cannot keep its "
-                    "partials. numba's message follows." + launch_store_fix(
-                        name, dict(zip(self._params, args))[name], caller_line())
-                    + f"\n\n{exc}"
-                ) from exc
+            self._launch_failed(exc, args, name)
             raise
+
+    def _launch_failed(self, exc, args, name):
+        """Raise the clear error for a launch with ``args`` on backend ``name`` that raised
+        ``exc`` where there is one (a dual stored into a plain array, a complex dual, a
+        function without a dual version, float(Dual)...); otherwise return, and the caller
+        re-raises ``exc``."""
+        stored = _dual_store_target(exc)
+        if stored is not None:
+            raise DualgpuError(self._drop_message(args, *stored)) from exc
+        if COMPLEX_DUAL in str(exc):
+            found = re.search(re.escape(COMPLEX_DUAL) + r" \((.*?)\) is not", str(exc))
+            raise DualgpuError(
+                f"kernel {self.__name__}{_kernel_line(exc)}: " + complex_dual_message(
+                    found.group(1) if found else "a complex number and a dual")) from exc
+        missing = _missing_dual_version(exc)
+        if missing is not None:
+            raise MissingRuleError(
+                f"kernel {self.__name__}{_kernel_line(exc)}: {missing} has no dual version "
+                f"in compiled kernels (the {name} backend compiles with numba): numba has "
+                "no implementation of it for a Dual and dualgpu no derivative rule (the "
+                "cudasim backend, which runs kernels in Python, may run it through numpy). "
+                "Fix: write it with operations that take duals (arithmetic, comparisons, "
+                "min/max, abs, math.* functions), or give it a derivative rule with "
+                "dualgpu.rules.define. numba's message follows.\n\n" + str(exc)
+            ) from exc
+        if _PYTHON_FLOAT in str(exc):
+            host = self._written_host_arrays(args)
+            if len(host) == 1:  # the simulator's atomic into a host numpy array
+                raise DualgpuError(self._drop_message(args, host[0])) from exc
+            raise DualgpuError(
+                f"kernel {self.__name__}: float(Dual) would drop the partials; keep the dual "
+                "(arithmetic with floats promotes) or use .value if no derivative is wanted."
+            ) from exc
+        host = self._written_host_arrays(args)
+        if host and type(exc).__name__ == "TypingError":
+            name = host[0]
+            raise DualgpuError(
+                f"kernel {self.__name__} does not compile for its dual arguments, and it is "
+                f"given the host numpy array {name} (shape "
+                f"{tuple(dict(zip(self._params, args))[name].shape)}) that it writes or "
+                "passes on: a dual stored into it (also by an atomic) cannot keep its "
+                "partials. numba's message follows." + launch_store_fix(
+                    name, dict(zip(self._params, args))[name], caller_line())
+                + f"\n\n{exc}"
+            ) from exc
 
     def _written_host_arrays(self, args):
         """Names of the float host numpy arguments of a dual launch that the kernel may write."""

@@ -20,7 +20,6 @@ A kernel's source must live in a file; here one of the example simulations:
 >>> u_new[:3].tolist()
 [2.0, 1.0, 2.0]
 """
-import contextlib
 import time
 
 import numba
@@ -44,6 +43,8 @@ from dualgpu.backends.cpu.blocks.launch import BlockLauncher
 from dualgpu.backends.cpu.intrinsics import RUNTIME
 from dualgpu.backends.cpu.lane_model import kernel_profile
 from dualgpu.backends.cpu.launchers import CONTEXT, LaunchSpec, flatten, make_launcher
+from dualgpu.backends.cpu.plans import args_are_tracers as _tracer_launch
+from dualgpu.backends.cpu.plans import make_plan
 from dualgpu.backends.cpu.tiles import LaneTiles, dual_kind, values_of
 from dualgpu.backends.cpu.translation import Translation, is_nrt_error
 
@@ -80,16 +81,6 @@ def _dim3(value, what, kernel):
             f"ints (x, y, z); got {value!r}. Example: kernel[(n + 255) // 256, 256](...)."
         )
     return dims + (1,) * (3 - len(dims))
-
-
-def _tracer_launch(args):
-    """The tracer mode of the launch's duals: True for local sparsity tracers (uint64
-    dependency-bitset lanes), ``"global"`` for global ones (int64), False otherwise."""
-    for arg in args:
-        if isinstance(arg, (Dual, DualArray)):
-            dtype = np.asarray(arg.partials).dtype
-            return True if dtype == np.uint64 else "global" if dtype == np.int64 else False
-    return False
 
 
 def _lanes_of(args, kernel):
@@ -131,6 +122,7 @@ class CpuKernel(LaneTiles):
         self._plain_mask = ("",) * len(self.params)
         self._launchers = {}
         self._costs = {}  # serial LaunchSpec -> cpu_parallel.LaunchCost
+        self._runs = {}  # serial LaunchSpec -> _SpecRun (what _run decides once per spec)
         self._warm = set()  # "pieces" specs that have run once (compiled)
         self._nrt_lanes = set()  # tile lanes whose thread function needs numba's NRT
         self._summary = None
@@ -139,6 +131,9 @@ class CpuKernel(LaneTiles):
         self.tile_lanes = None
         self.default_tile_lanes = DEFAULT_TILE_LANES
         self._blocks = None  # the block-level runner (.blocks.launch), made at first launch
+        #: bumped whenever launchers are forgotten or the translation is made again: launch
+        #: plans (:mod:`.plans`) made before then no longer hold
+        self.epoch = 0
 
     @property
     def uses_atomics(self):
@@ -241,6 +236,7 @@ class CpuKernel(LaneTiles):
             # a global the kernel uses was defined after compile_kernel: look again
             self._translation = Translation(self.py_func, "kernel", self.name)
             self._summary = None
+            self.epoch += 1
         if self._translation.block_level:
             self._block_launch(g, b, sharedmem, args, lanes)
             return
@@ -262,6 +258,15 @@ class CpuKernel(LaneTiles):
             self._run(spec, args, g, b, items, 1, ())
         except (numba.core.errors.NumbaError, TypeError) as exc:
             self._retry_or_explain(exc, lanes, base, args, g, b)
+
+    def plan(self, griddim, blockdim, args, sharedmem=0, **options):
+        """A plan for launches like the last one (see :mod:`.plans`), or None.
+
+        Ask after :meth:`launch` ran with these arguments; the plan is
+        ``plan(args, stream)``, which launches and returns True, or returns False where it
+        no longer holds. ``options``: :func:`~dualgpu.backends.cpu.plans.make_plan`'s.
+        """
+        return make_plan(self, griddim, blockdim, args, sharedmem, **options)
 
     def _launch_dual(self, base, g, b, args, lanes, items):
         """A launch with dual arguments of ``lanes`` lanes: tiles of :meth:`_tiles` lanes."""
@@ -305,54 +310,77 @@ class CpuKernel(LaneTiles):
         their first launch when large enough, plain or dual; lanes-last launchers compile
         with LLVM's SLP vectoriser.
         """
-        cost = self._costs.get(spec)
-        if cost is None:
-            cost = self._costs[spec] = cpu_parallel.LaunchCost()
-        eligible = (cpu_parallel.ENABLED and not spec.restore
-                    and not self._translation.uses_atomics)
-        presume = kernel_profile(self._translation).kind == "compute"
-        parallel = eligible and cost.parallel(items, presume=presume)
+        run = self._runs.get(spec)
+        if run is None:
+            run = self._spec_run(spec)
+        if spec.lanes_last:
+            with _llvm.slp_vectorize():
+                self._run_spec(run, spec, flat, g, b, items, tiles, snapshots, first_tile)
+        else:
+            self._run_spec(run, spec, flat, g, b, items, tiles, snapshots, first_tile)
+
+    def _spec_run(self, spec):
+        """The :class:`_SpecRun` of ``spec`` (made once)."""
+        run = self._runs.get(spec)
+        if run is None:
+            cost = self._costs.get(spec)
+            if cost is None:
+                cost = self._costs[spec] = cpu_parallel.LaunchCost()
+            run = self._runs[spec] = _SpecRun(
+                cost, spec._replace(mode="pieces"),
+                not spec.restore and not self._translation.uses_atomics,
+                kernel_profile(self._translation).kind == "compute")
+        return run
+
+    def _run_spec(self, run, spec, flat, g, b, items, tiles, snapshots, first_tile):
+        eligible = cpu_parallel.ENABLED and run.eligible
+        parallel = eligible and run.cost.parallel(items, presume=run.presume)
+        self._run_decided(run, spec, flat, g, b, items, tiles, snapshots, first_tile, eligible,
+                          parallel)
+
+    def _run_decided(self, run, spec, flat, g, b, items, tiles, snapshots, first_tile, eligible,
+                     parallel):
+        """:meth:`_run` once its cost said whether the launch may go ``parallel``."""
+        cost, presume = run.cost, run.presume
         threads = 1
         if parallel:
             threads = cpu_parallel.available_threads()
             parallel = threads > 1
-        dual = bool(spec.lanes)
-        tiles_range = (first_tile, first_tile + tiles)
         # a launch that may go parallel runs its serial launches with the pieces launcher
         # too (one thread claims every piece): one launcher to compile, not two. So do a
         # compute-bound kernel's launches, which go parallel whenever a core is free (a busy
         # machine at one launch used to cost a second launcher, 0.4-0.5 s to compile), and
         # any launch whose pieces launcher exists already.
-        pieces = spec._replace(mode="pieces")
+        pieces = run.pieces
         in_pieces = parallel or (eligible and (
             items >= cpu_parallel.PIECES_SERIAL_MIN_ITEMS or pieces in self._launchers
             or (presume and items >= cpu_parallel.PARALLEL_MIN_ITEMS)))
-        with _llvm.slp_vectorize() if spec.lanes_last else _NO_CONTEXT:
-            if in_pieces:
-                launcher = self._launcher(pieces)
-                control = cpu_parallel.control_array()
-                chunk = cpu_parallel.chunk_length(spec.base, g, b, self._translation.inner_axis,
-                                                  tiles, threads)
-                arguments = (*flat, *g, *b, *tiles_range, chunk, control)
-                if pieces not in self._warm:  # compile before helpers may call it
-                    cpu_parallel.compile_here(launcher, arguments)
-                    self._warm.add(pieces)
-                start = time.perf_counter()
-                cpu_parallel.run_parallel(launcher, arguments, control, threads)
-                if parallel:
-                    cost.record_parallel(time.perf_counter() - start, items)
-                else:
-                    cost.record_serial(time.perf_counter() - start, items)
-                return
-            launcher = self._launchers.get(spec)
-            if launcher is None:
-                launcher = self._launcher(spec)
+        if in_pieces:
+            launcher = self._launcher(pieces)
+            control = cpu_parallel.control_array()
+            chunk = cpu_parallel.chunk_length(spec.base, g, b, self._translation.inner_axis,
+                                              tiles, threads)
+            arguments = (*flat, *g, *b, first_tile, first_tile + tiles, chunk, control)
+            if pieces not in self._warm:  # compile before helpers may call it
+                cpu_parallel.compile_here(launcher, arguments)
+                self._warm.add(pieces)
             start = time.perf_counter()
-            if dual:
-                launcher(*flat, *g, *b, *tiles_range, *snapshots)
+            cpu_parallel.run_parallel(launcher, arguments, control, threads)
+            if parallel:
+                cost.record_parallel(time.perf_counter() - start, items)
             else:
-                launcher(*flat, *g, *b)
-            cost.record_serial(time.perf_counter() - start, items)
+                cost.record_serial(time.perf_counter() - start, items)
+            return
+        launcher = run.launcher
+        if launcher is None:
+            launcher = run.launcher = self._launcher(spec)
+        if spec.lanes:
+            start = time.perf_counter()
+            launcher(*flat, *g, *b, first_tile, first_tile + tiles, *snapshots)
+        else:
+            start = time.perf_counter()
+            launcher(*flat, *g, *b)
+        cost.record_serial(time.perf_counter() - start, items)
 
     def _block_launch(self, g, b, sharedmem, args, lanes):
         """Run a kernel with shared memory, barriers or warp intrinsics (see .blocks)."""
@@ -404,6 +432,8 @@ class CpuKernel(LaneTiles):
         self.launch(g, b, args)
 
     def _forget(self, which):
+        self.epoch += 1
+        self._runs.clear()
         for store in (self._launchers, self._costs):
             for spec in [s for s in store if which(s)]:
                 del store[spec]
@@ -469,7 +499,16 @@ def compile_kernel(kernel, fastmath=False):
     return kernel
 
 
-_NO_CONTEXT = contextlib.nullcontext()
+class _SpecRun:
+    """What :meth:`CpuKernel._run` decides once per launch spec: its measured cost, its
+    "pieces" spec, whether it may ever go parallel (no restores, no atomics), whether the
+    kernel is compute-bound, and (once built) its serial launcher."""
+
+    __slots__ = ("cost", "pieces", "eligible", "presume", "launcher")
+
+    def __init__(self, cost, pieces, eligible, presume):
+        self.cost, self.pieces, self.eligible, self.presume = cost, pieces, eligible, presume
+        self.launcher = None
 
 
 #: CpuKernel per Python function and fastmath flag: compiling a kernel twice

@@ -48,6 +48,7 @@ from dualgpu.backends.common.rebind import (
 from dualgpu.backends.common.translate import (
     Namespace, compile_function, device_py_func, function_source, is_cuda_module, unwrap,
 )
+from dualgpu.backends.common.plans import compile_plan
 from dualgpu.backends.gpu import tile_grid
 from dualgpu.backends.common.tiles import launch_tiles, tile_views
 from dualgpu.compiled.arrays import make_dual_array
@@ -62,17 +63,28 @@ _DEVICE_CACHE = {}
 def marshal(ty, val):
     """Return ``(type, value)`` numba.cuda's launcher understands for one kernel argument."""
     if isinstance(val, DualArray):
-        return types.Tuple([ty.values_type, ty.partials_type]), (val.values, val.partials)
+        return _tuple_type(ty, "values_type"), (val.values, val.partials)
     if isinstance(val, Dual) and isinstance(val.value, Dual):
         # nested: numba's launcher calls this again on the inner duals of the tuple
-        return types.Tuple([ty.value_type, ty.partials_type]), (val.value, tuple(val.partials))
+        return _tuple_type(ty, "value_type"), (val.value, tuple(val.partials))
     if isinstance(val, Dual):
-        value_type = ty.value_type if val.tag else ty.dtype
         return (
-            types.Tuple([value_type, ty.partials_type]),
+            _tuple_type(ty, "value_type" if val.tag else "dtype"),
             (float(val.value), tuple(float(p) for p in val.partials)),
         )
     return ty, val
+
+
+#: (dual type, member) -> the Tuple type a dual argument is passed as: made once (building a
+#: numba Tuple type at every launch cost about half of a dual launch's 100 us of Python)
+_TUPLE_TYPES = {}
+
+
+def _tuple_type(ty, first):
+    found = _TUPLE_TYPES.get((ty, first))
+    if found is None:
+        found = _TUPLE_TYPES[(ty, first)] = types.Tuple([getattr(ty, first), ty.partials_type])
+    return found
 
 
 class DualArguments:
@@ -447,6 +459,32 @@ class GpuKernel:
         tile_grid.LAUNCHES["per_tile"] += 1
         launcher = dispatcher[griddim, blockdim, stream, sharedmem]
         launch_tiles(lambda views: launcher(*views), self.py_func, args, tiles, tile, stream)
+
+    def plan(self, griddim, blockdim, args, sharedmem=0, prologue="", failed=None,
+             namespace=None):
+        """A launch plan (see :mod:`dualgpu.porting.launch_plan`) for launches like the last
+        one, or None: ``plan(args, stream)`` calls the numba.cuda dispatcher chosen for
+        these kinds of arguments directly (no lane count, tile or dispatcher lookup per
+        launch; numba.cuda still types and marshals the arguments). Only for launches that
+        run in one kernel launch with nothing to set up first: plain ones, and dual ones
+        whose lanes fit one tile, without dynamic shared memory or a grid sync."""
+        lanes = lane_key(args, f"kernel {self.py_func.__qualname__!r}")
+        if isinstance(lanes, tuple):
+            return None
+        if lanes:
+            tile = launch_tile(lanes, TILE_LANES["cuda"], active_tile_lanes())
+            if tile != lanes or sharedmem or self.grid_group:
+                return None
+        namespace = dict(namespace or {})
+        namespace["configured"] = self.dispatcher_for(lanes)[griddim, blockdim, 0, sharedmem]
+        namespace["dispatcher"] = self.dispatcher_for(lanes)
+        body = ("    if stream:\n"
+                f"        dispatcher[{tuple(griddim)}, {tuple(blockdim)}, stream, {sharedmem}]"
+                "(*args)\n"
+                "    else:\n"
+                "        configured(*args)\n")
+        return compile_plan("", "", body, namespace, self.py_func.__qualname__, prologue,
+                            failed)
 
     def tiles_dispatcher(self, mask, tile):
         """The numba.cuda kernel running every lane tile of a launch at once (gpu_tile_grid)."""

@@ -1,0 +1,58 @@
+"""What the backends' launch plans share: compiling a plan from its source.
+
+A backend's plan (:mod:`dualgpu.backends.cpu.plans`, ``GpuKernel.plan``) is a generated
+function ``plan(args, stream) -> bool``: checks that return False where it does not hold
+(its own, then the caller's ``prologue``, see :mod:`dualgpu.porting.launch_plan`), the
+unpacking of the arguments, and a body that launches. :func:`compile_plan` puts them
+together, wraps the body so that an error other than a
+:class:`~dualgpu.errors.DualgpuError` goes to the caller's ``failed(exc, args)`` (its clear
+message, as the full launch path gives), and registers the source with :mod:`linecache`
+so that tracebacks show its lines.
+"""
+import itertools
+import linecache
+import textwrap
+
+from dualgpu.errors import DualgpuError
+
+__all__ = ["compile_plan"]
+
+_PLANS = itertools.count()
+
+
+def compile_plan(checks, unpack, body, namespace, name, prologue="", failed=None):
+    """Return the plan function ``plan(args, stream)``.
+
+    Parameters
+    ----------
+    checks : str
+        A condition (source) under which the plan no longer holds, or "".
+    unpack : str
+        Source lines (indented by 4) run after all checks, before ``body``.
+    body : str
+        Source lines (indented by 4) that launch.
+    namespace : dict
+        The names the source uses (updated in place).
+    name : str
+        The kernel's name, for the plan's file name in tracebacks.
+    prologue : str
+        The caller's checks (indented by 4), run after ``checks``.
+    failed : callable, optional
+        ``failed(exc, args)``: raises the clear error for ``exc`` where there is one.
+    """
+    source = "def plan(args, stream):\n"
+    if checks:
+        source += f"    if {checks}:\n        return False\n"
+    source += prologue + unpack
+    if failed is None:
+        source += body
+    else:
+        namespace.update(failed=failed, DualgpuError=DualgpuError)
+        source += ("    try:\n" + textwrap.indent(body, "    ")
+                   + "    except DualgpuError:\n        raise\n"
+                   "    except Exception as exc:\n        failed(exc, args)\n        raise\n")
+    source += "    return True\n"
+    filename = f"<launch plan {next(_PLANS)} of {name}>"
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    exec(compile(source, filename, "exec"), namespace)
+    return namespace["plan"]

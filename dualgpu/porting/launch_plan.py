@@ -1,0 +1,205 @@
+"""Launch plans: what a repeated launch of a :class:`~dualgpu.porting.kernel.Kernel` keeps.
+
+``kernel[griddim, blockdim]`` returns a :class:`Configured` launcher. Its first launch with
+given kinds of arguments runs the full launch path (checks, host buffers, captured duals,
+tuple arguments, the backend's choice of loop shape, lane tiles and launcher), then asks the
+kernel for a *plan*: everything that depends only on the kernel, the kinds of the
+arguments, the launch configuration, the lanes and the backend, decided once. A later
+launch with the same kinds finds the plan by a cheap :func:`signature` and only binds its
+arguments and calls compiled code.
+
+What a plan is keyed by (a plan is never reused where one of them differs):
+
+- per argument, numba's own type fingerprint (``numba._dispatcher.compute_fingerprint``:
+  the kind of scalar, or an array's dtype, ndim, layout and writability); for a DualArray
+  those of its values and partials, its lanes and tag; for a Dual the type of its value,
+  its partials' fingerprint, its lanes, tag and weak flag; a Python int also by whether it
+  fits an int64 (numba types a larger one as uint64);
+- the active backend, whether a driver's host-buffer registry is active, and the driver's
+  tile of lanes (:func:`dualgpu.core._context.active_tile_lanes`).
+
+Arguments of other kinds (nested or device-resident duals, tuples holding duals, object
+arrays, lists, user classes) have no signature: such launches always take the full path.
+What may change between launches with the same signature is checked by the plan at each
+launch (the kernel's captured duals, array lengths against the grid, arrays that share
+memory, the backend's own state); where it no longer holds, the plan steps aside and the
+full path runs (and plans again).
+
+Examples
+--------
+>>> import numpy as np
+>>> signature((np.zeros(3), 1.0, 2)) == (signature((np.ones(3), 5.0, 7)))
+True
+>>> signature((np.zeros(3, np.float32),)) == signature((np.zeros(3),))
+False
+"""
+import functools
+import math
+
+import numpy as np
+from numba._dispatcher import compute_fingerprint as _fingerprint
+
+from dualgpu.core._context import active_tile_lanes
+from dualgpu.core.dual import Dual
+from dualgpu.core.dualarray import DualArray
+from dualgpu.core.selection import backend
+from dualgpu.host.buffers import active
+from dualgpu.porting import tuple_arguments
+from dualgpu.porting.captured_duals import captured_duals
+
+__all__ = ["signature", "plan_key", "make_plan", "Configured", "MAX_PLANS", "ENABLED",
+           "register_device_arrays"]
+
+#: False: every launch takes the full path (for comparisons; see the tests and benchmarks).
+ENABLED = True
+
+#: Plans kept per configured launcher (beyond it, new kinds of arguments run unplanned).
+MAX_PLANS = 64
+
+_INT64 = (-(2 ** 63), 2 ** 63)
+
+
+def _int(value):
+    return b"i" if _INT64[0] <= value < _INT64[1] else b"I"
+
+
+def _dual_array(array):
+    partials = array.partials
+    try:
+        return (_fingerprint((array.values, partials)), len(partials), array.tag)
+    except NotImplementedError:  # device members (nested duals raise again: no signature)
+        return (_device(array.values), _device(partials), partials.shape[0], array.tag)
+
+
+def _device(array):
+    """A numba.cuda device array's kind: its numba type (cached on the array)."""
+    return array._numba_type_
+
+
+def _dual(dual):
+    partials = dual.partials
+    value = type(dual.value)
+    if value is Dual:
+        raise TypeError("nested dual")
+    return ("s", value, _fingerprint(partials), partials.size, dual.tag, dual.weak)
+
+
+_KINDS = {int: _int, DualArray: _dual_array, Dual: _dual}
+
+
+def register_device_arrays():
+    """Give numba.cuda's device arrays a signature (called when the cuda backend loads:
+    importing numba.cuda is left to it)."""
+    from numba.cuda.cudadrv.devicearray import DeviceNDArray
+
+    _KINDS[DeviceNDArray] = _device
+
+
+def signature(args):
+    """The kinds of a launch's arguments as a hashable key, or None (no plan for these).
+
+    Examples
+    --------
+    >>> signature(([1.0, 2.0],)) is None  # a list: the full path refuses it
+    True
+    """
+    try:
+        return tuple([_KINDS.get(type(a), _fingerprint)(a) for a in args])
+    except Exception:  # noqa: BLE001 - any kind numba cannot fingerprint: no plan
+        return None
+
+
+def plan_key(args):
+    """:func:`signature` with the context a plan depends on, or None."""
+    kinds = signature(args)
+    if kinds is None:
+        return None
+    return backend(), active() is None, active_tile_lanes(), kinds
+
+
+def make_plan(kernel, name, griddim, blockdim, sharedmem, args):
+    """A plan for launches like this one of ``kernel`` with ``args`` on backend ``name``,
+    or None.
+
+    Called after the launch ran the full path: None where a launch like it must take that
+    path every time (the simulator, duals the kernel captures, tuples of duals, host
+    arrays a driver may give partials, a backend without plans). The backend makes the
+    plan, ``plan(args, stream)``, with the checks here in front (captured duals, enough
+    threads for the arrays, as ``Kernel._check_coverage``): it launches and returns True,
+    or returns False (having done nothing) where it does not hold for ``args``.
+    """
+    if name == "cudasim" or any(tuple_arguments.holds_duals(a) for a in args):
+        return None
+    watch = kernel._may_capture
+    if watch and captured_duals(kernel):
+        return None
+    if active() is not None and any(
+            type(a) is np.ndarray and a.dtype.kind == "f" and 1 <= a.ndim <= 3 for a in args):
+        return None  # the host-buffer registry looks at these at every launch
+    make = getattr(kernel.compiled(name), "plan", None)
+    if make is None:
+        return None
+    prologue = ""
+    if "gridsize" not in kernel._source_names:  # grid-stride loops cover any size
+        threads = math.prod(griddim) * math.prod(blockdim)
+        checks = [f"len(args[{k}]{'.values' if isinstance(a, DualArray) else ''}) > "
+                  f"{threads}" for k, a in enumerate(args) if getattr(a, "ndim", 0) >= 1]
+        if checks:
+            prologue += f"    if {' and '.join(checks)}:\n        return False\n"
+    if watch:  # a captured global or closure cell that holds a Dual now: lifted
+        prologue += "    if captured(porting_kernel):\n        return False\n"
+    return make(griddim, blockdim, args, sharedmem, prologue=prologue,
+                failed=functools.partial(kernel._launch_failed, name=name),
+                namespace={"captured": captured_duals, "porting_kernel": kernel}) or None
+
+
+class Configured:
+    """``kernel[griddim, blockdim, stream, sharedmem]``: call it with the kernel's arguments.
+
+    Keeps the plans of its launches (see the module docstring), at most :data:`MAX_PLANS`.
+    """
+
+    __slots__ = ("kernel", "griddim", "blockdim", "stream", "sharedmem", "plans")
+
+    def __init__(self, kernel, griddim, blockdim, stream, sharedmem):
+        self.kernel = kernel
+        self.griddim = griddim
+        self.blockdim = blockdim
+        self.stream = stream
+        self.sharedmem = sharedmem
+        self.plans = {}
+
+    def __call__(self, *args, **kwargs):
+        kernel = self.kernel
+        if kwargs or not ENABLED:
+            return kernel.launch(self.griddim, self.blockdim, self.stream, self.sharedmem,
+                                 *args, **kwargs)
+        given = args
+        if kernel.signatures:  # the full path converts them again (it takes ``given``)
+            args = kernel.apply_signatures(args)
+        try:  # signature(args), inline: this is every launch's path
+            key = (backend(), active() is None, active_tile_lanes(),
+                   tuple([_KINDS.get(type(a), _fingerprint)(a) for a in args]))
+        except Exception:  # noqa: BLE001 - a kind numba cannot fingerprint: no plan
+            key = None
+        else:
+            plans = self.plans
+            plan = plans.get(key)
+            if plan:
+                if plan(args, self.stream):
+                    return None
+                plans.pop(key, None)  # it no longer holds: the full path, then a new plan
+            elif plan is not None or len(plans) >= MAX_PLANS:
+                key = None
+        kernel.launch(self.griddim, self.blockdim, self.stream, self.sharedmem, *given)
+        if key is not None:
+            try:
+                plan = kernel.plan(key[0], self.griddim, self.blockdim, self.sharedmem, args)
+            except Exception:  # noqa: BLE001 - the launch ran: launches like it stay unplanned
+                plan = None
+            self.plans[key] = plan or False
+        return None
+
+    def __repr__(self):
+        return (f"<{self.kernel!r} launcher [{self.griddim}, {self.blockdim}, {self.stream}, "
+                f"{self.sharedmem}]>")
