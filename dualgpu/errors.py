@@ -140,10 +140,11 @@ COMPLEX_DUAL = "complex arithmetic with a dual"
 def complex_dual_message(operation):
     """The error text for ``operation`` (e.g. ``"complex128 * Dual(float64, 8)"``)."""
     return (
-        f"{COMPLEX_DUAL} ({operation}) is not supported: dualgpu's duals carry real values "
-        "and real partials. Write the complex quantity as two real arrays or numbers (real "
-        "and imaginary parts; e.g. exp(-i v dt) as cos(v dt) - i sin(v dt)), so the duals only "
-        "meet real numbers."
+        f"{COMPLEX_DUAL} ({operation}) is not supported here: compiled code (the cpu backend, "
+        "@njit, the GPU) carries real duals only. Complex duals run on the host and on the "
+        "cudasim backend (dualgpu.set_backend('cudasim')); or write the complex quantity as two "
+        "real arrays or numbers (real and imaginary parts; e.g. exp(-i v dt) as cos(v dt) - "
+        "i sin(v dt)), so the duals only meet real numbers."
     )
 
 

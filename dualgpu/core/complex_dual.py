@@ -296,7 +296,7 @@ def complex_class(dual):
 
         def __int__(self):
             raise TypeError("int() of a complex dual: a complex number has no int. Fix: "
-                            "int(d.real.value).")
+                            "int(d.real.value) (an integer has no derivative).")
 
         def _primal(self):
             return self.value

@@ -27,7 +27,6 @@ import numpy as np
 
 from dualgpu import compiled as _compiled  # noqa: F401  (numba typing of Dual, DualArray)
 from dualgpu.core._context import active_tile_lanes
-from dualgpu.core.dual import Dual
 from dualgpu.core.dualarray import DualArray
 from dualgpu.core.lanes import TILE_LANES, launch_tile
 from dualgpu.core.nested import lane_key, nested_local_array_error
