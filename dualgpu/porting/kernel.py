@@ -523,8 +523,8 @@ class Kernel:
         integers = [n for n in names if np.issubdtype(getattr(given.get(n), "dtype", np.float64),
                                                       np.integer)
                     or getattr(given.get(n), "dtype", None) == np.bool_]
-        complexes = [n for n in names
-                     if np.issubdtype(getattr(given.get(n), "dtype", np.float64), np.complexfloating)]
+        complexes = [n for n in names if np.issubdtype(
+            getattr(given.get(n), "dtype", np.float64), np.complexfloating)]
         if complexes:  # the same refusal as complex arithmetic (and as the simulator gives)
             return f"kernel {self.__name__}{at}: " + complex_dual_message(
                 f"a dual stored into the complex array {complexes[0]} "
