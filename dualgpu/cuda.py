@@ -57,6 +57,9 @@ from dualgpu.porting.vectorize import guvectorize, vectorize
 
 __dualgpu_cuda__ = True
 
+# (``compile`` is defined here, as in numba.cuda, but left out of __all__ so that
+# ``from dualgpu.cuda import *`` does not hide the builtin compile)
+
 __all__ = [
     "jit", "grid", "gridsize", "threadIdx", "blockIdx", "blockDim", "gridDim", "local",
     "shared", "const", "atomic", "syncthreads", "laneid", "warpsize", "to_device",
@@ -69,7 +72,7 @@ __all__ = [
     "external_stream", "profile_start", "profile_stop", "profiling", "require_context",
     "cuda_error", "is_supported_version", "is_float16_supported", "is_bfloat16_supported",
     "is_fp8_supported", "is_cuda_array", "as_cuda_array", "from_cuda_array_interface",
-    "open_ipc_array", "compile", "compile_ptx", "compile_all", "compile_for_current_device",
+    "open_ipc_array", "compile_ptx", "compile_all", "compile_for_current_device",
     "compile_ptx_for_current_device", "declare_device", "In", "Out", "InOut",
 ]
 
