@@ -49,7 +49,8 @@ _SUBSCRIPT_STORE = re.compile(r"^\s*([A-Za-z_]\w*)\s*\[.*\]\s*(?:[-+*/%]|//|\*\*
 
 
 #: numba.cuda's launch-argument hints (``cuda.In(x)``, ``Out``, ``InOut``): only a copy
-#: direction for the GPU, so the other backends launch with the array they wrap
+#: direction for the GPU, so the other backends (and DualArrays, which dualgpu copies itself)
+#: launch with the array they wrap
 _ARG_HINTS = frozenset((_numba_args.In, _numba_args.Out, _numba_args.InOut))
 
 #: threads per block of ``kernel.forall(n)`` when none is given
@@ -263,8 +264,10 @@ class Kernel:
         if self.signatures:
             args = apply_signature(self.__name__, self._params, self.signatures, args)
         name = backend()
-        if name != "cuda" and not _ARG_HINTS.isdisjoint(map(type, args)):
-            args = tuple(a.value if type(a) in _ARG_HINTS else a for a in args)  # cuda.In(x)
+        if not _ARG_HINTS.isdisjoint(map(type, args)):  # cuda.In(x): numba's only on the GPU
+            args = tuple(a.value if type(a) in _ARG_HINTS
+                         and (name != "cuda" or isinstance(a.value, DualArray)) else a
+                         for a in args)
         registry, shadows = active(), None
         if registry is not None:  # under the driver: host buffers that receive duals
             captured = self._may_capture and bool(self._captured())
