@@ -37,7 +37,7 @@ from dualgpu.porting import random
 from dualgpu.porting.devices import (  # numba.cuda's device API, on every backend
     close, current_context, detect, get_current_device, list_devices, select_device,
 )
-from dualgpu.porting.driver_api import (  # answered off the GPU, or refused naming the fix
+from dualgpu.porting.driver_api import (  # noqa: F401 (compile: not in __all__, see below)
     as_cuda_array, compile, compile_all, compile_for_current_device, compile_ptx,
     compile_ptx_for_current_device, cuda_error, declare_device, external_stream,
     from_cuda_array_interface, is_bfloat16_supported, is_cuda_array, is_float16_supported,
@@ -58,6 +58,9 @@ from dualgpu.porting.vectorize import guvectorize, vectorize
 
 __dualgpu_cuda__ = True
 
+# (``compile`` is defined here, as in numba.cuda, but left out of __all__ so that
+# ``from dualgpu.cuda import *`` does not hide the builtin compile)
+
 __all__ = [
     "jit", "grid", "gridsize", "threadIdx", "blockIdx", "blockDim", "gridDim", "local",
     "shared", "const", "atomic", "syncthreads", "laneid", "warpsize", "to_device",
@@ -70,7 +73,7 @@ __all__ = [
     "external_stream", "profile_start", "profile_stop", "profiling", "require_context",
     "cuda_error", "is_supported_version", "is_float16_supported", "is_bfloat16_supported",
     "is_fp8_supported", "is_cuda_array", "as_cuda_array", "from_cuda_array_interface",
-    "open_ipc_array", "compile", "compile_ptx", "compile_all", "compile_for_current_device",
+    "open_ipc_array", "compile_ptx", "compile_all", "compile_for_current_device",
     "compile_ptx_for_current_device", "declare_device", "In", "Out", "InOut",
 ]
 

@@ -10,7 +10,7 @@ for a call that matches no signature of a dispatcher that may not compile
 resolve the call again, now against the new specialisation.
 """
 from numba import types
-from numba.core import dispatcher
+from numba.core import dispatcher, errors
 
 from dualgpu.compiled.types import DualArrayType, DualType, TaggedDualArrayType, TaggedDualType
 
@@ -42,6 +42,14 @@ def _search_new_conversions(self, *args, **kws):
     self._can_compile = True  # one dual specialisation of the eagerly compiled function
     try:
         self.compile(argtypes)
+    except errors.TypingError as exc:
+        signatures = ", ".join(str(s) for s in self.nopython_signatures)
+        raise errors.TypingError(
+            f"{self.py_func.__qualname__} was compiled for its signature(s) {signatures} and "
+            f"called with duals ({', '.join(map(str, argtypes))}); dualgpu compiles a dual "
+            "version of it, which failed: numba's message follows. Fix: use operations that "
+            "take duals in it, or call it with .value where no derivative must flow through "
+            f"it.\n\n{exc}") from exc
     finally:
         self._can_compile = False
     return True

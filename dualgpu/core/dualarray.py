@@ -324,9 +324,10 @@ class DualArray(DualArrayBase):
             "numpy functions and operators work on it directly (np.sum(u), u * x, u @ x, "
             "np.linalg.norm(u - data)) and keep the partials; allocate arrays like it with "
             "np.zeros_like(u) or dualgpu.cuda.device_array_like(u); u.values reads the "
-            "values alone and drops the derivative. Storing it into a plain numpy array (a trajectory buffer "
-            "traj[t] = u) lands here too: collect the steps in a list and np.stack(frames) "
-            "them, or allocate the buffer with np.zeros_like(u, shape=(steps,) + u.shape)."
+            "values alone and drops the derivative. Storing it into a plain numpy array (a "
+            "trajectory buffer traj[t] = u) lands here too: collect the steps in a list and "
+            "np.stack(frames) them, or allocate the buffer with np.zeros_like(u, "
+            "shape=(steps,) + u.shape)."
         ))
 
     def sum(self, axis=None, dtype=None, out=None, keepdims=False):

@@ -21,7 +21,8 @@ from dualgpu.porting.memory import HostArray, HostStream
 __all__ = [
     "as_cuda_array", "compile", "compile_all", "compile_for_current_device", "compile_ptx",
     "compile_ptx_for_current_device", "cuda_error", "declare_device", "external_stream",
-    "from_cuda_array_interface", "is_bfloat16_supported", "is_cuda_array", "is_float16_supported", "is_fp8_supported",
+    "from_cuda_array_interface", "is_bfloat16_supported", "is_cuda_array",
+    "is_float16_supported", "is_fp8_supported",
     "is_supported_version", "legacy_default_stream", "open_ipc_array",
     "per_thread_default_stream", "profile_start", "profile_stop", "profiling",
     "require_context", "refusal",

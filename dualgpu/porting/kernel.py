@@ -54,7 +54,8 @@ _SUBSCRIPT_STORE = re.compile(r"^\s*([A-Za-z_]\w*)\s*\[.*\]\s*(?:[-+*/%]|//|\*\*
 
 
 #: numba.cuda's launch-argument hints (``cuda.In(x)``, ``Out``, ``InOut``): only a copy
-#: direction for the GPU, so the other backends launch with the array they wrap
+#: direction for the GPU, so the other backends (and DualArrays, which dualgpu copies itself)
+#: launch with the array they wrap
 _ARG_HINTS = frozenset((_numba_args.In, _numba_args.Out, _numba_args.InOut))
 
 #: threads per block of ``kernel.forall(n)`` when none is given
@@ -270,8 +271,10 @@ class Kernel:
         if self.signatures:
             args = self.apply_signatures(args)
         name = backend()
-        if name != "cuda" and not _ARG_HINTS.isdisjoint(map(type, args)):
-            args = tuple(a.value if type(a) in _ARG_HINTS else a for a in args)  # cuda.In(x)
+        if not _ARG_HINTS.isdisjoint(map(type, args)):  # cuda.In(x): numba's only on the GPU
+            args = tuple(a.value if type(a) in _ARG_HINTS
+                         and (name != "cuda" or isinstance(a.value, DualArray)) else a
+                         for a in args)
         registry, shadows = active(), None
         if registry is not None:  # under the driver: host buffers that receive duals
             captured = self._may_capture and bool(self._captured())
@@ -547,8 +550,8 @@ class Kernel:
         integers = [n for n in names if np.issubdtype(getattr(given.get(n), "dtype", np.float64),
                                                       np.integer)
                     or getattr(given.get(n), "dtype", None) == np.bool_]
-        complexes = [n for n in names
-                     if np.issubdtype(getattr(given.get(n), "dtype", np.float64), np.complexfloating)]
+        complexes = [n for n in names if np.issubdtype(
+            getattr(given.get(n), "dtype", np.float64), np.complexfloating)]
         if complexes:  # the same refusal as complex arithmetic (and as the simulator gives)
             return f"kernel {self.__name__}{at}: " + complex_dual_message(
                 f"a dual stored into the complex array {complexes[0]} "

@@ -60,3 +60,15 @@ def test_plain_calls_keep_numbas_signatures():
     assert list(d.partials) == pytest.approx([2.0 + np.cos(2.0), 0.0])
     _drag(dualgpu.Dual(3.0, [1.0, 0.0]))
     assert len(_drag.nopython_signatures) <= before + 1  # one dual specialisation per type
+
+
+@njit("float64(float64)")
+def _sign_times(v):
+    return np.sign(v) * v
+
+
+def test_a_dual_version_that_does_not_compile_names_the_function():
+    with pytest.raises(Exception, match=r"_sign_times was compiled for its signature\(s\) "
+                                        r"\(float64,\) -> float64 and called with duals"):
+        _sign_times(dualgpu.Dual(2.0, [1.0]))
+    assert _sign_times(-2.0) == 2.0

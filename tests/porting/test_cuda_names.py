@@ -256,3 +256,11 @@ def test_const_array_like_runs_and_differentiates(backend, driver_trap):
         assert dualgpu.testing.check_jacobian(_smooth, u) < 1e-8
         jac = np.asarray(dualgpu.jacobian(_smooth, u))
     assert jac[3, 2:5].tolist() == [0.25, 0.5, 0.25]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_launch_hints_wrapping_dual_arrays(backend):
+    u = dualgpu.dual_array(np.zeros(4), np.eye(4)[:2])
+    with dualgpu.using_backend(backend):
+        _add_one[1, 4](cuda.InOut(u))
+    assert u.values.tolist() == [1.0] * 4 and u.partials.tolist() == np.eye(4)[:2].tolist()
