@@ -21,15 +21,17 @@ cases come from:
   dual arrays (ufuncs with a rule of their own outside the table are not counted). Three rules
   have no numpy ufunc: ``erf``, ``erfc`` and ``remainder`` (IEEE remainder; ``np.remainder`` is
   the ``mod`` rule).
-* ``PTX``: ``tests/compiled/test_rules_ptx.py``, every case compiled offline (lanes 1 and 8).
+* ``PTX``: ``tests/compiled/test_rules_ptx.py``, every case compiled offline in both dtypes; the
+  lane count (1 or 8) is sampled per dtype and argument kinds; ``DUALGPU_TEST_CASES=all``
+  runs both.
 
 The complex rules (``dualgpu.complex_rules``) have a table of their own, in complex64 and
 complex128: ``complex python`` (``tests/core/test_complex_dual.py``: operators, attributes,
 numpy ufuncs on scalars and ``dualgpu.dcmath``, each argument kind), ``complex host``
 (``tests/host/test_complex_host.py``: host DualArrays, against central differences and
 jax.jvp) and ``complex cudasim`` (``tests/backends/cudasim/test_cudasim_complex.py``: every
-rule in a simulated kernel, and whole kernels through the driver). Complex duals in compiled code (njit, cpu, PTX) are not
-built yet: those paths have no complex cases.
+rule in a simulated kernel, and whole kernels through the driver). Complex duals in
+compiled code (njit, cpu, PTX) are not built yet: those paths have no complex cases.
 """
 import argparse
 import collections
@@ -79,16 +81,18 @@ def _rules_cases(counts):
 
 
 def _ptx_cases(counts):
-    """PTX: the parametrisation of ``test_rule_compiles_to_ptx`` (no sampling)."""
+    """PTX: ``test_rules_ptx.ptx_params()``, sampled and full."""
     module = _import("compiled.test_rules_ptx")
-    marks = {mark.args[0]: mark.args[1] for mark in module.test_rule_compiles_to_ptx.pytestmark
-             if mark.name == "parametrize"}
-    for param in marks["kinds, index"]:
-        kinds, index = param.values
-        rule = module.cases_for(kinds)[index][2]
-        for dtype in marks["dtype"]:
-            for full in (False, True):
-                counts[full][(rule, "PTX", dtype)] += len(marks["lanes"])
+    saved = module.FULL_PRODUCT
+    try:
+        for full in (False, True):
+            module.FULL_PRODUCT = full
+            for param in module.ptx_params():
+                dtype, _lanes, kinds, index = param.values
+                rule = module.cases_for(kinds)[index][2]
+                counts[full][(rule, "PTX", dtype)] += 1
+    finally:
+        module.FULL_PRODUCT = saved
 
 
 def _property_cases(counts):

@@ -1,6 +1,7 @@
 """Real CUDA code generation, checked offline by compiling kernels to PTX (no GPU needed)."""
 import functools
 import math
+import os
 
 import pytest
 from numba import cuda, types
@@ -43,11 +44,33 @@ def all_rules_ptx(kinds, dtype, lanes, cc):
         return error
 
 
-@pytest.mark.parametrize("kinds, index", [
-    pytest.param(kinds, k, id=case_id(case, kinds))
-    for kinds in KINDS for k, case in enumerate(cases_for(kinds))])
-@pytest.mark.parametrize("lanes", [1, 8])
-@pytest.mark.parametrize("dtype", list(FLOATS), ids=str)
+LANES = [1, 8]
+#: DUALGPU_TEST_CASES=all compiles the whole dtype x lanes x kinds product (as test_rules.py)
+FULL_PRODUCT = os.environ.get("DUALGPU_TEST_CASES", "").strip().lower() == "all"
+
+
+def ptx_params():
+    """(dtype, lanes, kinds, index): every rule case in both dtypes.
+
+    One kernel per (dtype, lanes, kinds) holds every rule of ``kinds``, about a second of
+    compilation each. By default the lane count is sampled as JAX's ``sample_product`` does:
+    one per (dtype, kinds), alternating over LANES, so every rule compiles in both dtypes, each
+    dtype meets both lane counts and each argument kinds meets both lane counts (in one dtype
+    or the other). ``DUALGPU_TEST_CASES=all`` runs the full product.
+    """
+    params = []
+    for d, dtype in enumerate(FLOATS):
+        for k, kinds in enumerate(KINDS):
+            for lanes in LANES:
+                if not FULL_PRODUCT and lanes != LANES[(d + k) % len(LANES)]:
+                    continue
+                params += [pytest.param(dtype, lanes, kinds, i,
+                                        id=f"{dtype}-{lanes}-{case_id(case, kinds)}")
+                           for i, case in enumerate(cases_for(kinds))]
+    return params
+
+
+@pytest.mark.parametrize("dtype, lanes, kinds, index", ptx_params())
 def test_rule_compiles_to_ptx(offline_ptx, dtype, lanes, kinds, index):
     ptx = all_rules_ptx(kinds, dtype, lanes, offline_ptx)
     if isinstance(ptx, Exception):  # the shared kernel failed: is it this rule?
