@@ -145,6 +145,7 @@ def ordering_message(operation):
     """
     return (
         f"{operation} orders complex numbers, which have no order (nor floor); numba and "
-        "Python refuse it too. Fix: compare a real quantity, e.g. abs(z) < r, z.real < x or (z * z.conjugate())"
+        "Python refuse it too. Fix: compare a real quantity, e.g. abs(z) < r, z.real < x or "
+        "(z * z.conjugate())"
         ".real, and differentiate that."
     )

@@ -1,4 +1,5 @@
-"""A drop-in namespace for ``numba.cuda``: change ``from numba import cuda`` to ``from dualgpu import cuda``.
+"""A drop-in namespace for ``numba.cuda``: change ``from numba import cuda`` to
+``from dualgpu import cuda``.
 
 Kernel-side names (``grid``, ``threadIdx``, ``local.array`` ...) are numba.cuda's
 own; each backend makes them mean the right thing. Host-side names allocate and

@@ -28,7 +28,8 @@ class DualgpuBaseError(Exception):
 
 
 class DualgpuWarning(UserWarning):
-    """The root of dualgpu's warnings: filter them all with ``warnings.simplefilter(..., DualgpuWarning)``.
+    """The root of dualgpu's warnings: filter them all with
+    ``warnings.simplefilter(..., DualgpuWarning)``.
 
     Examples
     --------

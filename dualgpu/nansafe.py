@@ -15,9 +15,9 @@ It is a **compile-time switch**: set the environment variable
 so the mode is read once, at import, and applies to the pure-Python dual
 (cudasim, host) and to all compiled code alike. The mode is part of the numba
 types of duals (:data:`TYPE_KEY`), hence of every compile cache key: dualgpu's
-launcher cache and numba's ``cache=True`` index of users' functions on duals. It is off by default because
-each lane product gains a compare and a select (see the README's performance
-section for the measured cost).
+launcher cache and numba's ``cache=True`` index of users' functions on duals. It is off by
+default because each lane product gains a compare and a select (see the README's
+performance section for the measured cost).
 
 Examples
 --------

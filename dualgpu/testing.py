@@ -228,7 +228,8 @@ def _compare(ad, fd, rtol, atol, what, fd_error=None, note=""):
         if float(np.max(excess, initial=0.0)) > atol + rtol * scale:
             flat = int(np.argmax(excess)) if diff.size else 0
             index = list(map(int, np.unravel_index(flat, a.shape))) if a.ndim else []
-            fd_part = (f" + estimated finite-difference error {float(allowed.reshape(-1)[flat]):.3g}"
+            fd_part = (" + estimated finite-difference error "
+                       f"{float(allowed.reshape(-1)[flat]):.3g}"
                        if fd_error is not None else "")
             failures.append(
                 f"output {o}{index if index else ''}: forward mode "

@@ -28,7 +28,8 @@ def _in_notebook():
 
 
 def interactive(stream=None):
-    """Return True when ``stream`` (default ``sys.stderr``) is a terminal or we run in a notebook."""
+    """Return True when ``stream`` (default ``sys.stderr``) is a terminal or we run in a
+    notebook."""
     stream = sys.stderr if stream is None else stream
     try:
         tty = bool(stream.isatty())

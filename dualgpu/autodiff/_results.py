@@ -63,7 +63,8 @@ def _zeros(shape, dtype, what, fname):
         return np.zeros(shape, dtype)
     except MemoryError:  # the check passed but the allocation did not
         raise DualgpuError(
-            f"{fname}: could not allocate {what} ({_size(int(np.prod(shape)) * np.dtype(dtype).itemsize)}"
+            f"{fname}: could not allocate {what} "
+            f"({_size(int(np.prod(shape)) * np.dtype(dtype).itemsize)}"
             "). Fix: as for a result larger than memory: sparsity=, fewer argnums, or jvp_batch."
         ) from None
 

@@ -12,7 +12,9 @@ the derivatives; :mod:`dualgpu.autodiff.engine` explains how (chunks, tiles, mem
 from __future__ import annotations
 
 from typing import Any, Callable, Sequence
-from dualgpu.core.hints import ArgNums, ArrayLike, Executor, Function, JacobianResult, Progress, Sparsity
+from dualgpu.core.hints import (
+    ArgNums, ArrayLike, Executor, Function, JacobianResult, Progress, Sparsity,
+)
 
 import numpy as np
 

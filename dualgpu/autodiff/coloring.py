@@ -1,22 +1,20 @@
 """Column coloring of a sparse Jacobian: fewer dual lanes, then recovery of J.
 
-Two columns of a Jacobian ``J`` (shape ``(m, n)``) that never share a nonzero
-row can be seeded in the same dual lane: their contributions land in
-different outputs. :func:`color_columns` groups the columns into
-``n_colors`` such groups (a greedy coloring of the column intersection graph,
-i.e. a distance-2 coloring of the bipartite row/column graph). A simulation
-run with the ``n_colors`` seeds ``S`` (``S[j, colors[j]] = 1``) yields the
-compressed Jacobian ``B = J @ S``, from which :meth:`Coloring.recover`
-reads back every structural entry: ``J[i, j] = B[i, colors[j]]``.
+Two columns of a Jacobian ``J`` (shape ``(m, n)``) that never share a nonzero row can be
+seeded in the same dual lane: their contributions land in different outputs.
+:func:`color_columns` groups the columns into ``n_colors`` such groups (a greedy coloring of
+the column intersection graph, i.e. a distance-2 coloring of the bipartite row/column
+graph). A simulation run with the ``n_colors`` seeds ``S`` (``S[j, colors[j]] = 1``) yields
+the compressed Jacobian ``B = J @ S``, from which :meth:`Coloring.recover` reads back every
+structural entry: ``J[i, j] = B[i, colors[j]]``.
 
-The loops are compiled with numba over the CSR and CSC index arrays of the
-pattern (no dense matrix is ever built). ``color_columns`` (``order="best"``)
-tries structured colorings and several greedy orders and keeps the fewest
-colors: banded patterns of half-width ``T`` get the optimum ``2 T + 1``;
-periodic bands the optimum of the n-cycle's power (250 colors for a periodic
-heat Jacobian of 1000 cells after 100 steps, where greedy orders need about
-400); stencils on a grid given as ``grid=`` a lattice coloring (5 for the 2-D
-5-point stencil, ``(x + 2 y) % 5``; greedy needs 7). Any coloring can also be
+The loops are compiled with numba over the CSR and CSC index arrays of the pattern (no
+dense matrix is ever built). ``color_columns`` (``order="best"``) tries structured
+colorings and several greedy orders and keeps the fewest colors: banded patterns of
+half-width ``T`` get the optimum ``2 T + 1``; periodic bands the optimum of the n-cycle's
+power (250 colors for a periodic heat Jacobian of 1000 cells after 100 steps, where greedy
+orders need about 400); stencils on a grid given as ``grid=`` a lattice coloring (5 for
+the 2-D 5-point stencil, ``(x + 2 y) % 5``; greedy needs 7). Any coloring can also be
 passed as ``Coloring(pattern, colors)``, checked on construction.
 
 Examples
@@ -407,7 +405,8 @@ class Coloring:
     Examples
     --------
     >>> import numpy as np, dualgpu
-    >>> coloring = dualgpu.sparse.Coloring(np.eye(3, dtype=bool) | np.eye(3, k=1, dtype=bool), [0, 1, 0])
+    >>> coloring = dualgpu.sparse.Coloring(
+    ...     np.eye(3, dtype=bool) | np.eye(3, k=1, dtype=bool), [0, 1, 0])
     >>> coloring.n_colors
     2
     """
@@ -547,7 +546,8 @@ class Coloring:
         compressed = np.asarray(compressed)
         m, n = self.shape
         if lanes_first:
-            expected = f"({self.n_colors}, {m}) or ({self.n_colors}, *output_shape) with {m} elements"
+            expected = (f"({self.n_colors}, {m}) or ({self.n_colors}, *output_shape) "
+                        f"with {m} elements")
             lanes = compressed.shape[0] if compressed.ndim else None
             ok = compressed.ndim >= 2 and lanes == self.n_colors and compressed.size == lanes * m
         else:
@@ -573,7 +573,8 @@ class Coloring:
         if lanes_first:
             compressed = compressed.reshape(self.n_colors, m)
         data = np.empty(self.pattern.nnz, dtype=compressed.dtype)
-        _gather(self.pattern.indptr, self.pattern.indices, self.colors, compressed, lanes_first, data)
+        _gather(self.pattern.indptr, self.pattern.indices, self.colors, compressed, lanes_first,
+                data)
         return sp.csr_matrix(
             (data, self.pattern.indices.copy(), self.pattern.indptr.copy()), shape=(m, n)
         )
@@ -708,18 +709,17 @@ def color_columns(pattern: Any, order: str = "best", shape: tuple[int, ...] | No
     ----------
     pattern : scipy.sparse matrix or array_like of bool, shape ``(m, n)``
         Where the Jacobian may be nonzero (see :func:`dualgpu.sparse.as_pattern`).
-    order : {'best', 'largest_first', 'smallest_last', 'natural', 'band', 'cyclic_band', 'lattice'} or array of int
-        ``'best'`` (default) tries every structured coloring and every greedy
-        order in ``BEST`` and keeps the one with the fewest colors,
-        stopping early at the lower bound. The greedy orders visit columns by
-        decreasing number of neighbouring columns (ties in column order), in
-        smallest-last (degeneracy) order, in column order, or in an explicit
-        permutation of ``range(n)``; each column takes the smallest color not
-        taken by a column it shares a row with. The structured ones: ``'band'``
-        is ``j mod (s + 1)`` with s the widest row span (optimal for banded
-        Jacobians), ``'cyclic_band'`` the optimal coloring of a periodic band
-        (a cyclic coloring of the band), ``'lattice'`` a linear coloring of
-        the input grid (needs ``grid``).
+    order : str or array of int
+        One of ``'best'``, ``'largest_first'``, ``'smallest_last'``, ``'natural'``, ``'band'``,
+        ``'cyclic_band'`` and ``'lattice'``, or an array of int. ``'best'`` (default) tries every
+        structured coloring and every greedy order in ``BEST`` and keeps the one with the fewest
+        colors, stopping early at the lower bound. The greedy orders visit columns by decreasing
+        number of neighbouring columns (ties in column order), in smallest-last (degeneracy) order,
+        in column order, or in an explicit permutation of ``range(n)``; each column takes the
+        smallest color not taken by a column it shares a row with. The structured ones: ``'band'``
+        is ``j mod (s + 1)`` with s the widest row span (optimal for banded Jacobians),
+        ``'cyclic_band'`` the optimal coloring of a periodic band (a cyclic coloring of the band),
+        ``'lattice'`` a linear coloring of the input grid (needs ``grid``).
     shape : tuple of int, optional
         The expected ``(m, n)``; a pattern of another shape raises an error.
     grid : tuple of int, optional

@@ -167,7 +167,8 @@ def ensemble_jacobian(f: Function, *args: Any, argnums: ArgNums = 0,
                       batch_axes: int | Sequence[int | None] = 0, out_axis: int = 0,
                       chunk_size: int | None = None, progress: Progress = None,
                       validate: bool = False) -> Any:
-    """Return every member's Jacobian of an ensemble simulation, shape ``(members, outputs, inputs)``.
+    """Return every member's Jacobian of an ensemble simulation, shape
+    ``(members, outputs, inputs)``.
 
     ``J[i, r, c]`` is the derivative of member ``i``'s output component ``r``
     with respect to its input component ``c``. All members are seeded at once
@@ -317,7 +318,8 @@ def _in_terms_of_columns(error, inputs):
         d = int(found.group(1))
         for item in inputs:
             if item.offset <= d < item.offset + item.size:
-                message += f" (In ensemble_jacobian, direction {d} is {item.where(d - item.offset)}.)"
+                message += (f" (In ensemble_jacobian, direction {d} is "
+                            f"{item.where(d - item.offset)}.)")
     return DualgpuError(message.replace("jvp_batch:", "ensemble_jacobian:", 1))
 
 

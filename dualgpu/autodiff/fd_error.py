@@ -51,7 +51,8 @@ def computes_in_float32(outputs):
     >>> import numpy as np
     >>> from dualgpu.autodiff.fd_error import computes_in_float32
     >>> x = np.linspace(0.1, 1.0, 5)
-    >>> computes_in_float32([np.sin(x)]), computes_in_float32([np.sin(x.astype(np.float32)).astype(float)])
+    >>> (computes_in_float32([np.sin(x)]),
+    ...  computes_in_float32([np.sin(x.astype(np.float32)).astype(float)]))
     (False, True)
     """
     values = [np.asarray(o, np.float64).reshape(-1) for o in outputs]

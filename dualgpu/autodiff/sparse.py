@@ -264,8 +264,9 @@ def sparse_jacobian(f: Function, args: Sequence[Any], argnum: int = 0, *,
         or a global one is trusted as is.
     chunk_size : int, optional
         Lanes per kernel tile; default: chosen per backend from the
-        number of colors (each kernel picks its fastest tile when there are many). One run of f seeds all colors (many tiles) when they
-        fit the backend's memory budget.
+        number of colors (each kernel picks its fastest tile when there are many).
+        One run of f seeds all colors (many tiles) when they fit the backend's
+        memory budget.
     validate : bool or "detect"
         ``True`` compares with the dense Jacobian (small problems only);
         ``"detect"`` checks that the given pattern contains the detected one.

@@ -115,7 +115,8 @@ def _index_dtype(n, nnz):
 def _check_size(name, value, minimum=0):
     if isinstance(value, (bool, np.bool_)) or int(value) != value or value < minimum:
         raise DualgpuError(
-            f"{name} must be an integer >= {minimum}; got {value!r}. Pass e.g. {name}={max(minimum, 1)}."
+            f"{name} must be an integer >= {minimum}; got {value!r}. "
+            f"Pass e.g. {name}={max(minimum, 1)}."
         )
     return int(value)
 

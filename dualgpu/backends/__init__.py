@@ -1,1 +1,2 @@
-"""Execution backends: the real GPU (``cuda``), compiled CPU (``cpu``) and the CUDA simulator (``cudasim``)."""
+"""Execution backends: the real GPU (``cuda``), compiled CPU (``cpu``) and the CUDA simulator
+(``cudasim``)."""

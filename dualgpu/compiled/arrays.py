@@ -229,7 +229,8 @@ def _dual_array_getitem(a, i):
     if _index_parts(i, a.ndim) is not None:
         return None  # an element: _element_get
     ok = isinstance(i, (types.Integer, types.SliceType)) or (
-        isinstance(i, types.BaseTuple) and all(isinstance(t, (types.Integer, types.SliceType)) for t in i)
+        isinstance(i, types.BaseTuple)
+        and all(isinstance(t, (types.Integer, types.SliceType)) for t in i)
     )
     if not ok:
         raise TypingError(
@@ -240,7 +241,8 @@ def _dual_array_getitem(a, i):
     src = (
         "def getitem(a, i):\n"
         "    p_all = slice(None)\n"
-        f"    return _make_dual_array(a.values[i], a.partials[{_view_index_source(i, a.ndim)}], _N)\n"
+        "    return _make_dual_array(a.values[i], "
+        f"a.partials[{_view_index_source(i, a.ndim)}], _N)\n"
     )
     ns = {"_make_dual_array": make_dual_array, "_N": n}
     exec(compile(src, "<dualgpu getitem view>", "exec"), ns)
@@ -285,7 +287,8 @@ def _slice_setter(a, i, v):
     numbers and arrays.
     """
     ok = isinstance(i, (types.Integer, types.SliceType)) or (
-        isinstance(i, types.BaseTuple) and all(isinstance(t, (types.Integer, types.SliceType)) for t in i)
+        isinstance(i, types.BaseTuple)
+        and all(isinstance(t, (types.Integer, types.SliceType)) for t in i)
     )
     if not ok:
         raise TypingError(

@@ -41,5 +41,6 @@ def _register(name, fn):
 
 for _name in dir(_libdevice):
     _fn = getattr(_libdevice, _name)
-    if not _name.startswith("_") and callable(_fn) and getattr(_fn, "__module__", "") == _libdevice.__name__:
+    if (not _name.startswith("_") and callable(_fn)
+            and getattr(_fn, "__module__", "") == _libdevice.__name__):
         _register(_name, _fn)

@@ -47,8 +47,8 @@ from dualgpu.compiled.types import (
 )
 from dualgpu.core._expressions import expression
 
-__all__ = ["register_lowered", "lower_call", "value_of", "value_and_partials", "quiet", "RuleSpec", "rule_codegen",
-           "Emitter", "TypeWalk", "DUAL_TYPES"]
+__all__ = ["register_lowered", "lower_call", "value_of", "value_and_partials", "quiet", "RuleSpec",
+           "rule_codegen", "Emitter", "TypeWalk", "DUAL_TYPES"]
 
 
 def register_lowered(fn, definition, name):

@@ -165,7 +165,8 @@ class DualType(types.Type):
         if isinstance(other, (types.Float, types.Integer)):
             return Conversion.safe
         if isinstance(other, DualType) and other.n == self.n and other.tracer == self.tracer:
-            return Conversion.safe if other.dtype.bitwidth <= self.dtype.bitwidth else Conversion.unsafe
+            return (Conversion.safe if other.dtype.bitwidth <= self.dtype.bitwidth
+                    else Conversion.unsafe)
         return None
 
 
@@ -190,7 +191,8 @@ def promote(*tys):
             t = t.dtype
         if isinstance(t, types.Boolean):
             t = types.int64
-        dtypes.append(np.dtype(str(t)) if not isinstance(t, types.Integer) else np.dtype(f"{'u' if not t.signed else ''}int{t.bitwidth}"))
+        dtypes.append(np.dtype(str(t)) if not isinstance(t, types.Integer)
+                      else np.dtype(f"{'u' if not t.signed else ''}int{t.bitwidth}"))
     result = np.result_type(*dtypes)
     return types.float32 if result == np.float32 else types.float64
 
@@ -224,7 +226,8 @@ class DualArrayType(types.IterableType):
                     "in kernels on the cudasim backend; compiled code (the cpu backend, @njit, "
                     "CUDA) has no complex duals yet. Fix: dualgpu.set_backend('cudasim') (or "
                     "using_backend), or keep real and imaginary parts as two real dual arrays.")
-            raise DualgpuError(f"DualArray: dtype must be float32 or float64; got {values_type.dtype}.")
+            raise DualgpuError(
+                f"DualArray: dtype must be float32 or float64; got {values_type.dtype}.")
         if not 1 <= n <= MAX_LANES:
             raise DualgpuError(
                 f"DualArray: {n} lanes requested; compiled duals support 1..{MAX_LANES}. "
@@ -277,7 +280,8 @@ class DualArrayType(types.IterableType):
 
 
 def dual_array_type(dtype, ndim, n, layout="C"):
-    """Return the DualArrayType of C-contiguous arrays of ``dtype`` with ``ndim`` dims and ``n`` lanes."""
+    """Return the DualArrayType of C-contiguous arrays of ``dtype`` with ``ndim`` dims and ``n``
+    lanes."""
     return DualArrayType(types.Array(dtype, ndim, layout), types.Array(dtype, ndim + 1, layout), n)
 
 
@@ -635,7 +639,8 @@ def lanes_cast(typingctx, dtype_of, p):
     ret = types.UniTuple(dtype_of, p.count)
 
     def codegen(context, builder, sig, args):
-        return pack_lanes(context, builder, ret, cast_lane_values(context, builder, args[1], p, dtype_of))
+        return pack_lanes(context, builder, ret,
+                          cast_lane_values(context, builder, args[1], p, dtype_of))
 
     return ret(dtype_of, p), codegen
 
@@ -659,4 +664,5 @@ def _dual_to_dual(context, builder, fromty, toty, val):
     src = cgutils.create_struct_proxy(fromty)(context, builder, value=val)
     value = context.cast(builder, src.value, fromty.dtype, toty.dtype)
     lanes = cast_lane_values(context, builder, src.partials, fromty.partials_type, toty.lane_dtype)
-    return build_dual(context, builder, toty, value, pack_lanes(context, builder, toty.partials_type, lanes))
+    return build_dual(context, builder, toty, value,
+                      pack_lanes(context, builder, toty.partials_type, lanes))

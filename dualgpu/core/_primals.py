@@ -213,7 +213,8 @@ def result_dtype(fn, args):
     >>> from dualgpu import Dual
     >>> from dualgpu.core._primals import numba_result_dtype, result_dtype
     >>> d = Dual(np.float32(1.0), np.ones(1, np.float32))
-    >>> numba_result_dtype(operator.mul, (d, 2.0)), numba_result_dtype(operator.mul, (d, np.float32(2)))
+    >>> (numba_result_dtype(operator.mul, (d, 2.0)),
+    ...  numba_result_dtype(operator.mul, (d, np.float32(2))))
     (dtype('float64'), dtype('float32'))
     >>> result_dtype(operator.mul, (d, 2.0))  # on the host: numpy's promotion
     dtype('float32')
@@ -246,7 +247,8 @@ def _int_power(base, exponent, dtype):
 
 
 def _is_integer(value):
-    return isinstance(value, (numbers.Integral, np.integer)) and not isinstance(value, (bool, np.bool_))
+    return (isinstance(value, (numbers.Integral, np.integer))
+            and not isinstance(value, (bool, np.bool_)))
 
 
 def _power(dtype, base, exponent):

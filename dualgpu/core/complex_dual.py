@@ -58,7 +58,8 @@ def is_complex_number(x):
 
 
 def tangent(kind, c):
-    """What a rule's tangent takes of ``c = factor * dz`` (see :data:`~dualgpu.complex_rules.TANGENTS`)."""
+    """What a rule's tangent takes of ``c = factor * dz`` (see
+    :data:`~dualgpu.complex_rules.TANGENTS`)."""
     if kind == "holomorphic":
         return c
     if kind == "real":

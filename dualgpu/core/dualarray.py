@@ -195,7 +195,8 @@ class DualArray(DualArrayBase):
             if self.is_tracer:
                 raise DualgpuError(
                     "host code read the element "
-                    f"[{', '.join(str(int(k)) for k in index)}] of an array that sparsity detection "
+                    f"[{', '.join(str(int(k)) for k in index)}] of an array that sparsity "
+                    "detection "
                     "(sparsity='detect') traces; the detector follows kernels only and cannot "
                     "trace host code on single elements (nor host numpy operations). Fix: "
                     "compute that value in a kernel, keep it an array (u[0:1] instead of u[0]), "

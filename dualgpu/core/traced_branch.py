@@ -48,7 +48,7 @@ def refuse_traced_python(partials):
     >>> refuse_traced_python(np.array([0, 4], np.int64))
     Traceback (most recent call last):
     ...
-    ValueError: dualgpu global sparsity: a kernel compares, rounds or converts a value that depends on the input
+    ValueError: dualgpu global sparsity: a kernel compares, rounds or converts a value that ...
     """
     if getattr(partials, "dtype", None) == np.int64 and np.any(partials):  # cheap otherwise
         raise ValueError(GLOBAL_BRANCH_MESSAGE)

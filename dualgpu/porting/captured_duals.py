@@ -218,8 +218,9 @@ def _who(py_func, kernel):
 
 
 def captured_duals(kernel):
-    """``[(py_func, name, value)]``: the Duals ``kernel`` (a :class:`~dualgpu.porting.kernel.Kernel`)
-    and its device functions capture now; empty when none.
+    """``[(py_func, name, value)]``: the Duals ``kernel``
+    (a :class:`~dualgpu.porting.kernel.Kernel`) and its device functions capture now; empty
+    when none.
 
     Parameters
     ----------

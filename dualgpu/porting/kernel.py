@@ -430,7 +430,8 @@ class Kernel:
         elif any(a.lanes != first.lanes for _, a in duals):
             listing = ", ".join(f"{p} has {a.lanes}" for p, a in duals)
             raise DualgpuError(
-                f"kernel {self.__name__}: the dual arguments disagree on the lane count ({listing}). "
+                f"kernel {self.__name__}: the dual arguments disagree on the lane count "
+                f"({listing}). "
                 "Seed every dual input of one launch with the same N (the driver does this)."
             )
         # duals of different dtypes mix as floats do (numba's promotion; a store casts), as

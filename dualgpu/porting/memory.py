@@ -244,12 +244,14 @@ def device_array(shape, dtype=np.float64, strides=None, order="C", stream=0):
         return nested_zeros(shape, active_levels(), np.dtype(dtype), _plain_zeros)
     lanes = active_lanes()
     if lanes and _takes_lanes(dtype):
-        return DualArray(_plain_zeros(shape, dtype), _plain_zeros((lanes,) + shape, lane_dtype(dtype)))
+        return DualArray(_plain_zeros(shape, dtype),
+                         _plain_zeros((lanes,) + shape, lane_dtype(dtype)))
     return _plain_empty(shape, dtype)
 
 
 def device_array_like(ary, stream=0):
-    """An array shaped and typed like ``ary``: a zeroed DualArray with its lanes when ``ary`` is one.
+    """An array shaped and typed like ``ary``: a zeroed DualArray with its lanes when ``ary`` is
+    one.
 
     Parameters
     ----------

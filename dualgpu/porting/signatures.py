@@ -87,7 +87,8 @@ def _scalar(ty, value):
             return dtype.type(value)
         raise TypeError("a float")
     if isinstance(ty, types.Integer):
-        if isinstance(value, (numbers.Integral, np.integer, np.bool_)) and not isinstance(value, Dual):
+        if (isinstance(value, (numbers.Integral, np.integer, np.bool_))
+                and not isinstance(value, Dual)):
             return np.dtype(str(ty)).type(value)
         raise TypeError("an integer")
     if isinstance(ty, types.Boolean):
@@ -119,7 +120,8 @@ def _fix(ty, value, why):
         return ("pass a C-contiguous array (np.ascontiguousarray(x) on the host, or a copy), "
                 f"or declare the parameter as {ty.dtype}[{', '.join([':'] * ty.ndim)}]")
     if isinstance(ty, types.Array):
-        if _is_array(value) and np.dtype(value.dtype).kind in "iub" and ty.dtype in types.real_domain:
+        if (_is_array(value) and np.dtype(value.dtype).kind in "iub"
+                and ty.dtype in types.real_domain):
             return (f"make the data {ty.dtype} before it reaches the kernel "
                     f"(np.asarray(x, dtype=np.{ty.dtype}) on the host; an integer initial state "
                     "such as np.arange(n) or np.zeros(n, int) is the usual cause)")

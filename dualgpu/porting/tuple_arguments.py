@@ -16,8 +16,9 @@ holds the pure part (the structure, the flattening, the source);
 
 Examples
 --------
->>> flat_source("_dg_flat", (None, (None, None), (None, (None, None))))
-'def _dg_flat(a0, a1_0, a1_1, a2_0, a2_1_0, a2_1_1):\\n    body(a0, (a1_0, a1_1), (a2_0, (a2_1_0, a2_1_1)))\\n'
+>>> print(flat_source("_dg_flat", (None, (None, None), (None, (None, None)))), end="")
+def _dg_flat(a0, a1_0, a1_1, a2_0, a2_1_0, a2_1_1):
+    body(a0, (a1_0, a1_1), (a2_0, (a2_1_0, a2_1_1)))
 """
 from dualgpu.core.dual import Dual
 from dualgpu.core.dualarray import DualArray

@@ -12,8 +12,9 @@ Parameters are described by a SALib problem dictionary (:func:`check_problem`,
 :class:`Problem`), sampled by :func:`sample`, differentiated at the samples by
 :func:`model_gradients`; :func:`dgsm` and :func:`analyze` give the measures as a
 :class:`DGSMResult`, :func:`poincare_constant` the constants of the bound,
-:func:`dualgpu.plot.dgsm_bars` and :func:`dualgpu.plot.dgsm_maps` the figures (matplotlib imported on use) and
-:func:`salib_sobol` SALib's Sobol indices as a cross-check (the ``sensitivity`` extra).
+:func:`dualgpu.plot.dgsm_bars` and :func:`dualgpu.plot.dgsm_maps` the figures (matplotlib
+imported on use) and :func:`salib_sobol` SALib's Sobol indices as a cross-check (the
+``sensitivity`` extra).
 
 Examples
 --------

@@ -16,7 +16,8 @@ def scalar_dtype(ty):
 
 
 def literal_shape(ty):
-    """The shape as a tuple of ints if ``ty`` is a literal int or tuple of literal ints, else None."""
+    """The shape as a tuple of ints if ``ty`` is a literal int or tuple of literal ints, else
+    None."""
     if isinstance(ty, types.IntegerLiteral):
         return (ty.literal_value,)
     if isinstance(ty, types.BaseTuple) and all(isinstance(t, types.IntegerLiteral) for t in ty):

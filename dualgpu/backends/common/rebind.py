@@ -41,7 +41,8 @@ def global_names(code):
 
 
 def uses_dual_scratch(py_func):
-    """True if ``py_func`` may use local or shared arrays or shuffles (names it reads, no typing)."""
+    """True if ``py_func`` may use local or shared arrays or shuffles (names it reads, no
+    typing)."""
     return bool(_DUAL_SCRATCH_NAMES & global_names(py_func.__code__))
 
 
@@ -86,7 +87,8 @@ def frozen_values(py_func):
 
 
 def rebind(py_func, replace, replace_cell=None):
-    """Return a copy of ``py_func`` with each global and closure value ``v`` replaced by ``replace(v)``.
+    """Return a copy of ``py_func`` with each global and closure value ``v`` replaced by
+    ``replace(v)``.
 
     ``replace`` returns the value to use (the same object to keep it); ``replace_cell``, when
     given, replaces closure values instead. The values are those of the function's first copy

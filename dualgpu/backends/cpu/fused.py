@@ -37,7 +37,8 @@ def _fused(typingctx, a, b, c):
     def codegen(context, builder, signature, args):
         lltype = context.get_value_type(a)
         fnty = ir.FunctionType(lltype, [lltype] * 3)
-        fn = cgutils.get_or_insert_function(builder.module, fnty, f"llvm.fma.{lltype.intrinsic_name}")
+        fn = cgutils.get_or_insert_function(
+            builder.module, fnty, f"llvm.fma.{lltype.intrinsic_name}")
         return builder.call(fn, args)
 
     return a(a, b, c), codegen

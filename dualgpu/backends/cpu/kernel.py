@@ -414,7 +414,8 @@ class CpuKernel(LaneTiles):
             ) from exc
         if base is None:  # a block-level kernel: retried with NRT by its launcher
             raise exc
-        tile = self._tiles(lanes, args, tuple(dual_kind(a) for a in args))[0] if lanes and not isinstance(lanes, tuple) else 0
+        tile = (self._tiles(lanes, args, tuple(dual_kind(a) for a in args))[0]
+                if lanes and not isinstance(lanes, tuple) else 0)
         if tile in self._nrt_lanes or not is_nrt_error(exc):
             if base == "bounded" and isinstance(exc, numba.core.errors.NumbaError):
                 # compiling the hoisted bound failed (before anything ran): fall

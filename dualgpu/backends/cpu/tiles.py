@@ -113,7 +113,8 @@ def values_of(arg):
 
 
 def access_summary(translation, active):
-    """The :class:`~dualgpu.backends.common.access.Summary` of a translation (device calls followed)."""
+    """The :class:`~dualgpu.backends.common.access.Summary` of a translation (device calls
+    followed)."""
     summary = getattr(translation, "_access_summary", None)
     if summary is not None:
         return summary

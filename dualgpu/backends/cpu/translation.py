@@ -7,8 +7,9 @@ functions it calls (:func:`device_translation`, one per function), its hoisted
 bounds guard (:mod:`dualgpu.backends.cpu.guards`) and the launch axis to loop
 over innermost (:func:`inner_axis`). :meth:`Translation.build` compiles it with
 ``numba.njit`` per lane count and options; callers compile without numba's NRT first,
-and again with it when :func:`is_nrt_error` says that the code allocates. Both :class:`~dualgpu.backends.cpu.kernel.CpuKernel` and the
-block-level runner (:mod:`dualgpu.backends.cpu.blocks`) build from it.
+and again with it when :func:`is_nrt_error` says that the code allocates. Both
+:class:`~dualgpu.backends.cpu.kernel.CpuKernel` and the block-level runner
+(:mod:`dualgpu.backends.cpu.blocks`) build from it.
 """
 import ast
 
@@ -218,7 +219,8 @@ def inner_axis(tree):
                         axis_of[t.id] = axis_of[v.id]
     votes = dict.fromkeys(AXES, 0)
     for node in ast.walk(tree):
-        if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Tuple) and node.slice.elts:
+        if (isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Tuple)
+                and node.slice.elts):
             names = [n.id for n in ast.walk(node.slice.elts[-1]) if isinstance(n, ast.Name)]
             used = {axis_of[n] for n in names if n in axis_of}
             for axis in used:

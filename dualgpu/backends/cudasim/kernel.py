@@ -32,7 +32,9 @@ from dualgpu.core.dualarray import DualArray
 from dualgpu.errors import DualgpuError
 from dualgpu.backends.common.rebind import global_names, rebind, uses_dual_scratch
 from dualgpu.backends.cudasim.casts import CastingModule, cast_for
-from dualgpu.backends.common.translate import cuda_member_names, device_py_func, is_cuda_module, unwrap
+from dualgpu.backends.common.translate import (
+    cuda_member_names, device_py_func, is_cuda_module, unwrap,
+)
 from dualgpu.core.nested import lane_key, nested_local_array_error
 from dualgpu.backends.cudasim.module import LaunchModule
 from dualgpu.backends.cudasim.threads import run_groups
@@ -169,7 +171,8 @@ def _replacer(lanes):
             return dmath
         if value is cmath:
             return dcmath
-        if isinstance(value, pytypes.BuiltinFunctionType) and getattr(math, value.__name__, None) is value:
+        if isinstance(value, pytypes.BuiltinFunctionType) and getattr(
+                math, value.__name__, None) is value:
             return getattr(dmath, value.__name__)
         if isinstance(value, pytypes.BuiltinFunctionType) and getattr(
                 cmath, value.__name__, None) is value:

@@ -220,7 +220,8 @@ class Group:
             if mask is None:  # activemask(): whoever arrives together
                 expected = arrived
             else:
-                expected = {lane for lane, t in members.items() if mask >> lane & 1 and not t.exited}
+                expected = {lane for lane, t in members.items()
+                            if mask >> lane & 1 and not t.exited}
             outside = set() if mask is None else arrived - _lanes_of(mask)
             if outside:
                 raise DualgpuError(

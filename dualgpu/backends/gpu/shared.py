@@ -4,8 +4,9 @@ The rewritten source of a dual specialisation (see :mod:`dualgpu.backends.gpu.ke
 calls these in place of numba.cuda's:
 
 * ``_dg_shared_array(shape, dtype, N, site)`` for ``cuda.shared.array(shape, dtype)``
-  of float32/float64 (a tile of another dtype is left as it is). A float array becomes a dual shared array: values and lane-major partials
-  ``(N,) + shape``, two ``.shared`` allocations. numba allocates one ``.shared``
+  of float32/float64 (a tile of another dtype is left as it is). A float array becomes a
+  dual shared array: values and lane-major partials ``(N,) + shape``, two ``.shared``
+  allocations. numba allocates one ``.shared``
   variable per *lowering* of ``cuda.shared.array``; an overload implementation is
   lowered once per signature, so ``site`` (a string literal unique to the call site)
   gives every call site its own signature, hence its own allocations. Dynamic shared
@@ -64,7 +65,8 @@ def dynamic_request(sharedmem, lanes):
 # --- the shared array -----------------------------------------------------------------------
 
 def _dg_shared_array(shape, dtype, lanes, site):
-    """``cuda.shared.array(shape, dtype)`` of a dual specialisation (kernels compiled for CUDA only)."""
+    """``cuda.shared.array(shape, dtype)`` of a dual specialisation (kernels compiled for CUDA
+    only)."""
     raise DualgpuError("_dg_shared_array is only usable inside kernels compiled for CUDA.")
 
 

@@ -28,7 +28,9 @@ from dualgpu.backends.common import translate as _translate
 from dualgpu.backends.cpu import COMPILED_CODE_ONLY, parallel as cpu_parallel
 from dualgpu.backends.cpu.blocks import runtime
 from dualgpu.backends.cpu.blocks import storage
-from dualgpu.backends.cpu.blocks.codegen import Layout, launcher_source, team_tree, typing_function_tree
+from dualgpu.backends.cpu.blocks.codegen import (
+    Layout, launcher_source, team_tree, typing_function_tree,
+)
 from dualgpu.backends.cpu.blocks.prepare import prepare
 from dualgpu.backends.cpu.blocks.runtime import DIVERGENT, MASK_ABSENT, MASK_SELF, SOURCE_INACTIVE
 from dualgpu.backends.cpu.blocks.structure import build
@@ -149,7 +151,8 @@ class _Built:
 
 
 class BlockLauncher:
-    """Runs one block-level kernel (a :class:`~dualgpu.backends.cpu.kernel.CpuKernel`'s translation).
+    """Runs one block-level kernel (a :class:`~dualgpu.backends.cpu.kernel.CpuKernel`'s
+    translation).
 
     Parameters
     ----------

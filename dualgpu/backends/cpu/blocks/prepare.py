@@ -26,7 +26,9 @@ import copy
 
 from dualgpu.errors import DualgpuError
 from dualgpu.backends.common.translate import UNRESOLVED, dotted
-from dualgpu.backends.cpu.blocks.markers import SYNC_KINDS, WARP_KINDS, Site, array_spec, marker, site_of
+from dualgpu.backends.cpu.blocks.markers import (
+    SYNC_KINDS, WARP_KINDS, Site, array_spec, marker, site_of,
+)
 from dualgpu.backends.cpu.translation import Translation
 
 __all__ = ["Prepared", "prepare", "lower_exits"]
