@@ -3,8 +3,8 @@
 Every case function takes a profile name (``"full"``, ``"quick"`` or ``"tiny"``,
 see :data:`benchmarks.harness.PROFILES`) and returns a JSON-serialisable dict;
 :mod:`benchmarks.run` gathers :data:`CASES` with those of :mod:`benchmarks.cases_host` and
-:mod:`benchmarks.cases_targets`, runs each case in its own process and prints the table. Times are medians over
-``repeats`` runs after one warm-up run; the first run (which compiles) is
+:mod:`benchmarks.cases_targets`, runs each case in its own process and prints the table. Times
+are medians over ``repeats`` runs after one warm-up run; the first run (which compiles) is
 reported separately as ``compile_s``.
 
 Cases
@@ -158,7 +158,8 @@ def case_cpu_vs_njit(profile):
             "ratio_vs_parallel": ratio_parallel,
             "targets": {"cpu_vs_njit": {"value": best, "target": TARGETS["cpu_vs_njit"],
                                         "met": best <= TARGETS["cpu_vs_njit"],
-                                        "note": "worse of serial-vs-serial and parallel-vs-parallel"}}}
+                                        "note": "worse of serial-vs-serial and "
+                                                "parallel-vs-parallel"}}}
 
 
 def case_launch(profile):
@@ -330,7 +331,8 @@ def case_sparse(profile):
         lambda: driver.jvp_batch(_heat_one_step, (u0,), (tangents,), progress=False), p["repeats"])
     ratio = t_sparse["median_s"] / t_jvp["median_s"]
     dense_lanes = 8
-    dense_equivalent_s = math.ceil(n / dense_lanes) * t_jvp["median_s"] * (1 + dense_lanes) / (1 + lanes)
+    dense_equivalent_s = (math.ceil(n / dense_lanes) * t_jvp["median_s"]
+                          * (1 + dense_lanes) / (1 + lanes))
     # check: interior rows of a one-step heat Jacobian are (r, 1 - 2r, r)
     row = J.getrow(n // 2).toarray().ravel()
     correct = bool(np.allclose(row[n // 2 - 1: n // 2 + 2], [0.25, 0.5, 0.25]) and J.nnz <= 3 * n)
@@ -359,7 +361,8 @@ def _block_kernels():
 
 
 def case_tiled_nbody(profile):
-    """Tiled (shared memory, two syncthreads per tile) vs untiled N-body accelerations, cpu backend."""
+    """Tiled (shared memory, two syncthreads per tile) vs untiled N-body accelerations, cpu
+    backend."""
     p = PROFILES[profile]
     bk = _block_kernels()
     n = p["tiled_n"]
@@ -396,7 +399,8 @@ def case_tiled_nbody(profile):
             "value": ratio, "target": TARGETS["tiled_vs_untiled"],
             "met": ratio <= TARGETS["tiled_vs_untiled"]}
     return {"n": n, "tile": bk.TILE, "rows": rows, "targets": targets,
-            "note": "targets judged on serial launches; parallel: blocks on the cpu backend's helper threads"}
+            "note": "targets judged on serial launches; parallel: blocks on the cpu backend's "
+                    "helper threads"}
 
 
 #: case name -> function(profile) -> dict (run.py adds those of cases_host and cases_targets)

@@ -87,7 +87,8 @@ def case_pair_loop(profile):
         "by_hand": lambda: (ref.nbody_mass_tangents(*hand), hand[7])[1],
         "plain": lambda: (kernel[blocks, 128](pos, mass, 1.0, 0.05, plain_acc), plain_acc)[1],
     }, p["repeats"], settle_s=SETTLE_S)
-    (ours, t_dual), (theirs, t_hand), (_, t_plain) = (timed[k] for k in ("dual", "by_hand", "plain"))
+    (ours, t_dual), (theirs, t_hand), (_, t_plain) = (
+        timed[k] for k in ("dual", "by_hand", "plain"))
     work = n * (n - 1) * lanes
     flops = ref.PAIR_LANE_FLOPS * work
     rows = {}

@@ -176,7 +176,8 @@ def case_cold_start(profile):
             fh.write(_NUMBA_SCRIPT)
         numba_env = dict(os.environ)
         numba_env.pop("NUMBA_CACHE_DIR", None)
-        run_json_script(f"exec(compile(open({path!r}).read(), {path!r}, 'exec'))", numba_env, numba_dir)
+        run_json_script(f"exec(compile(open({path!r}).read(), {path!r}, 'exec'))",
+                        numba_env, numba_dir)
         numba_warm = run_json_script(f"exec(compile(open({path!r}).read(), {path!r}, 'exec'))",
                             numba_env, numba_dir)
     return {"nbody": nb, "cold": cold, "warm": warm, "numba_cache_true": numba_warm,
@@ -307,11 +308,13 @@ def case_coloring(profile):
     """Colors vs the lower bound: order="best" (structured + greedy) vs greedy largest-first."""
     small = profile == "tiny"
     patterns = {
-        "periodic heat, 1000 cells, 100 steps": (sparse.banded_pattern(1000, 100, periodic=True), None),
+        "periodic heat, 1000 cells, 100 steps": (
+            sparse.banded_pattern(1000, 100, periodic=True), None),
         "heat, 1000 cells, 100 steps": (sparse.banded_pattern(1000, 100), None),
         "2-D 5-point stencil, 300 x 300": ((sparse.stencil_pattern_2d(60, 60), (60, 60)) if small
                                            else (sparse.stencil_pattern_2d(300, 300), (300, 300))),
-        "periodic 2-D stencil, 64 x 64": (sparse.stencil_pattern_2d(64, 64, periodic=True), (64, 64)),
+        "periodic 2-D stencil, 64 x 64": (
+            sparse.stencil_pattern_2d(64, 64, periodic=True), (64, 64)),
     }
     rows = []
     for name, (pattern, grid) in patterns.items():

@@ -2,8 +2,9 @@
 
 The model is the one of ``scripts/global_sensitivity_pendulum.py``: six uncertain parameters
 of a driven pendulum, the final angle after 6 s (600 RK4 steps; ``--time``), one pendulum per
-parameter sample. A ranking is *stable* when the confidence intervals of the top ``--top`` parameters
-(and of the next one) do not overlap. Each method doubles its sample size until that holds:
+parameter sample. A ranking is *stable* when the confidence intervals of the top ``--top``
+parameters (and of the next one) do not overlap. Each method doubles its sample size until that
+holds:
 
 * dualgpu DGSM: the dualgpu kernel on the cpu backend, all samples' exact gradients in one
   dual run (6 lanes), bound on the total Sobol index with bootstrap intervals (1000

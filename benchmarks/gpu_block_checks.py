@@ -1,4 +1,5 @@
-"""Real-launch checks of block-level kernels (shared tiles, barriers, warps, grid sync), for gpu_check.
+"""Real-launch checks of block-level kernels (shared tiles, barriers, warps, grid sync), for
+gpu_check.
 
 Each case runs a host function of ``tests/fixtures/block_kernels.py`` or
 ``tests/fixtures/block_kernels_extra.py`` plain and with ``LANES`` tangent directions

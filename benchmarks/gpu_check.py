@@ -339,7 +339,8 @@ def main(argv=None):
                         help="check only this simulation, or second_order (repeatable; skips the "
                              "block checks)")
     parser.add_argument("--blocks", action="store_true",
-                        help="run only the block-level kernel checks (benchmarks/gpu_block_checks.py)")
+                        help="run only the block-level kernel checks "
+                             "(benchmarks/gpu_block_checks.py)")
     args = parser.parse_args(argv)
 
     if args.self_test:
@@ -418,7 +419,8 @@ def main(argv=None):
     except Exception as exc:
         failures += 1
         print(f"roofline FAILED: {type(exc).__name__}: {exc}")
-    print(f"\nheat stencil bandwidth, n = {heat_n:,}, float64, {heat_steps} steps, {backend} backend")
+    print(f"\nheat stencil bandwidth, n = {heat_n:,}, float64, {heat_steps} steps, "
+          f"{backend} backend")
     print(f"{'lanes':>5s} {'ms/step':>9s} {'GB/s':>8s} {'of copy':>8s} {'x plain':>8s} "
           f"{'limit 1+N':>9s}")
     try:

@@ -13,8 +13,8 @@ For two problems, the gradient of a scalar loss with respect to 3 simulation par
 Problems: the 1-D heat equation (``simulations.heat1d``: diffusivity and the two end
 temperatures) and the driven-pendulum ensemble (``simulations.pendulums``: damping, drive
 amplitude and frequency) of ``benchmarks/``. Times are medians after one warm-up run (which
-compiles), the methods interleaved; the machine load (``os.getloadavg``) is printed with them. The gradients of the
-three are checked against each other before timing.
+compiles), the methods interleaved; the machine load (``os.getloadavg``) is printed with them.
+The gradients of the three are checked against each other before timing.
 
 Run::
 

@@ -163,7 +163,8 @@ def nbody_njit(positions, velocities, masses, n_steps, G=1.0, eps=0.05, dt=1.0e-
 
 @njit(parallel=True, fastmath={"contract"})
 def nbody_mass_tangents(pos, dpos, mass, dmass, g, eps, acc, dacc):
-    """Accelerations and their tangents: ``dpos (n, 3, L)``, ``dmass (n, L)``, ``dacc (n, 3, L)``."""
+    """Accelerations and their tangents: ``dpos (n, 3, L)``, ``dmass (n, L)``,
+    ``dacc (n, 3, L)``."""
     n, lanes = pos.shape[0], dmass.shape[1]
     eps2 = eps * eps
     for i in prange(n):

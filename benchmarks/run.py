@@ -138,8 +138,10 @@ def target_summary(results):
 
 
 def _overhead(r):
-    lines = [f"Overhead: heat 1-D stencil, n = {r['n']:,}, {r['steps']} steps, cpu backend, serial launches",
-             f"  plain kernel      {_ms(r['plain']['median_s'])}  (compile {r['plain']['compile_s']:.2f} s)",
+    lines = [f"Overhead: heat 1-D stencil, n = {r['n']:,}, {r['steps']} steps, cpu backend, "
+             "serial launches",
+             f"  plain kernel      {_ms(r['plain']['median_s'])}  "
+             f"(compile {r['plain']['compile_s']:.2f} s)",
              "  lanes   dual time      dual/plain  per direction  memory-bound limit  compile"]
     for row in r["dual"]:
         lines.append(f"  {row['lanes']:5d} {_ms(row['median_s'])}  {row['ratio']:10.2f}x "
@@ -147,7 +149,8 @@ def _overhead(r):
                      f"{row['compile_s']:7.2f} s")
     par = r.get("parallel")
     if par:
-        lines.append(f"  parallel (prange) launches: plain {_ms(par['plain']['median_s'])}; dual/plain "
+        lines.append(f"  parallel (prange) launches: plain {_ms(par['plain']['median_s'])}; "
+                     "dual/plain "
                      + ", ".join(f"N={row['lanes']} {row['ratio']:.2f}x" for row in par["dual"]))
     if r.get("note"):
         lines.append(f"  note: {r['note']}")
@@ -159,21 +162,26 @@ def _overhead(r):
 def _cpu_vs_njit(r):
     return [f"cpu backend vs hand-written @njit: heat n = {r['n']:,}, {r['steps']} steps",
             f"  cpu backend, serial launcher    {_ms(r['cpu_backend_serial']['median_s'])}",
-            f"  @njit serial                    {_ms(r['njit_serial']['median_s'])}  ratio {r['ratio_vs_serial']:.2f}x",
-            f"  cpu backend, prange launcher    {_ms(r['cpu_backend']['median_s'])}  (compile {r['cpu_backend']['compile_s']:.2f} s)",
-            f"  @njit(parallel=True)            {_ms(r['njit_parallel']['median_s'])}  ratio {r['ratio_vs_parallel']:.2f}x",
+            f"  @njit serial                    {_ms(r['njit_serial']['median_s'])}  "
+            f"ratio {r['ratio_vs_serial']:.2f}x",
+            f"  cpu backend, prange launcher    {_ms(r['cpu_backend']['median_s'])}  "
+            f"(compile {r['cpu_backend']['compile_s']:.2f} s)",
+            f"  @njit(parallel=True)            {_ms(r['njit_parallel']['median_s'])}  "
+            f"ratio {r['ratio_vs_parallel']:.2f}x",
             ] + _target_lines(r)
 
 
 def _launch(r):
     return [f"Launch overhead (cached kernel, {r['array']} elements, {r['launches']} launches): "
-            f"{r['us_per_launch']:.2f} us per launch (first batch incl. compile {r['first_s']:.2f} s)"]
+            f"{r['us_per_launch']:.2f} us per launch "
+            f"(first batch incl. compile {r['first_s']:.2f} s)"]
 
 
 def _memory(r):
     lines = [f"Memory vs time steps: heat jvp, n = {r['n']:,}, via {r['via']}"]
     for row in r["runs"]:
-        lines.append(f"  {row['steps']:5d} steps: peak traced {row['peak_traced_bytes'] / 1e6:8.2f} MB, "
+        lines.append(f"  {row['steps']:5d} steps: "
+                     f"peak traced {row['peak_traced_bytes'] / 1e6:8.2f} MB, "
                      f"ru_maxrss {row['ru_maxrss_kib'] / 1024:8.1f} MiB, {row['seconds']:.3f} s")
     lines.append(f"  peak ratio (many/few steps): {r['peak_ratio']:.2f}  "
                  f"(dual state u+u_new ~ {r['state_bytes_dual'] / 1e6:.2f} MB x 2)")
@@ -202,7 +210,8 @@ def _peers(r):
             single = "  (single run: over budget)" if row.get("single_run") else ""
             if row.get("includes_compile"):
                 single = "  (single run, compile included: over budget)"
-            lines.append(f"  {row['peer'] + ' ' + str(row.get('version')):20s} {_ms(row['median_s'])}  "
+            lines.append(f"  {row['peer'] + ' ' + str(row.get('version')):20s} "
+                         f"{_ms(row['median_s'])}  "
                          f"{row['first_s']:9.2f} s   {diff}{single}")
     return lines + _target_lines(r)
 
@@ -218,7 +227,8 @@ def _jvp_primal(r):
             f"  by hand (@njit, value + tangent arrays): primal {_ms(r['njit_primal']['median_s'])}"
             f"   jvp {_ms(r['njit_jvp']['median_s'])}   ratio {r['by_hand_ratio']:.2f}x "
             "(the memory-traffic floor)",
-            f"  dualgpu jvp / hand-written jvp {r['jvp_over_by_hand_jvp']:.2f}x   tangents agree to "
+            f"  dualgpu jvp / hand-written jvp {r['jvp_over_by_hand_jvp']:.2f}x   "
+            "tangents agree to "
             f"{r['tangent_rel_diff_vs_by_hand']:.1e}"] + _target_lines(r)
 
 
@@ -283,9 +293,11 @@ def _sparse(r):
             f"  detection (structural tracer, n = {r['detect_n']:,}) {r['detect_s']:.2f} s, "
             f"pattern correct: {r['detected_pattern_correct']}",
             f"  coloring {r['coloring_s']:.3f} s "
-            f"-> {r['colors']} colors, {r['nnz']:,} nonzeros, entries correct: {r['values_correct']}",
+            f"-> {r['colors']} colors, {r['nnz']:,} nonzeros, "
+            f"entries correct: {r['values_correct']}",
             f"  sparse Jacobian (coloring reused) {_ms(r['sparse']['median_s'])}",
-            f"  one JVP with {r['colors']} lanes      {_ms(r['jvp']['median_s'])}  ratio {r['ratio_vs_jvp']:.2f}x",
+            f"  one JVP with {r['colors']} lanes      {_ms(r['jvp']['median_s'])}  "
+            f"ratio {r['ratio_vs_jvp']:.2f}x",
             f"  dense forward mode would need ~{r['dense_equivalent_s']:.0f} s "
             f"({r['n']:,} directions in chunks of 8)"] + _target_lines(r)
 
@@ -334,7 +346,8 @@ def _pair_loop(r):
 
 def _first_call(r):
     lines = [f"N-body mass Jacobian, {r['nb']} bodies, {r['steps']} steps, fresh processes"]
-    for label, key in (("dualgpu, empty cache", "empty_cache"), ("dualgpu, warm cache", "warm_cache"),
+    for label, key in (("dualgpu, empty cache", "empty_cache"),
+                       ("dualgpu, warm cache", "warm_cache"),
                        (f"taichi {r.get('taichi_version')}", "taichi")):
         x = r[key]
         if "error" in x:
@@ -369,7 +382,8 @@ def _plain_vs_njit(r):
 
 
 _FORMATTERS = {"pair_loop": _pair_loop, "first_call": _first_call,
-               "plain_vs_njit": _plain_vs_njit, "tiled_nbody": _tiled_nbody, "sparse": _sparse, "overhead": _overhead, "cpu_vs_njit": _cpu_vs_njit, "launch": _launch,
+               "plain_vs_njit": _plain_vs_njit, "tiled_nbody": _tiled_nbody, "sparse": _sparse,
+               "overhead": _overhead, "cpu_vs_njit": _cpu_vs_njit, "launch": _launch,
                "memory": _memory, "peers_heat": _peers, "peers_nbody": _peers,
                "peers_nbody_small": _peers,
                "peers_pendulum": _peers, "host_objective": _host_objective,
@@ -381,7 +395,8 @@ _FORMATTERS = {"pair_loop": _pair_loop, "first_call": _first_call,
 
 def format_table(results, profile, limits=None):
     """Return the readable report of ``results`` (as made by :func:`run_cases`)."""
-    lines = [f"dualgpu benchmarks, profile {profile!r}; {platform.processor() or platform.machine()}, "
+    lines = [f"dualgpu benchmarks, profile {profile!r}; "
+             f"{platform.processor() or platform.machine()}, "
              f"{os.cpu_count()} CPUs, Python {platform.python_version()}"]
     if limits:
         from benchmarks.roofline import describe

@@ -51,7 +51,8 @@ def _see_also(guides, modname, name=None):
 
 
 def write_api_pages(modules, folder, guides=None):
-    """Write ``<folder>/<module>.rst`` and ``<folder>/names/<module>.<name>.rst``; return the modules.
+    """Write ``<folder>/<module>.rst`` and ``<folder>/names/<module>.<name>.rst``; return the
+    modules.
 
     ``guides`` maps a module or a qualified name to the guide pages (docnames) that teach it.
     """

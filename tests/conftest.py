@@ -21,7 +21,8 @@ from hypothesis import settings
 os.environ.setdefault("MPLBACKEND", "Agg")
 # the cpu backend's compile cache: a fresh one per test session, so every run (and CI)
 # compiles from scratch; DUALGPU_TEST_CACHE=keep reuses one directory across local runs
-# (tests/backends/cpu/test_cpu_cache.py checks the cache itself in subprocesses with their own directories)
+# (tests/backends/cpu/test_cpu_cache.py checks the cache itself in subprocesses with their own
+# directories)
 if os.environ.get("DUALGPU_TEST_CACHE") == "keep":
     os.environ.setdefault("DUALGPU_CACHE_DIR",
                           os.path.join(tempfile.gettempdir(), "dualgpu-test-cache-kept"))

@@ -1,4 +1,5 @@
-"""Peer implementations for dualgpu's benchmarks: JAX, PyTorch, Taichi, hand-written numba, NumPy FD.
+"""Peer implementations for dualgpu's benchmarks: JAX, PyTorch, Taichi, hand-written numba,
+NumPy FD.
 
 Modules
 -------
@@ -32,13 +33,15 @@ PEER_MODULES = ("jax_cases", "torch_cases", "taichi_cases", "numba_cases", "nump
 
 
 def load_peers():
-    """Return ``{peer name: module}`` for every peer module, installed or not (see ``AVAILABLE``)."""
+    """Return ``{peer name: module}`` for every peer module, installed or not
+    (see ``AVAILABLE``)."""
     modules = [importlib.import_module(f"{__name__}.{name}") for name in PEER_MODULES]
     return {module.NAME: module for module in modules}
 
 
 def peer_versions():
-    """Return ``{peer name: version string}``, or ``"not installed (reason)"`` for a missing peer."""
+    """Return ``{peer name: version string}``, or ``"not installed (reason)"`` for a missing
+    peer."""
     return {
         name: module.VERSION if module.AVAILABLE else f"not installed ({module.IMPORT_ERROR})"
         for name, module in load_peers().items()

@@ -31,7 +31,8 @@ def case_api(module_name, namespace):
     def prepare(case, **kwargs):
         """Return ``CASES[case](**kwargs)``: a zero-argument callable computing the case."""
         if case not in cases:
-            known = "unknown case" if case not in CASE_NAMES else "case not implemented by this peer"
+            known = ("unknown case" if case not in CASE_NAMES
+                     else "case not implemented by this peer")
             raise KeyError(
                 f"{module_name}.prepare: {known} {case!r}; expected one of {sorted(cases)}."
             )

@@ -93,7 +93,8 @@ def heat_step_matrix(n, r):
 
 
 def heat_exact_jacobian(n, r, steps):
-    """Return the exact Jacobian of :func:`heat_forward` w.r.t. u0: the step matrix to the power steps."""
+    """Return the exact Jacobian of :func:`heat_forward` w.r.t. u0: the step matrix to the power
+    steps."""
     return np.linalg.matrix_power(heat_step_matrix(n, r), steps)
 
 
@@ -118,7 +119,8 @@ def nbody_setup(nb=NBODY_SIZE["nb"], steps=NBODY_SIZE["steps"]):
 
 
 def nbody_accelerations(pos, masses, G, eps):
-    """Return softened gravitational accelerations (..., nb, 3) for pos (..., nb, 3), masses (..., nb)."""
+    """Return softened gravitational accelerations (..., nb, 3) for pos (..., nb, 3),
+    masses (..., nb)."""
     diff = pos[..., None, :, :] - pos[..., :, None, :]          # [..., i, j] = x_j - x_i
     inv_r3 = (np.sum(diff * diff, axis=-1) + eps * eps) ** -1.5
     weights = masses[..., None, :] * inv_r3                      # m_j / r_ij**3

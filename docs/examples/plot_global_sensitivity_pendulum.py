@@ -77,7 +77,8 @@ plot.dgsm_bars(r, output=-1, ax=ax,
 # %%
 # How the importance changes over time: the bound (dimensionless, one colour scale). The
 # initial state (angle, then velocity) matters in the first seconds; then the drive's
-# frequency and amplitude take over. ``dgsm_maps`` draws a figure of its own (several panels); ``plot.save`` writes it.
+# frequency and amplitude take over. ``dgsm_maps`` draws a figure of its own (several panels);
+# ``plot.save`` writes it.
 fig, axes = plot.dgsm_maps(r, axis=times, xlabel="time [s]")
 plot.save(fig, "out/global_sensitivity/map_bound.png")
 

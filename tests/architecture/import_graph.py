@@ -118,7 +118,8 @@ def upward(edges):
         mine = floor_of(name)
         for target, line in sorted(targets.items(), key=lambda kv: kv[1]):
             theirs = floor_of(target)
-            if FLOORS[theirs] > FLOORS[mine] or (mine != theirs and FLOORS[mine] == FLOORS[theirs] == 2):
+            if FLOORS[theirs] > FLOORS[mine] or (
+                    mine != theirs and FLOORS[mine] == FLOORS[theirs] == 2):
                 bad.append((name, line, target))
     return bad
 
@@ -129,6 +130,7 @@ if __name__ == "__main__":
         print("cycle:", " ".join(component))
         members = set(component)
         for m in component:
-            print("   ", m, "->", ", ".join(f"{t}:{l}" for t, l in graph[m].items() if t in members))
+            print("   ", m, "->",
+                  ", ".join(f"{t}:{l}" for t, l in graph[m].items() if t in members))
     for name, line, target in upward(graph):
         print(f"up: {name}:{line} imports {target} ({floor_of(name)} -> {floor_of(target)})")

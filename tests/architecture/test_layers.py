@@ -57,7 +57,8 @@ def _private_imports(path):
             if parts[0] != "dualgpu" or len(parts) == 1:
                 continue
             module = ".".join(parts[:2])
-            if module in ig.modules() and ig.floor_of(module) == "facade" and not parts[1].startswith("_"):
+            if (module in ig.modules() and ig.floor_of(module) == "facade"
+                    and not parts[1].startswith("_")):
                 continue  # dualgpu.cuda, dualgpu.sparse, ... (or a name from dualgpu itself)
             if module not in ig.modules() and not parts[1].startswith("_"):
                 continue  # from dualgpu import jacobian
@@ -104,7 +105,8 @@ def _deferred_imports(path):
         elif isinstance(node, ast.ImportFrom) and id(node) not in top:
             base = node.module or ""
             for alias in node.names:
-                yield node.lineno, f"{base}.{alias.name}" if f"{base}.{alias.name}" in MODULES else base
+                yield node.lineno, (f"{base}.{alias.name}" if f"{base}.{alias.name}" in MODULES
+                                    else base)
 
 
 MODULES = ig.modules()

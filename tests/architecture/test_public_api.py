@@ -82,7 +82,8 @@ def _classes(base):
 
 def test_every_public_error_has_the_root_and_keeps_its_builtin_base():
     assert issubclass(errors.DualgpuError, ValueError)
-    for cls in (errors.MissingRuleError, errors.UnportedKernelError, errors.UnsupportedFeatureError):
+    for cls in (errors.MissingRuleError, errors.UnportedKernelError,
+                errors.UnsupportedFeatureError):
         assert issubclass(cls, TypeError)
     public = [c for c in _classes(Exception) if not c.__name__.startswith("_")
               and not issubclass(c, Warning)]

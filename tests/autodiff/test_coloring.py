@@ -1,4 +1,5 @@
-"""Tests of dualgpu.autodiff.sparsity and dualgpu.autodiff.coloring (patterns, column coloring, recovery)."""
+"""Tests of dualgpu.autodiff.sparsity and dualgpu.autodiff.coloring (patterns, column coloring,
+recovery)."""
 import doctest
 import pickle
 
@@ -41,7 +42,8 @@ def random_jacobian(pattern, rng, dtype=np.float64):
     """A matrix with the pattern's structure and random nonzero values."""
     pattern = as_pattern(pattern)
     values = rng.uniform(0.5, 2.0, pattern.nnz) * rng.choice([-1, 1], pattern.nnz)
-    return sp.csr_matrix((values.astype(dtype), pattern.indices, pattern.indptr), shape=pattern.shape)
+    return sp.csr_matrix((values.astype(dtype), pattern.indices, pattern.indptr),
+                         shape=pattern.shape)
 
 
 patterns = st.tuples(st.integers(1, 12), st.integers(1, 12)).flatmap(
@@ -96,7 +98,8 @@ def test_as_pattern_rejects_non_matrices(bad):
 
 
 @pytest.mark.parametrize("periodic", [False, True])
-@pytest.mark.parametrize("n, half_width", [(1, 0), (1, 3), (5, 0), (7, 1), (7, 2), (7, 3), (6, 3), (9, 5)])
+@pytest.mark.parametrize("n, half_width",
+                         [(1, 0), (1, 3), (5, 0), (7, 1), (7, 2), (7, 3), (6, 3), (9, 5)])
 def test_banded_pattern_matches_dense(n, half_width, periodic):
     pattern = banded_pattern(n, half_width, periodic=periodic)
     assert pattern.has_canonical_format and pattern.dtype == bool
@@ -284,7 +287,8 @@ def test_recover_layouts_dtypes_and_explicit_zeros():
     assert recovered.nnz == pattern.nnz  # zeros kept in the structure
     assert np.array_equal(recovered.toarray(), jacobian.toarray())
     lane_major = compressed.T.reshape(coloring.n_colors, ny, nx)  # like DualArray partials
-    assert np.array_equal(coloring.recover(lane_major, lanes_first=True).toarray(), jacobian.toarray())
+    assert np.array_equal(coloring.recover(lane_major, lanes_first=True).toarray(),
+                          jacobian.toarray())
     recovered.data[:] = 1.0
     recovered.eliminate_zeros()
     assert np.array_equal(coloring.pattern.indices, pattern.indices)
@@ -328,7 +332,8 @@ def test_periodic_heat_jacobian_gets_250_colors_where_greedy_needs_about_400():
     assert color_columns(pattern, order="largest_first").n_colors > 390
 
 
-@pytest.mark.parametrize("n, half_width", [(7, 1), (10, 1), (11, 2), (30, 4), (31, 4), (64, 7), (20, 9)])
+@pytest.mark.parametrize("n, half_width",
+                         [(7, 1), (10, 1), (11, 2), (30, 4), (31, 4), (64, 7), (20, 9)])
 def test_cyclic_band_coloring_is_valid_and_optimal(n, half_width):
     pattern = banded_pattern(n, half_width, periodic=True)
     coloring = color_columns(pattern, order="cyclic_band")

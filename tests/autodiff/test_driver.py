@@ -142,7 +142,8 @@ def test_nbody_tuple_output_nesting():
     single = jacobian(run, pos, masses, argnums=1)
     assert len(single) == 2 and single[0].shape == (4, 3, 4)
     # 4 lanes against 16: other tiles, so LLVM may contract other products into FMAs
-    np.testing.assert_allclose(single[1], jac[1][1], rtol=1e-13, atol=1e-13 * np.abs(single[1]).max())
+    np.testing.assert_allclose(single[1], jac[1][1], rtol=1e-13,
+                               atol=1e-13 * np.abs(single[1]).max())
 
 
 # ---------------------------------------------------------------------------

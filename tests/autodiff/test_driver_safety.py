@@ -114,7 +114,8 @@ def test_empty_arrays_and_complex_tangents_are_refused():
     with pytest.raises(DualgpuError, match=r"argument 0 is an empty array \(shape \(0,\): "
                        "nothing to differentiate\\)"):
         jacobian(K.root_times_simulation, np.zeros(0), np.zeros(0))
-    with pytest.raises(DualgpuError, match="tangent 0 is complex.*imaginary parts would be dropped"):
+    with pytest.raises(DualgpuError,
+                       match="tangent 0 is complex.*imaginary parts would be dropped"):
         jvp(K.root_times_simulation, (U, W), (U + 1j, None))
 
 

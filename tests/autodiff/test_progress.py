@@ -1,4 +1,5 @@
-"""When progress bars show: only on a terminal or in a notebook unless asked (dualgpu.autodiff._progress)."""
+"""When progress bars show: only on a terminal or in a notebook unless asked
+(dualgpu.autodiff._progress)."""
 import io
 import sys
 import types

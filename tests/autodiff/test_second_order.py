@@ -360,7 +360,9 @@ def _with_scratch(u, out):
 def test_local_arrays_of_nested_duals_are_refused_clearly(backend):
     u = empty_nested(2, np.float64)
     with dualgpu.using_backend(backend):
-        with pytest.raises(dualgpu.DualgpuError, match=r"cuda.local.array.*scratch arrays, shared tiles and shuffles of nested duals are not supported"):
+        with pytest.raises(dualgpu.DualgpuError,
+                           match=r"cuda.local.array.*scratch arrays, shared tiles and shuffles "
+                                 r"of nested duals are not supported"):
             _with_scratch[1, 2](u, empty_nested(2, np.float64))
 
 

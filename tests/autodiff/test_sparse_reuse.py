@@ -89,7 +89,9 @@ def test_global_pattern_refuses_a_branch_on_the_state():
     with dualgpu.using_backend("cpu"):
         local = sparse.detect_sparsity(upwind, (U_POSITIVE,))
         assert local.nnz == 2 * N  # the left neighbour only: the branch taken here
-        with pytest.raises(DualgpuError, match="kernel .*_upwind.* branches on a value that depends on the input"):
+        with pytest.raises(DualgpuError,
+                           match="kernel .*_upwind.* branches on a value that depends on the "
+                                 "input"):
             sparse.detect_sparsity(upwind, (U_POSITIVE,), mode="global")
         with pytest.raises(DualgpuError, match="branches on a value"):
             sparse.sparse_jacobian(upwind, (U_POSITIVE,), sparsity="detect-global",

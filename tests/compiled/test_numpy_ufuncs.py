@@ -42,7 +42,8 @@ def test_binary_ufunc_equals_its_rule(name):
     rule_name = rules.NUMPY_UFUNCS[name]
     x, y = _point(rule_name)
     a, b = Dual(x, [1.0, 0.0]), Dual(y, [0.0, 1.0])
-    expected = [apply_rule(rule_name, a, b), apply_rule(rule_name, a, y), apply_rule(rule_name, x, b)]
+    expected = [apply_rule(rule_name, a, b), apply_rule(rule_name, a, y),
+                apply_rule(rule_name, x, b)]
     python = [getattr(np, name)(a, b), getattr(np, name)(a, y), getattr(np, name)(x, b)]
     for got_set in (python, _compiled(name, 2)(a, b)):
         for got, want in zip(got_set, expected):

@@ -88,7 +88,8 @@ def stencil_2d(u, un, a):
     i, j = cuda.grid(2)
     ny, nx = u.shape
     if 0 < i < ny - 1 and 0 < j < nx - 1:
-        un[i, j] = u[i, j] + a * (u[i - 1, j] + u[i + 1, j] + u[i, j - 1] + u[i, j + 1] - 4 * u[i, j])
+        un[i, j] = u[i, j] + a * (u[i - 1, j] + u[i + 1, j] + u[i, j - 1] + u[i, j + 1]
+                                  - 4 * u[i, j])
 
 
 @functools.lru_cache(maxsize=None)
@@ -101,7 +102,8 @@ def _ptx(fn, ndim, dtype, lanes, scalar_dual):
 
 
 def _instructions(ptx):
-    body = [line.strip() for line in ptx.splitlines() if line.strip() and not line.strip().startswith("//")]
+    body = [line.strip() for line in ptx.splitlines()
+            if line.strip() and not line.strip().startswith("//")]
     return body
 
 

@@ -18,7 +18,8 @@ def test_indexing_host_and_compiled(shape, dtype):
     idx = tuple(s - 1 for s in shape)
     key = idx if len(idx) > 1 else idx[0]
     d = a[key]
-    assert d.value == a.values[idx] and d.partials.tolist() == a.partials[(slice(None),) + idx].tolist()
+    assert (d.value == a.values[idx]
+            and d.partials.tolist() == a.partials[(slice(None),) + idx].tolist())
 
     @njit
     def roundtrip(a, key):
@@ -28,7 +29,8 @@ def test_indexing_host_and_compiled(shape, dtype):
     before = a.copy()
     assert roundtrip(a, key) == (shape, int(np.prod(shape)), len(shape), shape[0], 3)
     np.testing.assert_allclose(a.values[idx], 2 * before.values[idx], rtol=1e-6)
-    np.testing.assert_allclose(a.partials[(slice(None),) + idx], 2 * before.partials[(slice(None),) + idx], rtol=1e-6)
+    np.testing.assert_allclose(a.partials[(slice(None),) + idx],
+                               2 * before.partials[(slice(None),) + idx], rtol=1e-6)
     assert a.dtype == np.dtype(dtype)
 
 

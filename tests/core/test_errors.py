@@ -11,7 +11,8 @@ from dualgpu import Dual, DualArray, DualgpuError, MissingRuleError, dmath, dual
 
 
 def test_math_function_without_rule_python():
-    with pytest.raises(MissingRuleError, match=r"math\.gamma has no derivative rule.*dualgpu/rules\.py"):
+    with pytest.raises(MissingRuleError,
+                       match=r"math\.gamma has no derivative rule.*dualgpu/rules\.py"):
         dmath.gamma(Dual(1.5, [1.0]))
     assert dmath.gamma(1.5) == math.gamma(1.5)  # plain numbers still work
 
@@ -79,7 +80,8 @@ def test_bad_dtypes_and_shapes():
         DualArray(np.arange(3), np.zeros((1, 3), np.int64))
     with pytest.raises(DualgpuError, match=r"partials must have shape \(N, \*\(3,\)\)"):
         DualArray(np.ones(3), np.zeros((2, 4)))
-    with pytest.raises(DualgpuError, match="partials dtype float32 differs from values dtype float64"):
+    with pytest.raises(DualgpuError,
+                       match="partials dtype float32 differs from values dtype float64"):
         DualArray(np.ones(3), np.zeros((2, 3), np.float32))
     with pytest.raises(DualgpuError, match="1 to 3 dimensions"):
         DualArray(np.ones((2, 2, 2, 2)), np.zeros((1, 2, 2, 2, 2)))

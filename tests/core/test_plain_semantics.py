@@ -147,7 +147,8 @@ def test_cudasim_promotes_as_compiled_code(other):
         K.promotions_kernel[1, 1](DualArray(np.array([d.value]), d.partials.reshape(2, 1)), f)
     simulated = K.RECORDED.pop()
     for k, (c, s) in enumerate(zip(compiled, simulated)):
-        assert s.dtype == c.dtype, f"expression {k} with {other}: cudasim {s.dtype}, compiled {c.dtype}"
+        assert s.dtype == c.dtype, (
+            f"expression {k} with {other}: cudasim {s.dtype}, compiled {c.dtype}")
         assert same_bits(s.value, c.value), f"expression {k} with {other}: {s.value} vs {c.value}"
         np.testing.assert_allclose(s.partials, c.partials, rtol=1e-6)
 

@@ -1,4 +1,5 @@
-"""Random programs over every rule, on every path: the same value, bit for bit, and agreeing partials.
+"""Random programs over every rule, on every path: the same value, bit for bit, and agreeing
+partials.
 
 hypothesis draws programs for the stack machine of ``property_interpreter`` (every rule of the
 table as operators, ``math`` calls, aliases, in-place operators, numpy ufuncs and integer
@@ -361,7 +362,8 @@ def _answer_rounding(op, operand, answer, dtype):
     factors = dualgpu.core.dual._RUNTIME[op.rule][1]
     t = np.dtype(dtype).type
     args, const = _plain_args(op, operand)
-    x, y = (const, args[0]) if op.kinds == "nd" else (args[0], const if args[1] is None else args[1])
+    x, y = ((const, args[0]) if op.kinds == "nd"
+            else (args[0], const if args[1] is None else args[1]))
     x, y, answer = t(x), t(y), t(answer)
     moved = t(np.nextafter(answer, np.inf if answer >= 0 else -np.inf))
     moved = np.nextafter(moved, moved * 2) if dtype == "float32" else moved  # 2 ulps

@@ -51,7 +51,8 @@ def operand(kind, values, partials, dtype):
 
 @functools.lru_cache(maxsize=None)
 def njit_kernel(kinds):
-    return njit(build_function(kernel_source(cases_for(kinds), kinds, cuda_kernel=False), {"math": __import__("math")}))
+    return njit(build_function(kernel_source(cases_for(kinds), kinds, cuda_kernel=False),
+                               {"math": __import__("math")}))
 
 
 @functools.lru_cache(maxsize=None)
@@ -59,7 +60,8 @@ def cudasim_kernel(kinds):
     from numba.cuda import simulator as sim
     from numba import cuda
 
-    fn = build_function(kernel_source(cases_for(kinds), kinds, cuda_kernel=True), {"math": dmath, "cuda": cuda})
+    fn = build_function(kernel_source(cases_for(kinds), kinds, cuda_kernel=True),
+                        {"math": dmath, "cuda": cuda})
     return sim.jit(fn)
 
 
@@ -89,7 +91,8 @@ def run_path(path, kinds, dtype, lanes, xs, ys, px, py, cases=None):
 
 @functools.lru_cache(maxsize=None)
 def all_rules_at_once(path, dtype, lanes, kinds):
-    """Every rule of ``kinds`` in one kernel, run once per input row: (inputs, outputs) or the error.
+    """Every rule of ``kinds`` in one kernel, run once per input row: (inputs, outputs) or the
+    error.
 
     One kernel per (path, dtype, lanes, kinds) keeps compilation cheap; each rule's test then
     checks its own entry. If the shared kernel fails to build, each rule's test runs its rule
@@ -194,7 +197,8 @@ def test_known_derivatives_python_and_njit(name, x, slope, dtype):
     d = Dual(dtype(x), np.array([1.0, -2.0], dtype))
     py = apply_rule(name, d)
     fn = njit(build_function(
-        "def kernel(xs, ys, out):\n    out[0] = " + _text(name, "xs[0]"), {"math": __import__("math")}))
+        "def kernel(xs, ys, out):\n    out[0] = " + _text(name, "xs[0]"),
+        {"math": __import__("math")}))
     out = dualgpu.dual_array(np.zeros(1), lanes=2, dtype=dtype)
     fn(DualArray(np.array([x], dtype), np.array([[1.0], [-2.0]], dtype)), None, out)
     for got in (py.partials, out.partials[:, 0]):

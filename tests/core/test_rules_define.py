@@ -184,11 +184,13 @@ def test_the_same_definition_twice_is_one_rule():
 # --- errors: each names the fix --------------------------------------------------------
 
 @pytest.mark.parametrize("call, match", [
-    (lambda: rules.define("math.sin", "cos(x)"), r"math\.sin already has a built-in .*override=True"),
+    (lambda: rules.define("math.sin", "cos(x)"),
+     r"math\.sin already has a built-in .*override=True"),
     (lambda: rules.define("numpy.minimum", ("1", "0")), r"already has a built-in .*override=True"),
     (lambda: rules.define("math.atan2", "1", override=True), r"for a function of 2 argument"),
     (lambda: rules.define("m.f", ("1", "1", "1"), lambda x, y, z: x), r"one or two arguments"),
-    (lambda: rules.define("m.f", ("1", "1"), lambda x: x), r"2 derivative\(s\) for a function of 1"),
+    (lambda: rules.define("m.f", ("1", "1"), lambda x: x),
+     r"2 derivative\(s\) for a function of 1"),
     (lambda: rules.define("m.f", "1 +", lambda x: x), r"not a Python expression"),
     (lambda: rules.define("m.f", "sigmoid(x)", lambda x: x), r"uses 'sigmoid'.*Fix"),
     (lambda: rules.define("m.f", "math.cos(x)", lambda x: x), r"attribute syntax"),
@@ -250,7 +252,8 @@ def test_rules_defined_after_a_kernel_compiled():
         rules.define("math.tanh", "1 - ans * ans", override=True)  # before any compilation
         g = njit(lambda d: math.tanh(d))
         t = Dual(0.5, [1.0])
-        for got in (g(t), dualgpu.dmath.tanh(t), np.tanh(t), np.tanh(dualgpu.dual_array([0.5], [[1.0]]))):
+        for got in (g(t), dualgpu.dmath.tanh(t), np.tanh(t),
+                    np.tanh(dualgpu.dual_array([0.5], [[1.0]]))):
             assert np.all(got.partials == 1 - np.tanh(0.5) ** 2), got
         try:
             rules.define("math.tanh", "(1 - ans) * (1 + ans)", override=True)

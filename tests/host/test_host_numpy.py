@@ -175,7 +175,8 @@ def test_operators_are_the_ufuncs():
     x = rng.uniform(0.5, 2, 5)
     pairs = [(u + x, np.add(u, x)), (x - u, np.subtract(x, u)), (u * 2.5, np.multiply(u, 2.5)),
              (u / x, np.divide(u, x)), (2 ** u, np.power(2, u)), (u ** 2, np.power(u, 2)),
-             (-u, np.negative(u)), (abs(u), np.absolute(u)), (+u, u), (u % 0.7, np.remainder(u, 0.7)),
+             (-u, np.negative(u)), (abs(u), np.absolute(u)), (+u, u),
+             (u % 0.7, np.remainder(u, 0.7)),
              (1.0 / u, np.divide(1.0, u))]
     for a, b in pairs:
         np.testing.assert_array_equal(a.values, b.values)
@@ -278,7 +279,8 @@ CASES = {
     "percentile axes (0, 2)": (lambda a: np.percentile(a, 75, axis=(0, 2)), [D(2, 3, 4)]),
     "trapezoid": (lambda y: np.trapezoid(y, dx=0.1), [D(9)]),
     "trapezoid x dual": (lambda y, x: np.trapezoid(y, x), [D(9), D(9, sorted_=True)]),
-    "trapezoid 2-D axis 0": (lambda y, x: np.trapezoid(y, x, axis=0), [D(5, 3), P(5, sorted_=True)]),
+    "trapezoid 2-D axis 0": (lambda y, x: np.trapezoid(y, x, axis=0),
+                             [D(5, 3), P(5, sorted_=True)]),
     # products
     "dot vectors": (lambda a, b: np.dot(a, b), [D(5), D(5)]),
     "u @ x": (lambda a, x: a @ x, [D(5), P(5)]),

@@ -71,7 +71,8 @@ def peer(name, case=None):
 def assert_close(actual, expected, rtol, what):
     """Assert agreement relative to the largest entry of expected (Jacobians have many zeros)."""
     actual, expected = np.asarray(actual), np.asarray(expected)
-    assert actual.shape == expected.shape, f"{what}: shape {actual.shape}, expected {expected.shape}"
+    assert actual.shape == expected.shape, (
+        f"{what}: shape {actual.shape}, expected {expected.shape}")
     scale = np.max(np.abs(expected))
     err = np.max(np.abs(actual - expected))
     assert err <= rtol * scale, (
@@ -107,14 +108,16 @@ def test_forward_functions_accept_a_batch():
 
     nb = problems.nbody_setup(**NBODY)
     masses = np.stack([nb["masses"], 1.5 * nb["masses"]])
-    out = problems.nbody_forward(nb["pos"], nb["vel"], masses, nb["G"], nb["eps"], nb["dt"], nb["steps"])
+    out = problems.nbody_forward(nb["pos"], nb["vel"], masses, nb["G"], nb["eps"], nb["dt"],
+                                 nb["steps"])
     single = problems.nbody_forward(**dict(nb, masses=1.5 * nb["masses"]))
     assert out.shape == (2, NBODY["nb"], 3)
     assert_close(out[1], single, EXACT_RTOL, "nbody batch")
 
     pend = problems.pendulum_setup(**PENDULUM)
     params = np.stack([pend["params"], pend["params"] + 0.1])
-    out = problems.pendulum_forward(pend["theta0"], pend["omega0"], params, pend["dt"], pend["steps"])
+    out = problems.pendulum_forward(pend["theta0"], pend["omega0"], params, pend["dt"],
+                                    pend["steps"])
     single = problems.pendulum_forward(**dict(pend, params=pend["params"] + 0.1))
     assert_close(out[1], single, EXACT_RTOL, "pendulum batch")
 
@@ -145,7 +148,8 @@ def test_numpy_fd_heat_matches_exact():
 def test_central_jacobian_batches_agree():
     f = lambda x: np.stack([np.sin(x[:, 0]) * x[:, 1], x[:, 1] ** 3, x[:, 0] + x[:, 2]], axis=1)
     x = np.array([0.3, -1.2, 2.0])
-    exact = np.array([[np.cos(0.3) * -1.2, np.sin(0.3), 0.0], [0.0, 3 * 1.44, 0.0], [1.0, 0.0, 1.0]])
+    exact = np.array([[np.cos(0.3) * -1.2, np.sin(0.3), 0.0], [0.0, 3 * 1.44, 0.0],
+                      [1.0, 0.0, 1.0]])
     for batch in (1, 2, 3, 5):
         assert_close(numpy_fd.central_jacobian(f, x, 1e-5, batch), exact, 1e-8, f"batch {batch}")
 

@@ -195,7 +195,8 @@ def test_scalar_dual_parameters_with_chunks(backend):
     with dualgpu.using_backend("cpu"):
         f = _scalar_params
         ref = [np.stack([(f(x + e, p, q) - f(x - e, p, q)) / (2 * h) for e in np.eye(7) * h], -1),
-               (f(x, p + h, q) - f(x, p - h, q)) / (2 * h), (f(x, p, q + h) - f(x, p, q - h)) / (2 * h)]
+               (f(x, p + h, q) - f(x, p - h, q)) / (2 * h),
+               (f(x, p, q + h) - f(x, p, q - h)) / (2 * h)]
     dtype, chunk = (np.float64, 3) if backend == "cpu" else (np.float32, None)
     with dualgpu.using_backend(backend):
         J = dualgpu.jacobian(f, x.astype(dtype), dtype(p), dtype(q), argnums=(0, 1, 2),
@@ -316,7 +317,8 @@ BOUNDS_SCRIPT = textwrap.dedent("""
 
     u2 = dual_array(np.arange(6.0).reshape(2, 3), np.ones((2, 2, 3)))
     u1 = dual_array(np.arange(4.0), np.ones((2, 4)))
-    calls = [lambda: get(u2, 1, 3), lambda: get(u2, np.int8(-3), 0), lambda: get(u2, 2, np.uint64(0)),
+    calls = [lambda: get(u2, 1, 3), lambda: get(u2, np.int8(-3), 0),
+             lambda: get(u2, 2, np.uint64(0)),
              lambda: put(u1, 4, Dual(1.0, (1.0, 2.0))), lambda: put(u1, -5, 1.0),
              lambda: short_lanes(3), lambda: short_lanes_put(3)]
     for call in calls:

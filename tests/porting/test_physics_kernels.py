@@ -107,7 +107,8 @@ def test_jacobian_state_and_parameters(backend, name):
 
 
 def test_jacobian_shapes_and_parameter_column():
-    """JAX nesting for a 3-output simulation; d(energy)/d(eps) is energy/eps (energy is linear in eps)."""
+    """JAX nesting for a 3-output simulation; d(energy)/d(eps) is energy/eps (energy is linear in
+    eps)."""
     with dualgpu.using_backend("cpu"):
         jac = dualgpu.jacobian(_lj, I["pos"], I["vel"], 1.3, 1.0, argnums=(0, 2), progress=False)
         _, _, energy = _lj(I["pos"], I["vel"], 1.3, 1.0)

@@ -32,7 +32,8 @@ X32 = np.linspace(1.0, 2.0, 6).astype(np.float32)
 Y32 = np.linspace(0.5, 1.0, 6).astype(np.float32)
 POS = np.stack([np.arange(5) * 1.1, 0.1 * np.sin(np.arange(5))], 1)
 VEL = 0.1 * np.cos(np.arange(10)).reshape(5, 2)
-NPOS, NVEL, NMASS = _RNG.random((5, 2)) * 2, _RNG.standard_normal((5, 2)) * 0.1, _RNG.random(5) + 0.5
+NPOS, NVEL, NMASS = (_RNG.random((5, 2)) * 2, _RNG.standard_normal((5, 2)) * 0.1,
+                     _RNG.random(5) + 0.5)
 GU, GV = 1 - 0.3 * _RNG.random((5, 6)), 0.3 * _RNG.random((5, 6))
 STRAIN, RATE = np.linspace(-0.8, 0.9, 9), np.linspace(0.7, -0.6, 9)
 A2, H3 = _RNG.random((6, 3)) + 0.5, _RNG.random((4, 5, 4))

@@ -1,4 +1,5 @@
-"""The compiled CPU backend (dualgpu.backends.cpu.kernel) against the CUDA simulator run in-process."""
+"""The compiled CPU backend (dualgpu.backends.cpu.kernel) against the CUDA simulator run
+in-process."""
 import math
 import types
 

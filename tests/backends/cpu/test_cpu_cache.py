@@ -140,7 +140,8 @@ def test_module_constant_changed_at_run_time_changes_the_key(tmp_path, monkeypat
 def test_launcher_key_covers_options_and_source():
     key = cpu_cache.launcher_key("def _dg_launch(): pass\n", "thread", {"fastmath": False})
     assert key != cpu_cache.launcher_key("def _dg_launch(): pass\n", "thread", {"fastmath": True})
-    assert key != cpu_cache.launcher_key("def _dg_launch(): return\n", "thread", {"fastmath": False})
+    assert key != cpu_cache.launcher_key("def _dg_launch(): return\n", "thread",
+                                         {"fastmath": False})
     assert key != cpu_cache.launcher_key("def _dg_launch(): pass\n", "other", {"fastmath": False})
 
 

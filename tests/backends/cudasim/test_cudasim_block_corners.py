@@ -75,7 +75,8 @@ def test_shuffles_equal_numpy(cudasim):
     base = np.arange(64) - lane
     np.testing.assert_array_equal(b, x[base + 3])
     np.testing.assert_array_equal(up, np.where(lane >= 1, x[np.maximum(np.arange(64) - 1, 0)], x))
-    np.testing.assert_array_equal(down, np.where(lane + 2 < 32, x[np.minimum(np.arange(64) + 2, 63)], x))
+    np.testing.assert_array_equal(
+        down, np.where(lane + 2 < 32, x[np.minimum(np.arange(64) + 2, 63)], x))
     np.testing.assert_array_equal(xor, x[base + (lane ^ 5)])
 
 
@@ -101,7 +102,8 @@ def test_votes_equal_numpy(cudasim):
     assert (out[:, 2] == 0).all()  # the predicates differ
     assert (out[:, 3] == ballot - (1 << 32 if ballot >= 1 << 31 else 0)).all()  # int32
     groups = np.array([sum(1 << k for k in range(8 * g, 8 * g + 8)) for g in lane // 8])
-    np.testing.assert_array_equal(out[:, 4], np.where(groups >= 1 << 31, groups - (1 << 32), groups))
+    np.testing.assert_array_equal(
+        out[:, 4], np.where(groups >= 1 << 31, groups - (1 << 32), groups))
     np.testing.assert_array_equal(out[:, 5], (1 << lane) - 1)
 
 

@@ -252,7 +252,8 @@ def test_dual_dynamic_shared_past_48_kb_opts_in_or_is_refused(monkeypatch):
     args = [vel, dual_array(np.ones(1024), lanes=8), dual_array(np.zeros(1), lanes=8)]
     kernel.launch((1,), (1024,), 0, 8 * 1024, args)  # 9 x 8 KB = 72 KB: opt in
     assert calls == [(9 * 8192, 7)] and recorder.configs[-1][3] == 9 * 8192
-    with pytest.raises(DualgpuError, match=r"asks for 147456 bytes .* 102400 bytes .* Use chunk_size=5 or less"):
+    with pytest.raises(DualgpuError,
+                       match=r"asks for 147456 bytes .* 102400 bytes .* Use chunk_size=5 or less"):
         kernel.launch((1,), (1024,), 0, 16 * 1024, args)  # 144 KB > 100 KB: 6 x 16 KB fit
 
 
@@ -279,7 +280,8 @@ def test_static_tiles_past_48_kb_are_refused_with_the_fix():
     with pytest.raises(DualgpuError) as info:
         gpu.prepare_function(big_tile, 8)
     message = str(info.value)
-    assert "kernel big_tile" in message and "cuda.shared.array((BIG, BIG), numba.float64)" in message
+    assert "kernel big_tile" in message
+    assert "cuda.shared.array((BIG, BIG), numba.float64)" in message
     assert f"{9 * plain} bytes" in message and "chunk_size=5" in message
     assert "test_gpu_blocks_ptx.py line" in message
 
@@ -300,7 +302,8 @@ def _ptxas():
     return shutil.which("ptxas")
 
 
-@pytest.mark.skipif(_ptxas() is None, reason="ptxas is not installed (pip install nvidia-cuda-nvcc)")
+@pytest.mark.skipif(_ptxas() is None,
+                    reason="ptxas is not installed (pip install nvidia-cuda-nvcc)")
 @pytest.mark.parametrize("name", ["nbody_accel_tiled", "kinetic_energy_dynamic_shared",
                                   "warp_sum_of_squares", "heat2d_halo_step_f32",
                                   "solve_heat_equation"])

@@ -50,7 +50,8 @@ def _entry_params(ptx):
 
 def _arguments(dtype, lanes, dual_out, rng):
     def dual(shape):
-        return DualArray(rng.random(shape).astype(dtype), rng.random((lanes,) + shape).astype(dtype))
+        return DualArray(rng.random(shape).astype(dtype),
+                         rng.random((lanes,) + shape).astype(dtype))
 
     n = 4
     out = dual((n,)) if dual_out else np.zeros(n, dtype)

@@ -3,7 +3,8 @@
 ``benchmarks/sass.py`` records each simulation kernel's argument types from a small cpu run,
 compiles it as the GPU backend prepares it to PTX and assembles it with ``ptxas -v`` plain and
 at 8 and 16 lanes (the N-body kernel at 1 too). Stencils must not spill at 8 lanes. The
-block-level kernels of tests/fixtures/block_kernels.py are assembled too, plain and dual (dual shared tiles, dual shuffles).
+block-level kernels of tests/fixtures/block_kernels.py are assembled too, plain and dual (dual
+shared tiles, dual shuffles).
 """
 import functools
 import os
