@@ -252,12 +252,9 @@ def _at(where):
     return f" at {where[0]}:{where[1]} (`{where[2]}`)" if where else ""
 
 
-def host_store_message(frame):
-    """The message for ``name[...] = dual`` on a plain numpy array in host code, or None.
-
-    ``frame`` is the frame that executes the store (the caller of ``Dual.__float__``);
-    None when it is not a subscript store into a numpy array outside dualgpu and numba.
-    """
+def _store_into_float_array(frame):
+    """``(filename, line, name, target)`` when ``frame``'s line stores into a plain float numpy
+    array ``target`` of user code (``name[...] = ...``), else None."""
     if frame is None or _in_simulated_thread():
         return None
     filename = frame.f_code.co_filename
@@ -271,6 +268,19 @@ def host_store_message(frame):
     target = frame.f_locals.get(name, frame.f_globals.get(name))
     if not isinstance(target, np.ndarray) or target.dtype.kind != "f":
         return None
+    return filename, line, name, target
+
+
+def host_store_message(frame):
+    """The message for ``name[...] = dual`` on a plain numpy array in host code, or None.
+
+    ``frame`` is the frame that executes the store (the caller of ``Dual.__float__``);
+    None when it is not a subscript store into a numpy array outside dualgpu and numba.
+    """
+    store = _store_into_float_array(frame)
+    if store is None:
+        return None
+    filename, line, name, target = store
     return (
         f"float(Dual) would drop the partials: at {filename}:{frame.f_lineno}, "
         f"`{line.strip()}` stores a Dual into the numpy array "
@@ -694,19 +704,10 @@ def array_message(frame):
     """The message of a DualArray stored into a plain host array by ``frame``'s line
     (``buf[:] = u``, ``buf[t] = u`` into ``np.zeros`` or ``cuda.pinned_array`` memory), or
     None for another line."""
-    if frame is None or _in_simulated_thread():
+    store = _store_into_float_array(frame)
+    if store is None:
         return None
-    filename = frame.f_code.co_filename
-    if filename.startswith(_PACKAGE_DIR) or f"{os.sep}numba" in filename:
-        return None
-    line = linecache.getline(filename, frame.f_lineno)
-    match = _SUBSCRIPT_STORE.match(line)
-    if match is None:
-        return None
-    name = match.group(1)
-    target = frame.f_locals.get(name, frame.f_globals.get(name))
-    if not isinstance(target, np.ndarray) or target.dtype.kind != "f":
-        return None
+    filename, line, name, target = store
     shape, dtype = _shape_text(target.shape), np.dtype(target.dtype).name
     return (
         f"at {filename}:{frame.f_lineno}, `{line.strip()}` stores a DualArray into the numpy "
