@@ -34,6 +34,7 @@ from numba.core.extending import (
     register_model,
 )
 from numba.core.typeconv import Conversion
+from numba.core.typing.templates import AbstractTemplate
 
 from dualgpu import nansafe, rules
 from dualgpu.core import lanes as core_lanes
@@ -82,6 +83,20 @@ MAX_LANES = core_lanes.MAX_LANES
 _FLOATS = (types.float32, types.float64)
 
 _MODES = {}
+
+
+def _forget_typed_templates(new=None, old=None):
+    """A rule defined or removed changes :func:`type_mode`, so new dual types differ from the
+    old ones. numba's typing templates keep the type they returned per argument types (an
+    intrinsic that builds a DualArray from two arrays returns the same type for the same
+    arrays): those caches are emptied, so nothing typed later mixes the two modes."""
+    stack = [AbstractTemplate]
+    while stack:
+        template = stack.pop()
+        stack.extend(template.__subclasses__())
+        cache = template.__dict__.get("_impl_cache")
+        if isinstance(cache, dict):
+            cache.clear()
 
 
 def type_mode():
@@ -666,3 +681,6 @@ def _dual_to_dual(context, builder, fromty, toty, val):
     lanes = cast_lane_values(context, builder, src.partials, fromty.partials_type, toty.lane_dtype)
     return build_dual(context, builder, toty, value,
                       pack_lanes(context, builder, toty.partials_type, lanes))
+
+
+rules.subscribe(_forget_typed_templates)

@@ -112,7 +112,7 @@ def test_local_arrays_on_cpu_after_a_cuda_compile_under_pytest():
     proc = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist",
          # a dual rule compiled by numba.cuda directly (not through the GPU backend) ...
-         "tests/compiled/test_rules_ptx.py::test_rule_compiles_to_ptx[float64-1-add-dn]",
+         "tests/compiled/test_rules_ptx.py::test_rule_compiles_to_ptx[float64-8-add-dn]",
          # ... or a kernel through the GPU backend, then dual local arrays on the cpu backend
          "tests/backends/gpu/test_gpu_marshalling.py::test_ported_kernels_dual_specialisation_compiles"
          "[stencil_1d]", "tests/backends/cpu/test_cpu_backend.py::test_dual_local_array"],

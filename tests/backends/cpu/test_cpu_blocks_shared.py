@@ -107,6 +107,17 @@ def test_device_function_with_barrier_and_early_return_inlined_twice():
     jacobian_matches_fd(bkc.left_averages, (u,), 0)
 
 
+def test_block_kernel_relaunched_after_a_rule_is_defined():
+    """A defined rule changes every dual type's key (the rules' digest): a block launcher whose
+    per-thread storage was typed before is not reused, and numba's typing caches do not hand
+    out types of the old digest (numba refused the storage type: a value of one digest kept
+    in storage of the other)."""
+    u = np.random.default_rng(16).random(13)
+    jacobian_matches_fd(bkc.left_averages, (u,), 0)
+    dualgpu.rules.define("test_blocks.rule_after_launch", "2 * x", lambda x: x * x)
+    jacobian_matches_fd(bkc.left_averages, (u,), 0)
+
+
 def test_shared_array_declared_in_a_device_function_is_one_per_block():
     u = np.random.default_rng(20).random(16)
     got = on_cpu_and_simulator(bkc.rotated_squares, u)

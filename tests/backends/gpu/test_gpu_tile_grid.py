@@ -230,6 +230,7 @@ def _dual_launches(f, args, lanes=16):
 
     import dualgpu
     from dualgpu.backends.cpu.kernel import CpuKernel
+    from dualgpu.porting import launch_plan
 
     seen = {}
 
@@ -239,6 +240,8 @@ def _dual_launches(f, args, lanes=16):
     tangents = tuple(np.stack([np.ones_like(a)] * lanes) for a in args)
     monkey = pytest.MonkeyPatch()
     monkey.setattr(CpuKernel, "launch", record)
+    # launch plans made by earlier tests would run the kernels without CpuKernel.launch
+    monkey.setattr(launch_plan, "ENABLED", False)
     try:
         with dualgpu.using_backend("cpu"), warnings.catch_warnings():
             warnings.simplefilter("ignore", dualgpu.errors.ChunkSizeWarning)

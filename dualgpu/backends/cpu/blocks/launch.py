@@ -20,7 +20,7 @@ from numba.core.typed_passes import type_inference_stage
 from numba.extending import overload
 
 from dualgpu.compiled.arrays import DualArrayType, make_dual_array
-from dualgpu.compiled.types import DualType
+from dualgpu.compiled.types import DualType, type_mode
 from dualgpu.core.dual import Dual
 from dualgpu.core.dualarray import DualArray
 from dualgpu.errors import DualgpuError
@@ -134,12 +134,14 @@ def _fingerprint(arg):
     kind = type(arg)
     if kind in (int, float, bool, complex) or isinstance(arg, np.generic):
         return (kind,)
+    # a dual's numba type also holds the type mode (the defined rules, NaN-safe): a launcher
+    # built (its per-thread storage typed) under another mode must not be reused
     if kind is Dual:
-        return (Dual, arg.dtype, arg.lanes)
+        return (Dual, arg.dtype, arg.lanes, type_mode())
     values, partials = getattr(arg, "values", None), getattr(arg, "partials", None)
     if isinstance(values, np.ndarray) and isinstance(partials, np.ndarray):  # a host DualArray
-        return ("dual array", values.dtype, partials.dtype, values.ndim, partials.shape[0]) \
-            + _layout(values) + _layout(partials)
+        return ("dual array", values.dtype, partials.dtype, values.ndim, partials.shape[0],
+                type_mode()) + _layout(values) + _layout(partials)
     return None
 
 
