@@ -1,7 +1,7 @@
-"""A dual-aware stand-in for the :mod:`cmath` module (public name of :mod:`dualgpu.core.dcmath`).
+"""A dual-aware stand-in for the ``cmath`` module.
 
-Every function of :mod:`cmath` is here; those with a complex rule
-(:mod:`dualgpu.complex_rules`) propagate partials of real and complex duals. Kernels run by
+Every function of ``cmath`` is here; those with a complex rule (the complex entries of the
+rule table, ``dualgpu.complex_rules``) propagate partials of real and complex duals. Kernels run by
 the simulator backend get it in place of ``cmath`` (ported with the import line alone).
 
 Examples

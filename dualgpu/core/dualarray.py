@@ -618,7 +618,7 @@ def dual_array(values: npt.ArrayLike, partials: npt.ArrayLike | None = None, *,
         Number of zero lanes when ``partials`` is omitted.
     dtype : float32, float64, complex64 or complex128, optional
         Defaults to the dtype of ``values`` (float64 for integer input). Complex values give
-        a complex dual array (host numpy on it: :mod:`dualgpu.complex_rules`).
+        a complex dual array (host numpy on it: the rules of ``dualgpu.complex_rules``).
 
     Returns
     -------
