@@ -21,7 +21,7 @@ import dualgpu
 from dualgpu import cuda
 from dualgpu.porting import launch_plan
 
-from benchmarks.harness import PROFILES, measure_side_by_side, target
+from benchmarks.harness import PROFILES, heat_step, measure_side_by_side, target
 
 __all__ = ["CASES", "heat_fused_jvp", "plan_step"]
 
@@ -32,15 +32,8 @@ PLAIN_US, DUAL_US, HEAT_JVP = 2.0, 4.0, 1.3
 CELLS = 16
 
 
-@cuda.jit
-def plan_step(u, u_new, r):
-    """One explicit heat step with zero ghost cells (as :func:`benchmarks.harness.heat_step`)."""
-    i = cuda.grid(1)
-    n = u.shape[0]
-    if i < n:
-        left = u[i - 1] if i > 0 else 0.0
-        right = u[i + 1] if i < n - 1 else 0.0
-        u_new[i] = u[i] + r * (left - 2.0 * u[i] + right)
+#: the launch probe's kernel: one explicit heat step with zero ghost cells
+plan_step = heat_step
 
 
 def _simulate(u0, r, steps, threads):
