@@ -12,7 +12,8 @@ the names it uses, and those imports form no cycle.
 # 4. boxing and unboxing of the four types (boxing);
 # 5. operations: the rule overloads of first-order duals (rules), dual arrays (arrays) and
 #    their iteration (array_iter), casts by number classes (casts), libdevice's refusals
-#    (libdevice), and tagged duals (nested), which build on the first-order overloads;
+#    (libdevice), tagged duals (nested), which build on the first-order overloads, and
+#    complex duals (complex_duals, complex_ops: the complex rule table, complex_builtins);
 # 6. eager-signature @njit functions compile a dual specialisation when called with duals
 #    (eager_njit);
 # 7. numba's CPU typing and lowering installed under the CPU target (cpu_first), before
@@ -27,6 +28,9 @@ from dualgpu.compiled import array_iter  # noqa: F401
 from dualgpu.compiled import casts  # noqa: F401
 from dualgpu.compiled import libdevice  # noqa: F401
 from dualgpu.compiled import nested  # noqa: F401
+from dualgpu.compiled import complex_duals  # noqa: F401
+from dualgpu.compiled import complex_ops  # noqa: F401
+from dualgpu.compiled import complex_builtins  # noqa: F401
 from dualgpu.compiled.cpu_first import cpu_registries_first
 from dualgpu.compiled.eager_njit import install as install_eager_njit
 

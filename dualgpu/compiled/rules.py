@@ -423,18 +423,22 @@ def _on_rule_defined(new, old):
 rules.subscribe(_on_rule_defined)
 
 
-# --- hand-written: complex operands are refused by name ---------------------------------------
-# (the table's duals are real; numba would only list the candidates it tried)
+# --- hand-written: a structural tracer meeting a complex number is refused by name ---------
+# (complex duals: dualgpu.compiled.complex_ops; a tracer has no complex lanes)
 
 _OPERATOR_SYMBOLS = {operator.add: "+", operator.sub: "-", operator.mul: "*",
                      operator.truediv: "/", operator.pow: "**", operator.iadd: "+=",
                      operator.isub: "-=", operator.imul: "*=", operator.itruediv: "/="}
 
 
+def _tracer_with_complex(*args):
+    return any(isinstance(a, DualType) and a.tracer for a in args) and any(
+        isinstance(a, types.Complex) for a in args)
+
+
 def _refuse_complex(op, symbol):
     def refuse(a, b):
-        if (isinstance(a, DualType) and isinstance(b, types.Complex)) or (
-                isinstance(a, types.Complex) and isinstance(b, DualType)):
+        if _tracer_with_complex(a, b):
             raise TypingError(complex_dual_message(f"{a} {symbol} {b}"))
     overload(op)(refuse)
 
@@ -445,27 +449,17 @@ for _op, _symbol in _OPERATOR_SYMBOLS.items():
 
 def _refuse_cmath(fn):
     def refuse(x, y=None):
-        if isinstance(x, DualType) or isinstance(y, DualType):
+        if any(isinstance(a, DualType) and a.tracer for a in (x, y)):
             given = ", ".join(str(a) for a in (x, y) if a is not None)
             raise TypingError(complex_dual_message(f"cmath.{fn.__name__}({given})"))
     overload(fn)(refuse)
 
 
-# cmath's functions of one argument (log and rect also take two): a dual there is a complex
-# computation, refused as the simulator refuses it
+# cmath's functions: a tracer there would be a complex computation
 for _name in ("acos", "acosh", "asin", "asinh", "atan", "atanh", "cos", "cosh", "exp",
               "isfinite", "isinf", "isnan", "log", "log10", "phase", "polar", "rect", "sin",
               "sinh", "sqrt", "tan", "tanh"):
     _refuse_cmath(getattr(cmath, _name))
-
-
-@overload(complex)
-def _refuse_complex_of_dual(real=None, imag=None):
-    # complex(d, 0.0): the same refusal as the simulator's complex(Dual), not numba's
-    # candidate list
-    if isinstance(real, DualType) or isinstance(imag, DualType):
-        raise TypingError(complex_dual_message(
-            "complex(" + ", ".join(str(a) for a in (real, imag) if a is not None) + ")"))
 
 
 # --- hand-written: min/max of more than two arguments ----------------------------

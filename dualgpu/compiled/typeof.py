@@ -16,7 +16,7 @@ from numba.np import numpy_support
 from numba.core.typing.typeof import typeof
 
 from dualgpu.compiled.types import (
-    DualArrayType, TaggedDualArrayType, dual_type, tagged_type, type_mode,
+    DualArrayType, TaggedDualArrayType, complex_dual_type, dual_type, tagged_type, type_mode,
 )
 from dualgpu.core.dual import Dual
 from dualgpu.core.dualarray import DualArray
@@ -32,8 +32,8 @@ def typeof_dual(val, c):
         dtype = val.dtype
         if dtype == np.float32:
             return dual_type(types.float32, val.lanes)
-        if dtype.kind == "c":  # refused by name (dualgpu.compiled.types.DualType)
-            return dual_type(numpy_support.from_dtype(dtype), val.lanes)
+        if dtype.kind == "c":
+            return complex_dual_type(numpy_support.from_dtype(dtype), val.lanes)
         return dual_type(types.float64, val.lanes)
     if isinstance(val.value, Dual):  # nested: a dual of duals
         value_type = typeof(val.value, c)

@@ -44,6 +44,8 @@ from dualgpu.errors import DualgpuError
 __all__ = [
     "DualType",
     "dual_type",
+    "ComplexDualType",
+    "complex_dual_type",
     "DualArrayType",
     "dual_array_type",
     "DualArrayIterType",
@@ -81,6 +83,7 @@ __all__ = [
 MAX_LANES = core_lanes.MAX_LANES
 
 _FLOATS = (types.float32, types.float64)
+_COMPLEXES = (types.complex64, types.complex128)
 
 _MODES = {}
 
@@ -143,12 +146,6 @@ class DualType(types.Type):
 
     def __init__(self, dtype, n, tracer=False, mode=None):
         if dtype not in _FLOATS:
-            if isinstance(dtype, types.Complex):
-                raise DualgpuError(
-                    f"Dual of {dtype}: complex duals run on the host and in kernels on the "
-                    "cudasim backend; compiled code (the cpu backend, @njit, CUDA) has no "
-                    "complex duals yet. Fix: dualgpu.set_backend('cudasim'), or keep real and "
-                    "imaginary parts as two real duals.")
             raise DualgpuError(f"Dual: value dtype must be float32 or float64; got {dtype}.")
         if not 1 <= n <= MAX_LANES:
             raise DualgpuError(f"Dual: lane count must be 1..{MAX_LANES}; got {n}.")
@@ -228,21 +225,90 @@ make_attribute_wrapper(DualType, "value", "value")
 make_attribute_wrapper(DualType, "partials", "partials")
 
 
+# --- complex duals (their operations: dualgpu.compiled.complex_ops) ----------------
+
+class ComplexDualType(types.Type):
+    """numba type of a complex dual: a complex value (complex64 or complex128) and ``n``
+    complex partials, as the host's complex :class:`~dualgpu.Dual`. Its rules are
+    :mod:`dualgpu.complex_rules`' (:mod:`dualgpu.compiled.complex_ops`)."""
+
+    tracer = False
+
+    def __init__(self, dtype, n, mode=None):
+        if dtype not in _COMPLEXES:
+            raise DualgpuError(f"complex Dual: dtype must be complex64 or complex128; got {dtype}.")
+        if not 1 <= n <= MAX_LANES:
+            raise DualgpuError(f"Dual: lane count must be 1..{MAX_LANES}; got {n}.")
+        self.dtype = self.lane_dtype = dtype
+        self.real_dtype = types.float32 if dtype == types.complex64 else types.float64
+        self.n = n
+        self.partials_type = types.UniTuple(dtype, n)
+        self.mode = type_mode() if mode is None else mode
+        suffix = "".join(f", {m}" for m in self.mode)
+        super().__init__(name=f"ComplexDual({dtype}, {n}{suffix})")
+
+    @property
+    def key(self):
+        return (self.dtype, self.n) + self.mode
+
+    def unify(self, typingctx, other):
+        """A branch that yields a number or a real dual on one side is a complex dual."""
+        if isinstance(other, (types.Number, types.Boolean)) or (
+                isinstance(other, (DualType, ComplexDualType)) and other.n == self.n
+                and not other.tracer):
+            return complex_dual_type(_complex_promote(self, other), self.n, self.mode)
+        return None
+
+    def can_convert_from(self, typingctx, other):
+        if self.unify(typingctx, other) is not None:
+            wide = _complex_promote(self, other) == self.dtype
+            return Conversion.safe if wide else Conversion.unsafe
+        return None
+
+
+def _complex_promote(*tys):
+    """The complex type holding the values of ``tys`` (numbers, duals, complex duals)."""
+    dtypes = []
+    for t in tys:
+        t = getattr(t, "dtype", t) if isinstance(t, (DualType, ComplexDualType)) else t
+        dtypes.append(np.dtype("int64") if isinstance(t, types.Boolean) else np.dtype(str(t)))
+    result = np.result_type(np.complex64, *dtypes)
+    return types.complex64 if result == np.complex64 else types.complex128
+
+
+_COMPLEX_DUAL_TYPES = {}
+
+
+def complex_dual_type(dtype, n, mode=None):
+    """Return the (cached) :class:`ComplexDualType` of ``dtype`` (complex64/complex128) and
+    ``n`` lanes, under ``mode`` (default: :func:`type_mode` now)."""
+    mode = type_mode() if mode is None else mode
+    key = (dtype, n, mode)
+    if key not in _COMPLEX_DUAL_TYPES:
+        _COMPLEX_DUAL_TYPES[key] = ComplexDualType(dtype, n, mode)
+    return _COMPLEX_DUAL_TYPES[key]
+
+
+@register_model(ComplexDualType)
+class ComplexDualModel(models.StructModel):
+    def __init__(self, dmm, fe_type):
+        members = [("value", fe_type.dtype), ("partials", fe_type.partials_type)]
+        super().__init__(dmm, fe_type, members)
+
+
+make_attribute_wrapper(ComplexDualType, "value", "value")
+make_attribute_wrapper(ComplexDualType, "partials", "partials")
+
+
 # --- dual arrays ---------------------------------------------------------------------
 
 class DualArrayType(types.IterableType):
     """numba type of a DualArray: two array types and the lane count ``n``."""
 
     def __init__(self, values_type, partials_type, n):
-        if values_type.dtype not in (types.float32, types.float64):
-            if isinstance(values_type.dtype, types.Complex):
-                raise DualgpuError(
-                    f"DualArray of {values_type.dtype}: complex dual arrays run on the host and "
-                    "in kernels on the cudasim backend; compiled code (the cpu backend, @njit, "
-                    "CUDA) has no complex duals yet. Fix: dualgpu.set_backend('cudasim') (or "
-                    "using_backend), or keep real and imaginary parts as two real dual arrays.")
-            raise DualgpuError(
-                f"DualArray: dtype must be float32 or float64; got {values_type.dtype}.")
+        if values_type.dtype not in _FLOATS + _COMPLEXES:
+            raise DualgpuError(f"DualArray: dtype must be float32, float64, complex64 or "
+                               f"complex128; got {values_type.dtype}.")
         if not 1 <= n <= MAX_LANES:
             raise DualgpuError(
                 f"DualArray: {n} lanes requested; compiled duals support 1..{MAX_LANES}. "
@@ -285,7 +351,9 @@ class DualArrayType(types.IterableType):
 
     @property
     def dual(self):
-        """The type of the array's elements."""
+        """The type of the array's elements (a :class:`ComplexDualType` for complex arrays)."""
+        if isinstance(self.dtype, types.Complex):
+            return complex_dual_type(self.dtype, self.n, self.mode)
         return dual_type(self.dtype, self.n, self.tracer, self.mode)
 
     @property
