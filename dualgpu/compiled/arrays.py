@@ -31,7 +31,7 @@ from numba.np import arrayobj
 from dualgpu.compiled.attributes import array_attributes
 from dualgpu.compiled.lowering import lower_call, register_lowered
 from dualgpu.compiled.types import (
-    DualArrayType, DualType, build_dual, dual_array_type, pack_lanes,
+    ComplexDualType, DualArrayType, DualType, build_dual, dual_array_type, pack_lanes,
 )
 from dualgpu.core.dualarray import DualArray
 
@@ -182,9 +182,18 @@ def _element_set(typingctx, a, i, v):
     lanes, lowered in the caller (numba's own setitem stores the value, cast as it casts)."""
     if not isinstance(a, DualArrayType) or _index_parts(i, a.ndim) is None:
         return None
-    if isinstance(v, DualType):
+    duals = (DualType, ComplexDualType)
+    numbers = (types.Float, types.Integer, types.Boolean)
+    if isinstance(a.dtype, types.Complex):
+        numbers += (types.Complex,)  # a real dual or a complex number: zero imaginary parts
+    elif isinstance(v, (ComplexDualType, types.Complex)):
+        raise TypingError(f"cannot store {v} into {a}: a complex number into a real DualArray "
+                          "would drop its imaginary part. Fix: allocate the array complex "
+                          "(e.g. dualgpu.dual_array(np.zeros(n, complex), lanes=N)), or store "
+                          "z.real / abs(z).")
+    if isinstance(v, duals):
         _check_compatible(a, v)
-    elif not isinstance(v, (types.Float, types.Integer, types.Boolean)):
+    elif not isinstance(v, numbers):
         raise TypingError(f"cannot store {v} into {a}; expected a Dual or a number.")
     if not (a.values_type.mutable and a.partials_type.mutable):
         raise TypingError(f"cannot store into {a}: its arrays are read-only. Store into a "
@@ -192,14 +201,14 @@ def _element_set(typingctx, a, i, v):
 
     def codegen(context, builder, sig, args):
         arr = cgutils.create_struct_proxy(a)(context, builder, value=args[0])
-        if isinstance(v, DualType):
+        if isinstance(v, duals):
             dual = cgutils.create_struct_proxy(v)(context, builder, value=args[2])
             value, value_type = dual.value, v.dtype
             lanes = [context.cast(builder, lane, v.lane_dtype, a.partials_type.dtype)
                      for lane in cgutils.unpack_tuple(builder, dual.partials, v.n)]
         else:
             value, value_type = args[2], v
-            lanes = [context.get_constant(a.partials_type.dtype, 0)] * a.n
+            lanes = [context.get_constant_generic(builder, a.partials_type.dtype, 0)] * a.n
         lower_call(context, builder, operator.setitem, (a.values_type, i, value_type),
                    (arr.values, args[1], value))
         pointers = _lane_pointers(context, builder, a.partials_type, arr.partials, i, args[1],
@@ -251,7 +260,7 @@ def _dual_array_getitem(a, i):
 
 @overload(operator.setitem)
 def _dual_array_setitem(a, i, v):
-    if isinstance(a, types.Array) and isinstance(v, DualType):
+    if isinstance(a, types.Array) and isinstance(v, (DualType, ComplexDualType)):
         raise TypingError(
             f"a Dual ({v}) is stored into a plain {a.dtype} array: its partials would be "
             "dropped. Allocate that array as a DualArray (dualgpu.dual_array, or "
@@ -301,16 +310,16 @@ def _slice_setter(a, i, v):
         body = ("    a.values[i] = v.values\n"
                 f"    a.partials[{where}] = v.partials\n")
         key = ("array", where)
-    elif isinstance(v, DualType):
+    elif isinstance(v, (DualType, ComplexDualType)):
         _check_compatible(a, v)
         lane_index = where.replace("p_all", "{k}", 1)
         body = "    a.values[i] = v.value\n    q = v.partials\n" + "".join(
             f"    a.partials[{lane_index.format(k=k)}] = q[{k}]\n" for k in range(a.n)
         )
         key = ("dual", where, a.n)
-    elif isinstance(v, (types.Array, types.Float, types.Integer, types.Boolean)):
+    elif isinstance(v, (types.Array, types.Float, types.Integer, types.Boolean, types.Complex)):
         if isinstance(v, types.Array) and not isinstance(v.dtype, (types.Float, types.Integer,
-                                                                   types.Boolean)):
+                                                                   types.Boolean, types.Complex)):
             raise TypingError(f"cannot store {v} into {a}; expected numbers or a DualArray.")
         body = f"    a.values[i] = v\n    a.partials[{where}] = 0\n"
         key = ("plain", where)

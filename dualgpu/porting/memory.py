@@ -110,9 +110,11 @@ def _is_float(dtype):
 
 def _takes_lanes(dtype):
     """True when arrays of ``dtype`` carry the driver's lanes: floats; complex numbers where
-    complex duals run (the simulator backend; see dualgpu.complex_rules), not while tracing."""
+    complex duals run (the cpu and simulator backends; see dualgpu.complex_rules), not while
+    tracing."""
     kind = np.dtype(dtype).kind
-    return kind == "f" or (kind == "c" and backend() == "cudasim" and lane_dtype(dtype) == dtype)
+    return kind == "f" or (kind == "c" and backend() in ("cpu", "cudasim")
+                           and lane_dtype(dtype) == dtype)
 
 
 def _host(array):
