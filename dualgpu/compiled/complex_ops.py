@@ -29,6 +29,7 @@ import numpy as np
 from numba import types
 from numba.core.errors import TypingError
 from numba.core.extending import overload, register_jitable
+from numba.core.target_extension import current_target
 
 from dualgpu import complex_rules, rules
 from dualgpu.compiled.complex_duals import make_complex_dual
@@ -128,7 +129,8 @@ def complex_rule_impl(key, arg_types, primal=None):
     found = _IMPLS.get(cache_key)
     if found is not None:
         return found
-    rules.note_compiled(key) if key in rules.UNARY_RULES or key in rules.BINARY_RULES else None
+    if key in rules.UNARY_RULES or key in rules.BINARY_RULES:
+        rules.note_compiled(key)  # compiled code keeps this rule (see rules.define)
     params = ["a", "b"][:len(arg_types)]  # the typers' parameter names
     lines = [f"def impl({', '.join(params)}):"]
     for i, kind in enumerate(kinds):
@@ -227,3 +229,48 @@ def _register(fn, key):
 
 for _fn, _key in complex_targets():
     _register(_fn, _key)
+
+
+# --- numpy functions on complex duals (np.exp(z), np.abs(z), np.conj(z), np.angle(z)...) --
+
+def _target_primal(function, key):
+    """What computes the value of the numpy ``function`` on this target: the ufunc itself
+    where the target lowers it (the CPU; numba.cuda lowers only some); else the rule's own
+    primal (``cmath.exp`` for ``np.exp``); None where neither compiles for CUDA."""
+    rule = complex_rules.COMPLEX_RULES[key]
+    if key in _PRIMALS:
+        return _PRIMALS[key]
+    if not isinstance(function, np.ufunc):  # np.angle: the rule's primal (cmath.phase)
+        return _resolve(rule.primal)
+    if current_target() != "cuda":
+        return function
+    from numba.cuda.ufuncs import ufunc_db
+
+    if function in ufunc_db():
+        return function
+    return None if rule.primal.startswith("numpy.") else _resolve(rule.primal)
+
+
+def _register_numpy(name, key):
+    function = getattr(np, name)
+    nargs = len(complex_rules.COMPLEX_RULES[key].derivatives)
+
+    def typer(*args):
+        if len(args) != nargs or not _accepts(key, tuple(complex_kind(a) for a in args)):
+            return None
+        primal = _target_primal(function, key)
+        if primal is None:
+            raise TypingError(
+                f"numpy.{name} of a complex dual: numba.cuda has no complex numpy.{name} (plain "
+                f"code would not compile either). Fix: write it with cmath and arithmetic "
+                f"(np.expm1(z) as cmath.exp(z) - 1, np.square(z) as z * z...).")
+        return complex_rule_impl(key, args, primal)
+
+    if nargs == 1:
+        overload(function)(lambda a: typer(a))
+    else:
+        overload(function)(lambda a, b: typer(a, b))
+
+
+for _name, _key in complex_rules.COMPLEX_NUMPY.items():
+    _register_numpy(_name, _key)
