@@ -1,0 +1,133 @@
+"""Complex duals in compiled code: every complex rule on the njit and cpu paths against central
+differences, complex64 and complex128, and every one compiled to PTX.
+
+One kernel per dtype and path holds every case (tests/fixtures/complex_compiled_cases.py): the
+unary rules on complex duals (and the cmath ones on real duals), the binary rules with every
+pairing of a complex operand with a dual, the in-place operators and numpy forms. Each case's
+lanes are compared with a complex128 central difference along its tangent
+(tests/fixtures/complex_harness.py); its value with numpy's.
+"""
+import importlib.util
+import os
+import sys
+
+import numpy as np
+import pytest
+from numba import njit, types
+
+import dualgpu
+from complex_compiled_cases import CUDA_MISSING, cases, inputs, kernel_source
+from complex_harness import NUMPY, assert_tangent_close, central_difference
+
+DTYPES = (np.complex64, np.complex128)
+LANES = 2
+CASES = cases()
+PTX_CASES = cases(cuda=True)
+#: DUALGPU_TEST_CASES=all runs njit and cpu in both dtypes; by default each compiled CPU path
+#: runs one dtype (njit complex64, cpu complex128: both paths share every overload, the cpu
+#: backend compiles its kernels with njit), each about 20 s. PTX compiles both dtypes.
+FULL_PRODUCT = os.environ.get("DUALGPU_TEST_CASES", "").strip().lower() == "all"
+PATH_DTYPES = {"njit": DTYPES if FULL_PRODUCT else DTYPES[:1],
+               "cpu": DTYPES if FULL_PRODUCT else DTYPES[1:], "PTX": DTYPES}
+#: the cases each path checks, per dtype (the coverage table counts them: tests/rule_coverage.py)
+PATH_CASES = {"njit": CASES, "cpu": CASES, "PTX": PTX_CASES}
+
+
+def _kernel_module(tmp_path_factory, case_list):
+    """A module file holding the kernel as a ``dualgpu.cuda`` kernel (the cpu backend reads
+    its source)."""
+    folder = tmp_path_factory.mktemp("complex_kernel")
+    path = folder / "complex_rules_kernel.py"
+    path.write_text("import cmath\n\nimport numpy as np\n\nfrom dualgpu import cuda\n\n\n"
+                    "@cuda.jit\n" + kernel_source(case_list, cuda_kernel=True))
+    spec = importlib.util.spec_from_file_location(f"complex_rules_kernel_{folder.name}", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def cpu_kernel(tmp_path_factory):
+    return _kernel_module(tmp_path_factory, CASES).kernel
+
+
+def _njit_kernel():
+    import cmath
+
+    ns = {"np": np, "cmath": cmath}
+    exec(compile(kernel_source(CASES, cuda_kernel=False), "<complex rules>", "exec"), ns)
+    return njit(ns["kernel"])
+
+
+def _check(out, drawn, dtype, path):
+    dtype = np.dtype(dtype)
+    for k, ((key, kinds, form), operands) in enumerate(zip(CASES, drawn)):
+        values = [v for v, _ in operands]
+        what = f"{path} {form} {key}{kinds} {dtype}"
+        for lane in range(LANES):
+            tangents = [None if t is None else t[lane] for _, t in operands]
+            expected = central_difference(NUMPY[key], [np.asarray(v) for v in values],
+                                          [None if t is None else np.asarray(t) for t in
+                                           tangents])
+            assert_tangent_close(out.partials[lane, k], expected, dtype, what)
+        with np.errstate(all="ignore"):
+            plain = NUMPY[key](*[np.asarray(v) for v in values])
+        np.testing.assert_allclose(out.values[k], plain, rtol=2e-6 if dtype == np.complex64
+                                   else 1e-14, atol=1e-6 if dtype == np.complex64 else 1e-14,
+                                   err_msg=what)
+        assert out.values.dtype == dtype
+
+
+@pytest.mark.parametrize("dtype", PATH_DTYPES["njit"])
+def test_every_complex_rule_in_njit_code(dtype):
+    arrays, drawn = inputs(CASES, dtype, LANES)
+    _njit_kernel()(*arrays)
+    _check(arrays[-1], drawn, dtype, "njit")
+
+
+@pytest.mark.parametrize("dtype", PATH_DTYPES["cpu"])
+def test_every_complex_rule_in_a_cpu_backend_kernel(cpu_kernel, dtype):
+    arrays, drawn = inputs(CASES, dtype, LANES)
+    with dualgpu.using_backend("cpu"):
+        cpu_kernel[1, 1](*arrays)
+    _check(arrays[-1], drawn, dtype, "cpu")
+
+
+# --- PTX ---------------------------------------------------------------------------------
+
+def _ptx_signature(dtype, lanes):
+    from dualgpu.compiled.types import dual_array_type
+
+    complex_ = types.complex64 if dtype == np.complex64 else types.complex128
+    real = types.float32 if dtype == np.complex64 else types.float64
+    c, r = dual_array_type(complex_, 1, lanes), dual_array_type(real, 1, lanes)
+    return (c, c, r, r, types.Array(real, 1, "C"), types.Array(complex_, 1, "C"), c)
+
+
+@pytest.mark.parametrize("dtype", PATH_DTYPES["PTX"])
+def test_every_complex_rule_compiles_to_ptx(offline_ptx, tmp_path_factory, dtype):
+    from numba import cuda
+
+    from dualgpu.backends.gpu.kernel import prepare_function
+
+    kernel = _kernel_module(tmp_path_factory, PTX_CASES).kernel
+    ptx, _ = cuda.compile_ptx(prepare_function(kernel.py_func, LANES),
+                              _ptx_signature(dtype, LANES), cc=offline_ptx)
+    assert ".entry" in ptx and ".f64" in ptx
+
+
+def test_numpy_only_rules_name_the_fix_in_cuda_code(offline_ptx, tmp_path_factory):
+    """numba.cuda has no complex np.expm1 (nor log1p, square, reciprocal): the refusal says
+    so and names the cmath form (plain code would not compile either)."""
+    from numba import cuda
+    from numba.core.errors import TypingError
+
+    from dualgpu.backends.gpu.kernel import prepare_function
+
+    missing = [c for c in CASES if c[0] in CUDA_MISSING and c[1] == ("c",)]
+    assert len(missing) == len(CUDA_MISSING)
+    kernel = _kernel_module(tmp_path_factory, missing[:1]).kernel
+    with pytest.raises(TypingError, match=r"numba.cuda has no complex numpy.expm1.*Fix"):
+        cuda.compile_ptx(prepare_function(kernel.py_func, LANES),
+                         _ptx_signature(np.complex128, LANES), cc=offline_ptx)
