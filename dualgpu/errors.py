@@ -139,13 +139,18 @@ COMPLEX_DUAL = "complex arithmetic with a dual"
 
 
 def complex_dual_message(operation):
-    """The error text for ``operation`` (e.g. ``"complex128 * Dual(float64, 8)"``)."""
+    """The error text for ``operation`` (e.g. ``"complex128 * Dual(float64, 8)"``) where complex
+    duals do not run: structural sparsity tracers, launches on the cuda backend, a host
+    function without a complex rule."""
     return (
-        f"{COMPLEX_DUAL} ({operation}) is not supported here: compiled code (the cpu backend, "
-        "@njit, the GPU) carries real duals only. Complex duals run on the host and on the "
-        "cudasim backend (dualgpu.set_backend('cudasim')); or write the complex quantity as two "
-        "real arrays or numbers (real and imaginary parts; e.g. exp(-i v dt) as cos(v dt) - "
-        "i sin(v dt)), so the duals only meet real numbers."
+        f"{COMPLEX_DUAL} ({operation}) is not supported here. Complex duals run on the host, "
+        "in @njit code and in kernels on the cpu and cudasim backends; not in sparsity "
+        "detection (tracers carry real dependency sets) nor in launches on the cuda backend (a "
+        "GPU: the kernels compile to PTX, but complex dual launches are not enabled before "
+        "they are checked on a GPU). Fix: run it on the cpu or cudasim backend "
+        "(dualgpu.set_backend('cpu')), or write the complex quantity as two real arrays or "
+        "numbers (real and imaginary parts; e.g. exp(-i v dt) as cos(v dt) - i sin(v dt)), so "
+        "the duals only meet real numbers."
     )
 
 

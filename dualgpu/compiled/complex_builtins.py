@@ -176,9 +176,14 @@ def _ordering(fn, symbol):
     @overload(fn)
     def _overload(a, b):
         if _involves_complex_dual(a, b):
-            raise TypingError(complex_rules.ordering_message(f"{a} {symbol} {b}"))
+            # a TypeError as on the host and cudasim (numba lets it through as it is, not
+            # among a page of candidate signatures)
+            what = f"{symbol}({a}, {b})" if symbol.isalpha() else f"{a} {symbol} {b}"
+            raise TypeError(complex_rules.ordering_message(what))
         return None
 
 
-for _fn, _symbol in _ORDERING.items():
+for _fn, _symbol in {**_ORDERING, operator.floordiv: "//", operator.mod: "%",
+                     operator.ifloordiv: "//=", operator.imod: "%=", min: "min",
+                     max: "max"}.items():
     _ordering(_fn, _symbol)
