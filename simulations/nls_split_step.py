@@ -30,9 +30,10 @@ A chirped Gaussian pulse of width ``width`` and chirp ``chirp``, normalised to 1
 ``psi0(x) = (pi width**2)**(-1/4) exp(-x**2 / (2 width**2) + i chirp x**2)``.
 
 Every parameter (``g``, ``v0``, ``width``, ``chirp``) may be a dual number: the kernel runs
-on complex duals (the simulator backend) and the FFTs transform the partials with the values
-(:mod:`dualgpu.host.fft`). Complex duals in compiled kernels (the cpu backend, a GPU) are not
-built yet; there the plain simulation runs.
+on complex duals (compiled on the cpu backend, or on the simulator) and the FFTs transform the
+partials with the values (:mod:`dualgpu.host.fft`). The kernel compiles to PTX with complex
+duals, but complex dual launches on a GPU (the cuda backend) are not enabled yet; there the
+plain simulation runs.
 """
 import cmath
 

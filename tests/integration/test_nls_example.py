@@ -48,8 +48,9 @@ def test_free_linear_pulse_spreads_as_the_analytic_gaussian():
     np.testing.assert_allclose(np.abs(psi) ** 2, expected, atol=1e-12)
 
 
-def test_jacobian_of_the_final_density_matches_central_differences():
-    with dualgpu.using_backend("cudasim"):
+@pytest.mark.parametrize("backend", ["cpu", "cudasim"])
+def test_jacobian_of_the_final_density_matches_central_differences(backend):
+    with dualgpu.using_backend(backend):
         jac = dualgpu.jacobian(_density, *PARAMS, argnums=(0, 1, 2, 3), progress=False)
         for p, block in enumerate(jac):
             h = 1e-6 * max(1.0, abs(PARAMS[p]))
@@ -71,10 +72,10 @@ def test_script_table_and_figures(tmp_path, capsys):
     for path in result["figures"]:
         assert path.read_bytes()[:8] == PNG_SIGNATURE and str(path) in printed
     args = nls_sensitivity.build_parser().parse_args(argv)
-    assert args.backend == "cudasim"
+    assert args.backend == "cpu"
     values = [getattr(args, name) for name in nls_sensitivity.PARAMETERS]
     centre = args.points // 2
-    with dualgpu.using_backend("cudasim"):
+    with dualgpu.using_backend("cpu"):
         for p, (name, value, sensitivity, _) in enumerate(result["rows"]):
             assert f"{sensitivity:.10e}" in printed
             h = 1e-6
@@ -84,3 +85,30 @@ def test_script_table_and_figures(tmp_path, capsys):
             fd = (nls_sensitivity.density(args, *plus)[centre]
                   - nls_sensitivity.density(args, *minus)[centre]) / (2 * h)
             assert sensitivity == pytest.approx(fd, rel=1e-6, abs=1e-9), name
+
+
+def test_jacobian_on_the_cpu_backend_equals_cudasims():
+    """The compiled complex duals (cpu) and the simulator's give the same derivatives."""
+    jac = {}
+    for backend in ("cpu", "cudasim"):
+        with dualgpu.using_backend(backend):
+            jac[backend] = dualgpu.jacobian(_density, *PARAMS, argnums=(0, 1, 2, 3),
+                                            progress=False)
+    for cpu, sim in zip(jac["cpu"], jac["cudasim"]):
+        np.testing.assert_allclose(cpu, sim, rtol=1e-12, atol=1e-14 * np.abs(sim).max())
+
+
+@pytest.mark.parametrize("complex_, real", [("complex64", "float32"),
+                                            ("complex128", "float64")])
+def test_nonlinear_kernel_compiles_to_ptx_with_complex_duals(offline_ptx, complex_, real):
+    from numba import cuda, types
+
+    from dualgpu.backends.gpu.kernel import prepare_function
+    from dualgpu.compiled.types import dual_array_type, dual_type
+
+    c, r, lanes = getattr(types, complex_), getattr(types, real), 4
+    signature = (dual_array_type(c, 1, lanes), types.Array(r, 1, "C"), dual_type(r, lanes),
+                 dual_type(r, lanes), r)
+    ptx, _ = cuda.compile_ptx(prepare_function(nls.nonlinear_half_step.py_func, lanes),
+                              signature, cc=offline_ptx)
+    assert ".entry" in ptx
