@@ -29,9 +29,12 @@ The complex rules (``dualgpu.complex_rules``) have a table of their own, in comp
 complex128: ``complex python`` (``tests/core/test_complex_dual.py``: operators, attributes,
 numpy ufuncs on scalars and ``dualgpu.dcmath``, each argument kind), ``complex host``
 (``tests/host/test_complex_host.py``: host DualArrays, against central differences and
-jax.jvp) and ``complex cudasim`` (``tests/backends/cudasim/test_cudasim_complex.py``: every
-rule in a simulated kernel, and whole kernels through the driver). Complex duals in
-compiled code (njit, cpu, PTX) are not built yet: those paths have no complex cases.
+jax.jvp), ``complex cudasim`` (``tests/backends/cudasim/test_cudasim_complex.py``: every
+rule in a simulated kernel, and whole kernels through the driver) and the compiled paths
+``complex njit``, ``complex cpu`` and ``complex PTX`` (``tests/compiled/test_complex_compiled.py``:
+every rule in one kernel per dtype, each argument kind, in-place and numpy forms; njit and cpu
+against central differences, by default each in one dtype, ``DUALGPU_TEST_CASES=all`` both;
+PTX compiled in both dtypes, without the numpy-only rules numba.cuda has no complex form of).
 """
 import argparse
 import collections
@@ -123,11 +126,25 @@ def _host_cases(counts):
                 counts[full][(rule, "host numpy", _dtype_name(dtype))] += len(module.LANES)
 
 
-COMPLEX_PATHS = ("complex python", "complex host", "complex cudasim")
+COMPLEX_PATHS = ("complex python", "complex host", "complex cudasim", "complex njit",
+                 "complex cpu", "complex PTX")
 COMPLEX_DTYPES = ("complex64", "complex128")
 COMPLEX_SOURCES = {"complex python": "tests/core/test_complex_dual.py",
                    "complex host": "tests/host/test_complex_host.py",
-                   "complex cudasim": "tests/backends/cudasim/test_cudasim_complex.py"}
+                   "complex cudasim": "tests/backends/cudasim/test_cudasim_complex.py",
+                   **{f"complex {path}": "tests/compiled/test_complex_compiled.py"
+                      for path in ("njit", "cpu", "PTX")}}
+
+
+def _complex_compiled_cases(counts):
+    """complex njit, cpu and PTX: ``test_complex_compiled``'s cases in the dtypes each runs."""
+    import numpy as np
+
+    module = _import("compiled.test_complex_compiled")
+    for path, case_list in module.PATH_CASES.items():
+        for dtype in module.PATH_DTYPES[path]:
+            for key, _kinds, _form in case_list:
+                counts[(key, f"complex {path}", np.dtype(dtype).name)] += 1
 
 
 def complex_coverage():
@@ -135,6 +152,7 @@ def complex_coverage():
     from dualgpu import complex_rules
 
     counts = collections.Counter()
+    _complex_compiled_cases(counts)
     python = _import("core.test_complex_dual")
     host = _import("host.test_complex_host")
     cudasim = _import("backends.cudasim.test_cudasim_complex")
