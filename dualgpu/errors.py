@@ -147,10 +147,11 @@ def complex_dual_message(operation):
         "in @njit code and in kernels on the cpu and cudasim backends; not in sparsity "
         "detection (tracers carry real dependency sets) nor in launches on the cuda backend (a "
         "GPU: the kernels compile to PTX, but complex dual launches are not enabled before "
-        "they are checked on a GPU). Fix: run it on the cpu or cudasim backend "
-        "(dualgpu.set_backend('cpu')), or write the complex quantity as two real arrays or "
-        "numbers (real and imaginary parts; e.g. exp(-i v dt) as cos(v dt) - i sin(v dt)), so "
-        "the duals only meet real numbers."
+        "they are checked on a GPU). Fix: for sparsity, give the pattern yourself "
+        "(sparse_jacobian(..., sparsity=pattern)) or take the dense jacobian; on the cuda "
+        "backend, run it on the cpu or cudasim backend (dualgpu.set_backend('cpu')); or write "
+        "the complex quantity as two real arrays or numbers (real and imaginary parts; e.g. "
+        "exp(-i v dt) as cos(v dt) - i sin(v dt)), so the duals only meet real numbers."
     )
 
 
