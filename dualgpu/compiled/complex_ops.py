@@ -20,8 +20,10 @@ is real. Hand-written, each saying why: ``complex(a, b)``, ``cmath.rect`` and
 ``cmath.polar`` (compositions of table rules), ``isfinite``/``isnan``/``isinf`` (of the
 value), ``==``/``!=`` (of the values) and the ordering comparisons (refused, with the fix).
 """
+import ast
 import builtins
 import cmath
+import math
 import operator
 import re
 
@@ -31,7 +33,7 @@ from numba.core.errors import TypingError
 from numba.core.extending import overload, register_jitable
 from numba.core.target_extension import current_target
 
-from dualgpu import complex_rules, rules
+from dualgpu import complex_rules, nansafe, rules
 from dualgpu.compiled.complex_duals import make_complex_dual
 from dualgpu.compiled.types import ComplexDualType, DualType, make_dual
 from dualgpu.core._expressions import expression
@@ -80,9 +82,55 @@ def _conjugate(z):
     return z.conjugate()
 
 
+@register_jitable
+def _over_zero(x):
+    """``x / 0.0`` as numpy gives it (inf with x's sign, NaN for 0 and NaN), never raising."""
+    if x != x or x == 0:
+        return math.nan
+    return math.inf if x > 0 else -math.inf
+
+
+@register_jitable
+def _quiet_divide(a, b):
+    """``a / b`` of complex numbers that never raises: numba's complex division raises
+    ZeroDivisionError at ``b == 0`` whatever the error model; a derivative factor gives
+    infinities there, as in a kernel (and as numpy gives them)."""
+    if b.real == 0 and b.imag == 0:
+        return complex(_over_zero(a.real), _over_zero(a.imag))
+    return a / b
+
+
+@register_jitable
+def _quiet_power(a, b):
+    """``a ** b`` of complex numbers that never raises (numba, as CPython, raises for 0 to a
+    negative or complex power): infinite there."""
+    if a.real == 0 and a.imag == 0 and (b.real < 0 or b.imag != 0):
+        return complex(math.inf, math.nan)
+    return a ** b
+
+
 #: what the names of the derivative expressions call on complex numbers
 _FUNCTIONS = {"exp": cmath.exp, "log": cmath.log, "sqrt": cmath.sqrt, "sin": cmath.sin,
-              "cos": cmath.cos, "sinh": cmath.sinh, "cosh": cmath.cosh, "pow": operator.pow}
+              "cos": cmath.cos, "sinh": cmath.sinh, "cosh": cmath.cosh, "pow": _quiet_power,
+              "_quiet_divide": _quiet_divide}
+
+
+class _QuietDivisions(ast.NodeTransformer):
+    """``a / b`` -> ``_quiet_divide(a, b)`` in a derivative expression."""
+
+    def visit_BinOp(self, node):
+        self.generic_visit(node)
+        if isinstance(node.op, ast.Div):
+            return ast.Call(ast.Name("_quiet_divide", ast.Load()), [node.left, node.right], [])
+        if isinstance(node.op, ast.Pow):
+            return ast.Call(ast.Name("pow", ast.Load()), [node.left, node.right], [])
+        return node
+
+
+def _quiet(source):
+    """``source`` with its divisions and powers made non-raising (see :func:`_quiet_divide`)."""
+    tree = _QuietDivisions().visit(ast.parse(source, mode="eval"))
+    return ast.unparse(ast.fix_missing_locations(tree))
 #: the primal of the real-linear rules without a plain callable in compiled code
 _PRIMALS = {"real": _real_part, "imag": _imag_part, "conj": _conjugate}
 #: rules whose primal takes complex values (a real dual's value is made complex first)
@@ -174,11 +222,14 @@ def complex_rule_impl(key, arg_types, primal=None):
         elif unit == -1:
             product = f"-{lane}"
         else:
+            factor = _quiet(local(source))
             if gate is None:
-                lines.append(f"    f{i} = _C({local(source)})")
+                lines.append(f"    f{i} = _C({factor})")
             else:
-                lines.append(f"    f{i} = _C({local(source)}) if {gate} else _C(0)")
+                lines.append(f"    f{i} = _C({factor}) if {gate} else _C(0)")
             product = f"f{i} * {lane}"
+            if nansafe.NANSAFE_MODE_ENABLED:  # a zero partial stays zero (dualgpu.nansafe)
+                product = f"(_C(0) if {lane} == 0 else {product})"
         terms.append((_TANGENT_SOURCE[rule.tangents[i]].format(product), gate))
     lane_sources = []
     for k in range(n):

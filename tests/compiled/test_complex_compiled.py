@@ -131,3 +131,44 @@ def test_numpy_only_rules_name_the_fix_in_cuda_code(offline_ptx, tmp_path_factor
     with pytest.raises(TypingError, match=r"numba.cuda has no complex numpy.expm1.*Fix"):
         cuda.compile_ptx(prepare_function(kernel.py_func, LANES),
                          _ptx_signature(np.complex128, LANES), cc=offline_ptx)
+
+
+# --- singular points, refusals ---------------------------------------------------------------
+
+def test_derivative_factors_never_raise_at_singular_points():
+    """numba's complex division raises at 0 whatever the error model; a factor gives
+    infinities instead (NaN lanes, as the host's complex dual), while plain division by a
+    complex zero raises as plain compiled code does."""
+    import cmath
+
+    zero = dualgpu.Dual(0j, [1.0 + 0j, 0j])
+    for function in (njit(lambda z: cmath.sqrt(z)), njit(lambda z: cmath.log(z)),
+                     njit(lambda z: z ** 0.5), njit(lambda z: np.reciprocal(z))):
+        assert not np.isfinite(function(zero).partials[0])
+    host = np.sqrt(zero)
+    compiled = njit(lambda z: cmath.sqrt(z))(zero)
+    np.testing.assert_array_equal(np.isnan(compiled.partials), np.isnan(host.partials))
+    with pytest.raises(ZeroDivisionError):
+        njit(lambda z: 1.0 / z)(zero)  # the primal, as in plain compiled code
+
+
+def test_ordering_and_mixed_lanes_are_refused_in_njit_code():
+    z = dualgpu.Dual(1j, [1.0 + 0j])
+    with pytest.raises(TypeError, match=r"orders complex numbers.*Fix: compare a real"):
+        njit(lambda z: z < 1.0)(z)
+    with pytest.raises(TypeError, match=r"min\(.*orders complex numbers"):
+        njit(lambda z: min(z, z))(z)
+    from numba.core.errors import TypingError
+
+    with pytest.raises(TypingError, match=r"different lane counts \[1, 2\]"):
+        njit(lambda z, u: z * u)(z, dualgpu.Dual(0.5, [1.0, 0.0]))
+
+
+def test_complex_duals_box_and_unbox_in_both_dtypes():
+    for dtype in DTYPES:
+        z = dualgpu.Dual(np.array(0.5 + 0.25j, dtype)[()], np.array([1j, 2.0], dtype))
+        w = njit(lambda z: z)(z)
+        assert w.dtype == dtype and w.value == z.value
+        np.testing.assert_array_equal(w.partials, z.partials)
+        d = njit(lambda z: abs(z))(z)  # a real dual of the matching float dtype
+        assert d.dtype == np.dtype(dtype).type(0).real.dtype
