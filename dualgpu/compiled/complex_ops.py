@@ -35,8 +35,9 @@ from numba.core.target_extension import current_target
 
 from dualgpu import complex_rules, nansafe, rules
 from dualgpu.compiled.complex_duals import make_complex_dual
-from dualgpu.compiled.types import ComplexDualType, DualType, make_dual
+from dualgpu.compiled.types import ComplexDualType, DualType, TaggedDualType, make_dual
 from dualgpu.core._expressions import expression
+from dualgpu.errors import UnsupportedFeatureError
 
 __all__ = ["complex_kind", "complex_targets", "complex_rule_impl"]
 
@@ -138,6 +139,21 @@ _COMPLEX_ONLY_PRIMAL = {key for key, rule in complex_rules.COMPLEX_RULES.items()
                         if rule.primal.startswith("cmath.")} | set(_PRIMALS)
 _TANGENT_SOURCE = {"holomorphic": "{}", "real": "({}).real", "imag": "({}).imag",
                    "conj": "({}).conjugate()"}
+
+
+def _refuse_unsupported(key, args, complex_function=False):
+    """A complex operand with a tagged (second-order) dual: refused by name (complex duals are
+    first order; numba would list its candidates). Structural tracers meeting complex numbers
+    are refused by :mod:`dualgpu.compiled.rules`."""
+    kinds = [complex_kind(a) for a in args]
+    if not ("c" in kinds or "kc" in kinds or complex_function):
+        return
+    if any(isinstance(a, TaggedDualType) for a in args):
+        raise UnsupportedFeatureError(
+            f"{key}({', '.join(map(str, args))}): complex numbers meet a second-order (tagged "
+            "or nested) dual; complex duals are first order only, on every backend. Fix: "
+            "differentiate the real and imaginary parts as real duals, or take this "
+            "derivative by first-order forward mode (jacobian, jvp).")
 
 
 def _accepts(key, kinds):
@@ -268,7 +284,10 @@ def _register(fn, key):
     nargs = len(complex_rules.COMPLEX_RULES[key].derivatives)
 
     def typer(*args):
-        if len(args) != nargs or not _accepts(key, tuple(complex_kind(a) for a in args)):
+        if len(args) != nargs:
+            return None
+        _refuse_unsupported(key, args, getattr(fn, "__module__", None) == "cmath")
+        if not _accepts(key, tuple(complex_kind(a) for a in args)):
             return None
         return complex_rule_impl(key, args)
 

@@ -172,3 +172,15 @@ def test_complex_duals_box_and_unbox_in_both_dtypes():
         np.testing.assert_array_equal(w.partials, z.partials)
         d = njit(lambda z: abs(z))(z)  # a real dual of the matching float dtype
         assert d.dtype == np.dtype(dtype).type(0).real.dtype
+
+
+def test_complex_numbers_with_second_order_duals_are_refused_by_name():
+    import cmath
+
+    from dualgpu.errors import UnsupportedFeatureError
+
+    tagged = dualgpu.Dual(dualgpu.Dual(0.5, [1.0]), [dualgpu.Dual(1.0, [0.0])], tag=1)
+    for function in (njit(lambda t: t * 1j), njit(lambda t: cmath.exp(t))):
+        with pytest.raises(UnsupportedFeatureError, match=r"second-order \(tagged or nested\) "
+                           r"dual; complex duals are first order only.*Fix"):
+            function(tagged)
