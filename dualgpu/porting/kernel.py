@@ -436,6 +436,10 @@ class Kernel:
             )
         # duals of different dtypes mix as floats do (numba's promotion; a store casts), as
         # a plain kernel takes float32 arrays with a float64 scalar
+        complex_duals = [p for p, a in duals if np.dtype(a.dtype).kind == "c"]
+        if complex_duals and name not in ("cpu", "cudasim"):
+            raise DualgpuError(f"kernel {self.__name__}: " + complex_dual_message(
+                f"the complex dual argument {complex_duals[0]} on the {name} backend"))
         if name == "cpu":
             for p, a in duals:
                 if isinstance(a, DualArray) and a.is_device:

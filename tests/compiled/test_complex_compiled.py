@@ -184,3 +184,16 @@ def test_complex_numbers_with_second_order_duals_are_refused_by_name():
         with pytest.raises(UnsupportedFeatureError, match=r"second-order \(tagged or nested\) "
                            r"dual; complex duals are first order only.*Fix"):
             function(tagged)
+
+
+def test_complex_dual_launches_on_the_cuda_backend_are_refused_until_checked_on_a_gpu():
+    """No GPU has run complex duals yet: a launch on the cuda backend says so (the check runs
+    before the launch; called directly here, where no GPU is)."""
+    from kernels_complex import phase_shift
+
+    z = dualgpu.dual_array(np.ones(2, complex), lanes=1)
+    with pytest.raises(dualgpu.DualgpuError, match=r"kernel phase_shift: complex arithmetic with "
+                       r"a dual \(the complex dual argument psi on the cuda backend\).*not "
+                       r"enabled before they are checked on a GPU"):
+        phase_shift._check_duals((z, z, np.ones(2), 0.1), "cuda")
+    phase_shift._check_duals((z, z, np.ones(2), 0.1), "cpu")  # runs there
