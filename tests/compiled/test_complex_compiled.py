@@ -197,3 +197,35 @@ def test_complex_dual_launches_on_the_cuda_backend_are_refused_until_checked_on_
                        r"enabled before they are checked on a GPU"):
         phase_shift._check_duals((z, z, np.ones(2), 0.1), "cuda")
     phase_shift._check_duals((z, z, np.ones(2), 0.1), "cpu")  # runs there
+
+
+@njit
+def _accumulate(z, u, n):
+    a = 0j  # a complex number that later holds a complex dual
+    b = 0.0  # a float that later holds one
+    for k in range(n):
+        a += z * k
+        b += z
+        b *= u
+    c = z if n > 2 else 1j  # branches: a complex dual and a complex constant
+    return a, b, c
+
+
+def test_accumulators_branches_and_cmath_helpers_in_njit_match_the_host():
+    import cmath
+
+    from dualgpu import dcmath
+
+    z = dualgpu.Dual(0.3 + 0.2j, [1.0 + 0j, 0.5j])
+    u = dualgpu.Dual(0.7, [1.0, 0.0])
+    a, b, c = _accumulate(z, u, 3)
+    host_a, host_b = 0j, 0.0
+    for k in range(3):
+        host_a, host_b = host_a + z * k, (host_b + z) * u
+    for got, expected in ((a, host_a), (b, host_b), (c, z)):
+        np.testing.assert_allclose(got.partials, expected.partials, rtol=1e-15)
+    polar, rect, equal, finite = njit(lambda z, u: (cmath.polar(z), cmath.rect(u, u), z == z,
+                                                    cmath.isfinite(z)))(z, u)
+    for got, expected in zip(polar + (rect,), dcmath.polar(z) + (dcmath.rect(u, u),)):
+        np.testing.assert_allclose(got.partials, expected.partials, rtol=1e-14)
+    assert equal and finite
