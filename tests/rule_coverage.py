@@ -34,7 +34,8 @@ rule in a simulated kernel, and whole kernels through the driver) and the compil
 ``complex njit``, ``complex cpu`` and ``complex PTX`` (``tests/compiled/test_complex_compiled.py``:
 every rule in one kernel per dtype, each argument kind, in-place and numpy forms; njit and cpu
 against central differences, by default each in one dtype, ``DUALGPU_TEST_CASES=all`` both;
-PTX compiled in both dtypes, without the numpy-only rules numba.cuda has no complex form of).
+PTX compiles every rule in both dtypes, its other forms split between them, without the
+numpy-only rules numba.cuda has no complex form of).
 """
 import argparse
 import collections
@@ -141,9 +142,9 @@ def _complex_compiled_cases(counts):
     import numpy as np
 
     module = _import("compiled.test_complex_compiled")
-    for path, case_list in module.PATH_CASES.items():
+    for path, by_dtype in module.PATH_CASES.items():
         for dtype in module.PATH_DTYPES[path]:
-            for key, _kinds, _form in case_list:
+            for key, _kinds, _form in by_dtype[np.dtype(dtype)]:
                 counts[(key, f"complex {path}", np.dtype(dtype).name)] += 1
 
 
