@@ -20,17 +20,7 @@ from dualgpu.compiled.types import (
 )
 from dualgpu.core.dual import Dual
 
-__all__ = ["make_complex_dual", "is_complex_dual", "complex_dual_of"]
-
-
-def is_complex_dual(ty):
-    """True for a numba complex dual type."""
-    return isinstance(ty, ComplexDualType)
-
-
-def complex_dual_of(value_dtype, n, mode=None):
-    """The complex dual type of ``n`` lanes whose value has the numba type ``value_dtype``."""
-    return complex_dual_type(value_dtype, n, mode)
+__all__ = ["make_complex_dual"]
 
 
 @intrinsic

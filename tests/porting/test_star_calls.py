@@ -13,7 +13,6 @@ import pytest
 
 import dualgpu
 from dualgpu import cuda
-from dualgpu.errors import COMPLEX_DUAL, DualgpuError
 
 BACKENDS = ["cpu", "cudasim"]
 
