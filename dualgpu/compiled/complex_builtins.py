@@ -8,8 +8,9 @@ the table's rules or refused:
   :mod:`dualgpu.compiled.attributes` explains);
 * ``complex(a)``, ``complex(a, b)`` of real duals: the value as plain code builds it, the
   partials ``da + i db``;
-* ``cmath.polar(z)``: ``(abs(z), cmath.phase(z))``; ``cmath.rect(r, phi)``:
-  ``r * cmath.exp(1j * phi)`` (both as the host's :mod:`dualgpu.dcmath`);
+* ``cmath.log(x, base)``: ``log(x) / log(base)``; ``cmath.polar(z)``: ``(abs(z), phase(z))``;
+  ``cmath.rect(r, phi)``: ``r * cmath.exp(1j * phi)`` (all as the host's
+  :mod:`dualgpu.dcmath`); ``complex(z)`` of a complex dual is ``z``;
 * ``cmath.isfinite``/``isnan``/``isinf``: of the value;
 * ``==`` and ``!=`` compare the values; ``<``, ``<=``, ``>``, ``>=``, ``min`` and ``max``
   are refused (complex numbers have no order), with the fix.
@@ -96,6 +97,8 @@ def _dual_or_number(ty):
 @overload(complex)
 def _complex_of_duals(real=None, imag=None):
     args = [a for a in (real, imag) if a is not None and not isinstance(a, types.Omitted)]
+    if len(args) == 1 and isinstance(args[0], ComplexDualType):
+        return lambda real=None, imag=None: real  # complex(z) of a complex dual: z
     if not any(isinstance(a, DualType) for a in args):
         return None
     if not all(_dual_or_number(a) for a in args):
@@ -122,6 +125,15 @@ def _value_overload(x):
     if isinstance(x, (DualType, ComplexDualType)):
         return lambda x: x.value
     return lambda x: x
+
+
+@overload(cmath.log)
+def _log_to_base(x, base):
+    # cmath.log(x, base): the table's log rule twice, as the host's dualgpu.dcmath.log
+    if "c" in (complex_kind(x), complex_kind(base)) or "r" in (complex_kind(x),
+                                                              complex_kind(base)):
+        return lambda x, base: cmath.log(x + 0j) / cmath.log(base + 0j)
+    return None
 
 
 @overload(cmath.polar)

@@ -230,8 +230,9 @@ def test_accumulators_branches_and_cmath_helpers_in_njit_match_the_host():
         host_a, host_b = host_a + z * k, (host_b + z) * u
     for got, expected in ((a, host_a), (b, host_b), (c, z)):
         np.testing.assert_allclose(got.partials, expected.partials, rtol=1e-15)
-    polar, rect, equal, finite = njit(lambda z, u: (cmath.polar(z), cmath.rect(u, u), z == z,
-                                                    cmath.isfinite(z)))(z, u)
-    for got, expected in zip(polar + (rect,), dcmath.polar(z) + (dcmath.rect(u, u),)):
+    polar, rect, log, equal, finite = njit(lambda z, u: (
+        cmath.polar(z), cmath.rect(u, u), cmath.log(z, u + 2), z == z, cmath.isfinite(z)))(z, u)
+    for got, expected in zip(polar + (rect, log), dcmath.polar(z) + (
+            dcmath.rect(u, u), dcmath.log(z, u + 2))):
         np.testing.assert_allclose(got.partials, expected.partials, rtol=1e-14)
     assert equal and finite
