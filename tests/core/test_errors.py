@@ -170,8 +170,8 @@ def test_a_complex_dual_stored_into_a_plain_complex_array_in_cuda_compilation(of
     from kernels_for_errors import phase_shift
 
     array = types.Array(types.complex128, 1, "C")
-    with pytest.raises(TypingError, match=r"a Dual \(ComplexDual\(complex128, 1\)\) is stored into "
-                                          r"a plain complex128 array"):
+    with pytest.raises(TypingError, match=r"a Dual \(ComplexDual\(complex128, 1[^)]*\)\) is stored "
+                                          r"into a plain complex128 array"):  # ", rules=..."
         numba.cuda.compile_ptx(gpu.prepare_function(phase_shift.py_func, 1),
                                (array, array, dual_type(types.float64, 1), types.float64),
                                cc=offline_ptx)
