@@ -12,11 +12,13 @@ resolve the call again, now against the new specialisation.
 from numba import types
 from numba.core import dispatcher, errors
 
-from dualgpu.compiled.types import DualArrayType, DualType, TaggedDualArrayType, TaggedDualType
+from dualgpu.compiled.types import (
+    ComplexDualType, DualArrayType, DualType, TaggedDualArrayType, TaggedDualType,
+)
 
 __all__ = ["install", "holds_dual"]
 
-_DUAL_TYPES = (DualType, DualArrayType, TaggedDualType, TaggedDualArrayType)
+_DUAL_TYPES = (DualType, DualArrayType, TaggedDualType, TaggedDualArrayType, ComplexDualType)
 _original = dispatcher._DispatcherBase._search_new_conversions
 
 

@@ -236,3 +236,12 @@ def test_accumulators_branches_and_cmath_helpers_in_njit_match_the_host():
             dcmath.rect(u, u), dcmath.log(z, u + 2))):
         np.testing.assert_allclose(got.partials, expected.partials, rtol=1e-14)
     assert equal and finite
+
+
+def test_an_eager_signature_njit_function_takes_complex_duals():
+    import cmath
+
+    function = njit("complex128(complex128)")(lambda z: cmath.exp(z) * z)
+    z = dualgpu.Dual(0.3 + 0.2j, [1.0 + 0j])
+    got = function(z)
+    np.testing.assert_allclose(got.partials, np.exp(z.value) * (1 + z.value), rtol=1e-15)
