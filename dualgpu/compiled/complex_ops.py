@@ -214,39 +214,10 @@ def complex_rule_impl(key, arg_types, primal=None):
           "_make": make_complex_dual if out is work else make_dual, **_FUNCTIONS}
     terms = []  # per dual operand: (source of the lane k term with {k}, gate variable or None)
     for i, kind in enumerate(kinds):
-        if kind not in ("c", "r"):
-            continue
-        expr = expression(rule.derivatives[i])
-        for name, value in expr.constants.items():
-            lines.append(f"    {name}_{i} = _C({float(value)!r})")
-
-        def local(source, i=i, constants=expr.constants):
-            return re.sub(r"\b(_c\d+)\b", rf"\1_{i}", source) if constants else source
-
-        gate = None
-        unit, source = expr.unit, expr.source
-        if expr.gate is not None:
-            gate = f"g{i}"
-            test = local(expr.gate.test)
-            lines.append(f"    {gate} = {'' if expr.gate.when else 'not '}({test})")
-            unit, source = expr.gate.unit, expr.gate.source
-        if unit == 0:
-            continue
-        lane = f"_C(p{i}[{{k}}])" if kind == "r" else f"p{i}[{{k}}]"
-        if unit == 1:
-            product = lane
-        elif unit == -1:
-            product = f"-{lane}"
-        else:
-            factor = _quiet(local(source))
-            if gate is None:
-                lines.append(f"    f{i} = _C({factor})")
-            else:
-                lines.append(f"    f{i} = _C({factor}) if {gate} else _C(0)")
-            product = f"f{i} * {lane}"
-            if nansafe.NANSAFE_MODE_ENABLED:  # a zero partial stays zero (dualgpu.nansafe)
-                product = f"(_C(0) if {lane} == 0 else {product})"
-        terms.append((_TANGENT_SOURCE[rule.tangents[i]].format(product), gate))
+        if kind in ("c", "r"):
+            term = _operand_term(rule, i, kind, lines)
+            if term is not None:
+                terms.append(term)
     lane_sources = []
     for k in range(n):
         parts = [(t.replace("{k}", str(k)), g) for t, g in terms]
@@ -256,6 +227,41 @@ def complex_rule_impl(key, arg_types, primal=None):
     exec(compile("\n".join(lines) + "\n", f"<dualgpu complex {key}>", "exec"), ns)
     _IMPLS[cache_key] = ns["impl"]
     return ns["impl"]
+
+
+def _operand_term(rule, i, kind, lines):
+    """The lane term of dual operand ``i`` of ``rule`` (its factor's lines added to ``lines``):
+    ``(source with {k} for the lane, gate variable or None)``, or None for a zero factor."""
+    expr = expression(rule.derivatives[i])
+    for name, value in expr.constants.items():
+        lines.append(f"    {name}_{i} = _C({float(value)!r})")
+
+    def local(source):  # the expression's constants, named apart from the other operand's
+        return re.sub(r"\b(_c\d+)\b", rf"\1_{i}", source) if expr.constants else source
+
+    gate = None
+    unit, source = expr.unit, expr.source
+    if expr.gate is not None:
+        gate = f"g{i}"
+        lines.append(f"    {gate} = {'' if expr.gate.when else 'not '}({local(expr.gate.test)})")
+        unit, source = expr.gate.unit, expr.gate.source
+    if unit == 0:
+        return None
+    lane = f"_C(p{i}[{{k}}])" if kind == "r" else f"p{i}[{{k}}]"
+    if unit == 1:
+        product = lane
+    elif unit == -1:
+        product = f"-{lane}"
+    else:
+        factor = _quiet(local(source))
+        if gate is None:
+            lines.append(f"    f{i} = _C({factor})")
+        else:
+            lines.append(f"    f{i} = _C({factor}) if {gate} else _C(0)")
+        product = f"f{i} * {lane}"
+        if nansafe.NANSAFE_MODE_ENABLED:  # a zero partial stays zero (dualgpu.nansafe)
+            product = f"(_C(0) if {lane} == 0 else {product})"
+    return _TANGENT_SOURCE[rule.tangents[i]].format(product), gate
 
 
 def _numba_class(ty):
