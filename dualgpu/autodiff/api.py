@@ -77,7 +77,7 @@ def jacobian(f: Function, *args: Any, argnums: ArgNums = 0, chunk_size: int | No
     holomorphic : bool
         As in JAX: the differentiated arguments are complex (complex64/complex128) and f is
         holomorphic in them; the result is the complex derivative ``df/dz`` (complex outputs
-        required). Complex duals run on the host and the cudasim backend. Default False:
+        required). Complex duals run on the host, the cpu and the cudasim backends. Default False:
         real arguments only (a complex one is refused with the fix: its real and imaginary
         parts as two real arguments).
 
@@ -382,8 +382,8 @@ def jvp(f: Function, primals: Sequence[ArrayLike],
     tangents : tuple
         One per primal: None (not differentiated), a number for a scalar, or an array
         shaped like its primal. A complex primal (complex64/complex128) takes a complex (or
-        real) tangent, as in ``jax.jvp``; it runs on complex duals (the host and the cudasim
-        backend), holomorphic f or not.
+        real) tangent, as in ``jax.jvp``; it runs on complex duals (the host, the cpu and the
+        cudasim backends), holomorphic f or not.
 
     Returns
     -------

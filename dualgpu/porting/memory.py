@@ -232,8 +232,8 @@ def device_array(shape, dtype=np.float64, strides=None, order="C", stream=0):
     -------
     device array or DualArray
         Under the driver, float dtypes give a DualArray with the driver's lanes, values
-        and partials zero on every backend (complex dtypes too on the cudasim backend, where
-        complex duals run); otherwise the backend's plain array.
+        and partials zero on every backend (complex dtypes too on the cpu and cudasim
+        backends, where complex duals run); otherwise the backend's plain array.
 
     Examples
     --------
