@@ -245,3 +245,27 @@ def test_an_eager_signature_njit_function_takes_complex_duals():
     z = dualgpu.Dual(0.3 + 0.2j, [1.0 + 0j])
     got = function(z)
     np.testing.assert_allclose(got.partials, np.exp(z.value) * (1 + z.value), rtol=1e-15)
+
+
+@njit
+def _array_operations(z, u):
+    acc = 0j
+    for v in z:  # iteration yields complex duals
+        acc += v * v
+    z[0] = u[0]  # a real dual: zero imaginary parts
+    z[3] = 2j  # a complex constant: zero partials
+    z[1:3] = z[2:4]  # slices move values and partials
+    return acc
+
+
+def test_complex_dual_arrays_iterate_slice_and_store_in_njit():
+    z = dualgpu.DualArray(np.array([1 + 1j, 2j, 3.0, 1j]),
+                          np.array([[1, 1j, 0, 2], [0, 1, 1j, 0]], complex))
+    u = dualgpu.DualArray(np.array([0.5, 1.5]), np.array([[1.0, 0.0], [0.0, 1.0]]))
+    out = z.copy()
+    acc = _array_operations(out, u)
+    expected = z[0] * z[0] + z[1] * z[1] + z[2] * z[2] + z[3] * z[3]
+    np.testing.assert_allclose(acc.partials, expected.partials, rtol=1e-15)
+    np.testing.assert_array_equal(out.values, [0.5, 3.0, 2j, 2j])
+    np.testing.assert_array_equal(out.partials, [[1, 0, 0, 0], [0, 1j, 0, 0]])
+    assert out.dtype == np.complex128
