@@ -31,7 +31,8 @@ import numba
 import numpy as np
 from numba import njit, types
 from numba.core import cgutils
-from numba.extending import intrinsic
+
+from dualgpu.compiled.intrinsics import intrinsic
 
 __all__ = [
     "PARALLEL_MIN_SECONDS", "PARALLEL_MIN_ITEMS", "PIECES_SERIAL_MIN_ITEMS", "ENABLED",
