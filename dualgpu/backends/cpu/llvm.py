@@ -68,13 +68,13 @@ def inline_every_overload(dispatcher):
     kernel): a call per CUDA thread then costs 5-10 ns and blocks
     vectorisation. Each new overload's linkable LLVM module gets the
     ``alwaysinline`` attribute before any launcher links it in. If numba's
-    internals change, this does nothing (launches stay correct, only slower);
-    tests/backends/cpu/test_cpu_backend.py checks that it still works.
+    internals change, or where llvmlite cannot add the attribute
+    (:func:`function_attributes_apply`), this does nothing (launches stay correct, only
+    slower); tests/backends/cpu/test_cpu_backend.py checks that it still works.
     """
-    original = dispatcher.add_overload
-
     if not function_attributes_apply():
         return  # llvmlite 0.47: the launches stay correct, the thread function is a call
+    original = dispatcher.add_overload
 
     def add_overload(cres, *args, **kwargs):
         try:
