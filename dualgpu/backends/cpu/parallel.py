@@ -37,6 +37,7 @@ from numba.extending import intrinsic
 __all__ = [
     "PARALLEL_MIN_SECONDS", "PARALLEL_MIN_ITEMS", "PIECES_SERIAL_MIN_ITEMS", "ENABLED",
     "LaunchCost", "run_parallel", "compile_here", "available_threads", "launch_threads",
+    "machine_busy",
     "thread_bound", "chunk_length",
     "control_array", "serial_launches", "claim", "finish", "CONTROL_SLOTS",
 ]
@@ -164,6 +165,13 @@ def available_threads():
     if threads > 1:
         threads = max(1, min(threads, _cpus() - _others_running()))
     return threads
+
+
+def machine_busy():
+    """True when other processes keep a core busy now (:func:`_others_running`, two
+    readings in a row) on a machine where a launch may use several threads. A hint to
+    :class:`LaunchCost` (its first arm, and when to re-check), never a decision."""
+    return thread_bound() > 1 and _others_running() > 0
 
 
 def launch_threads():
@@ -373,7 +381,7 @@ class LaunchCost:
     """
 
     __slots__ = ("serial", "parallel_samples", "in_parallel", "since_other", "_first",
-                 "_first_parallel", "_last_serial", "_again", "_trying")
+                 "_first_parallel", "_last_serial", "_again", "_trying", "_busy")
 
     def __init__(self):
         self.serial = collections.deque(maxlen=SAMPLES)  # seconds per item
@@ -385,6 +393,7 @@ class LaunchCost:
         self._last_serial = False  # the last launch ran serially
         self._again = None  # the arm of the next launch (the last was not measured), or None
         self._trying = False  # the current launch tries the arm not in use
+        self._busy = False  # the machine's load at the last decision
 
     def estimate(self, parallel):
         """Median seconds per item of the ``parallel`` (or serial) arm; None if unmeasured."""
@@ -395,8 +404,11 @@ class LaunchCost:
         """True if a launch of ``items`` should run in parallel.
 
         ``presume``: the kernel is compute-bound (its threads loop), so a launch of
-        :data:`PARALLEL_MIN_ITEMS` or more starts in parallel, without serial launches
-        to measure first; the measured arms decide from then on, as for any kernel.
+        :data:`PARALLEL_MIN_ITEMS` or more starts in parallel (serially if other
+        processes keep the machine busy then), without serial launches to measure
+        first; the measured arms decide from then on, as for any kernel. When the
+        machine's load changes (:func:`machine_busy`) against the arm in use (busy in
+        parallel, quiet in serial), the other arm is re-tried at once.
         """
         if FORCE:
             return True
@@ -411,21 +423,29 @@ class LaunchCost:
         if self._again is not None:
             again, self._again = self._again, None
             return again
+        busy = machine_busy()
         if self.in_parallel is None:  # the first eligible launch: run (or try) parallel
-            self.in_parallel = presume
-            self._trying = not presume
-            return True
+            self.in_parallel = presume and not busy
+            self._busy = busy
+            self._trying = not self.in_parallel and not presume
+            return self.in_parallel or not presume
         arm = self.in_parallel
         mine, other = self.estimate(arm), self.estimate(not arm)
-        if other is None:
-            # never tried (a presumed kernel's serial arm): as if it cost twice this one
-            other_cost = 2.0 * (mine or 0.0) * items
+        if mine is None:  # the arm in use is not measured yet
+            return arm
+        if other is None:  # never measured: as if it cost what this arm does
+            other_cost = (mine or 0.0) * items
         else:
-            if mine is not None and other * MIN_SPEEDUP < mine:  # the other arm wins
+            if other * MIN_SPEEDUP < mine:  # the other arm wins
                 self.in_parallel = arm = not arm
                 self.since_other = 0.0
                 return arm
             other_cost = other * items
+        if busy != self._busy:
+            self._busy = busy
+            if busy == arm:  # the load changed against the arm in use: re-check now
+                self._trying = True
+                return not arm
         if self.since_other >= EXPLORE_RATIO * other_cost:
             self._trying = True
             return not arm

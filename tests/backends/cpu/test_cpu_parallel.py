@@ -8,6 +8,13 @@ from dualgpu.backends.cpu import parallel as cpu_parallel
 from dualgpu.backends.cpu.parallel import LaunchCost, chunk_length
 
 
+@pytest.fixture(autouse=True)
+def quiet_machine(monkeypatch):
+    """The choice's load hint says quiet unless a test says otherwise (the real reading
+    depends on what else runs)."""
+    monkeypatch.setattr(cpu_parallel, "machine_busy", lambda: False)
+
+
 def _measured(serial_seconds, items, launches=3):
     cost = LaunchCost()
     for _ in range(launches):
@@ -44,11 +51,13 @@ def test_compute_bound_launches_are_presumed_parallel():
     assert not LaunchCost().parallel(10 ** 6)  # not presumed: measured serially first
 
 
-def _simulate(cost, seconds, launches, items=1000, presume=False):
+def _simulate(cost, seconds, launches, items=1000, presume=False, busy=None):
     """Drive ``cost`` as a kernel's launches do: ``seconds(k, parallel)`` is what launch k
-    takes on that arm. Returns the arm (True: parallel) each launch took."""
+    takes on that arm, ``busy(k)`` the load hint (default quiet). Returns the arm (True:
+    parallel) each launch took."""
     arms = []
     for k in range(launches):
+        cpu_parallel.machine_busy = (lambda: busy(k)) if busy else (lambda: False)
         parallel = cost.parallel(items, presume=presume)
         (cost.record_parallel if parallel else cost.record_serial)(seconds(k, parallel), items)
         arms.append(parallel)
@@ -104,6 +113,25 @@ def test_a_choice_made_under_load_is_rechecked():
         assert back < 200 + cpu_parallel.EXPLORE_RATIO * 5 + 10
         tail = arms[back + 5:]
         assert len(tail) - sum(tail) <= len(tail) // cpu_parallel.EXPLORE_RATIO + 1
+
+
+def test_a_change_of_load_rechecks_the_arm_at_once():
+    """The load reading is a hint, never the decision: a compute-bound kernel whose first
+    launch finds the machine busy starts serial, and the launch after the machine turns
+    quiet tries parallel (and keeps it, measured faster); a machine turning busy under a
+    parallel kernel makes it try serial at once, and the slower parallel launches then
+    hand over within three launches."""
+    def seconds(k, par):
+        busy = 100 <= k < 300 or k < 50
+        return (20e-3 if busy else 2e-3) if par else 4e-3
+
+    cost = LaunchCost()
+    arms = _simulate(cost, seconds, 400, presume=True, busy=lambda k: 100 <= k < 300 or k < 50)
+    assert not arms[0] and sum(arms[:50]) <= 2  # busy: serial (one re-try of parallel)
+    assert arms[50] and all(arms[52:100])  # quiet: parallel at once
+    assert not arms[100]  # busy again: serial tried at once...
+    assert sum(arms[105:300]) <= 2  # ...and in use once the parallel launches are slow
+    assert arms[300] and len(arms[302:]) - sum(arms[302:]) <= 2  # quiet again: parallel
 
 
 def test_retries_take_a_bounded_share_of_the_time():
