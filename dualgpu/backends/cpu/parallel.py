@@ -168,23 +168,32 @@ def available_threads():
 
 
 def machine_busy():
-    """True when other processes keep a core busy now (:func:`_others_running`, two
-    readings in a row) on a machine where a launch may use several threads. A hint to
-    :class:`LaunchCost` (its first arm, and when to re-check), never a decision."""
-    return thread_bound() > 1 and _others_running() > 0
+    """True when other processes keep a core busy (:func:`_others_running`, two readings
+    in a row) on a machine where a launch may use several threads. A hint to
+    :class:`LaunchCost` (its first arm, and when to re-check), never a decision; read at
+    most every :data:`LOAD_CHECK_SECONDS` (a reading costs 20-130 us on a loaded 2-core
+    machine, where a launch this decides takes 0.3 ms or more)."""
+    now = time.monotonic()
+    if now - _BUSY[0] > LOAD_CHECK_SECONDS:
+        _BUSY[0], _BUSY[1] = now, thread_bound() > 1 and _others_running() > 0
+    return _BUSY[1]
+
+
+_BUSY = [-1e9, False]  # time of the last reading, its answer
 
 
 def launch_threads():
     """Threads for a launch whose measured costs (:class:`LaunchCost`) chose parallel.
 
-    :func:`available_threads`, but never fewer than 2 where :func:`thread_bound`
-    allows: the measured costs, not one reading of the load, decide serial or
-    parallel (on 2 cores any other running thread, an instant of another process,
-    sent launches serial, whole N-body Jacobians among them: issue 41). The load
-    reading still lowers the count on a larger machine.
+    Every thread :func:`thread_bound` allows on a machine of 2 (the measured costs, not
+    one reading of the load, decide serial or parallel: on 2 cores any other running
+    thread, an instant of another process, sent launches serial, whole N-body Jacobians
+    among them: issue 41); on a larger machine :func:`available_threads`, at least 2.
     """
-    threads = available_threads()
-    return threads if threads > 1 else min(2, thread_bound())
+    bound = thread_bound()
+    if bound <= 2:
+        return bound
+    return max(2, available_threads())
 
 
 #: How long a reading that found no other process running is reused.
