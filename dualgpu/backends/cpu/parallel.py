@@ -76,6 +76,11 @@ MIN_SPEEDUP = 1.1
 #: launch size, and neither arm is left untried for long.
 EXPLORE_RATIO = 32
 
+#: A change of the machine's load against the arm in use re-tries the other arm at once,
+#: provided the launches since its last try took this many times its estimated cost (a load
+#: that flips every reading costs at most about 1/NUDGE_RATIO of the time in tries).
+NUDGE_RATIO = 8
+
 #: Launches remembered per arm; an arm's estimate is the median of them (a single slow
 #: launch, a helper descheduled or woken from sleep, moves no estimate).
 SAMPLES = 5
@@ -417,7 +422,8 @@ class LaunchCost:
         processes keep the machine busy then), without serial launches to measure
         first; the measured arms decide from then on, as for any kernel. When the
         machine's load changes (:func:`machine_busy`) against the arm in use (busy in
-        parallel, quiet in serial), the other arm is re-tried at once.
+        parallel, quiet in serial), the other arm is re-tried at once (at most once per
+        :data:`NUDGE_RATIO` times its cost).
         """
         if FORCE:
             return True
@@ -452,7 +458,8 @@ class LaunchCost:
             other_cost = other * items
         if busy != self._busy:
             self._busy = busy
-            if busy == arm:  # the load changed against the arm in use: re-check now
+            if busy == arm and self.since_other >= NUDGE_RATIO * other_cost:
+                # the load changed against the arm in use: re-check now
                 self._trying = True
                 return not arm
         if self.since_other >= EXPLORE_RATIO * other_cost:

@@ -121,17 +121,32 @@ def test_a_change_of_load_rechecks_the_arm_at_once():
     quiet tries parallel (and keeps it, measured faster); a machine turning busy under a
     parallel kernel makes it try serial at once, and the slower parallel launches then
     hand over within three launches."""
+    def busy(k):
+        return 150 <= k < 300 or k < 100
+
     def seconds(k, par):
-        busy = 100 <= k < 300 or k < 50
-        return (20e-3 if busy else 2e-3) if par else 4e-3
+        return (20e-3 if busy(k) else 2e-3) if par else 4e-3
 
     cost = LaunchCost()
-    arms = _simulate(cost, seconds, 400, presume=True, busy=lambda k: 100 <= k < 300 or k < 50)
-    assert not arms[0] and sum(arms[:50]) <= 2  # busy: serial (one re-try of parallel)
-    assert arms[50] and all(arms[52:100])  # quiet: parallel at once
-    assert not arms[100]  # busy again: serial tried at once...
-    assert sum(arms[105:300]) <= 2  # ...and in use once the parallel launches are slow
+    arms = _simulate(cost, seconds, 450, presume=True, busy=busy)
+    assert not arms[0] and sum(arms[:100]) <= 2  # busy: serial (one re-try of parallel)
+    assert arms[100] and all(arms[102:150])  # quiet: parallel at once
+    assert not arms[150]  # busy again: serial tried at once...
+    assert sum(arms[155:300]) <= 2  # ...and in use once the parallel launches are slow
     assert arms[300] and len(arms[302:]) - sum(arms[302:]) <= 2  # quiet again: parallel
+
+
+def test_a_flapping_load_costs_a_bounded_share():
+    cost = LaunchCost()
+    spent = {True: 0.0, False: 0.0}
+
+    def seconds(k, par):  # parallel is faster; the load reading flips at every launch
+        spent[par] += 2e-3 if par else 4e-3
+        return 2e-3 if par else 4e-3
+
+    _simulate(cost, seconds, 2000, presume=True, busy=lambda k: k % 2 == 1)
+    assert cost.in_parallel
+    assert spent[False] / (spent[True] + spent[False]) < 1.5 / cpu_parallel.NUDGE_RATIO
 
 
 def test_retries_take_a_bounded_share_of_the_time():
