@@ -395,7 +395,7 @@ class LaunchCost:
     """
 
     __slots__ = ("serial", "parallel_samples", "in_parallel", "since_other", "_first",
-                 "_first_parallel", "_last_serial", "_again", "_trying", "_busy")
+                 "_first_parallel", "_last_serial", "_again", "_trying", "_busy", "counts")
 
     def __init__(self):
         self.serial = collections.deque(maxlen=SAMPLES)  # seconds per item
@@ -408,6 +408,7 @@ class LaunchCost:
         self._again = None  # the arm of the next launch (the last was not measured), or None
         self._trying = False  # the current launch tries the arm not in use
         self._busy = False  # the machine's load at the last decision
+        self.counts = [0, 0]  # launches run serially, in parallel (for reports)
 
     def estimate(self, parallel):
         """Median seconds per item of the ``parallel`` (or serial) arm; None if unmeasured."""
@@ -479,6 +480,7 @@ class LaunchCost:
 
     def record_serial(self, seconds, items):
         self._last_serial = True
+        self.counts[0] += 1
         if self._first:  # the first serial launch compiles
             self._first = False
             if self._trying:  # a try of the serial arm: measure the next launch
@@ -492,6 +494,7 @@ class LaunchCost:
 
     def record_parallel(self, seconds, items):
         after_serial, self._last_serial = self._last_serial, False
+        self.counts[1] += 1
         if self._first_parallel:  # the first parallel launch starts the helper threads
             self._first_parallel = False
             if self.in_parallel is not None:
