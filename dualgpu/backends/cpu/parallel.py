@@ -173,14 +173,19 @@ def available_threads():
 
 
 def machine_busy():
-    """True when other processes keep a core busy (:func:`_others_running`, two readings
-    in a row) on a machine where a launch may use several threads. A hint to
-    :class:`LaunchCost` (its first arm, and when to re-check), never a decision; read at
-    most every :data:`LOAD_CHECK_SECONDS` (a reading costs 20-130 us on a loaded 2-core
-    machine, where a launch this decides takes 0.3 ms or more)."""
+    """True when other processes keep a core busy (one reading of :func:`_others_running`,
+    not confirmed by a second: the first launch of a process has no earlier one) on a
+    machine where a launch may use several threads. A hint to :class:`LaunchCost` (its
+    first arm, and when to re-check), never a decision; read at most every
+    :data:`LOAD_CHECK_SECONDS` (a reading costs 20-130 us on a loaded 2-core machine,
+    where a launch this decides takes 0.3 ms or more)."""
     now = time.monotonic()
     if now - _BUSY[0] > LOAD_CHECK_SECONDS:
-        _BUSY[0], _BUSY[1] = now, thread_bound() > 1 and _others_running() > 0
+        busy = False
+        if thread_bound() > 1:
+            _others_running()
+            busy = _LOAD[2] > 0  # this reading, unconfirmed
+        _BUSY[0], _BUSY[1] = now, busy
     return _BUSY[1]
 
 

@@ -8,6 +8,9 @@ from dualgpu.backends.cpu import parallel as cpu_parallel
 from dualgpu.backends.cpu.parallel import LaunchCost, chunk_length
 
 
+_MACHINE_BUSY = cpu_parallel.machine_busy  # the real one (the fixture below replaces it)
+
+
 @pytest.fixture(autouse=True)
 def quiet_machine(monkeypatch):
     """The choice's load hint says quiet unless a test says otherwise (the real reading
@@ -375,3 +378,27 @@ def test_threads_of_this_process_are_not_other_processes():
         assert cpu_parallel._own_running() >= 2
     finally:
         thread.join()
+
+
+def test_the_load_hint_takes_the_first_reading(monkeypatch):
+    # the first launch of a process decides its arm from one reading (there is no earlier
+    # one to confirm it: the two-readings rule made every first launch see a quiet machine)
+    import builtins
+    import io
+
+    readings = iter([5, 1])  # running threads in /proc/loadavg, ours: 1
+    real_open = builtins.open
+
+    def fake_open(path, *args, **kwargs):
+        if path == "/proc/loadavg":
+            return io.StringIO(f"4.0 4.0 4.0 {next(readings)}/300 1234\n")
+        return real_open(path, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "open", fake_open)
+    monkeypatch.setattr(cpu_parallel, "_own_running", lambda: 1)
+    monkeypatch.setattr(cpu_parallel, "thread_bound", lambda: 2)
+    monkeypatch.setattr(cpu_parallel, "_LOAD", [-1e9, 0, 0])
+    monkeypatch.setattr(cpu_parallel, "_BUSY", [-1e9, False])
+    monkeypatch.setattr(cpu_parallel, "LOAD_CHECK_SECONDS", -1.0)  # read at every call
+    assert _MACHINE_BUSY() is True
+    assert _MACHINE_BUSY() is False
