@@ -47,7 +47,8 @@ __all__ = [
     "MAX_LANES", "DEFAULT_CHUNK_LIMIT", "default_chunk_size", "TILE_LANES", "TILE_CANDIDATES",
     "TUNE_MIN_DIRECTIONS", "GOOD_TILE_LANES", "MEASURED",
     "BATCH_BYTES", "LIVE_ARRAYS", "ChunkSizeWarning", "tile_lanes", "driver_tiles",
-    "batch_lanes", "check_chunk_size", "launch_tile", "TOUCHED_ARRAYS", "L2_FALLBACK_BYTES",
+    "batch_lanes", "check_chunk_size", "launch_tile", "FIT_CACHE", "TOUCHED_ARRAYS",
+    "L2_FALLBACK_BYTES",
     "l2_cache_bytes", "cache_lanes",
 ]
 
@@ -172,6 +173,12 @@ def batch_lanes(n, tile, bytes_per_lane, budget=None):
     return -(-tiles // runs) * tile
 
 
+#: False: runs of f carry as many lanes as :data:`BATCH_BYTES` allows, never fewer to fit
+#: the cache (:func:`cache_lanes`; measured on the loaded 2-core VM, issue 41: the 1000-cell
+#: heat Jacobian took 0.6-1.17x the time of one run of every lane, which can use both cores
+#: where the cache-sized runs' launches, 30 us each, stay serial).
+FIT_CACHE = True
+
 #: Arrays the size of the differentiated inputs that one step of a memory-bound f touches
 #: (a stencil reads one state and writes the next): the working set of a run of L lanes is
 #: about ``TOUCHED_ARRAYS * input_bytes * (1 + L)``, values and partials (see
@@ -220,7 +227,8 @@ def cache_lanes(n, unit, input_bytes, cache_bytes=None):
     the size of the differentiated inputs). Returns the most lanes, a multiple of ``unit``,
     whose working set fits ``cache_bytes`` (default :func:`l2_cache_bytes`), spread
     evenly over the runs that ``n`` directions need; None when not even ``unit`` lanes
-    fit (the runs stream from memory whatever their size: then the fewest runs are best).
+    fit (the runs stream from memory whatever their size: then the fewest runs are best)
+    or :data:`FIT_CACHE` is False.
 
     Examples
     --------
@@ -231,6 +239,8 @@ def cache_lanes(n, unit, input_bytes, cache_bytes=None):
     >>> cache_lanes(1000, 8, 400, cache_bytes=2**20)     # everything fits: one run
     1000
     """
+    if not FIT_CACHE:
+        return None
     cache_bytes = l2_cache_bytes() if cache_bytes is None else int(cache_bytes)
     per_array = TOUCHED_ARRAYS * max(int(input_bytes), 1)
     tiles_fit = (cache_bytes // per_array - 1) // int(unit)

@@ -63,8 +63,10 @@ def test_the_chosen_lanes_follow_the_rule(n, unit, input_bytes, cache):
     assert lanes == -(-tiles // runs) * unit  # spread evenly over those runs
 
 
-def test_no_cache_fitting_when_one_tile_does_not_fit():
+def test_no_cache_fitting_when_one_tile_does_not_fit_or_it_is_off(monkeypatch):
     assert _lanes.cache_lanes(100, 8, 10**6, cache_bytes=1 << 20) is None
+    monkeypatch.setattr(_lanes, "FIT_CACHE", False)
+    assert _lanes.cache_lanes(1000, 32, 8000, cache_bytes=1 << 20) is None
 
 
 def _spy(seen):
