@@ -342,8 +342,8 @@ class CpuKernel(LaneTiles):
         """:meth:`_run` once its cost said whether the launch may go ``parallel``."""
         cost, presume = run.cost, run.presume
         threads = 1
-        if parallel:
-            threads = cpu_parallel.available_threads()
+        if parallel:  # the measured costs chose parallel: the load reading sets how many
+            threads = cpu_parallel.launch_threads()
             parallel = threads > 1
         # a launch that may go parallel runs its serial launches with the pieces launcher
         # too (one thread claims every piece): one launcher to compile, not two. So do a
