@@ -55,6 +55,7 @@ from dualgpu.core.dualarray import DualArray
 from dualgpu.core.selection import backend
 from dualgpu.errors import DualgpuError, UnsupportedFeatureError
 from dualgpu.host.buffers import caller_line
+from dualgpu.porting.captured_duals import captured_duals
 
 __all__ = ["ENABLED", "MIN_LAUNCHES", "CapturedArray", "recording", "mode", "current",
            "adopt", "members", "statistics", "run_launch"]
@@ -291,7 +292,11 @@ class _Recorder:
             code = self.codes[key] = len(self.keys)
             self.keys.append(key)
             self.steps.append(step)
-        if arrays > 1 and self.steps[code].distinct and len(
+        step = self.steps[code]
+        if step.watch is not None and captured_duals(step.watch):
+            return self._now(configured, args, "a kernel that reads a global or closure cell "
+                             "holding a dual")
+        if arrays > 1 and step.distinct and len(
                 {id(a) for a in args if type(a) is CapturedArray}) != arrays:
             return self._now(configured, args, "one buffer passed as two arguments to a "
                              "launch of several lane tiles")
@@ -343,8 +348,8 @@ class _Recorder:
         kernel = configured.kernel
         if kernel.signatures:
             step = "a kernel with explicit signatures"
-        elif kernel._may_capture:
-            step = "a kernel that reads globals or closure cells (they may hold duals)"
+        elif kernel._may_capture and captured_duals(kernel):
+            step = "a kernel that reads a global or closure cell holding a dual"
         elif configured.sharedmem:
             step = "dynamic shared memory"
         else:
@@ -353,6 +358,8 @@ class _Recorder:
                                     configured.blockdim, args)
             except Exception as exc:  # noqa: BLE001 - the launch ran: launches like it run
                 step, why = None, f"no replay ({type(exc).__name__}: {exc})"  # at once
+            if step is not None and kernel._may_capture:
+                step.watch = kernel  # its globals are looked at again at every launch
             step = step or why
         if len(_STEPS) > 4096:
             _STEPS.clear()
@@ -423,12 +430,16 @@ class _Recorder:
                     groups.append(kind[:-1])
                 elif kind[0] == "s" and kind not in dual_kinds:
                     dual_kinds.append(kind)
-        width = max(len(row) for _, row, _, _ in entries)
-        codes = np.fromiter((e[0] for e in entries), np.int64, len(entries))
-        rows = np.zeros((len(entries), width), np.int64)
-        for e, entry in enumerate(entries):
-            row = entry[1]
-            rows[e, :len(row)] = row
+        codes = np.fromiter([e[0] for e in entries], np.int64, len(entries))
+        try:  # launches of kernels with as many arguments: numpy's loop
+            rows = np.array([e[1] for e in entries], np.int64)
+        except ValueError:
+            rows = None
+        if rows is None or rows.ndim != 2:
+            width = max(len(e[1]) for e in entries)
+            rows = np.zeros((len(entries), width), np.int64)
+            for e, entry in enumerate(entries):
+                rows[e, :len(entry[1])] = entry[1]
         inputs = [codes, rows]
         for group in groups:
             found = self.groups[group]
@@ -566,6 +577,11 @@ def recording(f, name):
     """Record one run of ``f`` (a driver's run, named ``name`` in notes and errors) as the
     active mode says (see the module docstring); yields the recorder, or None."""
     value = _MODE.get()
+    if value is True and backend() != "cpu":
+        raise UnsupportedFeatureError(
+            f"{name}: capture=True replays launches on the cpu backend only; the active "
+            f"backend is {backend()!r}. Fix: capture='auto' (runs f as written there) or "
+            "dualgpu.set_backend('cpu').")
     if (value is False or not ENABLED or backend() != "cpu"
             or _CURRENT.get() is not None):
         yield None

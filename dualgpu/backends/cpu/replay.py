@@ -27,7 +27,7 @@ from numba import njit
 
 from dualgpu.backends.cpu.lane_model import kernel_profile
 from dualgpu.backends.cpu.launchers import LaunchSpec
-from dualgpu.backends.cpu.plans import _restores, _spec, args_are_tracers
+from dualgpu.backends.cpu.plans import _spec, args_are_tracers
 from dualgpu.backends.cpu.tiles import dual_kind
 from dualgpu.core.nested import lane_key
 
@@ -56,9 +56,16 @@ class Step:
         True where the step holds only for launches whose dual arrays are distinct
         buffers (several tiles of lanes: an array written through another argument
         would be restored between tiles).
+    restore : tuple of int
+        The dual array arguments whose values the launcher restores between lane tiles
+        (read and written by the kernel): the replay passes a copy taken before the launch.
+    watch : object or None
+        Set by the caller: a kernel whose captured globals are looked at before each
+        launch is deferred (one that holds a dual makes the launch run at once).
     """
 
-    __slots__ = ("launcher", "mask", "constants", "kernel", "epoch", "tile_lanes", "distinct")
+    __slots__ = ("launcher", "mask", "constants", "kernel", "epoch", "tile_lanes", "distinct",
+                 "watch", "restore")
 
     def __init__(self, launcher, mask, constants, kernel):
         self.launcher = launcher
@@ -68,6 +75,8 @@ class Step:
         self.epoch = kernel.epoch
         self.tile_lanes = kernel.tile_lanes
         self.distinct = False
+        self.watch = None
+        self.restore = ()
 
     def holds(self):
         """True while the kernel is in the state the step was made in."""
@@ -108,16 +117,17 @@ def step_of(kernel, griddim, blockdim, args):
         return None, "a compute-bound kernel (its dual launches run lanes-last)"
     mask = tuple(dual_kind(a) for a in args)
     tile, tiles = kernel._tiles(lanes, args, mask, base)
-    if tiles > 1 and _restores(kernel, args, mask)[0]:
-        return None, (f"{tiles} tiles of lanes, and the kernel reads and writes one array "
-                      "(restored between tiles)")
-    spec = _spec(kernel, base, tile, mask, (), False)
+    restore = kernel._restore(args, mask) if tiles > 1 else ()
+    if any(mask[p] != "a" for p in restore):
+        return None, "a plain array restored between lane tiles"
+    spec = _spec(kernel, base, tile, mask, restore, False)
     step = Step(kernel._launcher(spec), mask, g + b + (0, tiles), kernel)
     step.distinct = tiles > 1
+    step.restore = restore
     return step, None
 
 
-def program_source(ops, groups, constants=None):
+def program_source(ops, groups, constants=None, restores=None):
     """The source of a replay function.
 
     ``ops``: per kind of launch (its code in the table), the source of each kernel
@@ -125,8 +135,10 @@ def program_source(ops, groups, constants=None):
     ``("a", g)``, or ``"a"`` alone for group 0), ``"s"`` (a dual scalar of dual group 0,
     or ``("s", g)``), ``"f"`` (a float of table ``F``), ``"i"`` (an int of table ``I``).
     ``groups``: ``[buffer groups, dual groups]`` counts (or one number: buffer groups,
-    one dual group). ``constants[k]``: the numbers launch kind ``k`` passes last. Row ``e`` of ``rows`` holds, per argument of launch ``e``, its index
-    in its group or table; ``codes[e]`` its kind of launch.
+    one dual group). ``constants[k]``: the numbers launch kind ``k`` passes after the
+    arguments; ``restores[k]``: the arguments whose values it passes copies of last. Row
+    ``e`` of ``rows`` holds, per argument of launch ``e``, its index in its group or
+    table; ``codes[e]`` its kind of launch.
     """
     if isinstance(groups, int):
         groups = [groups, 1]
@@ -154,6 +166,10 @@ def program_source(ops, groups, constants=None):
         keyword = "if" if code == 0 else "elif"
         lines.append(f"        {keyword} c == {code}:")
         args += [str(int(n)) for n in (constants[code] if constants else ())]
+        for k in (restores[code] if restores else ()):  # snapshots, as the launch path takes
+            group = 0 if isinstance(sources[k], str) else sources[k][1]
+            lines.append(f"            s{k} = V{group}[rows[e, {k}]].copy()")
+            args.append(f"s{k}")
         lines.append(f"            L{code}({', '.join(args)})")
     return "\n".join(lines) + "\n"
 
@@ -161,7 +177,8 @@ def program_source(ops, groups, constants=None):
 def compile_program(steps, ops, groups):
     """The ``@njit`` replay function of ``ops`` (see :func:`program_source`), launch kind
     ``k`` calling ``steps[k].launcher`` with ``steps[k].constants`` last."""
-    source = program_source(ops, groups, [step.constants for step in steps])
+    source = program_source(ops, groups, [step.constants for step in steps],
+                            [step.restore for step in steps])
     namespace = {f"L{code}": step.launcher for code, step in enumerate(steps)}
     filename = f"<captured loop {next(_PROGRAMS)}>"
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
