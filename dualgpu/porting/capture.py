@@ -343,8 +343,6 @@ class _Recorder:
 
     def learn(self, key, configured, args):
         """Make the step of launches like ``configured(*args)`` (which just ran)."""
-        from dualgpu.backends.cpu.replay import step_of  # the cpu backend: loaded when used
-
         kernel = configured.kernel
         if kernel.signatures:
             step = "a kernel with explicit signatures"
@@ -354,8 +352,8 @@ class _Recorder:
             step = "dynamic shared memory"
         else:
             try:
-                step, why = step_of(kernel.compiled("cpu"), configured.griddim,
-                                    configured.blockdim, args)
+                step, why = kernel.compiled("cpu").replay_step(
+                    configured.griddim, configured.blockdim, args)
             except Exception as exc:  # noqa: BLE001 - the launch ran: launches like it run
                 step, why = None, f"no replay ({type(exc).__name__}: {exc})"  # at once
             if step is not None and kernel._may_capture:
@@ -474,13 +472,11 @@ class _Recorder:
 
     def _check(self, entries, program_key, inputs):
         """Compile the program, run it on copies, run the launches as written, compare."""
-        from dualgpu.backends.cpu.replay import compile_program  # loaded when used
-
         _STATS["checked_programs"] += 1
         ops, counts = self._ops(program_key)
         try:
-            program = compile_program([self.steps[c] for c in range(len(program_key))],
-                                      ops, counts)
+            steps = [self.steps[c] for c in range(len(program_key))]
+            program = steps[0].compile(steps, ops, counts)
             copies = [tuple(a.copy() for a in x) if type(x) is tuple else x
                       for x in inputs]
             program(*copies)
