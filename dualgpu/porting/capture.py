@@ -217,6 +217,7 @@ class _Recorder:
         self.dual_groups = {}  # dual kind -> ([values], [partials copies])
         self.locked = []  # dual partials made read-only until the table ran
         self.floats, self.ints = [], []
+        self.memo = {}  # ids of a launch's objects -> (code, row, duals to check)
         self.entries = []  # (code, row, configured launcher, args)
         self.codes = {}  # launch key -> code
         self.keys = []  # code -> launch key
@@ -253,6 +254,15 @@ class _Recorder:
         self.launches += 1
         if not self.capturing:
             return args, None
+        ids = (id(configured), *map(id, args))
+        hit = self.memo.get(ids)  # the same objects as a launch since the table last ran
+        if hit is not None:
+            code, row, duals = hit
+            step = self.steps[code]
+            if (all(d.value is v and d.partials is p for d, v, p in duals) and step.holds()
+                    and (step.watch is None or not captured_duals(step.watch))):
+                self.entries.append((code, row, configured, args))
+                return None
         kinds, row = [], []
         buffers = self.buffers
         floats, ints = self.floats, self.ints
@@ -293,6 +303,9 @@ class _Recorder:
             self.keys.append(key)
             self.steps.append(step)
         step = self.steps[code]
+        if not step.holds():  # the kernel recompiled since: make the step again
+            del self.codes[key]
+            return self._now(configured, args, None, key)
         if step.watch is not None and captured_duals(step.watch):
             return self._now(configured, args, "a kernel that reads a global or closure cell "
                              "holding a dual")
@@ -301,6 +314,9 @@ class _Recorder:
             return self._now(configured, args, "one buffer passed as two arguments to a "
                              "launch of several lane tiles")
         self.entries.append((code, row, configured, args))
+        # the objects stay alive in the entries until the table runs (and this is cleared)
+        self.memo[ids] = (code, row, [(a, a.value, a.partials) for a in args
+                                      if type(a) is Dual])
         return None
 
     def _why(self, a):
@@ -391,6 +407,7 @@ class _Recorder:
         try:
             self._run(entries)
         finally:
+            self.memo.clear()
             self.floats.clear()
             self.ints.clear()
             self._unlock()
@@ -522,11 +539,9 @@ class _Recorder:
             self.buffers.clear()
 
 
-def run_launch(configured, recorder, args):
-    """``configured(*args)`` while ``recorder`` records: deferred, or run at once."""
-    found = recorder.launch(configured, args)
-    if found is None:
-        return None
+def run_launch(configured, recorder, found):
+    """Run a launch that ``recorder.launch(configured, args)`` did not defer: ``found`` is
+    what it returned, ``(args, learn)``."""
     args, learn = found
     token = _CURRENT.set(None)
     try:

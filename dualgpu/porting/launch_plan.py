@@ -174,7 +174,8 @@ class Configured:
     def __call__(self, *args, **kwargs):
         recorder = _capturing()
         if recorder is not None and not kwargs:  # a recorded run of f (dualgpu.porting.capture)
-            return _run_captured(self, recorder, args)
+            found = recorder.launch(self, args)
+            return None if found is None else _run_captured(self, recorder, found)
         kernel = self.kernel
         if kwargs or not ENABLED:
             return kernel.launch(self.griddim, self.blockdim, self.stream, self.sharedmem,
