@@ -218,7 +218,8 @@ class _Recorder:
         self.locked = []  # dual partials made read-only until the table ran
         self.floats, self.ints = [], []
         self.memo = {}  # ids of a launch's objects -> (code, row, duals to check)
-        self.entries = []  # (code, row, configured launcher, args)
+        self.pending = []  # per deferred launch: its code (its kind of launch)
+        self.rows = []  # per deferred launch: its arguments' indices in groups and tables
         self.codes = {}  # launch key -> code
         self.keys = []  # code -> launch key
         self.steps = []  # code -> Step
@@ -251,17 +252,21 @@ class _Recorder:
     def launch(self, configured, args):
         """None: deferred. Else ``(args, learn)``: run them now (pending launches ran),
         then call :meth:`learn` with ``learn`` if it is not None."""
-        self.launches += 1
         if not self.capturing:
+            self.launches += 1
             return args, None
         ids = (id(configured), *map(id, args))
         hit = self.memo.get(ids)  # the same objects as a launch since the table last ran
-        if hit is not None:
-            code, row, duals = hit
-            step = self.steps[code]
-            if (all(d.value is v and d.partials is p for d, v, p in duals) and step.holds()
-                    and (step.watch is None or not captured_duals(step.watch))):
-                self.entries.append((code, row, configured, args))
+        if hit is not None:  # (this path is a captured loop's Python per step: kept lean)
+            code, row, duals, step = hit
+            kernel = step.kernel
+            same = kernel.epoch == step.epoch and kernel.tile_lanes == step.tile_lanes
+            for d, v, p in duals:
+                if d.value is not v or d.partials is not p:
+                    same = False
+            if same and (step.watch is None or not captured_duals(step.watch)):
+                self.pending.append(code)
+                self.rows.append(row)
                 return None
         kinds, row = [], []
         buffers = self.buffers
@@ -313,10 +318,13 @@ class _Recorder:
                 {id(a) for a in args if type(a) is CapturedArray}) != arrays:
             return self._now(configured, args, "one buffer passed as two arguments to a "
                              "launch of several lane tiles")
-        self.entries.append((code, row, configured, args))
-        # the objects stay alive in the entries until the table runs (and this is cleared)
+        row = tuple(row)
+        self.pending.append(code)
+        self.rows.append(row)
+        # the memo's objects stay alive until the table runs (and the memo is cleared):
+        # buffers and duals in ``owned``, numbers in their tables
         self.memo[ids] = (code, row, [(a, a.value, a.partials) for a in args
-                                      if type(a) is Dual])
+                                      if type(a) is Dual], step)
         return None
 
     def _why(self, a):
@@ -339,10 +347,11 @@ class _Recorder:
             return None
         dtype = np.dtype(type(value)) if type(value) is not float else np.dtype(np.float64)
         kind = ("s", dtype.str, partials.dtype.str, partials.shape[0])
-        table = self.dual_groups.setdefault(kind, ([], []))
+        table = self.dual_groups.setdefault(kind, ([], [], []))
         info = (kind, len(table[0]), value, partials)
         table[0].append(value)
         table[1].append(np.array(partials))
+        table[2].append(dual)
         if partials.flags.writeable:
             partials.flags.writeable = False
             self.locked.append(partials)
@@ -400,44 +409,43 @@ class _Recorder:
     # -- running the table -----------------------------------------------------------
     def flush(self):
         """Run the pending launches (compiled, or as written where that is not checked)."""
-        entries = self.entries
-        if not entries:
+        pending, rows = self.pending, self.rows
+        if not pending:
             return
-        self.entries = []
+        self.pending, self.rows = [], []
+        self._unlock()  # no host code runs until the table ran
         try:
-            self._run(entries)
+            self._run(pending, rows)
         finally:
             self.memo.clear()
             self.floats.clear()
             self.ints.clear()
-            self._unlock()
+            self.duals.clear()
+            for table in self.dual_groups.values():
+                for column in table:
+                    column.clear()
 
     def _unlock(self):
         for partials in self.locked:
             partials.flags.writeable = True
         self.locked.clear()
-        self.duals.clear()
-        for table in self.dual_groups.values():
-            table[0].clear()
-            table[1].clear()
 
-    def _run(self, entries):
-        used = sorted({code for code, _, _, _ in entries})
+    def _run(self, pending, rows):
         program_key = tuple(self.keys[code] + (self.steps[code],)
-                            for code in range(used[-1] + 1))
+                            for code in range(max(pending) + 1))
         program = _PROGRAMS.get(program_key)
         if program is False:
-            self._eager(entries)
+            self._eager(pending, rows)
             return
-        inputs = self._inputs(entries, program_key)
+        inputs = self._inputs(pending, rows, program_key)
         if program is None:
-            self._check(entries, program_key, inputs)
+            self._check(pending, rows, program_key, inputs)
             return
         _STATS["replayed_programs"] += 1
-        _STATS["deferred"] += len(entries)
+        _STATS["deferred"] += len(pending)
         program(*inputs)
 
-    def _inputs(self, entries, program_key):
+    def _inputs(self, pending, rows, program_key):
         groups, dual_kinds = [], []
         for _, kinds, _, _ in program_key:
             for kind in kinds:
@@ -445,17 +453,16 @@ class _Recorder:
                     groups.append(kind[:-1])
                 elif kind[0] == "s" and kind not in dual_kinds:
                     dual_kinds.append(kind)
-        codes = np.fromiter([e[0] for e in entries], np.int64, len(entries))
+        codes = np.array(pending, np.int64)
         try:  # launches of kernels with as many arguments: numpy's loop
-            rows = np.array([e[1] for e in entries], np.int64)
+            table = np.array(rows, np.int64)
         except ValueError:
-            rows = None
-        if rows is None or rows.ndim != 2:
-            width = max(len(e[1]) for e in entries)
-            rows = np.zeros((len(entries), width), np.int64)
-            for e, entry in enumerate(entries):
-                rows[e, :len(entry[1])] = entry[1]
-        inputs = [codes, rows]
+            table = None
+        if table is None or table.ndim != 2:
+            table = np.zeros((len(rows), max(len(row) for row in rows)), np.int64)
+            for e, row in enumerate(rows):
+                table[e, :len(row)] = row
+        inputs = [codes, table]
         for group in groups:
             found = self.groups[group]
             inputs += [tuple(v for v, _ in found), tuple(p for _, p in found)]
@@ -465,7 +472,7 @@ class _Recorder:
             if kind is None:
                 inputs += [np.zeros(1), np.zeros((1, 1))]
                 continue
-            values, partials = self.dual_groups[kind]
+            values, partials, _ = self.dual_groups[kind]
             inputs += [np.array(values, np.dtype(kind[1])), np.stack(partials)]
         return inputs
 
@@ -487,7 +494,7 @@ class _Recorder:
             ops.append(sources)
         return ops, [len(groups), max(len(dual_kinds), 1)]
 
-    def _check(self, entries, program_key, inputs):
+    def _check(self, pending, rows, program_key, inputs):
         """Compile the program, run it on copies, run the launches as written, compare."""
         _STATS["checked_programs"] += 1
         ops, counts = self._ops(program_key)
@@ -500,31 +507,48 @@ class _Recorder:
         except Exception as exc:  # noqa: BLE001 - a program that fails is not used
             _PROGRAMS[program_key] = False
             _STATS["failed_checks"] += 1
-            self._eager(entries)
-            self.note(entries[0][2], f"its compiled replay failed ({type(exc).__name__}: "
+            self._eager(pending, rows)
+            self.note(self.keys[pending[0]][0], f"its compiled replay failed ({type(exc).__name__}: "
                       f"{exc})")
             return
-        self._eager(entries)
+        self._eager(pending, rows)
         same = all(_bits(a, b) for x, y in zip(inputs, copies) if type(x) is tuple
                    for a, b in zip(x, y))
         if same:
             _PROGRAMS[program_key] = program
-            _STATS["deferred"] += len(entries)
+            _STATS["deferred"] += len(pending)
             return
         _PROGRAMS[program_key] = False
         _STATS["failed_checks"] += 1
-        self.note(entries[0][2], "its compiled replay differed from the launches in some "
+        self.note(self.keys[pending[0]][0], "its compiled replay differed from the launches in some "
                   "bit of a value or partial")
 
-    def _eager(self, entries):
+    def _eager(self, pending, rows):
+        """Run the pending launches one by one on the launch path (as without capture)."""
         plain = {}
         token = _CURRENT.set(None)
         try:
-            for _, _, configured, args in entries:
-                configured(*[_plain(a, plain) if type(a) is CapturedArray else a
-                             for a in args])
+            for code, row in zip(pending, rows):
+                configured, kinds, _ = self.keys[code]
+                configured(*[self._argument(kind, index, plain)
+                             for kind, index in zip(kinds, row)])
         finally:
             _CURRENT.reset(token)
+
+    def _argument(self, kind, index, plain):
+        """The argument a table entry stands for (a buffer as a plain DualArray)."""
+        what = kind[0]
+        if what == "f":
+            return self.floats[index]
+        if what == "i":
+            return self.ints[index]
+        if what == "s":
+            return self.dual_groups[kind][2][index]
+        found = plain.get((kind, index))
+        if found is None:
+            values, partials = self.groups[kind[:-1]][index]
+            found = plain[(kind, index)] = DualArray(values, partials)
+        return found
 
     def close(self):
         """Run what is pending; every captured buffer becomes a plain DualArray."""
