@@ -83,10 +83,10 @@ def jacobian(f: Function, *args: Any, argnums: ArgNums = 0, chunk_size: int | No
         real arguments only (a complex one is refused with the fix: its real and imaginary
         parts as two real arguments).
     capture : "auto", True or False
-        Captured time loops on the cpu backend (see :mod:`dualgpu.porting.capture`): "auto"
-        (default) replays the launches of repeated runs of f from compiled code where that
-        is provably the same, else runs them as written; True raises where a launch of f
-        cannot be captured; False never captures.
+        Captured time loops on the cpu backend (the user guide's *Jacobians* page): "auto"
+        (default) defers the launches of f's loop on buffers f allocates and runs them from
+        one compiled function, checked bit for bit at first use, from f's second run; True
+        raises where a launch of f cannot be captured; False never captures.
 
     Returns
     -------
@@ -338,10 +338,10 @@ def jvp_batch(f: Function, primals: Sequence[ArrayLike], tangents: Sequence[Arra
     executor : dask.distributed.Client or concurrent.futures.Executor, optional
         Runs the chunks as tasks on its workers.
     capture : "auto", True or False
-        Captured time loops on the cpu backend (see :mod:`dualgpu.porting.capture`): "auto"
-        (default) replays the launches of repeated runs of f from compiled code where that
-        is provably the same, else runs them as written; True raises where a launch of f
-        cannot be captured; False never captures.
+        Captured time loops on the cpu backend (the user guide's *Jacobians* page): "auto"
+        (default) defers the launches of f's loop on buffers f allocates and runs them from
+        one compiled function, checked bit for bit at first use, from f's second run; True
+        raises where a launch of f cannot be captured; False never captures.
 
     Returns
     -------
@@ -406,10 +406,10 @@ def jvp(f: Function, primals: Sequence[ArrayLike],
         real) tangent, as in ``jax.jvp``; it runs on complex duals (the host and the cudasim
         backend), holomorphic f or not.
     capture : "auto", True or False
-        Captured time loops on the cpu backend (see :mod:`dualgpu.porting.capture`): "auto"
-        (default) replays the launches of repeated runs of f from compiled code where that
-        is provably the same, else runs them as written; True raises where a launch of f
-        cannot be captured; False never captures.
+        Captured time loops on the cpu backend (the user guide's *Jacobians* page): "auto"
+        (default) defers the launches of f's loop on buffers f allocates and runs them from
+        one compiled function, checked bit for bit at first use, from f's second run; True
+        raises where a launch of f cannot be captured; False never captures.
 
     Returns
     -------
