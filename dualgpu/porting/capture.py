@@ -49,6 +49,7 @@ import logging
 
 import numpy as np
 
+from dualgpu import rules
 from dualgpu.core._context import active_tile_lanes
 from dualgpu.core.dual import Dual
 from dualgpu.core.dualarray import DualArray
@@ -617,8 +618,16 @@ def recording(f, name):
             f"{name}: capture=True replays launches on the cpu backend only; the active "
             f"backend is {backend()!r}. Fix: capture='auto' (runs f as written there) or "
             "dualgpu.set_backend('cpu').")
-    if (value is False or not ENABLED or backend() != "cpu"
-            or _CURRENT.get() is not None):
+    outer = _CURRENT.get()
+    if outer is not None:  # a driver inside f: its runs are not captured, nor is the outer
+        outer.flush()  # run's table held while they run
+        token = _CURRENT.set(None)
+        try:
+            yield None
+        finally:
+            _CURRENT.reset(token)
+        return
+    if value is False or not ENABLED or backend() != "cpu":
         yield None
         return
     explicit = value is True
@@ -627,15 +636,31 @@ def recording(f, name):
     recorder = _Recorder(name, explicit, capturing)
     token = _CURRENT.set(recorder)
     _Recorder.open.append(recorder)
+    failed = False
     try:
         yield recorder
+    except BaseException:
+        failed = True
+        raise
     finally:
         _CURRENT.reset(token)
         _Recorder.open.remove(recorder)
         try:
-            recorder.close()
+            recorder.close()  # f's pending launches run, as they would have without capture
+        except Exception:
+            if not failed:  # f's own error is the one to see
+                raise
         finally:
             if key is not None and not capturing:
                 if len(_LAUNCHES) > 1024:
                     _LAUNCHES.clear()
                 _LAUNCHES[key] = recorder.launches
+
+
+def _rules_changed(new, old):
+    """A rule was defined: launchers made before may differ from the launch path's now."""
+    _STEPS.clear()
+    _PROGRAMS.clear()
+
+
+rules.subscribe(_rules_changed)

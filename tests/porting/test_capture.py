@@ -282,3 +282,36 @@ def test_capture_true_needs_the_cpu_backend():
         with pytest.raises(UnsupportedFeatureError, match="cpu backend"):
             dualgpu.jvp(lambda rr: K.run_heat(u0(4), rr, steps=2, threads=4), (0.2,), (1.0,),
                         capture=True)
+
+
+def test_an_error_in_f_is_the_one_raised():
+    x = u0()
+
+    def f(rr):
+        K.run_heat(x, rr, steps=20)
+        u = dualgpu.cuda.to_device(x)
+        u_new = dualgpu.cuda.device_array_like(u)
+        for _ in range(4):
+            K.heat_step[1, 32](u, u_new, rr)  # pending when f raises
+        raise KeyError("from f")
+
+    with pytest.raises(KeyError, match="from f"):
+        dualgpu.jvp(f, (0.2,), (1.0,), capture=True)
+    assert capture.current() is None
+
+
+def test_a_driver_inside_f_runs_uncaptured_and_right():
+    x = u0(6)
+
+    def inner(rr):
+        return K.run_heat(x, rr, steps=18)
+
+    def f(v):
+        out = K.run_heat(v, 0.2, steps=18)
+        _, slope = dualgpu.jvp(inner, (0.2,), (1.0,))  # a driver inside f
+        return out * np.sum(slope)
+
+    reference = dualgpu.jacobian(f, x, capture=False)
+    assert same_bits(dualgpu.jacobian(f, x, capture=True), reference)
+    np.testing.assert_allclose(reference, central_jacobian(lambda v: plain(f, v), x, 1e-6),
+                               **TOL[np.float64])
