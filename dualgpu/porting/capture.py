@@ -509,8 +509,8 @@ class _Recorder:
             _PROGRAMS[program_key] = False
             _STATS["failed_checks"] += 1
             self._eager(pending, rows)
-            self.note(self.keys[pending[0]][0], f"its compiled replay failed ({type(exc).__name__}: "
-                      f"{exc})")
+            self.note(self.keys[pending[0]][0],
+                      f"its compiled replay failed ({type(exc).__name__}: {exc})")
             return
         self._eager(pending, rows)
         same = all(_bits(a, b) for x, y in zip(inputs, copies) if type(x) is tuple
@@ -521,8 +521,8 @@ class _Recorder:
             return
         _PROGRAMS[program_key] = False
         _STATS["failed_checks"] += 1
-        self.note(self.keys[pending[0]][0], "its compiled replay differed from the launches in some "
-                  "bit of a value or partial")
+        self.note(self.keys[pending[0]][0], "its compiled replay differed from the launches "
+                  "in some bit of a value or partial")
 
     def _eager(self, pending, rows):
         """Run the pending launches one by one on the launch path (as without capture)."""
