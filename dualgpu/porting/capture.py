@@ -226,6 +226,8 @@ class _Recorder:
         self.steps = []  # code -> Step
         self.launches = 0
         self.escaped = {}  # id(former buffer) -> how host code read it
+        if not capturing:
+            self.launch = self.count
 
     # -- buffers ---------------------------------------------------------------------
     def adopt(self, array):
@@ -253,18 +255,16 @@ class _Recorder:
     def launch(self, configured, args):
         """None: deferred. Else ``(args, learn)``: run them now (pending launches ran),
         then call :meth:`learn` with ``learn`` if it is not None."""
-        if not self.capturing:
-            self.launches += 1
-            return args, None
         ids = (id(configured), *map(id, args))
         hit = self.memo.get(ids)  # the same objects as a launch since the table last ran
         if hit is not None:  # (this path is a captured loop's Python per step: kept lean)
             code, row, duals, step = hit
             kernel = step.kernel
             same = kernel.epoch == step.epoch and kernel.tile_lanes == step.tile_lanes
-            for d, v, p in duals:
-                if d.value is not v or d.partials is not p:
-                    same = False
+            if duals:
+                for d, v, p in duals:
+                    if d.value is not v or d.partials is not p:
+                        same = False
             if same and (step.watch is None or not captured_duals(step.watch)):
                 self.pending.append(code)
                 self.rows.append(row)
@@ -327,6 +327,12 @@ class _Recorder:
         self.memo[ids] = (code, row, [(a, a.value, a.partials) for a in args
                                       if type(a) is Dual], step)
         return None
+
+    def count(self, configured, args):
+        """:meth:`launch` of a run that is not captured: counts the launches (``"auto"``
+        captures f from its next run when there are enough)."""
+        self.launches += 1
+        return args, None
 
     def _why(self, a):
         if isinstance(a, DualArray):
