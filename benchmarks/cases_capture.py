@@ -3,8 +3,9 @@
 captured_loops
     The 16-cell heat step of :mod:`benchmarks.cases_launch` in a 4000-step loop under
     ``dualgpu.jvp`` (1 lane) and ``dualgpu.jacobian`` (16 lanes), microseconds per step,
-    without capture (``capture=False``: launch plans) and captured (``capture="auto"``,
-    the default, from the second run of f on), beside the same step as an ``@njit`` call;
+    without capture (``capture=False``: launch plans) and captured (``capture=True``;
+    the default ``"auto"`` captures once f's launches would have cost about as much as
+    compiling the table), beside the same step as an ``@njit`` call;
     then the heat equation on 10^4 cells, 100 steps, JVP with respect to the diffusion
     number, captured, against the hand-written fused ``@njit`` loop. Targets (issue 41):
     <= 0.5 us per captured step, heat JVP <= 1.3x the fused loop. Wall-clock medians
@@ -47,8 +48,8 @@ def case_captured_loops(profile):
     load_before = _load()
     before = capture.statistics()
     with dualgpu.using_backend("cpu"):
-        fns = {"jvp": jvp(False), "jvp_captured": jvp("auto"),
-               "jacobian": jacobian(False), "jacobian_captured": jacobian("auto"),
+        fns = {"jvp": jvp(False), "jvp_captured": jvp(True),
+               "jacobian": jacobian(False), "jacobian_captured": jacobian(True),
                "njit_step": lambda: _njit_loop(u0, r, steps)}
         timed = measure_side_by_side(fns, repeats)
         cpu = _thread_times(fns, repeats)
@@ -85,7 +86,7 @@ def _heat_jvp_captured(profile, repeats):
                                    capture=mode)
 
     with dualgpu.using_backend("cpu"):
-        fns = {"captured": run("auto"), "uncaptured": run(False),
+        fns = {"captured": run(True), "uncaptured": run(False),
                "fused_njit": lambda: heat_fused_jvp(u0, r, 1.0, steps)}
         timed = measure_side_by_side(fns, 3 * repeats)
         cpu = _thread_times(fns, 3 * repeats)

@@ -85,7 +85,8 @@ def jacobian(f: Function, *args: Any, argnums: ArgNums = 0, chunk_size: int | No
     capture : "auto", True or False
         Captured time loops on the cpu backend (the user guide's *Jacobians* page): "auto"
         (default) defers the launches of f's loop on buffers f allocates and runs them from
-        one compiled function, checked bit for bit at first use, from f's second run; True
+        one compiled function, checked bit for bit at first use, once f's launches would
+        have cost about as much as compiling it; True
         raises where a launch of f cannot be captured; False never captures.
 
     Returns
@@ -340,7 +341,8 @@ def jvp_batch(f: Function, primals: Sequence[ArrayLike], tangents: Sequence[Arra
     capture : "auto", True or False
         Captured time loops on the cpu backend (the user guide's *Jacobians* page): "auto"
         (default) defers the launches of f's loop on buffers f allocates and runs them from
-        one compiled function, checked bit for bit at first use, from f's second run; True
+        one compiled function, checked bit for bit at first use, once f's launches would
+        have cost about as much as compiling it; True
         raises where a launch of f cannot be captured; False never captures.
 
     Returns
@@ -408,7 +410,8 @@ def jvp(f: Function, primals: Sequence[ArrayLike],
     capture : "auto", True or False
         Captured time loops on the cpu backend (the user guide's *Jacobians* page): "auto"
         (default) defers the launches of f's loop on buffers f allocates and runs them from
-        one compiled function, checked bit for bit at first use, from f's second run; True
+        one compiled function, checked bit for bit at first use, once f's launches would
+        have cost about as much as compiling it; True
         raises where a launch of f cannot be captured; False never captures.
 
     Returns

@@ -37,8 +37,10 @@ the buffers themselves; any difference in a bit of a value or partial and the pr
 is never used again (the run keeps the uncaptured results).
 
 Modes (:func:`mode`, the drivers' ``capture=`` option): ``"auto"`` (default) captures
-from the second run of an f that launched at least :data:`MIN_LAUNCHES` kernels, and
-where a launch cannot be deferred, runs it as written with one note per f and reason
+the runs of an f once its uncaptured runs in this process launched
+:data:`AUTO_LAUNCHES` kernels (a program compiles and is checked in about 0.2 s, what
+that many launches cost through launch plans: capture never costs more than twice what
+it could save), and where a launch cannot be deferred, runs it as written with one note per f and reason
 (logger ``dualgpu.capture``, level INFO); ``True`` captures from the first run and
 raises :class:`~dualgpu.errors.UnsupportedFeatureError` naming the launch and the reason
 where it cannot; ``False`` never captures.
@@ -58,14 +60,15 @@ from dualgpu.errors import DualgpuError, UnsupportedFeatureError
 from dualgpu.host.buffers import caller_line
 from dualgpu.porting.captured_duals import captured_duals
 
-__all__ = ["ENABLED", "MIN_LAUNCHES", "CapturedArray", "recording", "mode", "current",
+__all__ = ["ENABLED", "AUTO_LAUNCHES", "CapturedArray", "recording", "mode", "current",
            "adopt", "members", "statistics", "run_launch"]
 
 #: False: no run is captured (for comparisons; see the tests and benchmarks)
 ENABLED = True
 
-#: under "auto", f is captured from its second run if its first launched this many kernels
-MIN_LAUNCHES = 16
+#: under "auto", f's runs are captured once its uncaptured runs launched this many kernels
+#: in all (about 0.1 s of launch path; compiling and checking a program takes about 0.2 s)
+AUTO_LAUNCHES = 20_000
 
 #: captured buffers per run (beyond it, new arrays stay plain)
 MAX_BUFFERS = 64
@@ -76,7 +79,7 @@ _RAW_VALUES = DualArray.values.__get__
 _RAW_PARTIALS = DualArray.partials.__get__
 _STEPS = {}  # (configured launcher, kinds, tile lanes) -> Step, or why launches run at once
 _PROGRAMS = {}  # program key -> replay function, or False: its check failed
-_LAUNCHES = {}  # f's code -> launches of its last uncaptured run ("auto")
+_LAUNCHES = {}  # f's code -> launches of its uncaptured runs ("auto")
 _NOTED = set()
 _STATS = {"deferred": 0, "replayed_programs": 0, "checked_programs": 0, "failed_checks": 0}
 _LOG = logging.getLogger("dualgpu.capture")
@@ -638,7 +641,7 @@ def recording(f, name):
         return
     explicit = value is True
     key = _key_of(f)
-    capturing = explicit or (key is not None and _LAUNCHES.get(key, 0) >= MIN_LAUNCHES)
+    capturing = explicit or (key is not None and _LAUNCHES.get(key, 0) >= AUTO_LAUNCHES)
     recorder = _Recorder(name, explicit, capturing)
     token = _CURRENT.set(recorder)
     _Recorder.open.append(recorder)
@@ -660,7 +663,7 @@ def recording(f, name):
             if key is not None and not capturing:
                 if len(_LAUNCHES) > 1024:
                     _LAUNCHES.clear()
-                _LAUNCHES[key] = recorder.launches
+                _LAUNCHES[key] = _LAUNCHES.get(key, 0) + recorder.launches
 
 
 def _rules_changed(new, old):
