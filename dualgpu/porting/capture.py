@@ -84,6 +84,11 @@ _NOTED = set()
 _STATS = {"deferred": 0, "replayed_programs": 0, "checked_programs": 0, "failed_checks": 0}
 _LOG = logging.getLogger("dualgpu.capture")
 _INT64 = (-(2 ** 63), 2 ** 63)
+#: other scalar types a deferred launch takes, by their table's kind (numba types each
+#: table's elements as it types the scalar)
+_NUMBERS = {t: ("n", np.dtype(t).str) for t in (
+    bool, np.bool_, np.float32, np.int32, np.int16, np.int8, np.uint8, np.uint16,
+    np.uint32, np.uint64)}
 
 
 def statistics():
@@ -221,6 +226,7 @@ class _Recorder:
         self.dual_groups = {}  # dual kind -> ([values], [partials copies])
         self.locked = []  # dual partials made read-only until the table ran
         self.floats, self.ints = [], []
+        self.numbers = {}  # ("n", dtype) -> numbers of other scalar types (bools, float32...)
         self.memo = {}  # ids of a launch's objects -> (code, row, duals to check)
         self.pending = []  # per deferred launch: its code (its kind of launch)
         self.rows = []  # per deferred launch: its arguments' indices in groups and tables
@@ -287,6 +293,11 @@ class _Recorder:
             elif (t is int or t is np.int64) and _INT64[0] <= a < _INT64[1]:
                 info = ("i", len(ints))
                 ints.append(a)
+            elif t in _NUMBERS:
+                kind = _NUMBERS[t]
+                table = self.numbers.setdefault(kind, [])
+                info = (kind, len(table))
+                table.append(a)
             elif t is Dual:
                 info = self.duals.get(id(a))
                 if info is None or info[2] is not a.value or info[3] is not a.partials:
@@ -430,6 +441,8 @@ class _Recorder:
             self.memo.clear()
             self.floats.clear()
             self.ints.clear()
+            for table in self.numbers.values():
+                table.clear()
             self.duals.clear()
             for table in self.dual_groups.values():
                 for column in table:
@@ -456,13 +469,7 @@ class _Recorder:
         program(*inputs)
 
     def _inputs(self, pending, rows, program_key):
-        groups, dual_kinds = [], []
-        for _, kinds, _, _ in program_key:
-            for kind in kinds:
-                if kind[0] == "a" and kind[:-1] not in groups:
-                    groups.append(kind[:-1])
-                elif kind[0] == "s" and kind not in dual_kinds:
-                    dual_kinds.append(kind)
+        groups, dual_kinds, number_kinds = _kinds_of(program_key)
         codes = np.array(pending, np.int64)
         try:  # launches of kernels with as many arguments: numpy's loop
             table = np.array(rows, np.int64)
@@ -484,25 +491,30 @@ class _Recorder:
                 continue
             values, partials, _ = self.dual_groups[kind]
             inputs += [np.array(values, np.dtype(kind[1])), np.stack(partials)]
+        for kind in number_kinds:
+            table = self.numbers.get(kind) or [0]
+            inputs.append(np.array(table, np.dtype(kind[1])))
         return inputs
 
-    def _ops(self, program_key):
-        groups, dual_kinds, ops = [], [], []
+    @staticmethod
+    def _ops(program_key):
+        """Per kind of launch, its arguments' sources (see ``program_source``), and the
+        counts of buffer groups, dual groups and number tables."""
+        groups, dual_kinds, number_kinds = _kinds_of(program_key)
+        ops = []
         for _, kinds, _, _ in program_key:
             sources = []
             for kind in kinds:
                 if kind[0] == "a":
-                    if kind[:-1] not in groups:
-                        groups.append(kind[:-1])
                     sources.append(("a", groups.index(kind[:-1])))
                 elif kind[0] == "s":
-                    if kind not in dual_kinds:
-                        dual_kinds.append(kind)
                     sources.append(("s", dual_kinds.index(kind)))
+                elif kind[0] == "n":
+                    sources.append(("n", number_kinds.index(kind)))
                 else:
                     sources.append(kind)
             ops.append(sources)
-        return ops, [len(groups), max(len(dual_kinds), 1)]
+        return ops, [len(groups), max(len(dual_kinds), 1), len(number_kinds)]
 
     def _check(self, pending, rows, program_key, inputs):
         """Compile the program, run it on copies, run the launches as written, compare."""
@@ -552,6 +564,8 @@ class _Recorder:
             return self.floats[index]
         if what == "i":
             return self.ints[index]
+        if what == "n":
+            return self.numbers[kind][index]
         if what == "s":
             return self.dual_groups[kind][2][index]
         found = plain.get((kind, index))
@@ -571,6 +585,21 @@ class _Recorder:
                     array.__class__ = DualArray
             self.owned.clear()
             self.buffers.clear()
+
+
+def _kinds_of(program_key):
+    """The buffer groups, dual kinds and number kinds of a program, in the order its
+    parameters take them."""
+    groups, dual_kinds, number_kinds = [], [], []
+    for _, kinds, _, _ in program_key:
+        for kind in kinds:
+            if kind[0] == "a" and kind[:-1] not in groups:
+                groups.append(kind[:-1])
+            elif kind[0] == "s" and kind not in dual_kinds:
+                dual_kinds.append(kind)
+            elif kind[0] == "n" and kind not in number_kinds:
+                number_kinds.append(kind)
+    return groups, dual_kinds, number_kinds
 
 
 def run_launch(configured, recorder, found):

@@ -354,3 +354,18 @@ def test_random_loop_shapes_capture_bit_for_bit(seed, monkeypatch):
         assert same_bits(tangent, dualgpu.jvp(lambda rr, plan=plan: K.run_mixed(x, rr, plan),
                                               (0.2,), (1.0,), capture=False))
     assert deferred() > before
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_bool_and_float32_numbers_are_captured(dtype):
+    x = u0(dtype=dtype)
+
+    def f(v):
+        return K.run_flagged(v, 0.2)
+
+    reference = dualgpu.jacobian(f, x, capture=False)
+    before = deferred()
+    assert same_bits(dualgpu.jacobian(f, x, capture=True), reference)
+    assert deferred() > before
+    np.testing.assert_allclose(reference, central_jacobian(lambda v: plain(f, v), x, EPS[dtype]),
+                               **TOL[dtype])

@@ -138,20 +138,22 @@ def program_source(ops, groups, constants=None, restores=None):
     ``ops``: per kind of launch (its code in the table), the source of each kernel
     argument: ``"a"`` (a buffer of group ``V<g>``/``P<g>``: the group follows, as
     ``("a", g)``, or ``"a"`` alone for group 0), ``"s"`` (a dual scalar of dual group 0,
-    or ``("s", g)``), ``"f"`` (a float of table ``F``), ``"i"`` (an int of table ``I``).
-    ``groups``: ``[buffer groups, dual groups]`` counts (or one number: buffer groups,
-    one dual group). ``constants[k]``: the numbers launch kind ``k`` passes after the
+    or ``("s", g)``), ``"f"`` (a float of table ``F``), ``"i"`` (an int of table ``I``),
+    ``("n", g)`` (a number of table ``N<g>``: other numpy scalar types, bools).
+    ``groups``: ``[buffer groups, dual groups, number tables]`` counts (or one number:
+    buffer groups, one dual group, no number table). ``constants[k]``: the numbers launch kind ``k`` passes after the
     arguments; ``restores[k]``: the arguments whose values it passes copies of last. Row
     ``e`` of ``rows`` holds, per argument of launch ``e``, its index in its group or
     table; ``codes[e]`` its kind of launch.
     """
     if isinstance(groups, int):
-        groups = [groups, 1]
-    buffers, duals = groups
+        groups = [groups, 1, 0]
+    buffers, duals, numbers = groups
     params = ["codes", "rows"]
     params += [f"V{g}, P{g}" for g in range(max(buffers, 1))]
     params += ["F", "I"]
     params += [f"DV{g}, DP{g}" for g in range(max(duals, 1))]
+    params += [f"N{g}" for g in range(numbers)]
     lines = [f"def replay({', '.join(params)}):",
              "    for e in range(codes.shape[0]):",
              "        c = codes[e]"]
@@ -166,6 +168,8 @@ def program_source(ops, groups, constants=None, restores=None):
                 args += [f"DV{group}[{index}]", f"DP{group}[{index}]"]
             elif kind == "f":
                 args.append(f"F[{index}]")
+            elif kind == "n":
+                args.append(f"N{group}[{index}]")
             else:
                 args.append(f"I[{index}]")
         keyword = "if" if code == 0 else "elif"
