@@ -40,8 +40,8 @@ Modes (:func:`mode`, the drivers' ``capture=`` option): ``"auto"`` (default) cap
 the runs of an f once its uncaptured runs in this process launched
 :data:`AUTO_LAUNCHES` kernels (a program compiles and is checked in about 0.2 s, what
 that many launches cost through launch plans: capture never costs more than twice what
-it could save), and where a launch cannot be deferred, runs it as written with one note per f and reason
-(logger ``dualgpu.capture``, level INFO); ``True`` captures from the first run and
+it could save), and where a launch cannot be deferred, runs it as written with one note
+per f and reason (logger ``dualgpu.capture``, level INFO); ``True`` captures from the first run and
 raises :class:`~dualgpu.errors.UnsupportedFeatureError` naming the launch and the reason
 where it cannot; ``False`` never captures.
 """
