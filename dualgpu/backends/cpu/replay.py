@@ -142,8 +142,9 @@ def program_source(ops, groups, constants=None, restores=None):
     ``("n", g)`` (a number of table ``N<g>``: other numpy scalar types, bools).
     ``groups``: ``[buffer groups, dual groups, number tables]`` counts (or one number:
     buffer groups, one dual group, no number table). ``constants[k]``: the numbers launch
-    kind ``k`` passes after the arguments; ``restores[k]``: the arguments whose values it passes copies of last. Row
-    ``e`` of ``rows`` holds, per argument of launch ``e``, its index in its group or
+    kind ``k`` passes after the arguments; ``restores[k]``: the arguments whose values it
+    passes copies of last. Row ``e`` of ``rows`` holds, per argument of launch ``e``, its
+    index in its group or
     table; ``codes[e]`` its kind of launch.
     """
     if isinstance(groups, int):
