@@ -144,8 +144,7 @@ def program_source(ops, groups, constants=None, restores=None):
     buffer groups, one dual group, no number table). ``constants[k]``: the numbers launch
     kind ``k`` passes after the arguments; ``restores[k]``: the arguments whose values it
     passes copies of last. Row ``e`` of ``rows`` holds, per argument of launch ``e``, its
-    index in its group or
-    table; ``codes[e]`` its kind of launch.
+    index in its group or table; ``codes[e]`` its kind of launch.
     """
     if isinstance(groups, int):
         groups = [groups, 1, 0]
