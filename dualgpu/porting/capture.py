@@ -285,7 +285,9 @@ class _Recorder:
         for a in args:
             t = type(a)
             if t is CapturedArray:
-                info = buffers[id(a)]
+                info = buffers.get(id(a))
+                if info is None:  # another run's buffer (another thread's)
+                    return self._now(configured, args, "a buffer of another run of f")
                 arrays += 1
             elif t is float or t is np.float64:
                 info = ("f", len(floats))
@@ -384,8 +386,15 @@ class _Recorder:
         self.flush()
         if reason is not None:
             self.note(configured, reason)
-        plain = tuple(_plain(a) if type(a) is CapturedArray else a for a in args)
-        return plain, learn
+        plain = []
+        for a in args:
+            if type(a) is CapturedArray:
+                if id(a) in self.buffers:
+                    a = _plain(a)
+                else:  # another run's: its table runs first, and it becomes plain
+                    _escape(a, "values")
+            plain.append(a)
+        return tuple(plain), learn
 
     def learn(self, key, configured, args):
         """Make the step of launches like ``configured(*args)`` (which just ran)."""
