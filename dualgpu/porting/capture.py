@@ -227,7 +227,7 @@ class _Recorder:
         self.locked = []  # dual partials made read-only until the table ran
         self.floats, self.ints = [], []
         self.numbers = {}  # ("n", dtype) -> numbers of other scalar types (bools, float32...)
-        self.memo = {}  # ids of a launch's objects -> (code, row, duals to check)
+        self.memo = {}  # launcher -> ids of a launch's objects -> (code, row, duals, step)
         self.pending = []  # per deferred launch: its code (its kind of launch)
         self.rows = []  # per deferred launch: its arguments' indices in groups and tables
         self.codes = {}  # launch key -> code
@@ -264,8 +264,9 @@ class _Recorder:
     def launch(self, configured, args):
         """None: deferred. Else ``(args, learn)``: run them now (pending launches ran),
         then call :meth:`learn` with ``learn`` if it is not None."""
-        ids = (id(configured), *map(id, args))
-        hit = self.memo.get(ids)  # the same objects as a launch since the table last ran
+        ids = tuple(map(id, args))
+        memo = self.memo.get(configured)  # the same objects as a launch since the table ran
+        hit = None if memo is None else memo.get(ids)
         if hit is not None:  # (this path is a captured loop's Python per step: kept lean)
             code, row, duals, step = hit
             kernel = step.kernel
@@ -340,8 +341,8 @@ class _Recorder:
         self.rows.append(row)
         # the memo's objects stay alive until the table runs (and the memo is cleared):
         # buffers and duals in ``owned``, numbers in their tables
-        self.memo[ids] = (code, row, [(a, a.value, a.partials) for a in args
-                                      if type(a) is Dual], step)
+        duals = [(a, a.value, a.partials) for a in args if type(a) is Dual]
+        self.memo.setdefault(configured, {})[ids] = (code, row, duals, step)
         return None
 
     def count(self, configured, args):
