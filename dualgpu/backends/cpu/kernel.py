@@ -38,6 +38,7 @@ from dualgpu.backends.cpu import cache as cpu_cache
 from dualgpu.backends.cpu import lanes_last as _lanes_last
 from dualgpu.backends.cpu import llvm as _llvm
 from dualgpu.backends.cpu import parallel as cpu_parallel
+from dualgpu.backends.cpu import replay
 from dualgpu.backends.cpu.blocks.launch import BlockLauncher
 from dualgpu.backends.cpu.intrinsics import RUNTIME
 from dualgpu.backends.cpu.lane_model import kernel_profile
@@ -266,6 +267,11 @@ class CpuKernel(LaneTiles):
         no longer holds. ``options``: :func:`~dualgpu.backends.cpu.plans.make_plan`'s.
         """
         return make_plan(self, griddim, blockdim, args, sharedmem, **options)
+
+    def replay_step(self, griddim, blockdim, args):
+        """``(step, None)``: how a captured loop replays launches like the last one, or
+        ``(None, why not)`` (see :func:`dualgpu.backends.cpu.replay.step_of`)."""
+        return replay.step_of(self, griddim, blockdim, args)
 
     def _launch_dual(self, base, g, b, args, lanes, items):
         """A launch with dual arguments of ``lanes`` lanes: tiles of :meth:`_tiles` lanes."""
