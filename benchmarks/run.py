@@ -32,7 +32,8 @@ __all__ = ["main", "all_cases", "run_case", "run_cases", "format_table", "target
 CASE_ORDER = ("overhead", "cpu_vs_njit", "launch", "memory", "sparse", "tiled_nbody", "peers_heat",
               "peers_nbody", "peers_nbody_small", "peers_pendulum", "host_objective", "jvp_primal",
               "cold_start", "parallel_load", "lanes", "coloring", "sass", "pair_loop", "first_call",
-              "plain_vs_njit", "launch_plans", "nbody_fresh")
+              "plain_vs_njit", "launch_plans", "nbody_fresh", "heat_cache_lanes",
+              "captured_loops")
 
 #: Seconds one case may run, per profile.
 CASE_TIMEOUT = {"full": 3600, "quick": 600, "tiny": 300}
@@ -44,10 +45,13 @@ def all_cases():
     Imported on call, in the child process that runs one case: the case modules import
     dualgpu and compile kernels, which the parent process (the table) never needs.
     """
-    from benchmarks import cases_dualgpu, cases_host, cases_launch, cases_simd, cases_targets
+    from benchmarks import (
+        cases_cache_lanes, cases_capture, cases_dualgpu, cases_host, cases_launch, cases_simd,
+        cases_targets,
+    )
 
     return {**cases_dualgpu.CASES, **cases_host.CASES, **cases_targets.CASES, **cases_simd.CASES,
-            **cases_launch.CASES}
+            **cases_launch.CASES, **cases_cache_lanes.CASES, **cases_capture.CASES}
 
 
 def run_case(name, profile):
@@ -366,6 +370,18 @@ def _launch_plans(r):
     return format_launch_plans(r) + _target_lines(r)
 
 
+def _heat_cache_lanes(r):
+    from benchmarks.cases_cache_lanes import format_heat_cache_lanes
+
+    return format_heat_cache_lanes(r) + _target_lines(r)
+
+
+def _captured_loops(r):
+    from benchmarks.cases_capture import format_captured_loops
+
+    return format_captured_loops(r) + _target_lines(r)
+
+
 def _nbody_fresh(r):
     from benchmarks.cases_launch import format_nbody_fresh
 
@@ -390,7 +406,8 @@ _FORMATTERS = {"pair_loop": _pair_loop, "first_call": _first_call,
                "jvp_primal": _jvp_primal, "cold_start": _cold_start,
                "parallel_load": _parallel_load, "lanes": _lanes, "coloring": _coloring,
                "sass": _sass, "launch_plans": _launch_plans,
-               "nbody_fresh": _nbody_fresh}
+               "nbody_fresh": _nbody_fresh, "heat_cache_lanes": _heat_cache_lanes,
+               "captured_loops": _captured_loops}
 
 
 def format_table(results, profile, limits=None):

@@ -19,13 +19,20 @@ import pytest
 from hypothesis import settings
 
 os.environ.setdefault("MPLBACKEND", "Agg")
-# the cpu backend's compile cache: a fresh one per test session, so every run (and CI)
+# the cpu backend's compile cache: a fresh one per test run, so every run (and CI)
 # compiles from scratch; DUALGPU_TEST_CACHE=keep reuses one directory across local runs
 # (tests/backends/cpu/test_cpu_cache.py checks the cache itself in subprocesses with their own
 # directories)
 if os.environ.get("DUALGPU_TEST_CACHE") == "keep":
     os.environ.setdefault("DUALGPU_CACHE_DIR",
                           os.path.join(tempfile.gettempdir(), "dualgpu-test-cache-kept"))
+# pytest-xdist's workers of one run share theirs (a launcher one worker compiled, the other
+# loads, as two processes of a user do; entries are written atomically)
+if os.environ.get("PYTEST_XDIST_TESTRUNUID"):
+    _shared = os.path.join(tempfile.gettempdir(),
+                           "dualgpu-test-cache-" + os.environ["PYTEST_XDIST_TESTRUNUID"])
+    os.makedirs(_shared, exist_ok=True)
+    os.environ.setdefault("DUALGPU_CACHE_DIR", _shared)
 os.environ.setdefault("DUALGPU_CACHE_DIR", tempfile.mkdtemp(prefix="dualgpu-test-cache-"))
 
 # Property tests (tests/core/test_properties.py). The default keeps the suite fast and repeatable;

@@ -29,6 +29,7 @@ from dualgpu.autodiff.engine import (
 from dualgpu.autodiff.sparse import sparse_jacobian
 from dualgpu.core._context import active_levels
 from dualgpu.errors import DualgpuError
+from dualgpu.porting.capture import mode as _capture_mode
 
 __all__ = ["jvp", "jvp_batch", "jacfwd", "jacobian", "JacobianOf"]
 
@@ -38,7 +39,8 @@ __all__ = ["jvp", "jvp_batch", "jacfwd", "jacobian", "JacobianOf"]
 # ---------------------------------------------------------------------------
 def jacobian(f: Function, *args: Any, argnums: ArgNums = 0, chunk_size: int | None = None,
              progress: Progress = None, sparsity: Sparsity = None, validate: bool = False,
-             executor: Executor = None, holomorphic: bool = False) -> JacobianResult:
+             executor: Executor = None, holomorphic: bool = False,
+             capture: bool | str = "auto") -> JacobianResult:
     """Return the Jacobian of ``f(*args)`` with respect to ``args[argnums]``.
 
     Parameters
@@ -80,6 +82,12 @@ def jacobian(f: Function, *args: Any, argnums: ArgNums = 0, chunk_size: int | No
         required). Complex duals run on the host, the cpu and the cudasim backends. Default False:
         real arguments only (a complex one is refused with the fix: its real and imaginary
         parts as two real arguments).
+    capture : "auto", True or False
+        Captured time loops on the cpu backend (the user guide's *Jacobians* page): "auto"
+        (default) defers the launches of f's loop on buffers f allocates and runs them from
+        one compiled function, checked bit for bit at first use, once f's launches would
+        have cost about as much as compiling it; True
+        raises where a launch of f cannot be captured; False never captures.
 
     Returns
     -------
@@ -97,11 +105,13 @@ def jacobian(f: Function, *args: Any, argnums: ArgNums = 0, chunk_size: int | No
     >>> jacobian(identity, np.ones(3)).tolist()
     [[1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]]
     """
-    if sparsity is not None:
-        _refuse_sparse_holomorphic(holomorphic, "jacobian")
-        return _sparse(f, args, {}, argnums, chunk_size, progress, sparsity, validate, executor)
-    return dense_jacobian(f, args, {}, argnums, chunk_size, progress, "jacobian",
-                          chunk_runner(executor), holomorphic=holomorphic)
+    with _capture_mode(capture):
+        if sparsity is not None:
+            _refuse_sparse_holomorphic(holomorphic, "jacobian")
+            return _sparse(f, args, {}, argnums, chunk_size, progress, sparsity, validate,
+                           executor)
+        return dense_jacobian(f, args, {}, argnums, chunk_size, progress, "jacobian",
+                              chunk_runner(executor), holomorphic=holomorphic)
 
 
 def _refuse_sparse_holomorphic(holomorphic, fname):
@@ -113,7 +123,8 @@ def _refuse_sparse_holomorphic(holomorphic, fname):
 
 def jacfwd(f: Function, argnums: ArgNums = 0, *, chunk_size: int | None = None,
            progress: Progress = None, sparsity: Sparsity = None, validate: bool = False,
-           executor: Executor = None, holomorphic: bool = False) -> Callable[..., JacobianResult]:
+           executor: Executor = None, holomorphic: bool = False,
+           capture: bool | str = "auto") -> Callable[..., JacobianResult]:
     """Return a function computing the Jacobian of ``f`` (forward mode, like ``jax.jacfwd``).
 
     The returned function takes f's arguments (keyword arguments pass through
@@ -123,7 +134,7 @@ def jacfwd(f: Function, argnums: ArgNums = 0, *, chunk_size: int | None = None,
     ----------
     f : callable
         The simulation: plain arrays and numbers in, arrays or numbers (or tuples of them) out.
-    argnums, chunk_size, progress, sparsity, validate, executor, holomorphic
+    argnums, chunk_size, progress, sparsity, validate, executor, holomorphic, capture
         As for :func:`jacobian`.
 
     Returns
@@ -143,7 +154,7 @@ def jacfwd(f: Function, argnums: ArgNums = 0, *, chunk_size: int | None = None,
     """
 
     return JacobianOf(f, argnums, chunk_size, progress, sparsity, validate, executor,
-                      holomorphic)
+                      holomorphic, capture)
 
 
 class JacobianOf(UserFunctionWrapper):
@@ -168,8 +179,9 @@ class JacobianOf(UserFunctionWrapper):
     """
 
     def __init__(self, f, argnums=0, chunk_size=None, progress=None, sparsity=None,
-                 validate=False, executor=None, holomorphic=False):
+                 validate=False, executor=None, holomorphic=False, capture="auto"):
         self.f = f
+        self.capture = capture
         self.holomorphic = holomorphic
         self.argnums = argnums
         self.chunk_size = chunk_size
@@ -182,6 +194,10 @@ class JacobianOf(UserFunctionWrapper):
 
     def __call__(self, *args, **kwargs):
         holomorphic = getattr(self, "holomorphic", False)  # instances pickled before it
+        with _capture_mode(getattr(self, "capture", "auto")):
+            return self._jacobian(args, kwargs, holomorphic)
+
+    def _jacobian(self, args, kwargs, holomorphic):
         if self.sparsity is not None:
             _refuse_sparse_holomorphic(holomorphic, "jacfwd")
             return _sparse(self.f, args, kwargs, self.argnums, self.chunk_size, self.progress,
@@ -297,7 +313,7 @@ def _complex_primal(x):
 
 def jvp_batch(f: Function, primals: Sequence[ArrayLike], tangents: Sequence[ArrayLike], *,
               chunk_size: int | None = None, progress: Progress = None,
-              executor: Executor = None) -> tuple[Any, Any]:
+              executor: Executor = None, capture: bool | str = "auto") -> tuple[Any, Any]:
     """Return ``(outputs, output_tangents)`` for a batch of B tangent directions.
 
     Each tangent is None (argument not differentiated) or an array of shape
@@ -322,6 +338,12 @@ def jvp_batch(f: Function, primals: Sequence[ArrayLike], tangents: Sequence[Arra
         As in :func:`jacobian`.
     executor : dask.distributed.Client or concurrent.futures.Executor, optional
         Runs the chunks as tasks on its workers.
+    capture : "auto", True or False
+        Captured time loops on the cpu backend (the user guide's *Jacobians* page): "auto"
+        (default) defers the launches of f's loop on buffers f allocates and runs them from
+        one compiled function, checked bit for bit at first use, once f's launches would
+        have cost about as much as compiling it; True
+        raises where a launch of f cannot be captured; False never captures.
 
     Returns
     -------
@@ -355,17 +377,18 @@ def jvp_batch(f: Function, primals: Sequence[ArrayLike], tangents: Sequence[Arra
         return f"tangent direction {direction}"
 
     sink = DirectionMajor(b)
-    is_tuple, values = push_forward(
-        f, primals, {}, inputs, b, tiles, _GivenSeeds(seeds), where, progress, fname, sink,
-        chunk_runner(executor),
-        tangents=[(item.position, seed) for item, seed in zip(inputs, seeds)])
+    with _capture_mode(capture):
+        is_tuple, values = push_forward(
+            f, primals, {}, inputs, b, tiles, _GivenSeeds(seeds), where, progress, fname, sink,
+            chunk_runner(executor),
+            tangents=[(item.position, seed) for item, seed in zip(inputs, seeds)])
     tangents_out = [_structured(sink.result(o), levels) for o in range(len(values))]
     outs = _output_values(values, is_tuple, levels)
     return outs, (tuple(tangents_out) if is_tuple else tangents_out[0])
 
 
 def jvp(f: Function, primals: Sequence[ArrayLike],
-        tangents: Sequence[ArrayLike]) -> tuple[Any, Any]:
+        tangents: Sequence[ArrayLike], *, capture: bool | str = "auto") -> tuple[Any, Any]:
     """Return ``(outputs, output_tangents)``: f's outputs and their directional derivatives.
 
     Like ``jax.jvp``: ``primals`` is the tuple of f's positional arguments and
@@ -384,6 +407,12 @@ def jvp(f: Function, primals: Sequence[ArrayLike],
         shaped like its primal. A complex primal (complex64/complex128) takes a complex (or
         real) tangent, as in ``jax.jvp``; it runs on complex duals (the host, the cpu and the
         cudasim backends), holomorphic f or not.
+    capture : "auto", True or False
+        Captured time loops on the cpu backend (the user guide's *Jacobians* page): "auto"
+        (default) defers the launches of f's loop on buffers f allocates and runs them from
+        one compiled function, checked bit for bit at first use, once f's launches would
+        have cost about as much as compiling it; True
+        raises where a launch of f cannot be captured; False never captures.
 
     Returns
     -------
@@ -414,9 +443,11 @@ def jvp(f: Function, primals: Sequence[ArrayLike],
     inputs, seeds, _ = _tangent_inputs(primals, tangents, False, fname)
 
     sink = DirectionMajor(1)
-    is_tuple, values = push_forward(
-        f, primals, {}, inputs, 1, (1, 1), _GivenSeeds(seeds), lambda d: "the tangent", False,
-        fname, sink, tangents=[(item.position, seed) for item, seed in zip(inputs, seeds)])
+    with _capture_mode(capture):
+        is_tuple, values = push_forward(
+            f, primals, {}, inputs, 1, (1, 1), _GivenSeeds(seeds), lambda d: "the tangent",
+            False, fname, sink,
+            tangents=[(item.position, seed) for item, seed in zip(inputs, seeds)])
     tangents_out = [sink.result(o)[0] for o in range(len(values))]
     if levels:
         tangents_out = [_structured(t, levels) for t in tangents_out]

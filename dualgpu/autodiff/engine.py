@@ -33,7 +33,9 @@ Chunk size and batches
 Kernels run the lanes of a launch in *tiles* of N lanes. One run of f carries
 L lanes, all directions when they fit the memory budget of
 :func:`dualgpu.core.lanes.batch_lanes` (else as few runs as fit), so a Jacobian of n
-directions costs about as many host steps as one run of f; the cpu backend
+directions costs about as many host steps as one run of f; on the cpu backend with
+``chunk_size=None``, no more than keep the run's working set in the L2 cache
+(:func:`dualgpu.core.lanes.cache_lanes`: 64 lanes for a 1000-cell stencil). The cpu backend
 runs a launch's L / N tiles inside one compiled call, the GPU backend launches
 once per tile. Runs for an executor's workers and derivatives nested in another
 carry one tile each. ``chunk_size=None``: with many directions
@@ -69,6 +71,7 @@ from dualgpu.core.nested import MAX_GPU_DUAL_FLOATS, MAX_TAG, pack_output, seed,
 from dualgpu.core.object_arrays import from_object_array, is_object_array
 from dualgpu.errors import DualgpuError
 from dualgpu.host import buffers as host_buffers
+from dualgpu.porting import capture
 
 __all__ = [
     "Chunk", "LocalRunner", "UserFunctionWrapper", "MAX_DRIVER_DEPTH", "PROGRESS_MIN_CHUNKS",
@@ -283,13 +286,23 @@ def _make_inputs(args, positions, fname, holomorphic=False):
     return inputs
 
 
+class _Tiles(tuple):
+    """``(unit, hint)`` (see :func:`_check_chunk_size`); ``fit_cache``: the driver chose
+    them, so it also picks the lanes per run of f that fit the L2 cache (cpu backend)."""
+
+    fit_cache = False
+
+
 def _check_chunk_size(chunk_size, n, fname):
     """Return ``(unit, hint)``: runs of f carry a multiple of ``unit`` lanes, kernels use
-    tiles of ``hint`` lanes (0: their own choice); the user's chunk_size is both (checked)."""
+    tiles of ``hint`` lanes (0: their own choice); the user's chunk_size is both (checked),
+    and then runs of f carry as many lanes as memory allows (no cache fitting)."""
     name = selection.backend()
     if chunk_size is None:
         unit, hint = _lanes.driver_tiles(n, name)
-        return min(unit, MAX_LANES), min(hint, MAX_LANES)
+        tiles = _Tiles((min(unit, MAX_LANES), min(hint, MAX_LANES)))
+        tiles.fit_cache = name == "cpu"
+        return tiles
     valid = isinstance(chunk_size, numbers.Integral) and not isinstance(chunk_size, bool)
     if not valid or not 1 <= chunk_size <= min(n, MAX_LANES):
         raise DualgpuError(
@@ -411,14 +424,20 @@ def plan_chunks(n_directions, tiles, inputs, narrow=False):
     ``tiles`` is ``(unit, hint)`` from :func:`dualgpu.core.lanes.driver_tiles` (or
     the user's chunk size twice): every run carries a multiple of ``unit`` lanes,
     as many as the memory budget allows, or exactly ``unit`` when ``narrow``
-    (chunks for an executor's workers, and derivatives nested in another).
+    (chunks for an executor's workers, and derivatives nested in another). Where the
+    driver chose the tiles on the cpu backend (``tiles.fit_cache``), no more lanes than
+    keep a run's working set in the L2 cache (:func:`dualgpu.core.lanes.cache_lanes`).
     """
     unit, hint = tiles
     if narrow:
         lanes = unit
     else:
-        per_lane = _lanes.LIVE_ARRAYS * sum(item.size * item.dtype.itemsize for item in inputs)
-        lanes = _lanes.batch_lanes(n_directions, unit, per_lane)
+        input_bytes = sum(item.size * item.dtype.itemsize for item in inputs)
+        lanes = _lanes.batch_lanes(n_directions, unit, _lanes.LIVE_ARRAYS * input_bytes)
+        fit = _lanes.cache_lanes(n_directions, unit, input_bytes) if getattr(
+            tiles, "fit_cache", False) else None
+        if fit is not None:  # a memory-bound f then runs from the L2 cache
+            lanes = min(lanes, fit)
     return [
         Chunk(k, start, min(lanes, n_directions - start), lanes, hint, lanes > unit)
         for k, start in enumerate(range(0, n_directions, lanes))
@@ -467,7 +486,8 @@ def _run_chunk(f, args, kwargs, inputs, lanes, start, count, fill, fname, tile=0
     _RUNS.wide = runs + (wide,)
     try:
         with dual_allocation(lanes, tile=tile), host_buffers.scope() as buffers:
-            result = f(*call_args, **call_kwargs)
+            with capture.recording(f, fname):  # captured time loops (cpu backend)
+                result = f(*call_args, **call_kwargs)
             if buffers is not None:  # host numpy buffers that kernels wrote duals into
                 result = buffers.resolve(result, fname)
     finally:

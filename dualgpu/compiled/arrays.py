@@ -22,13 +22,14 @@ from numba.core import cgutils
 from numba.core.cpu import CPUContext
 from numba.core.errors import TypingError
 from numba.core.extending import (
-    infer_getattr, intrinsic, lower_getattr, overload, register_jitable,
+    infer_getattr, lower_getattr, overload, register_jitable,
 )
 from numba.core.imputils import impl_ret_borrowed
 from numba.core.typing.templates import AttributeTemplate
 from numba.np import arrayobj
 
 from dualgpu.compiled.attributes import array_attributes
+from dualgpu.compiled.intrinsics import intrinsic
 from dualgpu.compiled.lowering import lower_call, register_lowered
 from dualgpu.compiled.types import (
     ComplexDualType, DualArrayType, DualType, build_dual, dual_array_type, pack_lanes,

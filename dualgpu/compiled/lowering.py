@@ -30,8 +30,9 @@ import sys
 from numba.core import cgutils, types
 from numba.core.errors import TypingError
 from numba.core.typing.templates import (
-    fold_arguments, infer, infer_global, make_intrinsic_template)
+    fold_arguments, infer, infer_global)
 
+from dualgpu.compiled.intrinsics import intrinsic_template
 from dualgpu.compiled.types import (
     DualArrayType,
     DualType,
@@ -61,7 +62,7 @@ def register_lowered(fn, definition, name):
     ``@cuda.jit`` see it.
     """
     arity = len(inspect.signature(definition).parameters) - 1
-    base = make_intrinsic_template(fn, definition, name)
+    base = intrinsic_template(fn, definition, name)  # its codegens kept per typing context
     # numba offers each template every call of fn; one of another arity is not this one's
     template = type(base)(name, (base,), {"_arity": arity, "generic": _generic_of_arity})
     infer(template)

@@ -29,10 +29,11 @@ import operator
 from numba import types
 from numba.core import cgutils
 from numba.core.errors import TypingError
-from numba.core.extending import intrinsic, lower_cast, overload
+from numba.core.extending import lower_cast, overload
 
 from dualgpu import rules
 from dualgpu.compiled.attributes import array_attributes, lanes_attribute
+from dualgpu.compiled.intrinsics import intrinsic
 from dualgpu.compiled.lowering import (
     Emitter, TypeWalk, lower_call, quiet, register_lowered, value_and_partials,
 )

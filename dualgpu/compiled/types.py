@@ -26,7 +26,6 @@ from numba import types
 from numba.core import cgutils
 from numba.core.errors import TypingError
 from numba.core.extending import (
-    intrinsic,
     lower_cast,
     make_attribute_wrapper,
     models,
@@ -38,6 +37,7 @@ from numba.core.typing.templates import AbstractTemplate
 
 from dualgpu import nansafe, rules
 from dualgpu.core import lanes as core_lanes
+from dualgpu.compiled.intrinsics import intrinsic
 from dualgpu.core.nested import MAX_TAG
 from dualgpu.errors import DualgpuError
 

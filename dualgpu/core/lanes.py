@@ -24,7 +24,20 @@ Examples
 1000
 >>> batch_lanes(1000, 8, bytes_per_lane=64_000, budget=16 * 2**20)
 256
+
+A memory-bound stencil streams every lane of every array it touches at each step;
+once launches cost microseconds, runs of f whose working set stays in the L2 cache
+are faster than one run of all lanes (:func:`cache_lanes`, on by default when the user
+leaves ``chunk_size`` to the driver):
+
+>>> cache_lanes(1000, 32, input_bytes=8000, cache_bytes=2**20)  # heat, 1000 cells, 1 MiB
+64
+>>> cache_lanes(1000, 32, input_bytes=8 * 10**6, cache_bytes=2**20) is None  # too big
+True
 """
+import functools
+import glob
+import os
 import warnings
 
 from dualgpu.core._paths import PACKAGE_DIR
@@ -34,7 +47,9 @@ __all__ = [
     "MAX_LANES", "DEFAULT_CHUNK_LIMIT", "default_chunk_size", "TILE_LANES", "TILE_CANDIDATES",
     "TUNE_MIN_DIRECTIONS", "GOOD_TILE_LANES", "MEASURED",
     "BATCH_BYTES", "LIVE_ARRAYS", "ChunkSizeWarning", "tile_lanes", "driver_tiles",
-    "batch_lanes", "check_chunk_size", "launch_tile",
+    "batch_lanes", "check_chunk_size", "launch_tile", "FIT_CACHE", "TOUCHED_ARRAYS",
+    "L2_FALLBACK_BYTES",
+    "l2_cache_bytes", "cache_lanes",
 ]
 
 #: The most lanes a compiled dual may have (a soft limit for register use); the compiled floor
@@ -156,6 +171,84 @@ def batch_lanes(n, tile, bytes_per_lane, budget=None):
     fit = max(1, int(budget // max(bytes_per_lane * tile, 1)))
     runs = -(-tiles // fit)
     return -(-tiles // runs) * tile
+
+
+#: False: runs of f carry as many lanes as :data:`BATCH_BYTES` allows, never fewer to fit
+#: the cache (:func:`cache_lanes`; measured on the loaded 2-core VM, issue 41: the 1000-cell
+#: heat Jacobian took 0.6-1.17x the time of one run of every lane, which can use both cores
+#: where the cache-sized runs' launches, 30 us each, stay serial).
+FIT_CACHE = True
+
+#: Arrays the size of the differentiated inputs that one step of a memory-bound f touches
+#: (a stencil reads one state and writes the next): the working set of a run of L lanes is
+#: about ``TOUCHED_ARRAYS * input_bytes * (1 + L)``, values and partials (see
+#: :func:`cache_lanes`).
+TOUCHED_ARRAYS = 2
+
+#: The L2 cache size assumed where it cannot be read (Linux sysfs): 1 MiB per core, the
+#: size on the AMD EPYC VMs measured here (recent x86 cores have 1-2 MiB).
+L2_FALLBACK_BYTES = 1 << 20
+
+#: Where Linux describes the first CPU's caches (``level``, ``type``, ``size`` per index).
+CACHE_SYSFS = "/sys/devices/system/cpu/cpu0/cache"
+
+
+def _size_bytes(text):
+    """``"1024K"`` -> 1048576 (sysfs cache sizes: K, M or G suffix, or bytes)."""
+    text = text.strip().upper()
+    scale = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(text[-1:], 1)
+    return int(text[:-1] if scale > 1 else text) * scale
+
+
+@functools.lru_cache(maxsize=None)
+def l2_cache_bytes(root=CACHE_SYSFS):
+    """Return the L2 cache size of one core in bytes (:data:`L2_FALLBACK_BYTES` where
+    ``root``, Linux's sysfs cache description, cannot be read)."""
+    for index in sorted(glob.glob(os.path.join(root, "index*"))):
+        try:
+            with open(os.path.join(index, "level")) as fh:
+                level = int(fh.read())
+            with open(os.path.join(index, "type")) as fh:
+                kind = fh.read().strip()
+            with open(os.path.join(index, "size")) as fh:
+                size = _size_bytes(fh.read())
+        except (OSError, ValueError):
+            continue
+        if level == 2 and kind in ("Unified", "Data") and size > 0:
+            return size
+    return L2_FALLBACK_BYTES
+
+
+def cache_lanes(n, unit, input_bytes, cache_bytes=None):
+    """Return the lanes of one run of f that keep its working set in the L2 cache, or None.
+
+    The working set of a run of L lanes is taken as ``TOUCHED_ARRAYS * input_bytes * (1 +
+    L)`` (:data:`TOUCHED_ARRAYS`: values and L partials of each array f touches, arrays
+    the size of the differentiated inputs). Returns the most lanes, a multiple of ``unit``,
+    whose working set fits ``cache_bytes`` (default :func:`l2_cache_bytes`), spread
+    evenly over the runs that ``n`` directions need; None when not even ``unit`` lanes
+    fit (the runs stream from memory whatever their size: then the fewest runs are best)
+    or :data:`FIT_CACHE` is False.
+
+    Examples
+    --------
+    >>> cache_lanes(1000, 32, 8000, cache_bytes=2**20)   # 64 lanes fit (1 MiB): 16 runs
+    64
+    >>> cache_lanes(100, 32, 8000, cache_bytes=2**20)    # 4 tiles in 2 runs
+    64
+    >>> cache_lanes(1000, 8, 400, cache_bytes=2**20)     # everything fits: one run
+    1000
+    """
+    if not FIT_CACHE:
+        return None
+    cache_bytes = l2_cache_bytes() if cache_bytes is None else int(cache_bytes)
+    per_array = TOUCHED_ARRAYS * max(int(input_bytes), 1)
+    tiles_fit = (cache_bytes // per_array - 1) // int(unit)
+    if tiles_fit < 1:
+        return None
+    tiles = -(-int(n) // int(unit))
+    runs = -(-tiles // tiles_fit)
+    return -(-tiles // runs) * int(unit)
 
 
 def launch_tile(lanes, preferred, hint=0, max_lanes=64):

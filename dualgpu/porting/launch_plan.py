@@ -45,6 +45,8 @@ from dualgpu.core.dualarray import DualArray
 from dualgpu.core.selection import backend
 from dualgpu.host.buffers import active
 from dualgpu.porting import tuple_arguments
+from dualgpu.porting.capture import current as _capturing
+from dualgpu.porting.capture import run_launch as _run_captured
 from dualgpu.porting.captured_duals import captured_duals
 
 __all__ = ["signature", "plan_key", "make_plan", "Configured", "MAX_PLANS", "ENABLED",
@@ -170,6 +172,10 @@ class Configured:
         self.plans = {}
 
     def __call__(self, *args, **kwargs):
+        recorder = _capturing()
+        if recorder is not None and not kwargs:  # a recorded run of f (dualgpu.porting.capture)
+            found = recorder.launch(self, args)
+            return None if found is None else _run_captured(self, recorder, found)
         kernel = self.kernel
         if kwargs or not ENABLED:
             return kernel.launch(self.griddim, self.blockdim, self.stream, self.sharedmem,

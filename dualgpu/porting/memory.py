@@ -22,6 +22,7 @@ from dualgpu.core.object_arrays import from_object_array
 from dualgpu.core.selection import backend
 from dualgpu.errors import DualgpuError
 from dualgpu.host import buffers as host_buffers
+from dualgpu.porting import capture
 
 __all__ = [
     "HostArray", "HostStream", "to_device", "device_array", "device_array_like", "stream",
@@ -152,6 +153,13 @@ def _single_buffer(array):
 
 
 def to_device(obj, stream=0, copy=True, to=None):
+    # the docstring: _to_device's (a recorded run of f captures the new array)
+    if to is not None or capture.current() is None:
+        return _to_device(obj, stream, copy, to)
+    return capture.adopt(_to_device(obj, stream, copy, to))
+
+
+def _to_device(obj, stream=0, copy=True, to=None):
     """Copy a host array (or DualArray) to the active backend's memory.
 
     Parameters
@@ -217,6 +225,12 @@ def to_device(obj, stream=0, copy=True, to=None):
 
 
 def device_array(shape, dtype=np.float64, strides=None, order="C", stream=0):
+    # the docstring: _device_array's (a recorded run of f captures the new array)
+    array = _device_array(shape, dtype, strides, order, stream)
+    return array if capture.current() is None else capture.adopt(array)
+
+
+def _device_array(shape, dtype=np.float64, strides=None, order="C", stream=0):
     """An array on the active backend: uninitialised as numba's, or a zeroed DualArray.
 
     Parameters
@@ -252,6 +266,12 @@ def device_array(shape, dtype=np.float64, strides=None, order="C", stream=0):
 
 
 def device_array_like(ary, stream=0):
+    # the docstring: _device_array_like's (a recorded run of f captures the new array)
+    array = _device_array_like(ary, stream)
+    return array if capture.current() is None else capture.adopt(array)
+
+
+def _device_array_like(ary, stream=0):
     """An array shaped and typed like ``ary``: a zeroed DualArray with its lanes when ``ary`` is
     one.
 
@@ -281,10 +301,15 @@ def device_array_like(ary, stream=0):
     if isinstance(ary, DualArray):
         return DualArray(
             _plain_zeros(ary.shape, ary.dtype),
-            _plain_zeros((ary.lanes,) + ary.shape, ary.partials.dtype),
+            _plain_zeros((ary.lanes,) + ary.shape, capture.members(ary)[1].dtype),
             tag=ary.tag,
         )
-    return device_array(tuple(ary.shape), ary.dtype)
+    return _device_array(tuple(ary.shape), ary.dtype)
+
+
+to_device.__doc__ = _to_device.__doc__
+device_array.__doc__ = _device_array.__doc__
+device_array_like.__doc__ = _device_array_like.__doc__
 
 
 class HostStream:

@@ -17,8 +17,9 @@ from llvmlite import ir
 from numba import types
 from numba.core import cgutils
 from numba.core.errors import TypingError
-from numba.extending import intrinsic, overload
+from numba.extending import overload
 
+from dualgpu.compiled.intrinsics import intrinsic
 from dualgpu.compiled.types import DualType, make_dual
 
 __all__ = ["cpu_fma"]

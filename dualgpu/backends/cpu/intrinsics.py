@@ -10,11 +10,12 @@ import numpy as np
 from numba import njit, types
 from numba.core import cgutils
 from numba.core.errors import TypingError
-from numba.extending import intrinsic, overload
+from numba.extending import overload
 from numba.np import numpy_support
 from numba.np.arrayobj import populate_array
 
 from dualgpu.compiled.arrays import empty_dual_array, make_dual_array
+from dualgpu.compiled.intrinsics import intrinsic
 from dualgpu.core import float_to_int as _float_to_int
 from dualgpu.core import int_power as _int_power
 from dualgpu.backends.cpu import remainder as _remainder

@@ -38,6 +38,7 @@ from dualgpu.backends.cpu import cache as cpu_cache
 from dualgpu.backends.cpu import lanes_last as _lanes_last
 from dualgpu.backends.cpu import llvm as _llvm
 from dualgpu.backends.cpu import parallel as cpu_parallel
+from dualgpu.backends.cpu import replay
 from dualgpu.backends.cpu.blocks.launch import BlockLauncher
 from dualgpu.backends.cpu.intrinsics import RUNTIME
 from dualgpu.backends.cpu.lane_model import kernel_profile
@@ -267,6 +268,11 @@ class CpuKernel(LaneTiles):
         """
         return make_plan(self, griddim, blockdim, args, sharedmem, **options)
 
+    def replay_step(self, griddim, blockdim, args):
+        """``(step, None)``: how a captured loop replays launches like the last one, or
+        ``(None, why not)`` (see :func:`dualgpu.backends.cpu.replay.step_of`)."""
+        return replay.step_of(self, griddim, blockdim, args)
+
     def _launch_dual(self, base, g, b, args, lanes, items):
         """A launch with dual arguments of ``lanes`` lanes: tiles of :meth:`_tiles` lanes."""
         mask = tuple(dual_kind(a) for a in args)
@@ -342,8 +348,8 @@ class CpuKernel(LaneTiles):
         """:meth:`_run` once its cost said whether the launch may go ``parallel``."""
         cost, presume = run.cost, run.presume
         threads = 1
-        if parallel:
-            threads = cpu_parallel.available_threads()
+        if parallel:  # the measured costs chose parallel: the load reading sets how many
+            threads = cpu_parallel.launch_threads()
             parallel = threads > 1
         # a launch that may go parallel runs its serial launches with the pieces launcher
         # too (one thread claims every piece): one launcher to compile, not two. So do a

@@ -45,12 +45,13 @@ import textwrap
 
 from llvmlite import ir
 from numba import njit, types
-from numba.extending import intrinsic, overload
+from numba.extending import overload
 
 from dualgpu.backends.common import translate as _translate
 from dualgpu.backends.cpu import cache as cpu_cache
 from dualgpu.backends.cpu.parallel import claim, finish
 from dualgpu.compiled.arrays import make_dual_array
+from dualgpu.compiled.intrinsics import intrinsic
 from dualgpu.compiled.types import make_dual
 
 __all__ = ["LaunchSpec", "launcher_source", "make_launcher", "flatten", "ORDERS", "CONTEXT"]

@@ -29,7 +29,8 @@ import contextlib
 import os
 import threading
 
-__all__ = ["LOOP_OPTIONS", "tune", "inline_every_overload", "slp_vectorize"]
+__all__ = ["LOOP_OPTIONS", "tune", "inline_every_overload", "function_attributes_apply",
+           "slp_vectorize"]
 
 #: ``-option=value`` strings passed to LLVM (llvmlite's ``set_option``).
 LOOP_OPTIONS = (
@@ -67,16 +68,19 @@ def inline_every_overload(dispatcher):
     kernel): a call per CUDA thread then costs 5-10 ns and blocks
     vectorisation. Each new overload's linkable LLVM module gets the
     ``alwaysinline`` attribute before any launcher links it in. If numba's
-    internals change, this does nothing (launches stay correct, only slower);
-    tests/backends/cpu/test_cpu_backend.py checks that it still works.
+    internals change, or where llvmlite cannot add the attribute
+    (:func:`function_attributes_apply`), this does nothing (launches stay correct, only
+    slower); tests/backends/cpu/test_cpu_backend.py checks that it still works.
     """
+    if not function_attributes_apply():
+        return  # llvmlite 0.47: the launches stay correct, the thread function is a call
     original = dispatcher.add_overload
 
     def add_overload(cres, *args, **kwargs):
         try:
             module = cres.library._get_module_for_linking()
             function = module.get_function(cres.fndesc.llvm_func_name)
-            if "noinline" not in str(function.attributes):
+            if b"noinline" not in list(function.attributes):  # (str() of it is a repr)
                 function.add_function_attribute("alwaysinline")
         except Exception:  # pragma: no cover - only with other numba versions
             pass
@@ -86,6 +90,31 @@ def inline_every_overload(dispatcher):
         dispatcher.add_overload = add_overload
     except AttributeError:  # pragma: no cover - only with other numba versions
         pass
+
+
+_ATTRIBUTES_APPLY = []
+
+
+def function_attributes_apply():
+    """True where llvmlite's ``add_function_attribute`` marks the function itself.
+
+    llvmlite 0.47 (numba 0.65) puts the attribute on the function's return value, and the
+    module then fails LLVM's verifier (``RuntimeError: Attribute 'alwaysinline' does not apply
+    to function return values``): there :func:`inline_every_overload` does nothing. Checked
+    once per process on a one-function module.
+    """
+    if not _ATTRIBUTES_APPLY:
+        try:
+            import llvmlite.binding as llvm
+
+            module = llvm.parse_assembly("define void @probe() {\n  ret void\n}\n")
+            function = module.get_function("probe")
+            function.add_function_attribute("alwaysinline")
+            module.verify()
+            _ATTRIBUTES_APPLY.append(b"alwaysinline" in list(function.attributes))
+        except Exception:  # noqa: BLE001  (a verifier error or another llvmlite)
+            _ATTRIBUTES_APPLY.append(False)
+    return _ATTRIBUTES_APPLY[0]
 
 
 #: Function names whose final LLVM module the SLP vectoriser runs on inside

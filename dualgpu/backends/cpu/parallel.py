@@ -11,11 +11,12 @@ helper has already started. So:
   caller does its share instead of waiting for it (numba's ``prange`` splits
   statically, so one descheduled worker stalls the whole launch);
 - small launches never wake a helper, and nothing is decided by a core
-  count: :class:`LaunchCost` keeps the measured serial and parallel cost per
-  thread of each launch shape; a launch goes parallel only when its serial
-  estimate exceeds :data:`PARALLEL_MIN_SECONDS` and parallel launches have
-  been measured faster. When they stop being faster (another busy process),
-  the kernel runs serially, and tries again now and then.
+  count or by one reading of the machine's load: :class:`LaunchCost` keeps the
+  measured serial and parallel cost per item of each launch shape (medians of
+  the last few launches); a launch goes parallel when its serial estimate
+  exceeds :data:`PARALLEL_MIN_SECONDS` and the parallel arm is measured faster,
+  with hysteresis, and the arm not in use is re-tried at a bounded share of the
+  time, so a choice made under noise never holds for a whole run.
 
 Helpers are Python threads that call the numba dispatcher of a launcher
 compiled with ``nogil=True``; they are started on first use and are daemons.
@@ -31,11 +32,14 @@ import numba
 import numpy as np
 from numba import njit, types
 from numba.core import cgutils
-from numba.extending import intrinsic
+
+from dualgpu.compiled.intrinsics import intrinsic
 
 __all__ = [
     "PARALLEL_MIN_SECONDS", "PARALLEL_MIN_ITEMS", "PIECES_SERIAL_MIN_ITEMS", "ENABLED",
-    "LaunchCost", "run_parallel", "compile_here", "available_threads", "chunk_length",
+    "LaunchCost", "run_parallel", "compile_here", "available_threads", "launch_threads",
+    "machine_busy",
+    "thread_bound", "chunk_length",
     "control_array", "serial_launches", "claim", "finish", "CONTROL_SLOTS",
 ]
 
@@ -63,20 +67,24 @@ PIECES_SERIAL_MIN_ITEMS = 65536
 #: Pieces per thread a parallel launch is cut into (dynamic balance vs claims).
 PIECES_PER_THREAD = 8
 
-#: Parallel launches must be this much faster than serial ones to be chosen.
+#: Hysteresis: the arm not in use (serial or parallel) takes over only when its estimate
+#: beats the arm in use by this factor.
 MIN_SPEEDUP = 1.1
 
-#: Every this many eligible launches, run the arm (serial or parallel) not chosen; the
-#: interval doubles (up to EXPLORE_MAX) after each parallel launch that loses.
-EXPLORE_EVERY = 32
-EXPLORE_MAX = 1024
+#: The arm not in use is tried again once the launches since its last try took this many
+#: times its estimated cost: re-checks take at most about 1/EXPLORE_RATIO of the time
+#: (twice that for parallel tries, whose first launch wakes the helpers), whatever the
+#: launch size, and neither arm is left untried for long.
+EXPLORE_RATIO = 32
 
-#: A parallel launch this much faster than the serial mean wins clearly: serial launches
-#: are then tried less and less often (the load check still sends a busy machine serial).
-CLEAR_WIN = 1.5
+#: A change of the machine's load against the arm in use re-tries the other arm at once,
+#: provided the launches since its last try took this many times its estimated cost (a load
+#: that flips every reading costs at most about 1/NUDGE_RATIO of the time in tries).
+NUDGE_RATIO = 8
 
-#: Launches remembered per arm.
-SAMPLES = 8
+#: Launches remembered per arm; an arm's estimate is the median of them (a single slow
+#: launch, a helper descheduled or woken from sleep, moves no estimate).
+SAMPLES = 5
 
 #: Slots of the control array: pieces claimed, pieces done, helper error flag, and the
 #: number of pieces (written by the launcher, which works it out from the grid).
@@ -136,25 +144,67 @@ def _spin_until_changed(signal, seen, spins):
 SPINS = 200_000
 
 
+def _cpus():
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # pragma: no cover - not Linux
+        return os.cpu_count() or 1
+
+
+def thread_bound():
+    """The most threads a launch may use: numba's thread setting (``NUMBA_NUM_THREADS``,
+    ``numba.set_num_threads``) and the CPUs this process may run on."""
+    return max(1, min(numba.get_num_threads(), _cpus()))
+
+
 def available_threads():
     """Return how many threads a parallel launch may use now.
 
-    numba's thread setting (``NUMBA_NUM_THREADS``, ``numba.set_num_threads``)
-    and the CPUs this process may run on bound it; so do the other processes
-    running right now (Linux: ``/proc/loadavg``, read at most every
-    :data:`LOAD_CHECK_SECONDS`): a core another process keeps busy cannot run a
-    helper, and a helper the system deschedules holds up every join (measured:
-    a 10^6-cell stencil launch beside a busy process took 7.5x longer with a
-    helper than without).
+    :func:`thread_bound` bounds it; so do the other processes running right now
+    (Linux: ``/proc/loadavg``, read at most every :data:`LOAD_CHECK_SECONDS`): a
+    core another process keeps busy cannot run a helper, and a helper the system
+    deschedules holds up every join (measured: a 10^6-cell stencil launch beside a
+    busy process took 7.5x longer with a helper than without). Block-level launches,
+    which measure no costs, go by it; see :func:`launch_threads` for the others.
     """
-    try:
-        cpus = len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):  # pragma: no cover - not Linux
-        cpus = os.cpu_count() or 1
-    threads = max(1, min(numba.get_num_threads(), cpus))
+    threads = thread_bound()
     if threads > 1:
-        threads = max(1, min(threads, cpus - _others_running()))
+        threads = max(1, min(threads, _cpus() - _others_running()))
     return threads
+
+
+def machine_busy():
+    """True when other processes keep a core busy (one reading of :func:`_others_running`,
+    not confirmed by a second: the first launch of a process has no earlier one) on a
+    machine where a launch may use several threads. A hint to :class:`LaunchCost` (its
+    first arm, and when to re-check), never a decision; read at most every
+    :data:`LOAD_CHECK_SECONDS` (a reading costs 20-130 us on a loaded 2-core machine,
+    where a launch this decides takes 0.3 ms or more)."""
+    now = time.monotonic()
+    if now - _BUSY[0] > LOAD_CHECK_SECONDS:
+        busy = False
+        if thread_bound() > 1:
+            _others_running()
+            busy = _LOAD[2] > 0  # this reading, unconfirmed
+        _BUSY[0], _BUSY[1] = now, busy
+    return _BUSY[1]
+
+
+_BUSY = [-1e9, False]  # time of the last reading, its answer
+
+
+def launch_threads():
+    """Threads for a launch whose measured costs (:class:`LaunchCost`) chose parallel.
+
+    Every thread :func:`thread_bound` allows on a machine of 2 (the measured costs, not
+    one reading of the load, decide serial or parallel: on 2 cores any other running
+    thread, an instant of another process, sent launches serial, whole N-body Jacobians
+    among them: issue 41); on a larger machine :func:`available_threads`, at least 2.
+    """
+    bound = thread_bound()
+    if bound <= 2:
+        return bound
+    return max(2, available_threads())
 
 
 #: How long a reading that found no other process running is reused.
@@ -326,100 +376,149 @@ def run_parallel(launcher, args, control, threads):
 class LaunchCost:
     """Measured costs of one compiled launch shape, and the serial/parallel choice they drive.
 
-    The last :data:`SAMPLES` serial and parallel launches are kept as seconds
-    per item (one CUDA thread of one lane tile); the first serial launch, which
-    compiles, is not. A launch may run in parallel once two serial launches
-    were measured and the smallest of them says it would take at least
-    :data:`PARALLEL_MIN_SECONDS`; it does when parallel launches have not been
-    measured yet or their mean beats the serial mean by :data:`MIN_SPEEDUP`
-    (means, not medians: the cost of a parallel launch on a loaded machine is
-    in its tail, the launches whose join waits for a descheduled helper). Now
-    and then a launch runs the other way, so both means follow the machine's
-    load: beside another busy process parallel
-    launches slow down (a helper the system deschedules holds up the join) and
-    the kernel goes back to serial. The interval between such tries starts at
-    :data:`EXPLORE_EVERY` launches and doubles, up to :data:`EXPLORE_MAX`, each
-    time a parallel launch loses or wins clearly (:data:`CLEAR_WIN`), so neither a
-    loaded machine nor a clearly parallel kernel pays for many of them.
+    Each arm (serial, parallel) keeps its last :data:`SAMPLES` launches as
+    seconds per item (one CUDA thread of one lane tile); its estimate is their
+    median. The first serial launch (it compiles) and the first parallel launch
+    (it starts the helper threads) are not samples, nor a parallel launch right
+    after serial ones (it wakes a helper that went to sleep; the next launch runs
+    in parallel again to measure).
+
+    A launch runs serially while fewer than :data:`PARALLEL_MIN_ITEMS` items or
+    an estimated serial time under :data:`PARALLEL_MIN_SECONDS`. Otherwise:
+
+    - the arm in use is kept until the other arm's estimate beats it by
+      :data:`MIN_SPEEDUP` (hysteresis: two near-equal arms do not flap);
+    - the arm not in use is tried again once the launches since its last try took
+      :data:`EXPLORE_RATIO` times its estimated cost, so a choice made under noise
+      (another process busy for a while, a helper descheduled) is re-checked at a
+      bounded cost and never kept for a whole run on stale samples: a try replaces
+      the samples of that arm (they may date from another load). A try that was
+      itself noisy costs a few launches: the arm it put in use is measured at every
+      launch, and its median hands back after three slow ones;
+    - ``presume`` (a compute-bound kernel, see :meth:`parallel`) starts in the
+      parallel arm without serial launches to measure; others start serial and try
+      parallel once two serial launches say it may pay.
     """
 
-    __slots__ = ("serial", "parallel_samples", "launches", "interval", "_first",
-                 "_first_parallel", "_last_serial", "_again")
+    __slots__ = ("serial", "parallel_samples", "in_parallel", "since_other", "_first",
+                 "_first_parallel", "_last_serial", "_again", "_trying", "_busy", "counts")
 
     def __init__(self):
         self.serial = collections.deque(maxlen=SAMPLES)  # seconds per item
         self.parallel_samples = collections.deque(maxlen=SAMPLES)
-        self.launches = 0
-        self.interval = EXPLORE_EVERY
+        self.in_parallel = None  # the arm in use: None until decided
+        self.since_other = 0.0  # seconds of launches since the arm not in use was tried
         self._first = True
         self._first_parallel = True
         self._last_serial = False  # the last launch ran serially
-        self._again = False  # run the next launch in parallel (a warm-up was not measured)
+        self._again = None  # the arm of the next launch (the last was not measured), or None
+        self._trying = False  # the current launch tries the arm not in use
+        self._busy = False  # the machine's load at the last decision
+        self.counts = [0, 0]  # launches run serially, in parallel (for reports)
+
+    def estimate(self, parallel):
+        """Median seconds per item of the ``parallel`` (or serial) arm; None if unmeasured."""
+        samples = self.parallel_samples if parallel else self.serial
+        return statistics.median(samples) if samples else None
 
     def parallel(self, items, presume=False):
         """True if a launch of ``items`` should run in parallel.
 
         ``presume``: the kernel is compute-bound (its threads loop), so a launch of
-        :data:`PARALLEL_MIN_ITEMS` or more runs in parallel from the first, without
-        serial launches to measure, and stays parallel: the machine's load decides how
-        many threads (:func:`available_threads`, per launch), not a race of means that a
-        few slow joins (a helper woken from sleep) could tip to serial for hundreds of
-        launches. Serial launches made while the machine was busy count only to keep a
-        launch too short to pay for a helper (under :data:`PARALLEL_MIN_SECONDS`) serial.
-
-        A parallel launch after serial ones wakes a helper that has gone to sleep: its
-        time is not a sample (see :meth:`record_parallel`), and the next launch runs in
-        parallel again to measure one.
+        :data:`PARALLEL_MIN_ITEMS` or more starts in parallel (serially if other
+        processes keep the machine busy then), without serial launches to measure
+        first; the measured arms decide from then on, as for any kernel. When the
+        machine's load changes (:func:`machine_busy`) against the arm in use (busy in
+        parallel, quiet in serial), the other arm is re-tried at once (at most once per
+        :data:`NUDGE_RATIO` times its cost).
         """
         if FORCE:
             return True
-        if presume:
-            return items >= PARALLEL_MIN_ITEMS and (
-                not self.serial or min(self.serial) * items >= PARALLEL_MIN_SECONDS)
         serial = self.serial
-        if len(serial) < 2 or min(serial) * items < PARALLEL_MIN_SECONDS:
+        if presume:
+            if items < PARALLEL_MIN_ITEMS or (
+                    serial and min(serial) * items < PARALLEL_MIN_SECONDS):
+                return False
+        elif (not serial or min(serial) * items < PARALLEL_MIN_SECONDS
+              or (self.in_parallel is None and len(serial) < 2)):
             return False
-        if self._again:
-            self._again = False
+        if self._again is not None:
+            again, self._again = self._again, None
+            return again
+        busy = machine_busy()
+        if self.in_parallel is None:  # the first eligible launch: run (or try) parallel
+            self.in_parallel = presume and not busy
+            self._busy = busy
+            self._trying = not self.in_parallel and not presume
+            return self.in_parallel or not presume
+        arm = self.in_parallel
+        mine, other = self.estimate(arm), self.estimate(not arm)
+        if mine is None:  # the arm in use is not measured yet
+            return arm
+        if other is None:  # never measured: as if it cost what this arm does
+            other_cost = (mine or 0.0) * items
+        else:
+            if other * MIN_SPEEDUP < mine:  # the other arm wins
+                self.in_parallel = arm = not arm
+                self.since_other = 0.0
+                return arm
+            other_cost = other * items
+        if busy != self._busy:
+            self._busy = busy
+            if busy == arm and self.since_other >= NUDGE_RATIO * other_cost:
+                # the load changed against the arm in use: re-check now
+                self._trying = True
+                return not arm
+        if self.since_other >= EXPLORE_RATIO * other_cost:
+            self._trying = True
+            return not arm
+        return arm
+
+    def _spent(self, seconds, parallel):
+        """Account a measured launch; True if it is a try of the arm not in use."""
+        if self._trying:  # a try of the other arm: the arm in use is re-checked from now
+            self._trying = False
+            self.since_other = 0.0
             return True
-        self.launches += 1
-        if not self.parallel_samples:
-            return True
-        better = statistics.fmean(self.parallel_samples) * MIN_SPEEDUP < statistics.fmean(serial)
-        if self.launches % self.interval == 0:
-            return not better
-        return better
+        if parallel == self.in_parallel or self.in_parallel is None:
+            self.since_other += seconds
+        return False
 
     def record_serial(self, seconds, items):
         self._last_serial = True
+        self.counts[0] += 1
         if self._first:  # the first serial launch compiles
             self._first = False
+            if self._trying:  # a try of the serial arm: measure the next launch
+                self._again = False
             return
+        tried = self._spent(seconds, False)
         if items > 0:
+            if tried:  # the samples from before the last try are stale (the load changed)
+                self.serial.clear()
             self.serial.append(seconds / items)
 
     def record_parallel(self, seconds, items):
         after_serial, self._last_serial = self._last_serial, False
+        self.counts[1] += 1
         if self._first_parallel:  # the first parallel launch starts the helper threads
             self._first_parallel = False
+            if self.in_parallel is not None:
+                self._again = True
             return
-        if after_serial and self.serial:
+        if after_serial and (self.serial or not self._first):
             # helpers idle since the last parallel launch went to sleep, and waking one
-            # costs 0.1-5 ms on a VM: measured as a sample, it made every periodic try of
-            # the parallel arm lose, so a memory-bound kernel stayed serial at 0.85 ms per
-            # launch against 0.45-0.6 ms in parallel. The next launch measures instead.
+            # costs 0.1-5 ms on a VM: measured as a sample, it made every try of the
+            # parallel arm lose, so a memory-bound kernel stayed serial at 0.85 ms per
+            # launch against 0.45-0.6 ms in parallel. The next launch measures instead
+            # (still the same try, when it is one).
             self._again = True
             return
-        if items <= 0:
-            return
-        sample = seconds / items
-        self.parallel_samples.append(sample)
-        serial = statistics.fmean(self.serial) if self.serial else None
-        if serial is not None and (sample * MIN_SPEEDUP >= serial or sample * CLEAR_WIN < serial):
-            # lost, or won clearly: the choice is plain, so try the other arm less often
-            self.interval = min(2 * self.interval, EXPLORE_MAX)
-        else:
-            self.interval = EXPLORE_EVERY
+        tried = self._spent(seconds, True)
+        if items > 0:
+            if tried:
+                self.parallel_samples.clear()
+            self.parallel_samples.append(seconds / items)
 
 
 def control_array():

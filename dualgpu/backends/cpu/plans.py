@@ -198,7 +198,7 @@ def _serial_or_decided(kernel, spec, namespace, flat, tail, items, tiles, snapsh
         decide = f"        if cost.parallel({items}, presume=True):\n"
     else:  # cost.parallel's first test inline (where it returns False, it changes nothing)
         decide = (f"        serial = cost.serial\n"
-                  f"        if (len(serial) >= 2 and min(serial) * {items} >= "
+                  f"        if (serial and min(serial) * {items} >= "
                   f"switches.PARALLEL_MIN_SECONDS\n"
                   f"                and cost.parallel({items}, presume=False)):\n")
     return (decide

@@ -31,7 +31,6 @@ import numba.cuda.extending
 import numpy as np
 from numba import types
 from numba.core.errors import TypingError
-from numba.core.extending import intrinsic
 
 from dualgpu.errors import DualgpuError
 from dualgpu.compiled.types import DualType, make_dual
@@ -39,6 +38,7 @@ from dualgpu.backends.common.local_array_types import literal_shape, scalar_dtyp
 from dualgpu.backends.common.rebind import SHUFFLES
 from dualgpu.backends.common.translate import UNRESOLVED
 from dualgpu.compiled.arrays import make_dual_array
+from dualgpu.compiled.intrinsics import intrinsic
 from dualgpu.backends.cudasim.casts import as_dtype
 
 __all__ = [

@@ -14,6 +14,7 @@ from tile_checks import launched
 from kernels_for_cpu_backend import laplacian_1d
 from dualgpu.backends.cpu import intrinsics as cpu_intrinsics
 from dualgpu.backends.cpu import kernel as cpu
+from dualgpu.backends.cpu import llvm as cpu_llvm
 from dualgpu.backends.cpu import parallel as cpu_parallel
 from dualgpu.backends.cpu import translation as cpu_translation
 from dualgpu.backends.common.translate import device_py_func, unwrap
@@ -181,10 +182,22 @@ def test_particles_inner_loop_over_all_others(rng):
     np.testing.assert_allclose(got, expected, rtol=1e-12)
 
 
+def test_function_attributes_apply_from_llvmlite_048():
+    # llvmlite 0.47 (numba 0.65) put add_function_attribute's attribute on the return value
+    # (the module then failed LLVM's verifier); 0.48 (numba 0.66) and later on the function
+    import llvmlite
+
+    newer = tuple(int(part) for part in llvmlite.__version__.split(".")[:2]) >= (0, 48)
+    assert cpu_llvm.function_attributes_apply() is newer
+
+
 def test_thread_function_is_inlined_into_the_launch_loop(rng):
     # LLVM would not inline this one by itself (an inner loop, a device function);
     # dualgpu.backends.cpu.llvm.inline_every_overload makes it, through numba internals: this
     # test tells when a numba upgrade breaks that (launches would only be slower).
+    if not cpu_llvm.function_attributes_apply():
+        pytest.skip("this llvmlite puts a function attribute on the return value (llvmlite "
+                    "0.47, numba 0.65): the cpu backend does not ask for inlining there")
     pos = rng.random((40, 2))
     kernel = cpu.compile_kernel(kfc.nbody_accel)
     kernel.launch(2, 32, (pos, np.zeros_like(pos), 0.05))

@@ -8,6 +8,16 @@ from dualgpu.backends.cpu import parallel as cpu_parallel
 from dualgpu.backends.cpu.parallel import LaunchCost, chunk_length
 
 
+_MACHINE_BUSY = cpu_parallel.machine_busy  # the real one (the fixture below replaces it)
+
+
+@pytest.fixture(autouse=True)
+def quiet_machine(monkeypatch):
+    """The choice's load hint says quiet unless a test says otherwise (the real reading
+    depends on what else runs)."""
+    monkeypatch.setattr(cpu_parallel, "machine_busy", lambda: False)
+
+
 def _measured(serial_seconds, items, launches=3):
     cost = LaunchCost()
     for _ in range(launches):
@@ -44,42 +54,126 @@ def test_compute_bound_launches_are_presumed_parallel():
     assert not LaunchCost().parallel(10 ** 6)  # not presumed: measured serially first
 
 
-def test_compute_bound_launches_stay_parallel():
-    """Slow parallel launches (a descheduled helper) do not send a compute-bound kernel
-    serial: the load check decides per launch. Only serial launches (made while the machine
-    was busy) that show the launch too short for a helper do."""
-    items = 1000
-    cost = _measured(1e-3, items)  # two serial launches of 1 ms: long enough
-    cost.record_parallel(1.0, items)
-    for _ in range(cpu_parallel.SAMPLES):
-        cost.record_parallel(5e-3, items)  # five times slower than serial
-    assert all(cost.parallel(items, presume=True) for _ in range(4 * cpu_parallel.EXPLORE_MAX))
-    assert not cost.parallel(items)  # a kernel that is not compute-bound goes back to serial
-    short = _measured(0.5 * cpu_parallel.PARALLEL_MIN_SECONDS, items)
-    assert not short.parallel(items, presume=True)
+def _simulate(cost, seconds, launches, items=1000, presume=False, busy=None):
+    """Drive ``cost`` as a kernel's launches do: ``seconds(k, parallel)`` is what launch k
+    takes on that arm, ``busy(k)`` the load hint (default quiet). Returns the arm (True:
+    parallel) each launch took."""
+    arms = []
+    for k in range(launches):
+        cpu_parallel.machine_busy = (lambda: busy(k)) if busy else (lambda: False)
+        parallel = cost.parallel(items, presume=presume)
+        (cost.record_parallel if parallel else cost.record_serial)(seconds(k, parallel), items)
+        arms.append(parallel)
+    return arms
 
 
-def test_parallel_is_kept_only_while_it_is_faster():
-    cost = _measured(1e-3, 1000)  # 1 us per item
-    assert cost.parallel(1000)
-    cost.record_parallel(1.0, 1000)  # the first: not counted
-    cost.record_parallel(2e-3, 1000)  # slower in parallel (a busy machine)
-    assert cost.interval == 2 * cpu_parallel.EXPLORE_EVERY  # tries parallel less often
-    choices = [cost.parallel(1000) for _ in range(cost.interval * 2)]
-    assert choices.count(True) == 2  # only the periodic re-tries
-    for _ in range(cpu_parallel.SAMPLES):
-        cost.record_parallel(8e-4, 1000)  # faster again, narrowly
-    assert cost.interval == cpu_parallel.EXPLORE_EVERY
-    assert sum(cost.parallel(1000) for _ in range(64)) == 62  # and serial re-tries
-    cost.record_parallel(4e-4, 1000)  # a clear win: serial re-tries get rarer
-    assert cost.interval == 2 * cpu_parallel.EXPLORE_EVERY
-
-
-def test_failed_tries_back_off_exponentially():
+def test_one_slow_launch_moves_no_estimate():
+    # the old means let one 10x launch (a helper descheduled) outweigh seven good ones
     cost = _measured(1e-3, 1000)
-    for _ in range(21):
-        cost.record_parallel(5e-3, 1000)
-    assert cost.interval == cpu_parallel.EXPLORE_MAX
+    slow = {10}
+    arms = _simulate(cost, lambda k, par: (5e-3 if k in slow else 5e-4) if par else 1e-3, 40)
+    assert cost.in_parallel
+    assert all(arms[5:])  # parallel throughout, the slow launch included
+
+
+def test_the_arm_in_use_is_kept_within_the_hysteresis():
+    cost = _measured(1e-3, 1000)
+    # parallel barely faster (5%): it is tried and measured, but serial stays in use
+    arms = _simulate(cost, lambda k, par: 0.95e-3 if par else 1e-3, 400)
+    assert cost.estimate(True) == pytest.approx(0.95e-6)
+    assert not cost.in_parallel
+    assert sum(arms[100:]) <= 2 * len(arms[100:]) // cpu_parallel.EXPLORE_RATIO + 2
+    cost = _measured(1e-3, 1000)
+    arms = _simulate(cost, lambda k, par: 0.8e-3 if par else 1e-3, 400)
+    assert cost.in_parallel  # 20% faster: parallel, but for serial re-tries
+    assert len(arms[10:]) - sum(arms[10:]) <= len(arms) // cpu_parallel.EXPLORE_RATIO + 1
+    # in parallel, serial 5% faster: tried, not taken
+    arms = _simulate(cost, lambda k, par: 0.8e-3 if par else 0.76e-3, 400)
+    assert cost.in_parallel
+    assert cost.estimate(False) == pytest.approx(0.76e-6)
+
+
+def test_a_choice_made_under_load_is_rechecked():
+    """Issue 41: some fresh processes ran a whole N-body Jacobian on the serial arm. A busy
+    machine at the start sends the kernel serial; once it is quiet, a re-try of the parallel
+    arm finds it and the kernel goes back, within a bounded number of launches."""
+    for presume in (False, True):
+        cost = LaunchCost() if presume else _measured(4e-3, 1000)
+
+        def seconds(k, par):
+            busy = k < 200
+            return (20e-3 if busy else 2e-3) if par else 4e-3
+
+        arms = _simulate(cost, seconds, 600, presume=presume)
+        # serial while parallel is 5x slower (a presumed kernel tries serial only after
+        # 32x its parallel launches' estimate at twice their cost: 64 launches), but for
+        # one re-try of parallel (a warm-up launch and a measured one)...
+        assert sum(arms[100:200]) <= 2
+        # ...and parallel again after a bounded number of launches (the first re-try after
+        # 32x the stale parallel estimate: 160 serial launches), but for serial re-tries
+        assert cost.in_parallel
+        back = arms.index(True, 200)
+        assert back < 200 + cpu_parallel.EXPLORE_RATIO * 5 + 10
+        tail = arms[back + 5:]
+        assert len(tail) - sum(tail) <= len(tail) // cpu_parallel.EXPLORE_RATIO + 1
+
+
+def test_a_change_of_load_rechecks_the_arm_at_once():
+    """The load reading is a hint, never the decision: a compute-bound kernel whose first
+    launch finds the machine busy starts serial, and the launch after the machine turns
+    quiet tries parallel (and keeps it, measured faster); a machine turning busy under a
+    parallel kernel makes it try serial at once, and the slower parallel launches then
+    hand over within three launches."""
+    def busy(k):
+        return 150 <= k < 300 or k < 100
+
+    def seconds(k, par):
+        return (20e-3 if busy(k) else 2e-3) if par else 4e-3
+
+    cost = LaunchCost()
+    arms = _simulate(cost, seconds, 450, presume=True, busy=busy)
+    assert not arms[0] and sum(arms[:100]) <= 2  # busy: serial (one re-try of parallel)
+    assert arms[100] and all(arms[102:150])  # quiet: parallel at once
+    assert not arms[150]  # busy again: serial tried at once...
+    assert sum(arms[155:300]) <= 2  # ...and in use once the parallel launches are slow
+    assert arms[300] and len(arms[302:]) - sum(arms[302:]) <= 2  # quiet again: parallel
+
+
+def test_a_flapping_load_costs_a_bounded_share():
+    cost = LaunchCost()
+    spent = {True: 0.0, False: 0.0}
+
+    def seconds(k, par):  # parallel is faster; the load reading flips at every launch
+        spent[par] += 2e-3 if par else 4e-3
+        return 2e-3 if par else 4e-3
+
+    _simulate(cost, seconds, 2000, presume=True, busy=lambda k: k % 2 == 1)
+    assert cost.in_parallel
+    assert spent[False] / (spent[True] + spent[False]) < 1.5 / cpu_parallel.NUDGE_RATIO
+
+
+def test_retries_take_a_bounded_share_of_the_time():
+    for serial_s, parallel_s in ((1e-3, 3e-3), (3e-3, 1e-3)):
+        cost = _measured(serial_s, 1000)
+        spent = {True: 0.0, False: 0.0}
+
+        def seconds(k, par):
+            spent[par] += parallel_s if par else serial_s
+            return parallel_s if par else serial_s
+
+        _simulate(cost, seconds, 3000)
+        best = parallel_s < serial_s
+        share = spent[not best] / (spent[True] + spent[False])
+        assert 0 < share < 2.5 / cpu_parallel.EXPLORE_RATIO  # retried, rarely
+
+
+def test_compute_bound_launches_start_parallel():
+    cost = LaunchCost()
+    assert cost.parallel(1000, presume=True)
+    cost.record_parallel(1.0, 1000)  # starting the helpers: not a sample
+    assert cost.parallel(1000, presume=True)
+    short = _measured(0.5 * cpu_parallel.PARALLEL_MIN_SECONDS, 1000)
+    assert not short.parallel(1000, presume=True)  # measured too short for a helper
 
 
 def test_force_and_serial_launches(monkeypatch):
@@ -127,9 +221,12 @@ def test_threads_leave_out_cores_other_processes_keep_busy(monkeypatch):
     assert cpu_parallel.available_threads() == 4
     monkeypatch.setattr(cpu_parallel, "_others_running", lambda: 3)
     assert cpu_parallel.available_threads() == 1
+    # a launch whose measured costs chose parallel: one load reading does not send it serial
+    assert cpu_parallel.launch_threads() == 2
     monkeypatch.setattr(numba, "get_num_threads", lambda: 1)  # NUMBA_NUM_THREADS=1: serial
     monkeypatch.setattr(cpu_parallel, "_others_running", lambda: 0)
     assert cpu_parallel.available_threads() == 1
+    assert cpu_parallel.launch_threads() == 1  # within numba's setting
 
 
 def test_running_processes_are_read_from_proc_loadavg():
@@ -220,7 +317,8 @@ def test_large_serial_launches_use_the_pieces_launcher(monkeypatch):
     n = cpu_parallel.PIECES_SERIAL_MIN_ITEMS + 1000
     u = np.random.default_rng(1).random(n)
     kernel = cpu.CpuKernel(unwrap(kfc.heat_1d))
-    monkeypatch.setattr(cpu_parallel, "available_threads", lambda: 1)  # a busy machine
+    monkeypatch.setattr(cpu_parallel, "thread_bound", lambda: 1)  # NUMBA_NUM_THREADS=1
+    monkeypatch.setattr(cpu_parallel, "available_threads", lambda: 1)
     blocks = (n + 127) // 128
     got = np.zeros(n)
     for _ in range(3):
@@ -245,9 +343,11 @@ def test_a_parallel_try_after_serial_launches_is_a_warm_up():
     serial)."""
     items = 1000
     cost = _measured(1e-3, items)
+    assert cost.parallel(items)
     cost.record_parallel(1.0, items)  # starting the helpers
+    assert cost.parallel(items)
     cost.record_parallel(5e-4, items)
-    cost.record_serial(1e-3, items)  # a periodic serial try
+    cost.record_serial(1e-3, items)  # a serial try
     cost.record_parallel(9e-3, items)  # the helper woke from sleep: not a sample
     assert list(cost.parallel_samples) == [5e-4 / items]
     assert cost.parallel(items)  # measure again, warm
@@ -278,3 +378,27 @@ def test_threads_of_this_process_are_not_other_processes():
         assert cpu_parallel._own_running() >= 2
     finally:
         thread.join()
+
+
+def test_the_load_hint_takes_the_first_reading(monkeypatch):
+    # the first launch of a process decides its arm from one reading (there is no earlier
+    # one to confirm it: the two-readings rule made every first launch see a quiet machine)
+    import builtins
+    import io
+
+    readings = iter([5, 1])  # running threads in /proc/loadavg, ours: 1
+    real_open = builtins.open
+
+    def fake_open(path, *args, **kwargs):
+        if path == "/proc/loadavg":
+            return io.StringIO(f"4.0 4.0 4.0 {next(readings)}/300 1234\n")
+        return real_open(path, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "open", fake_open)
+    monkeypatch.setattr(cpu_parallel, "_own_running", lambda: 1)
+    monkeypatch.setattr(cpu_parallel, "thread_bound", lambda: 2)
+    monkeypatch.setattr(cpu_parallel, "_LOAD", [-1e9, 0, 0])
+    monkeypatch.setattr(cpu_parallel, "_BUSY", [-1e9, False])
+    monkeypatch.setattr(cpu_parallel, "LOAD_CHECK_SECONDS", -1.0)  # read at every call
+    assert _MACHINE_BUSY() is True
+    assert _MACHINE_BUSY() is False

@@ -25,9 +25,9 @@ from llvmlite import ir
 from numba import njit, types
 from numba.core import cgutils
 from numba.core.errors import TypingError
-from numba.extending import intrinsic
 
 from dualgpu.backends.cpu import COMPILED_CODE_ONLY
+from dualgpu.compiled.intrinsics import intrinsic
 
 #: helpers called from compiled block code only
 _compiled_only = njit(**COMPILED_CODE_ONLY)

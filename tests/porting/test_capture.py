@@ -1,0 +1,371 @@
+"""Captured time loops (issue 41, point 2): a replay is never a different derivative.
+
+Every case runs a simulation under a driver without capture (``capture=False``) and
+with it (``capture=True``, or ``"auto"`` once f launched enough), and checks that the
+results are the same bit for bit (values and partials), and against central finite
+differences, in float32 and float64 on the cpu backend. The twists a replay cannot see
+(a changing step count, time-dependent and random scalars, Python state, host reads of
+device data, scalars computed from device data, plain host arrays, compute-bound
+kernels, writes into the caller's inputs) either replay as written (f's host code runs
+on every run) or fall back: silently under "auto", with a clear error under True.
+:func:`dualgpu.porting.capture.statistics` shows that capture happened where it should.
+"""
+import logging
+
+import numpy as np
+import pytest
+
+import dualgpu
+from dualgpu.errors import DualgpuError, UnsupportedFeatureError
+from dualgpu.porting import capture
+
+import kernels_capture as K
+
+TOL = {np.float64: dict(rtol=1e-6, atol=1e-8), np.float32: dict(rtol=2e-2, atol=2e-3)}
+EPS = {np.float64: 1e-6, np.float32: 1e-2}
+
+
+@pytest.fixture(autouse=True)
+def cpu():
+    with dualgpu.using_backend("cpu"):
+        yield
+
+
+def u0(n=12, dtype=np.float64):
+    return (np.sin(np.arange(n) * 0.5) + 1.0).astype(dtype)
+
+
+def deferred():
+    return capture.statistics()["deferred"]
+
+
+def same_bits(a, b):
+    if isinstance(a, tuple):
+        return all(same_bits(x, y) for x, y in zip(a, b))
+    a, b = np.asarray(a), np.asarray(b)
+    return a.shape == b.shape and a.dtype == b.dtype and np.array_equal(
+        np.ascontiguousarray(a).view(np.uint8), np.ascontiguousarray(b).view(np.uint8))
+
+
+def central_jacobian(f, x, eps):
+    """Central differences of f at x (float64 arithmetic on the host)."""
+    x = np.asarray(x)
+    columns = []
+    for k in range(x.size):
+        step = np.zeros(x.size)
+        step[k] = eps * max(1.0, abs(float(x.flat[k])))
+        plus = f((x.reshape(-1) + step).astype(x.dtype).reshape(x.shape))
+        minus = f((x.reshape(-1) - step).astype(x.dtype).reshape(x.shape))
+        columns.append((np.asarray(plus, np.float64) - np.asarray(minus, np.float64))
+                       / (2 * step[k]))
+    return np.stack(columns, axis=-1).reshape(np.shape(plus) + x.shape)
+
+
+def plain(f, *args):
+    with capture.mode(False):
+        return f(*args)
+
+
+# -- derivatives of captured runs -----------------------------------------------------------
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_captured_jacobian_and_jvp_equal_uncaptured_and_differences(dtype):
+    x, r = u0(dtype=dtype), 0.2
+
+    def f(v):
+        return K.run_heat(v, r)
+
+    reference = dualgpu.jacobian(f, x, capture=False)
+    before = deferred()
+    captured = dualgpu.jacobian(f, x, capture=True)
+    assert deferred() > before  # the steps after the first were replayed
+    assert same_bits(captured, reference)
+    assert captured.dtype == dtype
+    np.testing.assert_allclose(captured, central_jacobian(lambda v: plain(f, v), x, EPS[dtype]),
+                               **TOL[dtype])
+
+    def g(rr):
+        return K.run_heat(x, rr)
+
+    out, tangent = dualgpu.jvp(g, (r,), (1.0,), capture=False)
+    before = deferred()
+    out_c, tangent_c = dualgpu.jvp(g, (r,), (1.0,), capture=True)
+    assert deferred() > before
+    assert same_bits(out_c, out) and same_bits(tangent_c, tangent)
+    h = EPS[dtype]
+    fd = (np.asarray(g(r + h), np.float64) - np.asarray(g(r - h), np.float64)) / (2 * h)
+    np.testing.assert_allclose(tangent, fd, **TOL[dtype])
+
+
+def test_auto_captures_once_f_launched_enough(monkeypatch):
+    """"auto" waits until f's uncaptured launches would have cost about a compile."""
+    monkeypatch.setattr(capture, "AUTO_LAUNCHES", 30)
+    x = u0()
+
+    def f(rr):
+        return K.run_heat(x, rr, steps=12)
+
+    reference = dualgpu.jvp(f, (0.3,), (1.0,), capture=False)  # not counted
+    first = deferred()
+    runs = [dualgpu.jvp(f, (0.3,), (1.0,)) for _ in range(3)]  # 12, 24, 36 launches
+    assert deferred() == first
+    runs.append(dualgpu.jvp(f, (0.3,), (1.0,)))
+    assert deferred() > first
+    for run in runs:
+        assert same_bits(run, reference)
+
+
+def test_capture_option_is_checked():
+    with pytest.raises(DualgpuError, match="capture must be"):
+        dualgpu.jvp(lambda rr: K.run_heat(u0(), rr), (0.2,), (1.0,), capture="yes")
+
+
+def test_jacfwd_and_jvp_batch_take_capture():
+    x = u0(8)
+    reference = dualgpu.jacobian(lambda v: K.run_heat(v, 0.2), x, capture=False)
+    assert same_bits(dualgpu.jacfwd(lambda v: K.run_heat(v, 0.2), capture=True)(x), reference)
+    out, tangents = dualgpu.jvp_batch(lambda v: K.run_heat(v, 0.2), (x,), (np.eye(8)[:3],),
+                                      capture=True)
+    assert same_bits(tangents, np.moveaxis(reference, -1, 0)[:3])
+
+
+def test_heat1d_simulation_jvp_by_the_diffusivity():
+    from simulations import heat1d
+
+    x = heat1d.default_initial_state(24)
+
+    def f(alpha):  # r = alpha * dt / dx**2 is a dual computed by host code in each run
+        return heat1d.simulate(x, n_steps=20, alpha=alpha, dt=2e-5, dx=0.01,
+                               threads_per_block=32)
+
+    reference = dualgpu.jvp(f, (1.0,), (1.0,), capture=False)
+    before = deferred()
+    captured = dualgpu.jvp(f, (1.0,), (1.0,), capture=True)
+    assert deferred() > before
+    assert same_bits(captured, reference)
+    fd = (f(1.0 + 1e-6) - f(1.0 - 1e-6)) / 2e-6
+    np.testing.assert_allclose(captured[1], fd, rtol=1e-6, atol=1e-9)
+
+
+# -- what the replay cannot see: f's host code runs every time --------------------------------
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_time_dependent_scalars_and_ints_replay_as_issued(dtype):
+    x = u0(dtype=dtype)
+    for t0 in (0.0, 0.7):  # different numbers each run, same kinds of launch
+        reference = dualgpu.jacobian(lambda v: K.run_forced(v, 0.2, 20, t0), x, capture=False)
+        captured = dualgpu.jacobian(lambda v: K.run_forced(v, 0.2, 20, t0), x, capture=True)
+        assert same_bits(captured, reference)
+        out, tangent = dualgpu.jvp(lambda rr: K.run_forced(x, rr, 20, t0), (0.2,), (1.0,),
+                                   capture=True)
+        assert same_bits((out, tangent), dualgpu.jvp(lambda rr: K.run_forced(x, rr, 20, t0),
+                                                     (0.2,), (1.0,), capture=False))
+
+
+def test_step_count_and_python_state_change_between_runs():
+    x = u0()
+    state_c, state_p = {}, {}
+    for _ in range(3):  # 17, 18, 19 steps: the same program, a longer table
+        captured = dualgpu.jvp(lambda rr: K.run_counted(x, rr, state_c), (0.2,), (1.0,),
+                               capture=True)
+        reference = dualgpu.jvp(lambda rr: K.run_counted(x, rr, state_p), (0.2,), (1.0,),
+                                capture=False)
+        assert same_bits(captured, reference)
+    assert state_c == state_p == {"runs": 3}
+
+
+def test_host_random_numbers_are_the_runs_own():
+    x = u0()
+    captured = [dualgpu.jvp(lambda rr: K.run_random(x, rr, rng), (0.2,), (1.0,), capture=True)
+                for rng in [np.random.default_rng(1)] * 3]
+    reference = [dualgpu.jvp(lambda rr: K.run_random(x, rr, rng), (0.2,), (1.0,),
+                             capture=False) for rng in [np.random.default_rng(1)] * 3]
+    for c, r in zip(captured, reference):
+        assert same_bits(c, r)
+    assert not same_bits(captured[0], captured[1])  # each run drew its own numbers
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_scalars_from_device_data_run_the_table_first(dtype):
+    x = u0(dtype=dtype)
+    reference = dualgpu.jacobian(lambda v: K.run_adaptive(v, 0.2), x, capture=False)
+    captured = dualgpu.jacobian(lambda v: K.run_adaptive(v, 0.2), x, capture=True)
+    assert same_bits(captured, reference)
+    fd = central_jacobian(lambda v: plain(lambda w: K.run_adaptive(w, 0.2), v), x, EPS[dtype])
+    np.testing.assert_allclose(captured, fd, **TOL[dtype])
+
+
+def test_writes_into_the_input_stay_in_the_run():
+    x = u0()
+    keep = x.copy()
+    reference = dualgpu.jacobian(lambda v: K.run_writes_input(v, 0.2), x, capture=False)
+    captured = dualgpu.jacobian(lambda v: K.run_writes_input(v, 0.2), x, capture=True)
+    assert same_bits(captured, reference)
+    assert same_bits(x, keep)
+
+
+# -- fallbacks: silent and right under "auto", an error under True ------------------------
+
+FALLBACKS = [
+    (K.run_branching, "host code read its values"),
+    (K.run_weighted, "plain arrays are read by host code unseen"),
+    (K.run_heavy, "compute-bound"),
+]
+
+
+@pytest.mark.parametrize("run, why", FALLBACKS, ids=["host-branch", "host-array", "compute"])
+def test_fallbacks_are_right_under_auto_and_errors_under_true(run, why, monkeypatch, caplog):
+    monkeypatch.setattr(capture, "AUTO_LAUNCHES", 1)
+    x = u0()
+
+    def f(v):
+        return run(v, 0.2)
+
+    reference = dualgpu.jacobian(f, x, capture=False)
+    with caplog.at_level(logging.INFO, logger="dualgpu.capture"):
+        for _ in range(2):
+            assert same_bits(dualgpu.jacobian(f, x), reference)
+    assert why in caplog.text
+    with pytest.raises(UnsupportedFeatureError, match="could not be captured") as info:
+        dualgpu.jacobian(f, x, capture=True)
+    assert why in str(info.value) and "kernels_capture.py" in str(info.value)
+    np.testing.assert_allclose(reference, central_jacobian(lambda v: plain(f, v), x, 1e-6),
+                               **TOL[np.float64])
+
+
+def test_a_program_that_differs_is_never_used(monkeypatch):
+    """The first replay of a program is checked: a wrong one is found and dropped."""
+    from dualgpu.backends.cpu import replay
+
+    real = replay.compile_program
+
+    def off_by_a_bit(steps, ops, groups):
+        program = real(steps, ops, groups)
+
+        def wrong(*inputs):
+            program(*inputs)
+            inputs[2][0][0] = np.nextafter(inputs[2][0][0], 2.0)  # one value, one ulp
+
+        return wrong
+
+    monkeypatch.setattr(replay, "compile_program", off_by_a_bit)
+    monkeypatch.setattr(capture, "_PROGRAMS", {})
+    x = u0(10)
+
+    def f(v):
+        return K.run_heat(v, 0.25, steps=15)
+
+    reference = dualgpu.jacobian(f, x, capture=False)
+    failed = capture.statistics()["failed_checks"]
+    assert same_bits(dualgpu.jacobian(f, x, capture="auto"), reference)
+    with pytest.raises(UnsupportedFeatureError, match="differed"):
+        dualgpu.jacobian(f, x, capture=True)
+    assert capture.statistics()["failed_checks"] > failed
+    assert same_bits(dualgpu.jacobian(f, x, capture="auto"), reference)
+
+
+def test_in_place_writes_into_a_deferred_dual_scalar_are_refused():
+    x = u0()
+
+    def f(rr):
+        u = dualgpu.cuda.to_device(x)
+        u_new = dualgpu.cuda.device_array_like(u)
+        for _ in range(4):
+            K.heat_step[1, 32](u, u_new, rr)
+            u, u_new = u_new, u
+        rr.partials[0] = 2.0  # deferred launches read rr: numpy refuses the write
+        return u.copy_to_host()
+
+    with pytest.raises(ValueError, match="read-only"):
+        dualgpu.jvp(f, (0.2,), (1.0,), capture=True)
+
+
+def test_capture_true_needs_the_cpu_backend():
+    with dualgpu.using_backend("cudasim"):
+        with pytest.raises(UnsupportedFeatureError, match="cpu backend"):
+            dualgpu.jvp(lambda rr: K.run_heat(u0(4), rr, steps=2, threads=4), (0.2,), (1.0,),
+                        capture=True)
+
+
+def test_an_error_in_f_is_the_one_raised():
+    x = u0()
+
+    def f(rr):
+        K.run_heat(x, rr, steps=20)
+        u = dualgpu.cuda.to_device(x)
+        u_new = dualgpu.cuda.device_array_like(u)
+        for _ in range(4):
+            K.heat_step[1, 32](u, u_new, rr)  # pending when f raises
+        raise KeyError("from f")
+
+    with pytest.raises(KeyError, match="from f"):
+        dualgpu.jvp(f, (0.2,), (1.0,), capture=True)
+    assert capture.current() is None
+
+
+def test_a_driver_inside_f_runs_uncaptured_and_right():
+    x = u0(6)
+
+    def inner(rr):
+        return K.run_heat(x, rr, steps=18)
+
+    def f(v):
+        out = K.run_heat(v, 0.2, steps=18)
+        _, slope = dualgpu.jvp(inner, (0.2,), (1.0,))  # a driver inside f
+        return out * np.sum(slope)
+
+    reference = dualgpu.jacobian(f, x, capture=False)
+    assert same_bits(dualgpu.jacobian(f, x, capture=True), reference)
+    np.testing.assert_allclose(reference, central_jacobian(lambda v: plain(f, v), x, 1e-6),
+                               **TOL[np.float64])
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_random_loop_shapes_capture_bit_for_bit(seed, monkeypatch):
+    """Property: whatever the loop does (kernels, numbers, host reads, new buffers, step
+    count, lanes, dtype), captured and uncaptured runs agree bit for bit, and the second
+    and later runs of every shape were replayed where they could be."""
+    monkeypatch.setattr(capture, "AUTO_LAUNCHES", 4)
+    before = deferred()
+    rng = np.random.default_rng(seed)
+    dtype = [np.float64, np.float32][seed % 2]
+    n = int(rng.integers(5, 12))
+    x = u0(n, dtype)
+    for _ in range(3):
+        steps = int(rng.integers(4, 30))
+        plan = [(int(rng.integers(0, 2)), float(rng.uniform(0.5, 1.0)),
+                 int(rng.choice([0, 0, 0, 0, 1, 2])), bool(rng.random() < 0.1))
+                for _ in range(steps)]
+        chunk = int(rng.choice([1, 2, 4, n]))
+
+        def f(v, plan=plan):
+            return K.run_mixed(v, 0.2, plan)
+
+        reference = dualgpu.jacobian(f, x, chunk_size=chunk, capture=False, progress=False)
+        for mode in ("auto", "auto", True):
+            try:
+                got = dualgpu.jacobian(f, x, chunk_size=chunk, capture=mode, progress=False)
+            except UnsupportedFeatureError as exc:  # a host read: refused under True only
+                assert mode is True and "host code read" in str(exc)
+                continue
+            assert same_bits(got, reference), (mode, plan)
+        tangent = dualgpu.jvp(lambda rr, plan=plan: K.run_mixed(x, rr, plan), (0.2,), (1.0,),
+                              capture="auto")
+        assert same_bits(tangent, dualgpu.jvp(lambda rr, plan=plan: K.run_mixed(x, rr, plan),
+                                              (0.2,), (1.0,), capture=False))
+    assert deferred() > before
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_bool_and_float32_numbers_are_captured(dtype):
+    x = u0(dtype=dtype)
+
+    def f(v):
+        return K.run_flagged(v, 0.2)
+
+    reference = dualgpu.jacobian(f, x, capture=False)
+    before = deferred()
+    assert same_bits(dualgpu.jacobian(f, x, capture=True), reference)
+    assert deferred() > before
+    np.testing.assert_allclose(reference, central_jacobian(lambda v: plain(f, v), x, EPS[dtype]),
+                               **TOL[dtype])
