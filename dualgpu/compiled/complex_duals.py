@@ -11,10 +11,11 @@ import numpy as np
 from numba import types
 from numba.core import cgutils
 from numba.core.errors import TypingError
-from numba.core.extending import box, intrinsic, lower_cast, unbox
+from numba.core.extending import box, lower_cast, unbox
 
 from dualgpu.compiled.attributes import lanes_attribute
 from dualgpu.compiled.boxing import box_struct, unbox_struct
+from dualgpu.compiled.intrinsics import intrinsic
 from dualgpu.compiled.types import (
     ComplexDualType, DualType, build_dual, cast_lane_values, complex_dual_type, pack_lanes,
 )
