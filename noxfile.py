@@ -7,6 +7,9 @@ Each session makes a fresh virtual environment and installs from the project's o
   the test extra only: every test module collects, then a smoke subset runs (every derivative
   rule on every path, a one-line port, a Jacobian, PTX). CI runs the oldest.
   ``smoke-0.67``: the same on the release between (not run by default).
+* ``benchmarks``: the benchmarks' own tests (``benchmarks/tests``): the runner and every case
+  at tiny sizes, the peers' problems. They test the benchmark code, not dualgpu, and start
+  fresh interpreters, so they run apart from the README's test command.
 * ``wheel``: builds the sdist and the wheel, checks what each holds, installs the wheel (not
   editable) and, from a folder outside the checkout, imports it, runs the flagship script and
   a smoke subset against the installed package.
@@ -14,7 +17,7 @@ Each session makes a fresh virtual environment and installs from the project's o
 * ``lint``: ruff (its configuration is in pyproject.toml). ``typecheck``: mypy on the public
   modules (configuration in pyproject.toml).
 
-``.ci/run`` runs the README's commands, then ``smoke-0.66``, ``wheel``, ``lint``,
+``.ci/run`` runs the README's commands, then ``smoke-0.66``, ``benchmarks``, ``wheel``, ``lint``,
 ``typecheck`` and ``docs``.
 """
 import shutil
@@ -26,7 +29,7 @@ import nox
 
 ROOT = Path(__file__).resolve().parent
 nox.options.default_venv_backend = "venv"
-nox.options.sessions = ["smoke-0.66", "wheel", "lint", "typecheck"]
+nox.options.sessions = ["smoke-0.66", "benchmarks", "wheel", "lint", "typecheck"]
 
 # every derivative rule on every path (python, njit, cudasim, cpu, host numpy, PTX), a port
 # of unchanged kernels, the Jacobian driver, intrinsics typed by the CPU, CUDA, the CPU again
@@ -56,6 +59,15 @@ def tests(session):
     """The whole suite on the newest numba pair, as the README runs it."""
     session.install("-e", ".[test]")
     session.run("python", "-m", "pytest", *README_TESTS, *session.posargs)
+
+
+@nox.session
+def benchmarks(session):
+    """The benchmarks' own tests (benchmarks/tests: the runner and every case at tiny sizes,
+    the peers' problems); no timing is asserted. CI runs it."""
+    session.install("-e", ".[test]")
+    session.run("python", "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "2",
+                "benchmarks/tests", *session.posargs)
 
 
 def _smoke(session, numba):

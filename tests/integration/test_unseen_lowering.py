@@ -116,7 +116,8 @@ def _plain_cpu(name, dtype):
 # float32 on the cpu backend only where float32 arithmetic is what the kernel stresses (each
 # compile costs about a second; the simulator runs every kernel in both precisions)
 NO_CPU_FLOAT32 = {"indexing_2d", "indexing_3d", "views_in_kernel", "branchy", "comparisons",
-                  "device_local_shared"}
+                  "device_local_shared", "indexing_1d", "value_only", "inplace_scalars",
+                  "arith_mix"}
 
 
 @pytest.mark.parametrize("name, backend, dtype", [
