@@ -233,10 +233,8 @@ class _Recorder:
         self.codes = {}  # launch key -> code
         self.keys = []  # code -> launch key
         self.steps = []  # code -> Step
-        self.launches = 0
+        self.launches = 0  # launches of an uncaptured run (Configured.__call__ counts them)
         self.escaped = {}  # id(former buffer) -> how host code read it
-        if not capturing:
-            self.launch = self.count
 
     # -- buffers ---------------------------------------------------------------------
     def adopt(self, array):
@@ -344,12 +342,6 @@ class _Recorder:
         duals = [(a, a.value, a.partials) for a in args if type(a) is Dual]
         self.memo.setdefault(configured, {})[ids] = (code, row, duals, step)
         return None
-
-    def count(self, configured, args):
-        """:meth:`launch` of a run that is not captured: counts the launches (``"auto"``
-        captures f from its next run when there are enough)."""
-        self.launches += 1
-        return args, None
 
     def _why(self, a):
         if isinstance(a, DualArray):

@@ -174,8 +174,10 @@ class Configured:
     def __call__(self, *args, **kwargs):
         recorder = _capturing()
         if recorder is not None and not kwargs:  # a recorded run of f (dualgpu.porting.capture)
-            found = recorder.launch(self, args)
-            return None if found is None else _run_captured(self, recorder, found)
+            if recorder.capturing:
+                found = recorder.launch(self, args)
+                return None if found is None else _run_captured(self, recorder, found)
+            recorder.launches += 1  # a run "auto" does not capture (yet): counted, run as is
         kernel = self.kernel
         if kwargs or not ENABLED:
             return kernel.launch(self.griddim, self.blockdim, self.stream, self.sharedmem,
