@@ -247,44 +247,11 @@ _NBODY_SCRIPT = """
 import json, os, statistics, sys, time
 sys.path[:0] = [{root!r}]
 import numpy as np
-from numba import njit, prange
 import dualgpu
 from dualgpu.core.dualarray import DualArray
 from dualgpu.backends.cpu.kernel import compile_kernel
+from benchmarks.njit_references import nbody_tangent_loop as make
 from simulations import nbody
-
-
-def make(parallel):
-    @njit(parallel=parallel)
-    def acc_tangent(pos, m, dpos, dm, g, eps2, acc, dacc):
-        n = pos.shape[0]
-        L = dpos.shape[2]
-        for i in prange(n):
-            ax = 0.0; ay = 0.0; az = 0.0
-            tx = np.zeros(L); ty = np.zeros(L); tz = np.zeros(L)
-            xi = pos[i, 0]; yi = pos[i, 1]; zi = pos[i, 2]
-            for j in range(n):
-                if j == i:
-                    continue
-                dx = pos[j, 0] - xi; dy = pos[j, 1] - yi; dz = pos[j, 2] - zi
-                r2 = dx * dx + dy * dy + dz * dz + eps2
-                inv = 1.0 / (r2 * np.sqrt(r2))
-                s = g * m[j] * inv
-                ax += s * dx; ay += s * dy; az += s * dz
-                c = -3.0 * s / r2
-                gi = g * inv
-                for l in range(L):
-                    ddx = dpos[j, 0, l] - dpos[i, 0, l]
-                    ddy = dpos[j, 1, l] - dpos[i, 1, l]
-                    ddz = dpos[j, 2, l] - dpos[i, 2, l]
-                    ds = c * (dx * ddx + dy * ddy + dz * ddz) + gi * dm[j, l]
-                    tx[l] += ds * dx + s * ddx
-                    ty[l] += ds * dy + s * ddy
-                    tz[l] += ds * dz + s * ddz
-            acc[i, 0] = ax; acc[i, 1] = ay; acc[i, 2] = az
-            for l in range(L):
-                dacc[i, 0, l] = tx[l]; dacc[i, 1, l] = ty[l]; dacc[i, 2, l] = tz[l]
-    return acc_tangent
 
 
 n, lanes, repeats = {n}, {lanes}, {repeats}

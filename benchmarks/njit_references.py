@@ -17,7 +17,7 @@ import numpy as np
 from numba import njit, prange
 
 __all__ = ["heat1d_njit", "gray_scott_njit", "pendulums_njit", "nbody_njit",
-           "nbody_mass_tangents", "PAIR_LANE_FLOPS"]
+           "nbody_mass_tangents", "nbody_tangent_loop", "PAIR_LANE_FLOPS"]
 
 #: Floating-point operations of the dual N-body pair loop per pair and lane.
 PAIR_LANE_FLOPS = 25
@@ -202,3 +202,57 @@ def nbody_mass_tangents(pos, dpos, mass, dmass, g, eps, acc, dacc):
             dacc[i, 0, k] = tx[k]
             dacc[i, 1, k] = ty[k]
             dacc[i, 2, k] = tz[k]
+
+
+def nbody_tangent_loop(parallel):
+    """The hand-written N-body tangent loop of ``shared/reference/nbody_tangent_loop.py``
+    (unchanged: scalar chain-rule coefficients once per pair, then a stride-1 lane loop),
+    compiled with ``@njit(parallel=parallel)``.
+
+    Returns ``acc_tangent(pos, m, dpos, dm, g, eps2, acc, dacc)``, ``dpos`` and ``dm``
+    lanes-last (``(n, 3, L)`` and ``(n, L)``); it writes ``acc`` and ``dacc``.
+    """
+    @njit(parallel=parallel)
+    def acc_tangent(pos, m, dpos, dm, g, eps2, acc, dacc):
+        n = pos.shape[0]
+        L = dpos.shape[2]
+        for i in prange(n):
+            ax = 0.0
+            ay = 0.0
+            az = 0.0
+            tx = np.zeros(L)
+            ty = np.zeros(L)
+            tz = np.zeros(L)
+            xi = pos[i, 0]
+            yi = pos[i, 1]
+            zi = pos[i, 2]
+            for j in range(n):
+                if j == i:
+                    continue
+                dx = pos[j, 0] - xi
+                dy = pos[j, 1] - yi
+                dz = pos[j, 2] - zi
+                r2 = dx * dx + dy * dy + dz * dz + eps2
+                inv = 1.0 / (r2 * np.sqrt(r2))
+                s = g * m[j] * inv
+                ax += s * dx
+                ay += s * dy
+                az += s * dz
+                c = -3.0 * s / r2
+                gi = g * inv
+                for l in range(L):
+                    ddx = dpos[j, 0, l] - dpos[i, 0, l]
+                    ddy = dpos[j, 1, l] - dpos[i, 1, l]
+                    ddz = dpos[j, 2, l] - dpos[i, 2, l]
+                    ds = c * (dx * ddx + dy * ddy + dz * ddz) + gi * dm[j, l]
+                    tx[l] += ds * dx + s * ddx
+                    ty[l] += ds * dy + s * ddy
+                    tz[l] += ds * dz + s * ddz
+            acc[i, 0] = ax
+            acc[i, 1] = ay
+            acc[i, 2] = az
+            for l in range(L):
+                dacc[i, 0, l] = tx[l]
+                dacc[i, 1, l] = ty[l]
+                dacc[i, 2, l] = tz[l]
+    return acc_tangent
