@@ -14,6 +14,7 @@ heat_cache_lanes
 import numpy as np
 
 import dualgpu
+from benchmarks.cases_launch import _load
 from benchmarks.harness import heat_jacobian, measure_side_by_side, rel_diff, target
 from dualgpu.core import lanes as _lanes
 
@@ -24,14 +25,6 @@ __all__ = ["CASES", "HEAT_JACOBIAN_VS_HAND", "case_heat_cache_lanes",
 HEAT_JACOBIAN_VS_HAND = 1.5
 
 _SIZES = {"full": (1000, 100, 9), "quick": (1000, 100, 5), "tiny": (40, 5, 1)}
-
-
-def _loadavg():
-    try:
-        with open("/proc/loadavg") as fh:
-            return fh.read().strip()
-    except OSError:  # pragma: no cover - not Linux
-        return "unknown"
 
 
 def case_heat_cache_lanes(profile):
@@ -56,11 +49,11 @@ def case_heat_cache_lanes(profile):
                 _lanes.l2_cache_bytes = real
         return run
 
-    load_before = _loadavg()
+    load_before = _load()
     timed = measure_side_by_side({"cache_fitted": dualgpu_with(None),
                                   "one_run": dualgpu_with(1 << 40),
                                   "hand_numba": hand}, repeats)
-    load_after = _loadavg()
+    load_after = _load()
     reference = timed["hand_numba"][0]
     t = {name: timing["median_s"] for name, (_, timing) in timed.items()}
     diff = {name: rel_diff(result, reference) for name, (result, _) in timed.items()
