@@ -289,13 +289,7 @@ def complex_dual_type(dtype, n, mode=None):
     return _COMPLEX_DUAL_TYPES[key]
 
 
-@register_model(ComplexDualType)
-class ComplexDualModel(models.StructModel):
-    def __init__(self, dmm, fe_type):
-        members = [("value", fe_type.dtype), ("partials", fe_type.partials_type)]
-        super().__init__(dmm, fe_type, members)
-
-
+register_model(ComplexDualType)(DualModel)  # the same members: a value and its partials
 make_attribute_wrapper(ComplexDualType, "value", "value")
 make_attribute_wrapper(ComplexDualType, "partials", "partials")
 
