@@ -86,8 +86,8 @@ def jacobian(f: Function, *args: Any, argnums: ArgNums = 0, chunk_size: int | No
         Captured time loops on the cpu backend (the user guide's *Jacobians* page): "auto"
         (default) defers the launches of f's loop on buffers f allocates and runs them from
         one compiled function, checked bit for bit at first use, once f's launches would
-        have cost about as much as compiling it; True
-        raises where a launch of f cannot be captured; False never captures.
+        have cost about as much as compiling it; True raises where a launch of f cannot be
+        captured; False never captures.
 
     Returns
     -------
@@ -342,8 +342,8 @@ def jvp_batch(f: Function, primals: Sequence[ArrayLike], tangents: Sequence[Arra
         Captured time loops on the cpu backend (the user guide's *Jacobians* page): "auto"
         (default) defers the launches of f's loop on buffers f allocates and runs them from
         one compiled function, checked bit for bit at first use, once f's launches would
-        have cost about as much as compiling it; True
-        raises where a launch of f cannot be captured; False never captures.
+        have cost about as much as compiling it; True raises where a launch of f cannot be
+        captured; False never captures.
 
     Returns
     -------
@@ -411,8 +411,8 @@ def jvp(f: Function, primals: Sequence[ArrayLike],
         Captured time loops on the cpu backend (the user guide's *Jacobians* page): "auto"
         (default) defers the launches of f's loop on buffers f allocates and runs them from
         one compiled function, checked bit for bit at first use, once f's launches would
-        have cost about as much as compiling it; True
-        raises where a launch of f cannot be captured; False never captures.
+        have cost about as much as compiling it; True raises where a launch of f cannot be
+        captured; False never captures.
 
     Returns
     -------
