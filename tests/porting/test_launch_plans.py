@@ -165,6 +165,38 @@ def test_ndim_and_layout_change(cpu):
     assert len(planned(launch)) == 3
 
 
+def test_plans_call_compiled_entry_points_only_for_their_kinds(cpu):
+    # a plan calls the launcher's compiled entry point (no typing per launch); an argument
+    # of another kind (read-only, another dtype, a bigger int) never reaches it
+    launch = fresh(K.stencil[1, 16])
+    u, out = u0(), np.zeros(16)
+    for _ in range(2):
+        launch(u, out, 0.25)
+    (plan,) = [plan for plan in launch.plans.values() if plan]
+    assert not hasattr(plan.__globals__["launcher"], "overloads")  # not the dispatcher
+    frozen = u0()
+    frozen.flags.writeable = False
+    for args in ((frozen, np.zeros(16), 0.25), (u, np.zeros(16), np.float32(0.25)),
+                 (u0(dtype=np.float32), np.zeros(16, np.float32), 0.25)):
+        for _ in range(2):  # the full path, then its own plan
+            got = args[1]
+            launch(*args)
+            ref = np.zeros_like(got)
+            with no_plans():
+                K.stencil[1, 16](args[0], ref, args[2])
+            np.testing.assert_array_equal(got, ref)
+    assert len(planned(launch)) == 4
+    du, dout = dual(u, np.eye(2, 16)), dual(np.zeros(16), np.zeros((2, 16)))
+    for _ in range(2):
+        launch(du, dout, Dual(0.25, np.ones(2)))
+    dual_plans = [plan for plan in launch.plans.values() if plan][4:]
+    assert [plan.__globals__["entry"] is not None for plan in dual_plans] == [True]
+    ref = dual(np.zeros(16), np.zeros((2, 16)))
+    with no_plans():
+        K.stencil[1, 16](dual(u, np.eye(2, 16)), ref, Dual(0.25, np.ones(2)))
+    np.testing.assert_array_equal(dout.partials, ref.partials)
+
+
 def test_a_changed_captured_global(cpu, monkeypatch):
     launch = fresh(K.scaled[1, 4])
     u = np.arange(4.0)
