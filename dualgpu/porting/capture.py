@@ -227,9 +227,10 @@ class _Recorder:
         self.locked = []  # dual partials made read-only until the table ran
         self.floats, self.ints = [], []
         self.numbers = {}  # ("n", dtype) -> numbers of other scalar types (bools, float32...)
-        self.memo = {}  # launcher -> ids of a launch's objects -> (code, row, duals, step)
-        self.pending = []  # per deferred launch: its code (its kind of launch)
-        self.rows = []  # per deferred launch: its arguments' indices in groups and tables
+        self.memo = {}  # launcher -> ids of a launch's objects -> (entry, duals)
+        self.entries = []  # entry -> (code, row): a kind of launch (its code) and its
+        # arguments' indices in groups and tables
+        self.log = []  # per deferred launch, in order: its entry
         self.codes = {}  # launch key -> code
         self.keys = []  # code -> launch key
         self.steps = []  # code -> Step
@@ -262,21 +263,18 @@ class _Recorder:
     def launch(self, configured, args):
         """None: deferred. Else ``(args, learn)``: run them now (pending launches ran),
         then call :meth:`learn` with ``learn`` if it is not None."""
-        ids = tuple(map(id, args))
         memo = self.memo.get(configured)  # the same objects as a launch since the table ran
-        hit = None if memo is None else memo.get(ids)
-        if hit is not None:  # (this path is a captured loop's Python per step: kept lean)
-            code, row, duals, step = hit
-            kernel = step.kernel
-            same = kernel.epoch == step.epoch and kernel.tile_lanes == step.tile_lanes
-            if duals:
-                for d, v, p in duals:
+        if memo is not None:  # (this path is a captured loop's Python per step: kept lean;
+            hit = memo.get(tuple(map(id, args)))  # the kernels' state is checked at flush)
+            if hit is not None:
+                for d, v, p in hit[1]:  # a dual scalar changed in place: not the same launch
                     if d.value is not v or d.partials is not p:
-                        same = False
-            if same and (step.watch is None or not captured_duals(step.watch)):
-                self.pending.append(code)
-                self.rows.append(row)
-                return None
+                        break
+                else:
+                    watch = hit[2]
+                    if watch is None or not captured_duals(watch):
+                        self.log.append(hit[0])
+                        return None
         kinds, row = [], []
         buffers = self.buffers
         floats, ints = self.floats, self.ints
@@ -334,13 +332,13 @@ class _Recorder:
                 {id(a) for a in args if type(a) is CapturedArray}) != arrays:
             return self._now(configured, args, "one buffer passed as two arguments to a "
                              "launch of several lane tiles")
-        row = tuple(row)
-        self.pending.append(code)
-        self.rows.append(row)
+        entry = len(self.entries)
+        self.entries.append((code, tuple(row)))
+        self.log.append(entry)
         # the memo's objects stay alive until the table runs (and the memo is cleared):
         # buffers and duals in ``owned``, numbers in their tables
-        duals = [(a, a.value, a.partials) for a in args if type(a) is Dual]
-        self.memo.setdefault(configured, {})[ids] = (code, row, duals, step)
+        duals = tuple((a, a.value, a.partials) for a in args if type(a) is Dual)
+        self.memo.setdefault(configured, {})[tuple(map(id, args))] = (entry, duals, step.watch)
         return None
 
     def _why(self, a):
@@ -432,13 +430,14 @@ class _Recorder:
     # -- running the table -----------------------------------------------------------
     def flush(self):
         """Run the pending launches (compiled, or as written where that is not checked)."""
-        pending, rows = self.pending, self.rows
-        if not pending:
+        log = self.log
+        if not log:
             return
-        self.pending, self.rows = [], []
+        entries = self.entries
+        self.log, self.entries = [], []
         self._unlock()  # no host code runs until the table ran
         try:
-            self._run(pending, rows)
+            self._run(log, entries)
         finally:
             self.memo.clear()
             self.floats.clear()
@@ -455,24 +454,33 @@ class _Recorder:
             partials.flags.writeable = True
         self.locked.clear()
 
-    def _run(self, pending, rows):
+    def _run(self, log, entries):
+        if not all(step.holds() for step in self.steps):  # a kernel recompiled since (rare):
+            self._eager(log, entries)  # the launch path; the next launches make new steps
+            self.codes.clear()
+            self.keys.clear()
+            self.steps.clear()
+            return
+        codes = np.array([code for code, _ in entries], np.int64)
         program_key = tuple(self.keys[code] + (self.steps[code],)
-                            for code in range(max(pending) + 1))
+                            for code in range(int(codes.max()) + 1))
         program = _PROGRAMS.get(program_key)
         if program is False:
-            self._eager(pending, rows)
+            self._eager(log, entries)
             return
-        inputs = self._inputs(pending, rows, program_key)
+        index = np.array(log, np.int64)
+        inputs = self._inputs(codes[index], self._table(entries)[index], program_key)
         if program is None:
-            self._check(pending, rows, program_key, inputs)
+            self._check(log, entries, program_key, inputs)
             return
         _STATS["replayed_programs"] += 1
-        _STATS["deferred"] += len(pending)
+        _STATS["deferred"] += len(log)
         program(*inputs)
 
-    def _inputs(self, pending, rows, program_key):
-        groups, dual_kinds, number_kinds = _kinds_of(program_key)
-        codes = np.array(pending, np.int64)
+    @staticmethod
+    def _table(entries):
+        """The rows of ``entries`` as one int64 table (shorter rows padded with 0)."""
+        rows = [row for _, row in entries]
         try:  # launches of kernels with as many arguments: numpy's loop
             table = np.array(rows, np.int64)
         except ValueError:
@@ -481,6 +489,10 @@ class _Recorder:
             table = np.zeros((len(rows), max(len(row) for row in rows)), np.int64)
             for e, row in enumerate(rows):
                 table[e, :len(row)] = row
+        return table
+
+    def _inputs(self, codes, table, program_key):
+        groups, dual_kinds, number_kinds = _kinds_of(program_key)
         inputs = [codes, table]
         for group in groups:
             found = self.groups[group]
@@ -518,7 +530,7 @@ class _Recorder:
             ops.append(sources)
         return ops, [len(groups), max(len(dual_kinds), 1), len(number_kinds)]
 
-    def _check(self, pending, rows, program_key, inputs):
+    def _check(self, log, entries, program_key, inputs):
         """Compile the program, run it on copies, run the launches as written, compare."""
         _STATS["checked_programs"] += 1
         ops, counts = self._ops(program_key)
@@ -531,28 +543,28 @@ class _Recorder:
         except Exception as exc:  # noqa: BLE001 - a program that fails is not used
             _PROGRAMS[program_key] = False
             _STATS["failed_checks"] += 1
-            self._eager(pending, rows)
-            self.note(self.keys[pending[0]][0],
+            self._eager(log, entries)
+            self.note(self.keys[entries[log[0]][0]][0],
                       f"its compiled replay failed ({type(exc).__name__}: {exc})")
             return
-        self._eager(pending, rows)
+        self._eager(log, entries)
         same = all(_bits(a, b) for x, y in zip(inputs, copies) if type(x) is tuple
                    for a, b in zip(x, y))
         if same:
             _PROGRAMS[program_key] = program
-            _STATS["deferred"] += len(pending)
+            _STATS["deferred"] += len(log)
             return
         _PROGRAMS[program_key] = False
         _STATS["failed_checks"] += 1
-        self.note(self.keys[pending[0]][0], "its compiled replay differed from the launches "
+        self.note(self.keys[entries[log[0]][0]][0], "its compiled replay differed from the launches "
                   "in some bit of a value or partial")
 
-    def _eager(self, pending, rows):
+    def _eager(self, log, entries):
         """Run the pending launches one by one on the launch path (as without capture)."""
         plain = {}
         token = _CURRENT.set(None)
         try:
-            for code, row in zip(pending, rows):
+            for code, row in map(entries.__getitem__, log):
                 configured, kinds, _ = self.keys[code]
                 configured(*[self._argument(kind, index, plain)
                              for kind, index in zip(kinds, row)])
@@ -568,8 +580,13 @@ class _Recorder:
             return self.ints[index]
         if what == "n":
             return self.numbers[kind][index]
-        if what == "s":
-            return self.dual_groups[kind][2][index]
+        if what == "s":  # the dual as it was at that launch (f may have changed it since)
+            values, partials, duals = self.dual_groups[kind]
+            found = plain.get((kind, index))
+            if found is None:
+                found = plain[(kind, index)] = _as_recorded(duals[index], values[index],
+                                                            partials[index])
+            return found
         found = plain.get((kind, index))
         if found is None:
             values, partials = self.groups[kind[:-1]][index]
@@ -628,6 +645,14 @@ def _plain(array, cache=None):
     if cache is not None:
         cache[id(array)] = plain
     return plain
+
+
+def _as_recorded(dual, value, partials):
+    """A Dual holding ``value`` and ``partials`` (what ``dual`` held when a launch was
+    deferred), with ``dual``'s flags, built as they are (no conversion)."""
+    copy = Dual.__new__(Dual)
+    copy.value, copy.partials, copy.tag, copy.weak = value, partials, dual.tag, dual.weak
+    return copy
 
 
 def _bits(a, b):

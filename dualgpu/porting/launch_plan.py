@@ -175,6 +175,19 @@ class Configured:
         recorder = _capturing()
         if recorder is not None and not kwargs:  # a recorded run of f (dualgpu.porting.capture)
             if recorder.capturing:
+                # a captured loop's step: the same objects as a launch deferred since the
+                # table ran (recorder.launch's first lines, inline: they are its Python per step)
+                memo = recorder.memo.get(self)
+                if memo is not None:
+                    hit = memo.get(tuple(map(id, args)))
+                    if hit is not None:
+                        for d, v, p in hit[1]:  # a dual scalar changed in place since
+                            if d.value is not v or d.partials is not p:
+                                break
+                        else:
+                            if hit[2] is None:  # no captured globals to look at
+                                recorder.log.append(hit[0])
+                                return None
                 found = recorder.launch(self, args)
                 return None if found is None else _run_captured(self, recorder, found)
             recorder.launches += 1  # a run "auto" does not capture (yet): counted, run as is

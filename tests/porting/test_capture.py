@@ -281,6 +281,40 @@ def test_in_place_writes_into_a_deferred_dual_scalar_are_refused():
         dualgpu.jvp(f, (0.2,), (1.0,), capture=True)
 
 
+def _reassigning(x, kernel_change=None):
+    """f: a heat loop whose dual scalar gets a new value half way (``rr.value = ...``),
+    and whose kernel's state may change there too (``kernel_change(cpu kernel)``)."""
+    def f(rr):
+        u = dualgpu.cuda.to_device(x)
+        u_new = dualgpu.cuda.device_array_like(u)
+        for step in range(8):
+            if step == 4:
+                rr.value = rr.value * 0.5  # the same object, a new value: later launches
+                if kernel_change is not None:  # see it, earlier ones do not
+                    kernel_change(K.heat_step.compiled("cpu"))
+            K.heat_step[1, 32](u, u_new, rr)
+            u, u_new = u_new, u
+        return u.copy_to_host()
+    return f
+
+
+@pytest.mark.parametrize("change", ["value", "tile_lanes"])
+def test_a_dual_scalar_or_kernel_changed_between_deferred_launches(change, monkeypatch):
+    # the launches deferred before the change keep the value they were issued with (the
+    # launch path's fallback used to read the dual's value at the end: silently wrong)
+    def one_tile(compiled):
+        monkeypatch.setattr(compiled, "tile_lanes", 1)
+
+    x = u0()
+    f = _reassigning(x, one_tile if change == "tile_lanes" else None)
+    reference = dualgpu.jvp(f, (0.2,), (1.0,), capture=False)
+    monkeypatch.undo()
+    start = deferred()
+    captured = dualgpu.jvp(f, (0.2,), (1.0,), capture=True)
+    assert same_bits(captured, reference)
+    assert deferred() > start
+
+
 def test_capture_true_needs_the_cpu_backend():
     with dualgpu.using_backend("cudasim"):
         with pytest.raises(UnsupportedFeatureError, match="cpu backend"):
