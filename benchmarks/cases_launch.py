@@ -7,7 +7,8 @@ launch_plans
     default) and without (:data:`dualgpu.porting.launch_plan.ENABLED` off: every launch
     takes the full path, as before issue 41), beside the same step as an ``@njit`` call.
     Then the heat equation on 10^4 cells, 100 steps, JVP with respect to the diffusion
-    number, against a hand-written fused ``@njit`` loop carrying value and tangent.
+    number, against a hand-written fused ``@njit`` loop carrying value and tangent. Every
+    launch runs (``capture=False``; captured runs are case ``captured_loops``).
     Targets (issue 41): plain <= 2 us and dual <= 4 us per launch, heat JVP <= 1.3x the
     fused loop. The machine's load (``/proc/loadavg``) is recorded beside the timings.
 """
@@ -131,11 +132,15 @@ def case_launch_plans(profile):
     def plain():
         return _simulate(u0, r, steps, CELLS)
 
+    # capture=False: launches, every one (under "auto" the runs would be captured once f
+    # launched enough: that is case captured_loops)
     def jvp():
-        return dualgpu.jvp(lambda rr: _simulate(u0, rr, steps, CELLS), (r,), (1.0,))
+        return dualgpu.jvp(lambda rr: _simulate(u0, rr, steps, CELLS), (r,), (1.0,),
+                           capture=False)
 
     def jacobian():
-        return dualgpu.jacobian(lambda uu: _simulate(uu, r, steps, CELLS), u0, progress=False)
+        return dualgpu.jacobian(lambda uu: _simulate(uu, r, steps, CELLS), u0, progress=False,
+                                capture=False)
 
     def planned(fn, enabled):
         def run():
@@ -182,7 +187,7 @@ def _heat_jvp(profile, repeats):
     with dualgpu.using_backend("cpu"):
         fns_heat = {
             "dualgpu_jvp": lambda: dualgpu.jvp(lambda rr: _simulate(u0, rr, steps, threads),
-                                               (r,), (1.0,)),
+                                               (r,), (1.0,), capture=False),
             "fused_njit": lambda: heat_fused_jvp(u0, r, 1.0, steps),
         }
         timed = measure_side_by_side(fns_heat, 3 * repeats)

@@ -434,10 +434,11 @@ class LaunchCost:
         """
         if FORCE:
             return True
+        if items < PARALLEL_MIN_ITEMS:  # (launch plans run these serially unmeasured)
+            return False
         serial = self.serial
         if presume:
-            if items < PARALLEL_MIN_ITEMS or (
-                    serial and min(serial) * items < PARALLEL_MIN_SECONDS):
+            if serial and min(serial) * items < PARALLEL_MIN_SECONDS:
                 return False
         elif (not serial or min(serial) * items < PARALLEL_MIN_SECONDS
               or (self.in_parallel is None and len(serial) < 2)):

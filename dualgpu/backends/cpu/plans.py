@@ -117,19 +117,23 @@ def make_plan(kernel, griddim, blockdim, args, sharedmem, prologue="", failed=No
     flat = ", ".join(_unpacked(args, mask))
     namespace.update(mask=mask, usable=_lanes_last.usable, specs=kernel._specs,
                      LaunchSpec=LaunchSpec)
+    values = [v for a, kind in zip(args, mask) for v in (  # the serial launcher's arguments
+        (a.values, a.partials) if kind == "a" else (a.value, a.partials) if kind == "s"
+        else (a,))] + [*g, *b, 0, tiles]
     body = ""
     if compute:  # lanes-last where the arrays allow it (decided per launch, as launch does)
         body += (f"        if usable(args, mask):\n"
                  f"            kernel._launch_lanes_last({base!r}, g, b, args, mask, {tile}, "
                  f"{tiles}, {items})\n"
                  f"            return True\n")
-    if tiles > 1:  # (snapshots' layouts are not in the plan's key: the dispatcher types them)
+    if tiles > 1:
         fixed, shared = _restores(kernel, args, mask)
         namespace.update(fixed=fixed, may_share=np.may_share_memory, _values=_values)
         snapshots = "[" + "".join(f"np.array(_values(_a{p}), copy=True), " for p in fixed) + "]"
         usual = _spec(kernel, base, tile, mask, fixed, tracer)
-        inline = _serial_or_decided(kernel, usual, namespace, flat, f", 0, {tiles}, *snapshots",
-                                    items * tiles, tiles, "snapshots")
+        inline = _serial_or_decided(  # (snapshots' layouts are not in the plan's key: with
+            kernel, usual, namespace, flat, f", 0, {tiles}, *snapshots",  # any, the
+            items * tiles, tiles, "snapshots", None if fixed else values)  # dispatcher)
         if not shared:
             body += f"        snapshots = {snapshots}\n" + inline
         else:  # in order, as CpuKernel._restore lists them
@@ -153,11 +157,8 @@ def make_plan(kernel, griddim, blockdim, args, sharedmem, prologue="", failed=No
                      f"{tiles}, snapshots)\n")
     else:
         usual = _spec(kernel, base, tile, mask, (), tracer)
-        values = [v for a, kind in zip(args, mask) for v in (
-            (a.values, a.partials) if kind == "a" else (a.value, a.partials) if kind == "s"
-            else (a,))]
         body += _serial_or_decided(kernel, usual, namespace, flat, f", 0, {tiles}",
-                                   items * tiles, tiles, "()", (*values, *g, *b, 0, tiles))
+                                   items * tiles, tiles, "()", values)
     check += f" or len(launchers) != {len(kernel._launchers)}"
     head = (check, f"    {unpack}= args\n")
     return _function(body, namespace, kernel.name, head, prologue, failed, lanes, base)
@@ -199,6 +200,9 @@ def _serial_or_decided(kernel, spec, namespace, flat, tail, items, tiles, snapsh
               "if launcher is None:\n"
               "    launcher = run.launcher = kernel._launcher(spec)\n") if entry is None else (
               "launcher = entry\n")
+    if items < cpu_parallel.PARALLEL_MIN_ITEMS and not cpu_parallel.FORCE:
+        # serial whatever its cost (LaunchCost.parallel): nothing to measure
+        return textwrap.indent(serial + f"launcher({flat}, {grid}{tail})\n", " " * 8)
     serial += ("start = perf_counter()\n"
                f"launcher({flat}, {grid}{tail})\n"
                f"cost.record_serial(perf_counter() - start, {items})\n")
