@@ -556,8 +556,8 @@ class _Recorder:
             return
         _PROGRAMS[program_key] = False
         _STATS["failed_checks"] += 1
-        self.note(self.keys[entries[log[0]][0]][0], "its compiled replay differed from the launches "
-                  "in some bit of a value or partial")
+        self.note(self.keys[entries[log[0]][0]][0], "its compiled replay differed from the "
+                  "launches in some bit of a value or partial")
 
     def _eager(self, log, entries):
         """Run the pending launches one by one on the launch path (as without capture)."""
