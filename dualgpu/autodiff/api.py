@@ -82,12 +82,14 @@ def jacobian(f: Function, *args: Any, argnums: ArgNums = 0, chunk_size: int | No
         required). Complex duals run on the host, the cpu and the cudasim backends. Default False:
         real arguments only (a complex one is refused with the fix: its real and imaginary
         parts as two real arguments).
-    capture : "auto", True or False
+    capture : "auto", "trace", True or False
         Captured time loops on the cpu backend (the user guide's *Jacobians* page): "auto"
         (default) defers the launches of f's loop on buffers f allocates and runs them from
         one compiled function, checked bit for bit at first use, once f's launches would
         have cost about as much as compiling it; True raises where a launch of f cannot be
-        captured; False never captures.
+        captured; False never captures. "trace" (opt-in, JAX's contract: f's Python does
+        the same for arguments of the same kinds) replays later runs of the same f without
+        calling it, once a trace was checked against a run.
 
     Returns
     -------
@@ -338,12 +340,14 @@ def jvp_batch(f: Function, primals: Sequence[ArrayLike], tangents: Sequence[Arra
         As in :func:`jacobian`.
     executor : dask.distributed.Client or concurrent.futures.Executor, optional
         Runs the chunks as tasks on its workers.
-    capture : "auto", True or False
+    capture : "auto", "trace", True or False
         Captured time loops on the cpu backend (the user guide's *Jacobians* page): "auto"
         (default) defers the launches of f's loop on buffers f allocates and runs them from
         one compiled function, checked bit for bit at first use, once f's launches would
         have cost about as much as compiling it; True raises where a launch of f cannot be
-        captured; False never captures.
+        captured; False never captures. "trace" (opt-in, JAX's contract: f's Python does
+        the same for arguments of the same kinds) replays later runs of the same f without
+        calling it, once a trace was checked against a run.
 
     Returns
     -------
@@ -407,12 +411,14 @@ def jvp(f: Function, primals: Sequence[ArrayLike],
         shaped like its primal. A complex primal (complex64/complex128) takes a complex (or
         real) tangent, as in ``jax.jvp``; it runs on complex duals (the host, the cpu and the
         cudasim backends), holomorphic f or not.
-    capture : "auto", True or False
+    capture : "auto", "trace", True or False
         Captured time loops on the cpu backend (the user guide's *Jacobians* page): "auto"
         (default) defers the launches of f's loop on buffers f allocates and runs them from
         one compiled function, checked bit for bit at first use, once f's launches would
         have cost about as much as compiling it; True raises where a launch of f cannot be
-        captured; False never captures.
+        captured; False never captures. "trace" (opt-in, JAX's contract: f's Python does
+        the same for arguments of the same kinds) replays later runs of the same f without
+        calling it, once a trace was checked against a run.
 
     Returns
     -------

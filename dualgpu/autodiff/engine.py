@@ -71,7 +71,7 @@ from dualgpu.core.nested import MAX_GPU_DUAL_FLOATS, MAX_TAG, pack_output, seed,
 from dualgpu.core.object_arrays import from_object_array, is_object_array
 from dualgpu.errors import DualgpuError
 from dualgpu.host import buffers as host_buffers
-from dualgpu.porting import capture
+from dualgpu.porting import trace
 
 __all__ = [
     "Chunk", "LocalRunner", "UserFunctionWrapper", "MAX_DRIVER_DEPTH", "PROGRESS_MIN_CHUNKS",
@@ -486,8 +486,8 @@ def _run_chunk(f, args, kwargs, inputs, lanes, start, count, fill, fname, tile=0
     _RUNS.wide = runs + (wide,)
     try:
         with dual_allocation(lanes, tile=tile), host_buffers.scope() as buffers:
-            with capture.recording(f, fname):  # captured time loops (cpu backend)
-                result = f(*call_args, **call_kwargs)
+            # captured time loops, traced runs (cpu backend): dualgpu.porting.capture, trace
+            result = trace.run(f, fname, call_args, call_kwargs)
             if buffers is not None:  # host numpy buffers that kernels wrote duals into
                 result = buffers.resolve(result, fname)
     finally:

@@ -44,6 +44,8 @@ it could save), and where a launch cannot be deferred, runs it as written with o
 per f and reason (logger ``dualgpu.capture``, level INFO); ``True`` captures from the first run and
 raises :class:`~dualgpu.errors.UnsupportedFeatureError` naming the launch and the reason
 where it cannot; ``False`` never captures.
+``"trace"`` captures from the first run as "auto" does where it can, and lets
+:mod:`dualgpu.porting.trace` replay later runs of the same f without calling it.
 """
 import contextlib
 import contextvars
@@ -103,9 +105,11 @@ current = _CURRENT.get
 
 @contextlib.contextmanager
 def mode(value):
-    """Capture runs of f under drivers in this block with ``value``: "auto", True or False."""
-    if not (value is True or value is False or (isinstance(value, str) and value == "auto")):
-        raise DualgpuError(f"capture must be 'auto', True or False; got {value!r}.")
+    """Capture runs of f under drivers in this block with ``value``: "auto", "trace"
+    (:mod:`dualgpu.porting.trace`), True or False."""
+    if not (value is True or value is False
+            or (isinstance(value, str) and value in ("auto", "trace"))):
+        raise DualgpuError(f"capture must be 'auto', 'trace', True or False; got {value!r}.")
     token = _MODE.set(value)
     try:
         yield
@@ -164,8 +168,11 @@ class CapturedArray(DualArray):
         recorder = _owner(self)
         if recorder is not None:
             recorder.flush()
-        return DualArray(np.array(_RAW_VALUES(self)), np.array(_RAW_PARTIALS(self)),
+        copy = DualArray(np.array(_RAW_VALUES(self)), np.array(_RAW_PARTIALS(self)),
                          tag=self.tag)
+        if recorder is not None and recorder.trace is not None:
+            recorder.trace.copied(copy, recorder.buffers.get(id(self)))
+        return copy
 
 
 def members(array):
@@ -190,12 +197,21 @@ def _escape(array, what):
     array.__class__ = DualArray
 
 
-def adopt(array):
-    """``array`` as a captured buffer of the active recording, or ``array`` itself."""
+def adopt(array, source=None):
+    """``array`` as a captured buffer of the active recording, or ``array`` itself.
+
+    ``source``: how f made it (for a traced run, :mod:`dualgpu.porting.trace`):
+    ``("to_device", obj)``, ``("device_array", shape, dtype, strides, order)`` or
+    ``("like", template)``.
+    """
     recorder = _CURRENT.get()
-    if recorder is None or not recorder.capturing or type(array) is not DualArray:
+    if recorder is None or not recorder.capturing:
         return array
-    return recorder.adopt(array)
+    if type(array) is not DualArray:
+        if recorder.trace is not None:
+            recorder.trace.untraceable("f allocated an array that is not a dual array")
+        return array
+    return recorder.adopt(array, source)
 
 
 def _layout(a):
@@ -236,14 +252,19 @@ class _Recorder:
         self.steps = []  # code -> Step
         self.launches = 0  # launches of an uncaptured run (Configured.__call__ counts them)
         self.escaped = {}  # id(former buffer) -> how host code read it
+        self.trace = None  # what a traced run records besides (dualgpu.porting.trace)
 
     # -- buffers ---------------------------------------------------------------------
-    def adopt(self, array):
+    def adopt(self, array, source=None):
         values, partials = _RAW_VALUES(array), _RAW_PARTIALS(array)
         if (array.tag or len(self.owned) >= MAX_BUFFERS or type(values) is DualArray
                 or not isinstance(values, np.ndarray) or values.dtype.kind != "f"
                 or partials.dtype != values.dtype):
+            if self.trace is not None:
+                self.trace.untraceable("f allocated a dual array that is not captured")
             return array
+        if self.trace is not None:
+            self.trace.allocs.append((array, source))
         group, kind = _kind(values, partials)
         members_list = self.groups.setdefault(group, [])
         self.buffers[id(array)] = (kind, len(members_list))
@@ -253,6 +274,8 @@ class _Recorder:
         return array
 
     def escape(self, array, what):
+        if self.trace is not None:
+            self.trace.untraceable(f"host code read a buffer's {what}")
         self.flush()
         self.buffers.pop(id(array), None)
         where = caller_line()
@@ -374,6 +397,8 @@ class _Recorder:
         return info
 
     def _now(self, configured, args, reason, learn=None):
+        if self.trace is not None:
+            self.trace.untraceable(reason or "a launch ran at once (its first of its kind)")
         self.flush()
         if reason is not None:
             self.note(configured, reason)
@@ -455,7 +480,11 @@ class _Recorder:
         self.locked.clear()
 
     def _run(self, log, entries):
+        if self.trace is not None:
+            self.trace.tables += 1
         if not all(step.holds() for step in self.steps):  # a kernel recompiled since (rare):
+            if self.trace is not None:
+                self.trace.untraceable("a kernel recompiled during the run")
             self._eager(log, entries)  # the launch path; the next launches make new steps
             self.codes.clear()
             self.keys.clear()
@@ -466,10 +495,15 @@ class _Recorder:
                             for code in range(int(codes.max()) + 1))
         program = _PROGRAMS.get(program_key)
         if program is False:
+            if self.trace is not None:
+                self.trace.untraceable("its table runs on the launch path")
             self._eager(log, entries)
             return
         index = np.array(log, np.int64)
-        inputs = self._inputs(codes[index], self._table(entries)[index], program_key)
+        codes, table = codes[index], self._table(entries)[index]
+        if self.trace is not None:
+            self.trace.ran(self, program_key, codes, table)
+        inputs = self._inputs(codes, table, program_key)
         if program is None:
             self._check(log, entries, program_key, inputs)
             return
@@ -697,7 +731,8 @@ def recording(f, name):
         return
     explicit = value is True
     key = _key_of(f)
-    capturing = explicit or (key is not None and _LAUNCHES.get(key, 0) >= AUTO_LAUNCHES)
+    capturing = explicit or value == "trace" or (
+        key is not None and _LAUNCHES.get(key, 0) >= AUTO_LAUNCHES)
     recorder = _Recorder(name, explicit, capturing)
     token = _CURRENT.set(recorder)
     _Recorder.open.append(recorder)

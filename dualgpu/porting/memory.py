@@ -156,7 +156,7 @@ def to_device(obj, stream=0, copy=True, to=None):
     # the docstring: _to_device's (a recorded run of f captures the new array)
     if to is not None or capture.current() is None:
         return _to_device(obj, stream, copy, to)
-    return capture.adopt(_to_device(obj, stream, copy, to))
+    return capture.adopt(_to_device(obj, stream, copy, to), ("to_device", obj))
 
 
 def _to_device(obj, stream=0, copy=True, to=None):
@@ -227,7 +227,9 @@ def _to_device(obj, stream=0, copy=True, to=None):
 def device_array(shape, dtype=np.float64, strides=None, order="C", stream=0):
     # the docstring: _device_array's (a recorded run of f captures the new array)
     array = _device_array(shape, dtype, strides, order, stream)
-    return array if capture.current() is None else capture.adopt(array)
+    if capture.current() is None:
+        return array
+    return capture.adopt(array, ("device_array", shape, dtype, strides, order))
 
 
 def _device_array(shape, dtype=np.float64, strides=None, order="C", stream=0):
@@ -268,7 +270,7 @@ def _device_array(shape, dtype=np.float64, strides=None, order="C", stream=0):
 def device_array_like(ary, stream=0):
     # the docstring: _device_array_like's (a recorded run of f captures the new array)
     array = _device_array_like(ary, stream)
-    return array if capture.current() is None else capture.adopt(array)
+    return array if capture.current() is None else capture.adopt(array, ("like", ary))
 
 
 def _device_array_like(ary, stream=0):

@@ -28,7 +28,7 @@ import time
 import numpy as np
 from numba.core.errors import NumbaError
 
-from dualgpu.backends.common.plans import compile_plan
+from dualgpu.backends.common.plans import compile_plan, entry_point
 from dualgpu.backends.cpu import lanes_last as _lanes_last
 from dualgpu.backends.cpu import parallel as cpu_parallel
 from dualgpu.backends.cpu.lane_model import kernel_profile
@@ -36,7 +36,7 @@ from dualgpu.backends.cpu.launchers import LaunchSpec
 from dualgpu.backends.cpu.tiles import dual_kind
 from dualgpu.core.nested import lane_key
 
-__all__ = ["make_plan", "entry_point", "args_are_tracers"]
+__all__ = ["make_plan", "args_are_tracers"]
 
 
 def _dims(value):
@@ -219,27 +219,6 @@ def _serial_or_decided(kernel, spec, namespace, flat, tail, items, tiles, snapsh
             + f"            kernel._run_decided(run, spec, [{flat}], g, b, {items}, {tiles}, "
               f"{snapshots}, 0, True, True)\n"
             + "        else:\n" + textwrap.indent(serial, " " * 12))
-
-
-def entry_point(launcher, values):
-    """The compiled entry point of ``launcher`` (a numba dispatcher) for exactly the numba
-    types of ``values``, or None where it has no such overload.
-
-    A plan calls it instead of the dispatcher: the dispatcher types every argument again
-    at each call (about 1 us of a 16-cell launch's 1.3 us), while the plan's key already
-    holds each argument's numba fingerprint, so a launch that finds the plan has the
-    types this entry point was compiled for. It converts nothing: called with other types
-    it would read them as these, which is why only a plan, behind its key, calls it.
-    """
-    overloads = getattr(launcher, "overloads", None)
-    if not overloads:
-        return None
-    try:
-        types = tuple(launcher.typeof_pyval(v) for v in values)
-    except Exception:  # noqa: BLE001 - a value numba cannot type: the dispatcher decides
-        return None
-    compiled = overloads.get(types)
-    return getattr(compiled, "entry_point", None)
 
 
 def args_are_tracers(args):

@@ -1,0 +1,346 @@
+"""Traced runs of f (``capture="trace"``): later runs replay f's launches without its Python.
+
+Captured time loops (:mod:`dualgpu.porting.capture`) run f's host code on every run and
+defer its launches; what remains per step is that host code (about 1 us). Under
+``capture="trace"`` a driver goes one step further, as ``jax.jit``, PyTorch's CUDA graphs
+and Warp's ``capture_launch`` do: once a run of f with arguments of some kinds has been
+*traced*, later runs with arguments of the same kinds do not call f at all. They allocate
+the buffers f allocated (copying the new arguments where f copied its arguments), run
+the same compiled table of launches with the new arguments' dual scalars, and return
+copies of the buffers f returned.
+
+The contract (JAX's): f's Python does the same thing for arguments of the same kinds.
+Numbers f computes in Python are frozen at the trace: the launches' numbers, step counts,
+anything f computes from the *values* of its array arguments, the clock or random draws.
+Number arguments (``dt``, ``n_steps``) are part of the kinds (another value: another
+trace), and arrays f copies from its closure are read again at every replay.
+
+What is traced, and checked: a run whose every launch was deferred into one table (no
+launch ran at once, no host read of a buffer's data before the end), whose buffers were
+made by ``cuda.to_device`` of an argument or of a plain numpy array, ``device_array`` or
+``device_array_like``, whose dual scalars in the table are f's own arguments (a Dual
+computed in Python, such as ``alpha * dt``, is not traced: its partials depend on the
+seeds), and whose result is a ``copy_to_host()`` of a buffer, or a tuple or list of them.
+The run after the trace is both replayed and run, and the two compared bit for bit (values
+and partials); only a trace that passed is used from then on. Anything else runs f as
+``capture=True`` does (silently: a trace is an optimisation, never a requirement).
+
+Traces are kept per f (the function object: a new lambda is a new f) and kinds of
+arguments, at most :data:`MAX_TRACES`; defining a rule forgets them.
+"""
+import types
+
+import numpy as np
+from numba._dispatcher import compute_fingerprint as _fingerprint
+
+from dualgpu import rules
+from dualgpu.backends.common.plans import entry_point
+from dualgpu.core._context import active_levels, active_lanes, active_tile_lanes
+from dualgpu.core.dual import Dual
+from dualgpu.core.dualarray import DualArray
+from dualgpu.core.selection import backend
+from dualgpu.host import buffers as host_buffers
+from dualgpu.porting import capture
+from dualgpu.porting import memory
+
+__all__ = ["run", "statistics", "MAX_TRACES", "TRIES"]
+
+#: traces kept (beyond it, all are forgotten and made again)
+MAX_TRACES = 256
+
+#: runs of f that may try to make a trace for one kind of arguments before it gives up
+TRIES = 3
+
+_TRACES = {}  # key -> Trace (checked or not), an int (tries so far), or False (gave up)
+_STATS = {"traced": 0, "checked": 0, "failed_checks": 0, "replayed": 0}
+_NUMBER_TYPES = (bool, int, float, np.bool_, np.int8, np.int16, np.int32, np.int64,
+                 np.uint8, np.uint16, np.uint32, np.uint64, np.float32, np.float64)
+
+
+def statistics():
+    """Counts since the process started: traces made, checked, failed, runs replayed."""
+    return dict(_STATS)
+
+
+def _layout(a):
+    return "C" if a.flags.c_contiguous else "F" if a.flags.f_contiguous else "A"
+
+
+def _kind(a):
+    """The kind of one argument of f in a trace's key, or None (no trace for it)."""
+    t = type(a)
+    if t is DualArray:
+        values, partials = capture.members(a)
+        if a.tag or not isinstance(values, np.ndarray) or not isinstance(partials, np.ndarray):
+            return None
+        return ("A", _fingerprint(values), values.shape, _fingerprint(partials), partials.shape)
+    if t is Dual:
+        if a.tag or not isinstance(a.partials, np.ndarray) or type(a.value) is Dual:
+            return None
+        return ("D", type(a.value), _fingerprint(a.partials), a.partials.shape, a.weak)
+    if t is np.ndarray:
+        return ("a", _fingerprint(a), a.shape) if a.dtype.kind in "biuf" else None
+    if t in _NUMBER_TYPES:
+        return ("n", t, a)  # a number argument: its value is part of the kind
+    if a is None:
+        return ("none",)
+    return None
+
+
+def _key(f, args, kwargs):
+    if kwargs or len(active_levels()) > 1:
+        return None
+    kinds = []
+    for a in args:
+        kind = _kind(a)
+        if kind is None:
+            return None
+        kinds.append(kind)
+    try:
+        hash(f)
+    except TypeError:
+        return None
+    return (f, tuple(kinds), active_lanes(), active_tile_lanes(),
+            host_buffers.active() is None)
+
+
+class TraceLog:
+    """What a traced run records besides its table (the recorder calls it)."""
+
+    def __init__(self):
+        self.why = None  # why the run cannot be traced (the first reason), or None
+        self.allocs = []  # (buffer, source) in the order f made them
+        self.copies = {}  # id(copy_to_host result) -> (result, group, index)
+        self.tables = 0  # tables run (launches deferred then run)
+        self.table = None  # what the one table ran: see ran()
+
+    def untraceable(self, why):
+        if self.why is None:
+            self.why = why
+
+    def copied(self, copy, info):
+        if info is None or self.tables != 1:
+            self.untraceable("a copy_to_host() before the launches (or of a former buffer)")
+            return
+        kind, index = info
+        self.copies[id(copy)] = (copy, kind[:-1], index)
+
+    def ran(self, recorder, program_key, codes, table):
+        """The recorder runs its table (before the numbers' tables are cleared)."""
+        duals = {kind: (list(values), list(objects))
+                 for kind, (values, _, objects) in recorder.dual_groups.items()}
+        numbers = {kind: list(found) for kind, found in recorder.numbers.items()}
+        self.table = (program_key, codes, table, list(recorder.floats), list(recorder.ints),
+                      numbers, duals)
+
+
+class Trace:
+    """A traced run of f: what a replay allocates, runs and returns."""
+
+    def __init__(self, allocs, sizes, table, duals, result):
+        self.allocs = allocs  # (group, index, source) in order
+        self.sizes = sizes  # group -> how many buffers
+        (self.program_key, self.codes, self.table, self.floats, self.ints, self.numbers,
+         _) = table
+        self.duals = duals  # dual kind -> argument positions
+        self.result = result  # ("buffer", group, index) | ("tuple"|"list", [...])
+        self.checked = False
+        self.entry = None  # the program's compiled entry point (its inputs' types are fixed)
+        leaves = _leaves(result)
+        self.once = {leaf for leaf in leaves if leaves.count(leaf) == 1}  # returned as they
+        # are (a replay's buffers are its own); a buffer returned twice is copied
+
+    def replay(self, args):
+        """f's result for ``args`` from the trace, or None (it does not apply)."""
+        program = capture._PROGRAMS.get(self.program_key)
+        if not program:
+            return None
+        made = {}
+        for group, index, source in self.allocs:
+            array = self._allocate(source, args, made)
+            if type(array) is not DualArray:
+                return None
+            values, partials = capture.members(array)
+            if capture._kind(values, partials)[0] != group:
+                return None
+            made[(group, index)] = (values, partials)
+        groups = {group: [made[(group, k)] for k in range(size)]
+                  for group, size in self.sizes.items()}
+        dual_groups = {}
+        for kind, positions in self.duals.items():
+            duals = [args[k] for k in positions]
+            dual_groups[kind] = ([d.value for d in duals], [d.partials for d in duals], duals)
+        state = types.SimpleNamespace(groups=groups, floats=self.floats, ints=self.ints,
+                                      numbers=self.numbers, dual_groups=dual_groups)
+        inputs = capture._Recorder._inputs(state, self.codes, self.table, self.program_key)
+        if self.entry is None:
+            self.entry = entry_point(program, inputs) or program
+        self.entry(*inputs)
+        return _built(self.result, made, self.once)
+
+    @staticmethod
+    def _allocate(source, args, made):
+        what = source[0]
+        if what == "device_array":
+            return memory._device_array(*source[1:])
+        ref = source[1]
+        if ref[0] == "arg":
+            obj = args[ref[1]]
+        elif ref[0] == "buffer":
+            obj = DualArray(*made[ref[1:]])
+        else:
+            obj = ref[1]
+        return memory._to_device(obj) if what == "to_device" else memory._device_array_like(obj)
+
+
+def _leaves(shape):
+    if shape[0] == "buffer":
+        return [shape[1:]]
+    return [leaf for item in shape[1] for leaf in _leaves(item)]
+
+
+def _built(shape, made, once):
+    """f's result from the replay's buffers ``made`` (as copy_to_host() gives them)."""
+    if shape[0] == "buffer":
+        values, partials = made[shape[1:]]
+        if shape[1:] in once:
+            return DualArray(values, partials)
+        return DualArray(np.array(values), np.array(partials))
+    items = [_built(item, made, once) for item in shape[1]]
+    return tuple(items) if shape[0] == "tuple" else items
+
+
+def _trace_of(log, recorder, args, result):
+    """The :class:`Trace` of a finished recorded run, or None (``log.why`` says why)."""
+    if log.why is not None:
+        return None
+    if log.tables != 1 or log.table is None:
+        log.untraceable("the launches ran in several tables (host code read buffers between)")
+        return None
+    if not capture._PROGRAMS.get(log.table[0]):
+        log.untraceable("its table has no checked program")
+        return None
+    by_id = {id(a): k for k, a in enumerate(args)}
+    allocs, buffers = [], {}  # id(buffer) -> (group, index)
+    for array, source in log.allocs:
+        info = recorder_buffer(recorder, array)
+        if info is None:
+            log.untraceable("a buffer f made was read by host code")
+            return None
+        buffers[id(array)] = info
+        ref = None
+        if source is None:
+            log.untraceable("a buffer made without a known source")
+            return None
+        if source[0] == "device_array":
+            allocs.append(info + (source,))
+            continue
+        obj = source[1]
+        if id(obj) in by_id:
+            ref = ("arg", by_id[id(obj)])
+        elif id(obj) in buffers and source[0] == "like":
+            ref = ("buffer",) + buffers[id(obj)]
+        elif type(obj) is np.ndarray:
+            ref = ("object", obj)  # read again at every replay (f's closure, a constant)
+        else:
+            log.untraceable("a buffer copied from an object that is not an argument of f "
+                            "or a numpy array")
+            return None
+        allocs.append(info + ((source[0], ref),))
+    duals = {}
+    for kind, (values, objects) in log.table[6].items():
+        positions = []
+        for value, dual in zip(values, objects):
+            k = by_id.get(id(dual))
+            if k is None or dual.value is not value or k in positions:
+                log.untraceable("a dual scalar that is not an argument of f (or changed)")
+                return None
+            positions.append(k)
+        duals[kind] = positions
+    shape = _result_shape(result, log.copies)
+    if shape is None:
+        log.untraceable("a result that is not copy_to_host() of buffers (or a tuple of them)")
+        return None
+    sizes = {}
+    for group, index in buffers.values():
+        sizes[group] = max(sizes.get(group, 0), index + 1)
+    return Trace(allocs, sizes, log.table, duals, shape)
+
+
+def recorder_buffer(recorder, array):
+    """``(group, index)`` of a captured buffer of ``recorder``, or None."""
+    info = recorder.buffers.get(id(array))
+    return None if info is None else (info[0][:-1], info[1])
+
+
+def _result_shape(result, copies):
+    if type(result) is DualArray:
+        found = copies.get(id(result))
+        return None if found is None or found[0] is not result else ("buffer",) + found[1:]
+    if type(result) in (tuple, list) and result:
+        items = [_result_shape(item, copies) for item in result]
+        if any(item is None for item in items):
+            return None
+        return ("tuple" if type(result) is tuple else "list", items)
+    return None
+
+
+def _same(a, b):
+    if type(a) is DualArray:
+        return type(b) is DualArray and all(
+            capture._bits(x, y) for x, y in zip(capture.members(a), capture.members(b)))
+    return type(a) is type(b) and len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+
+
+def run(f, name, args, kwargs):
+    """``f(*args, **kwargs)`` for a driver's run (named ``name``): recorded as the capture
+    mode says (:func:`dualgpu.porting.capture.recording`), or under ``capture="trace"``
+    replayed from a checked trace (see the module docstring)."""
+    key = None
+    if (capture._MODE.get() == "trace" and capture.ENABLED and backend() == "cpu"
+            and capture.current() is None):
+        key = _key(f, args, kwargs)
+    found = None if key is None else _TRACES.get(key)
+    if isinstance(found, Trace) and found.checked:
+        result = found.replay(args)
+        if result is not None:
+            _STATS["replayed"] += 1
+            return result
+        found = _TRACES[key] = False  # it no longer applies: f runs from now on
+    check = found.replay(args) if isinstance(found, Trace) else None
+    with capture.recording(f, name) as recorder:
+        log = None
+        if recorder is not None and key is not None and (found is None or type(found) is int):
+            log = recorder.trace = TraceLog()
+        result = f(*args, **kwargs)
+        if log is not None:  # (before the recording closes: its buffers are still known)
+            if recorder.log:
+                log.untraceable("launches after the last copy_to_host()")
+            trace = _trace_of(log, recorder, args, result)
+            if trace is not None:
+                _STATS["traced"] += 1
+                _remember(key, trace)
+            else:
+                tries = (found or 0) + 1
+                _remember(key, tries if tries < TRIES else False)
+    if isinstance(found, Trace):  # the run after the trace: replayed and run, compared
+        _STATS["checked"] += 1
+        if check is not None and _same(check, result):
+            found.checked = True
+        else:
+            _STATS["failed_checks"] += 1
+            _TRACES[key] = False
+    return result
+
+
+def _remember(key, value):
+    if len(_TRACES) >= MAX_TRACES:
+        _TRACES.clear()
+    _TRACES[key] = value
+
+
+def _rules_changed(new, old):
+    _TRACES.clear()
+
+
+rules.subscribe(_rules_changed)

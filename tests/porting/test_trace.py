@@ -1,0 +1,191 @@
+"""Traced runs (``capture="trace"``): later runs replay f's launches without its Python.
+
+Every case runs f under a driver with ``capture="trace"`` and without capture
+(``capture=False``) and checks the results bit for bit (values and partials), and the
+derivatives against central finite differences, in float32 and float64 on the cpu
+backend. :func:`dualgpu.porting.trace.statistics` shows whether runs were traced, checked
+and replayed: a run that cannot be traced (host reads, a dual computed in Python, a result
+computed on the host) runs f as captured loops do, and a trace whose check differs is
+dropped.
+"""
+import numpy as np
+import pytest
+
+import dualgpu
+from dualgpu.core import lanes
+from dualgpu.porting import trace
+
+import kernels_capture as K
+
+TOL = {np.float64: dict(rtol=1e-6, atol=1e-8), np.float32: dict(rtol=2e-2, atol=2e-3)}
+EPS = {np.float64: 1e-6, np.float32: 1e-2}
+
+
+@pytest.fixture(autouse=True)
+def cpu():
+    with dualgpu.using_backend("cpu"):
+        yield
+
+
+def u0(n=12, dtype=np.float64):
+    return (np.sin(np.arange(n) * 0.5) + 1.0).astype(dtype)
+
+
+def counts():
+    return trace.statistics()
+
+
+def grew(before, name):
+    return counts()[name] - before[name]
+
+
+def same_bits(a, b):
+    if isinstance(a, tuple):
+        return all(same_bits(x, y) for x, y in zip(a, b))
+    a, b = np.asarray(a), np.asarray(b)
+    return a.shape == b.shape and a.dtype == b.dtype and np.array_equal(
+        np.ascontiguousarray(a).view(np.uint8), np.ascontiguousarray(b).view(np.uint8))
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_traced_jvp_equals_the_runs_and_differences(dtype):
+    x = u0(dtype=dtype)
+
+    def f(rr):
+        return K.run_heat(x, rr)
+
+    before = counts()
+    for r in (0.2, 0.2, 0.2, 0.2, 0.15, 0.25):  # record, trace, check, then replays
+        got = dualgpu.jvp(f, (dtype(r),), (1.0,), capture="trace")
+        assert same_bits(got, dualgpu.jvp(f, (dtype(r),), (1.0,), capture=False))
+    assert (grew(before, "traced"), grew(before, "checked")) == (1, 1)
+    # (record, where the kinds of launch are new), trace, check, then replays
+    assert grew(before, "replayed") in (3, 4)
+    h = EPS[dtype]
+    fd = (K.run_heat(x, dtype(0.25 + h)).astype(np.float64)
+          - K.run_heat(x, dtype(0.25 - h)).astype(np.float64)) / (2 * h)
+    np.testing.assert_allclose(got[1], fd, **TOL[dtype])
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_traced_jacobian_replays_its_later_runs(dtype, monkeypatch):
+    # an L2 cache that holds one tile of lanes: the Jacobian takes one run of f per tile
+    x = u0(64, dtype)
+    unit = lanes.driver_tiles(x.size, "cpu")[0]
+    monkeypatch.setattr(lanes, "l2_cache_bytes",
+                        lambda: lanes.TOUCHED_ARRAYS * x.nbytes * (1 + unit))
+    before = counts()
+    got = dualgpu.jacobian(lambda v: K.run_heat(v, 0.2), x, capture="trace", progress=False)
+    reference = dualgpu.jacobian(lambda v: K.run_heat(v, 0.2), x, capture=False,
+                                 progress=False)
+    assert same_bits(got, reference)
+    runs = -(-x.size // unit)
+    # (record, where the kinds of launch are new), trace, check, then replays
+    assert grew(before, "replayed") in (runs - 3, runs - 2)
+    h = EPS[dtype]
+    fd = np.stack([(K.run_heat(x + h * e, 0.2).astype(np.float64)
+                    - K.run_heat(x - h * e, 0.2).astype(np.float64)) / (2 * h)
+                   for e in np.eye(x.size, dtype=dtype)], axis=1)
+    np.testing.assert_allclose(got, fd, **TOL[dtype])
+
+
+def _derived_dual(x, r):
+    return K.run_heat(x, r * 0.5)  # a Dual computed in Python: its partials follow the seeds
+
+
+def _host_result(x, r):
+    return K.run_heat(x, r) * 2.0  # a result computed on the host
+
+
+def _copied_derived_array(x, r):
+    u = dualgpu.cuda.to_device(dualgpu.cuda.to_device(x).copy_to_host() * r)
+    out = dualgpu.cuda.device_array_like(u)
+    for _ in range(4):
+        K.heat_step[1, 32](u, out, r)
+        u, out = out, u
+    return u.copy_to_host()
+
+
+@pytest.mark.parametrize("run", [K.run_adaptive, K.run_branching, _derived_dual,
+                                 _host_result, _copied_derived_array])
+def test_runs_that_cannot_be_traced_run_f(run):
+    x = u0()
+
+    def f(rr):
+        return run(x, rr)
+
+    before = counts()
+    for r in (0.2, 0.2, 0.2, 0.2, 0.3):
+        got = dualgpu.jvp(f, (r,), (1.0,), capture="trace")
+        assert same_bits(got, dualgpu.jvp(f, (r,), (1.0,), capture=False))
+    assert grew(before, "traced") == grew(before, "replayed") == 0
+
+
+def test_a_trace_whose_check_differs_is_dropped():
+    # host random numbers break the contract (f's Python must do the same thing each run):
+    # the run after the trace is both replayed and run, they differ, and f runs from then on
+    x = u0()
+    traced, plain = np.random.default_rng(3), np.random.default_rng(3)
+
+    def f(rr):
+        return K.run_random(x, rr, traced)
+
+    def g(rr):
+        return K.run_random(x, rr, plain)
+
+    before = counts()
+    for _ in range(6):
+        got = dualgpu.jvp(f, (0.2,), (1.0,), capture="trace")
+        assert same_bits(got, dualgpu.jvp(g, (0.2,), (1.0,), capture=False))
+    assert (grew(before, "traced"), grew(before, "failed_checks")) == (1, 1)
+    assert grew(before, "replayed") == 0
+
+
+def test_number_arguments_are_part_of_the_kind_and_closures_are_read_again():
+    x = u0()
+
+    def f(rr, steps):
+        return K.run_heat(x, rr, steps=steps)
+
+    for steps in (20, 20, 20, 20, 7, 7, 7, 7, 20):
+        got = dualgpu.jvp(f, (0.2, steps), (1.0, None), capture="trace")
+        assert same_bits(got, dualgpu.jvp(f, (0.2, steps), (1.0, None), capture=False))
+    before = counts()
+    x[:] = x[::-1]  # f copies x from its closure: a replay reads it again
+    got = dualgpu.jvp(f, (0.2, 20), (1.0, None), capture="trace")
+    assert grew(before, "replayed") == 1
+    assert same_bits(got, dualgpu.jvp(f, (0.2, 20), (1.0, None), capture=False))
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_time_dependent_numbers_replay_as_traced(dtype):
+    # run_forced makes its output with device_array and launches with a float and an int
+    # per step, computed from t0 (a number argument: its value is part of the kind)
+    x = u0(dtype=dtype)
+
+    def f(rr, t0):
+        return K.run_forced(x, rr, 20, t0)
+
+    before = counts()
+    for t0 in (0.0, 0.0, 0.0, 0.0, 0.7, 0.7, 0.7, 0.7, 0.0):
+        got = dualgpu.jvp(f, (dtype(0.2), t0), (1.0, None), capture="trace")
+        assert same_bits(got, dualgpu.jvp(f, (dtype(0.2), t0), (1.0, None), capture=False))
+    # t0 = 0: (record, if its kinds of launch are new), trace, check, replay(s); 0.7 (its
+    # launches known): trace, check, replay x2; 0 again: replay
+    assert grew(before, "replayed") in (4, 5)
+
+
+def test_trace_off_the_cpu_backend_runs_as_written():
+    x = u0()
+    with dualgpu.using_backend("cudasim"):
+        got = dualgpu.jvp(lambda rr: K.run_heat(x, rr, steps=2), (0.2,), (1.0,),
+                          capture="trace")
+    with dualgpu.using_backend("cpu"):
+        want = dualgpu.jvp(lambda rr: K.run_heat(x, rr, steps=2), (0.2,), (1.0,),
+                           capture=False)
+    np.testing.assert_allclose(got[1], want[1], rtol=1e-12)
+
+
+def test_capture_option_names_trace():
+    with pytest.raises(dualgpu.DualgpuError, match="'auto', 'trace', True or False"):
+        dualgpu.jvp(lambda rr: rr, (0.2,), (1.0,), capture="always")
