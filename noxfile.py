@@ -33,7 +33,8 @@ nox.options.sessions = ["smoke-0.66", "benchmarks", "wheel", "lint", "typecheck"
 
 # every derivative rule on every path (python, njit, cudasim, cpu, host numpy, PTX), a port
 # of unchanged kernels, the Jacobian driver, intrinsics typed by the CPU, CUDA, the CPU again
-# (what numba 0.66 got wrong)
+# (what numba 0.66 got wrong), launch plans and traced runs (they call numba's compiled entry
+# points, a dispatcher's internals)
 SMOKE_TESTS = [
     "tests/core/test_rules.py",
     "tests/core/test_properties.py",
@@ -41,6 +42,8 @@ SMOKE_TESTS = [
     "tests/compiled/test_rules_ptx.py",
     "tests/compiled/test_intrinsics_across_targets.py",
     "tests/porting/test_one_line_port.py",
+    "tests/porting/test_launch_plans.py",
+    "tests/porting/test_trace.py",
     "tests/autodiff/test_driver.py",
 ]
 # against the installed wheel: the rules compiled to PTX, the port, the driver

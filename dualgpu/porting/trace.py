@@ -28,7 +28,9 @@ and partials); only a trace that passed is used from then on. Anything else runs
 Traces are kept per f (the function object: a new lambda is a new f) and kinds of
 arguments, at most :data:`MAX_TRACES`; defining a rule forgets them.
 """
+import logging
 import types
+import weakref
 
 import numpy as np
 from numba._dispatcher import compute_fingerprint as _fingerprint
@@ -52,6 +54,8 @@ MAX_TRACES = 256
 TRIES = 3
 
 _TRACES = {}  # key -> Trace (checked or not), an int (tries so far), or False (gave up)
+_NOTED = weakref.WeakKeyDictionary()  # f -> the notes it got
+_LOG = logging.getLogger("dualgpu.capture")
 _STATS = {"traced": 0, "checked": 0, "failed_checks": 0, "replayed": 0}
 _NUMBER_TYPES = (bool, int, float, np.bool_, np.int8, np.int16, np.int32, np.int64,
                  np.uint8, np.uint16, np.uint32, np.uint64, np.float32, np.float64)
@@ -339,6 +343,8 @@ def run(f, name, args, kwargs):
             else:
                 tries = (found or 0) + 1
                 _remember(key, tries if tries < TRIES else False)
+                if tries >= TRIES:
+                    _note(name, f, f"its runs cannot be traced: {log.why}")
     if isinstance(found, Trace):  # the run after the trace: replayed and run, compared
         _STATS["checked"] += 1
         if check is not None and _same(check, result):
@@ -346,7 +352,24 @@ def run(f, name, args, kwargs):
         else:
             _STATS["failed_checks"] += 1
             _TRACES[key] = False
+            _note(name, f, "its trace's replay differed from the run in some bit (f's Python "
+                  "does not do the same for arguments of the same kinds)")
     return result
+
+
+def _note(name, f, what):
+    """One INFO note per function and reason on the logger ``dualgpu.capture``: f runs as
+    captured loops do from now on."""
+    label = getattr(f, "__qualname__", repr(f))
+    mark = what
+    try:
+        noted = _NOTED.setdefault(f, set())
+    except TypeError:  # no weak reference to f: once per name
+        noted, mark = _NOTED.setdefault(_note, set()), (label, what)
+    if mark not in noted:
+        noted.add(mark)
+        _LOG.info("%s: capture='trace': %s %s; f runs as written (captured).", name, label,
+                  what)
 
 
 def _remember(key, value):

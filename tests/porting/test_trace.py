@@ -8,6 +8,8 @@ and replayed: a run that cannot be traced (host reads, a dual computed in Python
 computed on the host) runs f as captured loops do, and a trace whose check differs is
 dropped.
 """
+import logging
+
 import numpy as np
 import pytest
 
@@ -106,22 +108,27 @@ def _copied_derived_array(x, r):
     return u.copy_to_host()
 
 
-@pytest.mark.parametrize("run", [K.run_adaptive, K.run_branching, _derived_dual,
-                                 _host_result, _copied_derived_array])
-def test_runs_that_cannot_be_traced_run_f(run):
+@pytest.mark.parametrize("run, why", [
+    (K.run_adaptive, "copy_to_host"), (K.run_branching, "host code read"),
+    (_derived_dual, "dual scalar that is not an argument"), (_host_result, "a result"),
+    (_copied_derived_array, "copy_to_host")])
+def test_runs_that_cannot_be_traced_run_f(run, why, caplog):
     x = u0()
 
     def f(rr):
         return run(x, rr)
 
     before = counts()
-    for r in (0.2, 0.2, 0.2, 0.2, 0.3):
-        got = dualgpu.jvp(f, (r,), (1.0,), capture="trace")
-        assert same_bits(got, dualgpu.jvp(f, (r,), (1.0,), capture=False))
+    with caplog.at_level(logging.INFO, logger="dualgpu.capture"):
+        for r in (0.2, 0.2, 0.2, 0.2, 0.3):
+            got = dualgpu.jvp(f, (r,), (1.0,), capture="trace")
+            assert same_bits(got, dualgpu.jvp(f, (r,), (1.0,), capture=False))
     assert grew(before, "traced") == grew(before, "replayed") == 0
+    notes = [r.getMessage() for r in caplog.records if "capture='trace'" in r.getMessage()]
+    assert len(notes) == 1 and why in notes[0], notes
 
 
-def test_a_trace_whose_check_differs_is_dropped():
+def test_a_trace_whose_check_differs_is_dropped(caplog):
     # host random numbers break the contract (f's Python must do the same thing each run):
     # the run after the trace is both replayed and run, they differ, and f runs from then on
     x = u0()
@@ -134,11 +141,13 @@ def test_a_trace_whose_check_differs_is_dropped():
         return K.run_random(x, rr, plain)
 
     before = counts()
-    for _ in range(6):
-        got = dualgpu.jvp(f, (0.2,), (1.0,), capture="trace")
-        assert same_bits(got, dualgpu.jvp(g, (0.2,), (1.0,), capture=False))
+    with caplog.at_level(logging.INFO, logger="dualgpu.capture"):
+        for _ in range(6):
+            got = dualgpu.jvp(f, (0.2,), (1.0,), capture="trace")
+            assert same_bits(got, dualgpu.jvp(g, (0.2,), (1.0,), capture=False))
     assert (grew(before, "traced"), grew(before, "failed_checks")) == (1, 1)
     assert grew(before, "replayed") == 0
+    assert any("replay differed from the run" in r.getMessage() for r in caplog.records)
 
 
 def test_number_arguments_are_part_of_the_kind_and_closures_are_read_again():
