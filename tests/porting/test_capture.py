@@ -21,9 +21,7 @@ from dualgpu.errors import DualgpuError, UnsupportedFeatureError
 from dualgpu.porting import capture
 
 import kernels_capture as K
-
-TOL = {np.float64: dict(rtol=1e-6, atol=1e-8), np.float32: dict(rtol=2e-2, atol=2e-3)}
-EPS = {np.float64: 1e-6, np.float32: 1e-2}
+from kernels_capture import EPS, TOL, same_bits, u0
 
 
 @pytest.fixture(autouse=True)
@@ -32,20 +30,8 @@ def cpu():
         yield
 
 
-def u0(n=12, dtype=np.float64):
-    return (np.sin(np.arange(n) * 0.5) + 1.0).astype(dtype)
-
-
 def deferred():
     return capture.statistics()["deferred"]
-
-
-def same_bits(a, b):
-    if isinstance(a, tuple):
-        return all(same_bits(x, y) for x, y in zip(a, b))
-    a, b = np.asarray(a), np.asarray(b)
-    return a.shape == b.shape and a.dtype == b.dtype and np.array_equal(
-        np.ascontiguousarray(a).view(np.uint8), np.ascontiguousarray(b).view(np.uint8))
 
 
 def central_jacobian(f, x, eps):

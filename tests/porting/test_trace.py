@@ -18,9 +18,7 @@ from dualgpu.core import lanes
 from dualgpu.porting import trace
 
 import kernels_capture as K
-
-TOL = {np.float64: dict(rtol=1e-6, atol=1e-8), np.float32: dict(rtol=2e-2, atol=2e-3)}
-EPS = {np.float64: 1e-6, np.float32: 1e-2}
+from kernels_capture import EPS, TOL, same_bits, u0
 
 
 @pytest.fixture(autouse=True)
@@ -29,24 +27,12 @@ def cpu():
         yield
 
 
-def u0(n=12, dtype=np.float64):
-    return (np.sin(np.arange(n) * 0.5) + 1.0).astype(dtype)
-
-
 def counts():
     return trace.statistics()
 
 
 def grew(before, name):
     return counts()[name] - before[name]
-
-
-def same_bits(a, b):
-    if isinstance(a, tuple):
-        return all(same_bits(x, y) for x, y in zip(a, b))
-    a, b = np.asarray(a), np.asarray(b)
-    return a.shape == b.shape and a.dtype == b.dtype and np.array_equal(
-        np.ascontiguousarray(a).view(np.uint8), np.ascontiguousarray(b).view(np.uint8))
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
