@@ -54,6 +54,7 @@ import logging
 import numpy as np
 
 from dualgpu import rules
+from dualgpu.backends.common.plans import entry_point
 from dualgpu.core._context import active_tile_lanes
 from dualgpu.core.dual import Dual
 from dualgpu.core.dualarray import DualArray
@@ -81,6 +82,7 @@ _RAW_VALUES = DualArray.values.__get__
 _RAW_PARTIALS = DualArray.partials.__get__
 _STEPS = {}  # (configured launcher, kinds, tile lanes) -> Step, or why launches run at once
 _PROGRAMS = {}  # program key -> replay function, or False: its check failed
+_ENTRIES = {}  # (program key, buffer tuples' lengths) -> the program's compiled entry point
 _LAUNCHES = {}  # f's code -> launches of its uncaptured runs ("auto")
 _NOTED = set()
 _STATS = {"deferred": 0, "replayed_programs": 0, "checked_programs": 0, "failed_checks": 0}
@@ -509,7 +511,15 @@ class _Recorder:
             return
         _STATS["replayed_programs"] += 1
         _STATS["deferred"] += len(log)
-        program(*inputs)
+        # its compiled entry point: the program key and the buffer tuples' lengths fix every
+        # input's numba type (the dispatcher would type the tuples again: tens of us)
+        key = (program_key, tuple(len(x) for x in inputs if type(x) is tuple))
+        entry = _ENTRIES.get(key)
+        if entry is None:
+            if len(_ENTRIES) > 1024:
+                _ENTRIES.clear()
+            entry = _ENTRIES[key] = entry_point(program, inputs) or program
+        entry(*inputs)
 
     @staticmethod
     def _table(entries):
@@ -761,6 +771,7 @@ def _rules_changed(new, old):
     """A rule was defined: launchers made before may differ from the launch path's now."""
     _STEPS.clear()
     _PROGRAMS.clear()
+    _ENTRIES.clear()
 
 
 rules.subscribe(_rules_changed)
