@@ -121,7 +121,7 @@ class CpuKernel(LaneTiles):
         self.params = tuple(self._translation.params)
         self._plain_mask = ("",) * len(self.params)
         self._launchers = {}
-        self._costs = {}  # serial LaunchSpec -> cpu_parallel.LaunchCost
+        self._costs = {}  # serial LaunchSpec -> {size class: cpu_parallel.LaunchCost}
         self._runs = {}  # serial LaunchSpec -> _SpecRun (what _run decides once per spec)
         self._warm = set()  # "pieces" specs that have run once (compiled)
         self._nrt_lanes = set()  # tile lanes whose thread function needs numba's NRT
@@ -328,25 +328,25 @@ class CpuKernel(LaneTiles):
         """The :class:`_SpecRun` of ``spec`` (made once)."""
         run = self._runs.get(spec)
         if run is None:
-            cost = self._costs.get(spec)
-            if cost is None:
-                cost = self._costs[spec] = cpu_parallel.LaunchCost()
+            costs = self._costs.get(spec)
+            if costs is None:
+                costs = self._costs[spec] = {}
             run = self._runs[spec] = _SpecRun(
-                cost, spec._replace(mode="pieces"),
+                costs, spec._replace(mode="pieces"),
                 not spec.restore and not self._translation.uses_atomics,
                 kernel_profile(self._translation).kind == "compute")
         return run
 
     def _run_spec(self, run, spec, flat, g, b, items, tiles, snapshots, first_tile):
         eligible = cpu_parallel.ENABLED and run.eligible
-        parallel = eligible and run.cost.parallel(items, presume=run.presume)
+        parallel = eligible and run.cost(items).parallel(items, presume=run.presume)
         self._run_decided(run, spec, flat, g, b, items, tiles, snapshots, first_tile, eligible,
                           parallel)
 
     def _run_decided(self, run, spec, flat, g, b, items, tiles, snapshots, first_tile, eligible,
                      parallel):
         """:meth:`_run` once its cost said whether the launch may go ``parallel``."""
-        cost, presume = run.cost, run.presume
+        cost, presume = run.cost(items), run.presume
         threads = 1
         if parallel:  # the measured costs chose parallel: the load reading sets how many
             threads = cpu_parallel.launch_threads()
@@ -506,15 +506,27 @@ def compile_kernel(kernel, fastmath=False):
 
 
 class _SpecRun:
-    """What :meth:`CpuKernel._run` decides once per launch spec: its measured cost, its
+    """What :meth:`CpuKernel._run` decides once per launch spec: its measured costs, its
     "pieces" spec, whether it may ever go parallel (no restores, no atomics), whether the
     kernel is compute-bound, and (once built) its serial launcher."""
 
-    __slots__ = ("cost", "pieces", "eligible", "presume", "launcher")
+    __slots__ = ("costs", "pieces", "eligible", "presume", "launcher")
 
-    def __init__(self, cost, pieces, eligible, presume):
-        self.cost, self.pieces, self.eligible, self.presume = cost, pieces, eligible, presume
+    def __init__(self, costs, pieces, eligible, presume):
+        self.costs, self.pieces, self.eligible, self.presume = costs, pieces, eligible, presume
         self.launcher = None
+
+    def cost(self, items):
+        """The :class:`~dualgpu.backends.cpu.parallel.LaunchCost` of launches of about
+        ``items`` items (within a factor of 2): a launch's fixed overhead is most of a small
+        launch's cost per item (~60 ns per item on 16 cells against ~0.4 ns on 10^4), so
+        small launches' samples must not estimate large ones (they once sent a kernel's
+        10^4-cell launches parallel for good, 5x slower)."""
+        size = int(items).bit_length()
+        cost = self.costs.get(size)
+        if cost is None:
+            cost = self.costs[size] = cpu_parallel.LaunchCost()
+        return cost
 
 
 #: CpuKernel per Python function and fastmath flag: compiling a kernel twice

@@ -185,7 +185,7 @@ def _serial_or_decided(kernel, spec, namespace, flat, tail, items, tiles, snapsh
     made (a pieces launcher changes the choice).
     """
     run = kernel._spec_run(spec)
-    namespace.update(spec=spec, run=run, cost=run.cost, perf_counter=time.perf_counter)
+    namespace.update(spec=spec, run=run, cost=run.cost(items), perf_counter=time.perf_counter)
     eligible = cpu_parallel.ENABLED and run.eligible
     if eligible and (items >= cpu_parallel.PIECES_SERIAL_MIN_ITEMS
                      or run.pieces in kernel._launchers

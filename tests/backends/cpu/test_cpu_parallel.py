@@ -324,7 +324,8 @@ def test_large_serial_launches_use_the_pieces_launcher(monkeypatch):
     for _ in range(3):
         kernel.launch(blocks, 128, (u, got, 0.2))
     assert {spec.mode for spec in kernel._launchers} == {"pieces"}
-    assert len(kernel._costs[next(iter(kernel._costs))].serial) == 2  # measured serially
+    (costs,) = kernel._costs.values()
+    assert len(costs[n.bit_length()].serial) == 2  # measured serially
     expected = np.zeros(n)
     with cpu_parallel.serial_launches():
         reference = cpu.CpuKernel(unwrap(kfc.heat_1d))
@@ -402,3 +403,29 @@ def test_the_load_hint_takes_the_first_reading(monkeypatch):
     monkeypatch.setattr(cpu_parallel, "LOAD_CHECK_SECONDS", -1.0)  # read at every call
     assert _MACHINE_BUSY() is True
     assert _MACHINE_BUSY() is False
+
+
+def test_small_launches_do_not_send_large_ones_parallel(monkeypatch):
+    """A kernel's small launches cost mostly their fixed overhead per item (a 16-cell launch:
+    ~60 ns per item against ~0.4 ns at 10^4 cells). Their samples once set the estimate of
+    its large launches too: a 10^4-cell heat JVP step judged 0.6 ms serially went parallel
+    and stayed there, 4.7 ms per JVP instead of 0.86 ms. Costs are kept per size class."""
+    import kernels_for_cpu_backend as kfc
+    from dualgpu.backends.common.translate import unwrap
+    from dualgpu.backends.cpu import kernel as cpu
+
+    from dualgpu.core.dualarray import DualArray
+
+    def dual(values):
+        return DualArray(values, np.ones((1,) + values.shape))
+
+    kernel = cpu.CpuKernel(unwrap(kfc.heat_1d))
+    small, large = np.random.default_rng(2).random(16), np.random.default_rng(3).random(20_000)
+    for _ in range(8):
+        kernel.launch(1, 16, (dual(small), dual(np.zeros(16)), 0.2))
+    for _ in range(8):
+        kernel.launch((large.size + 127) // 128, 128, (dual(large), dual(np.zeros(large.size)),
+                                                       0.2))
+    (run,) = kernel._runs.values()
+    assert run.cost(large.size).counts == [8, 0]  # every large launch serial
+    assert run.cost(16) is not run.cost(large.size)
