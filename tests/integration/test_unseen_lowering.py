@@ -7,7 +7,9 @@ access with every integer type, negative indices, views and 1-D to 3-D arrays; f
 arrays storing float64 duals.
 
 Each kernel's Jacobian is checked against central differences of its plain run on the cpu
-backend and on the simulator, in float32 and float64; each dual value must be bit-identical to
+backend and on the simulator, in float32 and float64 (on the cpu backend, by default, each kernel
+in one dtype here and the float64 Jacobians of SPARSE_KERNELS through the sparse driver;
+DUALGPU_TEST_CASES=all runs both dtypes here); each dual value must be bit-identical to
 the plain compiled value (the simulator's dual computes what compiled code computes, which is
 not always what the simulator's plain Python run computes in float32). The kernels are in
 tests/fixtures/kernels_unseen_lowering.py and scalars_unseen_lowering.py.
@@ -118,12 +120,30 @@ def _plain_cpu(name, dtype):
 NO_CPU_FLOAT32 = {"indexing_2d", "indexing_3d", "views_in_kernel", "branchy", "comparisons",
                   "device_local_shared", "indexing_1d", "value_only", "inplace_scalars",
                   "arith_mix"}
+#: the kernels whose float64 Jacobian on the cpu backend test_sparse_jacobian_through_lowered_
+#: operations checks against central differences (through sparsity detection and coloring)
+SPARSE_KERNELS = ["powers", "minmax", "special_math", "ufuncs", "indexing_1d",
+                  "inplace_elements", "mixed_precision"]
+#: by default the cpu backend runs each kernel in one dtype here: float32 where float32 is what
+#: the kernel stresses and the sparse test checks its float64 Jacobian on the cpu backend (the
+#: float64 values of every rule are bit-identical to plain compiled code on the cpu backend in
+#: tests/core/test_properties.py); DUALGPU_TEST_CASES=all runs both
+FULL_PRODUCT = os.environ.get("DUALGPU_TEST_CASES", "").strip().lower() == "all"
+CPU_FLOAT32_ONLY = set() if FULL_PRODUCT else set(SPARSE_KERNELS) - NO_CPU_FLOAT32
 
 
-@pytest.mark.parametrize("name, backend, dtype", [
-    pytest.param(name, backend, dtype, id=f"{name}-{backend}-{dtype.__name__}")
-    for name in KERNELS for backend in BACKENDS for dtype in DTYPES
-    if not (backend == "cpu" and dtype == np.float32 and name in NO_CPU_FLOAT32)])
+def _kernel_cases():
+    for name in KERNELS:
+        for backend in BACKENDS:
+            for dtype in DTYPES:
+                if backend == "cpu" and dtype == np.float32 and name in NO_CPU_FLOAT32:
+                    continue
+                if backend == "cpu" and dtype == np.float64 and name in CPU_FLOAT32_ONLY:
+                    continue
+                yield pytest.param(name, backend, dtype, id=f"{name}-{backend}-{dtype.__name__}")
+
+
+@pytest.mark.parametrize("name, backend, dtype", list(_kernel_cases()))
 def test_kernel_jacobian_and_values(name, backend, dtype):
     kernel, shape, threads, _ = KERNELS[name]
     f = _launcher(kernel, threads)
@@ -380,8 +400,7 @@ def test_boundscheck_covers_values_and_lanes(tmp_path):
 
 # --- sparsity, second order, rules of one's own, NaN-safe mode -----------------------------
 
-@pytest.mark.parametrize("name", ["powers", "minmax", "special_math", "ufuncs", "indexing_1d",
-                                  "inplace_elements", "mixed_precision"])
+@pytest.mark.parametrize("name", SPARSE_KERNELS)
 def test_sparse_jacobian_through_lowered_operations(name):
     kernel, shape, threads, _ = KERNELS[name]
     f = _launcher(kernel, threads)

@@ -47,6 +47,16 @@ def _dtype_global(dtype):
     return f"_dg_D_{np.dtype(dtype).name}"
 
 
+
+def _int(value):
+    """Source for the int ``value`` as a runtime helper's argument, typed int64, not a literal.
+
+    numba compiles a dispatcher once per distinct literal argument: a barrier's site number or a
+    warp operation's kind written as a constant compiled ``check_sync`` or ``warp_op`` again for
+    every barrier and warp call of every kernel (about half a second each).
+    """
+    return f"_dg_np.int64({int(value)})"
+
 class Layout:
     """What a team needs, for one kernel, one mode and one set of argument types.
 
@@ -396,24 +406,25 @@ class _TeamWriter:
                     f"if _dg_np{k} != 0 and _dg_np{k} != _dg_na{k}:\n"
                     "    for _dg_t in range(_dg_n):\n"
                     f"        {participation}\n"
-                    f"    _dg_check_sync(_dg_part, _dg_alive, _dg_n, _dg_bs, {gridwide}, "
-                    f"_dg_err, {k})\n" + record))
+                    f"    _dg_check_sync(_dg_part, _dg_alive, _dg_n, _dg_bs, {_int(gridwide)}, "
+                    f"_dg_err, {_int(k)})\n" + record))
                 return
             emitter.tail(self.lines(participation))
             emitter.team(self.lines(
-                f"if _dg_check_sync(_dg_part, _dg_alive, _dg_n, _dg_bs, False, _dg_err, {k}):\n"
+                f"if _dg_check_sync(_dg_part, _dg_alive, _dg_n, _dg_bs, {_int(0)}, _dg_err, "
+                f"{_int(k)}):\n"
                 + record))
             return
         emitter.tail(self.lines(participation))
         if kind in VOTE_KINDS:
             emitter.team(self.lines(
-                f"if _dg_vote_block({VOTE_KINDS[kind]}, _dg_part, _dg_alive, _dg_xa, _dg_res, "
-                f"_dg_n, _dg_bs, _dg_err, {k}):\n" + record))
+                f"if _dg_vote_block({_int(VOTE_KINDS[kind])}, _dg_part, _dg_alive, _dg_xa, "
+                f"_dg_res, _dg_n, _dg_bs, _dg_err, {_int(k)}):\n" + record))
             return
         payload = f"_dg_xv{k}" if kind in _MATCHES else "_dg_xv_none"
         emitter.team(self.lines(
-            f"if _dg_warp_op({WARP_OPS[kind]}, _dg_part, _dg_alive, _dg_xm, _dg_xa, _dg_src, "
-            f"_dg_res, {payload}, _dg_n, _dg_bs, _dg_err, {k}):\n" + record))
+            f"if _dg_warp_op({_int(WARP_OPS[kind])}, _dg_part, _dg_alive, _dg_xm, _dg_xa, "
+            f"_dg_src, _dg_res, {payload}, _dg_n, _dg_bs, _dg_err, {_int(k)}):\n" + record))
 
     def ops(self, ops, emitter):
         for op in ops:
