@@ -47,7 +47,6 @@ def _dtype_global(dtype):
     return f"_dg_D_{np.dtype(dtype).name}"
 
 
-
 def _int(value):
     """Source for the int ``value`` as a runtime helper's argument, typed int64, not a literal.
 
@@ -56,6 +55,7 @@ def _int(value):
     every barrier and warp call of every kernel (about half a second each).
     """
     return f"_dg_np.int64({int(value)})"
+
 
 class Layout:
     """What a team needs, for one kernel, one mode and one set of argument types.
