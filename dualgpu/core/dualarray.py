@@ -80,17 +80,6 @@ class DualArray(DualArrayBase):
     __slots__ = ("values", "partials", "tag", "_numba_type_cache")
 
     def __init__(self, values, partials, *, tag=0):
-        if (type(values) is np.ndarray and type(partials) is np.ndarray and not tag
-                and 1 <= values.ndim <= MAX_NDIM and partials.ndim == values.ndim + 1
-                and values.dtype in DTYPES and partials.dtype == values.dtype
-                and partials.shape[0] >= 1 and partials.shape[1:] == values.shape):
-            # the common case, checked at once (the checks below, in the order that names
-            # what is wrong, run for anything else)
-            self.tag = 0
-            self.values = values
-            self.partials = partials
-            self._numba_type_cache = None
-            return
         self.tag = check_tag(tag) if tag else 0
         if isinstance(values, DualArray) or isinstance(partials, DualArray):
             _check_nested_members(values, partials, self.tag)

@@ -287,19 +287,11 @@ class _Recorder:
     # -- launches --------------------------------------------------------------------
     def launch(self, configured, args):
         """None: deferred. Else ``(args, learn)``: run them now (pending launches ran),
-        then call :meth:`learn` with ``learn`` if it is not None."""
-        memo = self.memo.get(configured)  # the same objects as a launch since the table ran
-        if memo is not None:  # (this path is a captured loop's Python per step: kept lean;
-            hit = memo.get(tuple(map(id, args)))  # the kernels' state is checked at flush)
-            if hit is not None:
-                for d, v, p in hit[1]:  # a dual scalar changed in place: not the same launch
-                    if d.value is not v or d.partials is not p:
-                        break
-                else:
-                    watch = hit[2]
-                    if watch is None or not captured_duals(watch):
-                        self.log.append(hit[0])
-                        return None
+        then call :meth:`learn` with ``learn`` if it is not None.
+
+        The caller (``Configured.__call__``) first looks in :attr:`memo` for the same objects
+        as a launch deferred since the table ran, and appends that launch's entry to
+        :attr:`log` itself (a captured loop's Python per step); this is the rest."""
         kinds, row = [], []
         buffers = self.buffers
         floats, ints = self.floats, self.ints

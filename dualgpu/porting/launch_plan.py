@@ -176,7 +176,8 @@ class Configured:
         if recorder is not None and not kwargs:  # a recorded run of f (dualgpu.porting.capture)
             if recorder.capturing:
                 # a captured loop's step: the same objects as a launch deferred since the
-                # table ran (recorder.launch's first lines, inline: they are its Python per step)
+                # table ran (its Python per step, kept lean; the kernels' state is checked
+                # when the table runs)
                 memo = recorder.memo.get(self)
                 if memo is not None:
                     hit = memo.get(tuple(map(id, args)))
@@ -184,8 +185,8 @@ class Configured:
                         for d, v, p in hit[1]:  # a dual scalar changed in place since
                             if d.value is not v or d.partials is not p:
                                 break
-                        else:
-                            if hit[2] is None:  # no captured globals to look at
+                        else:  # (a kernel reading globals: none of them holds a dual now)
+                            if hit[2] is None or not captured_duals(hit[2]):
                                 recorder.log.append(hit[0])
                                 return None
                 found = recorder.launch(self, args)

@@ -147,12 +147,10 @@ class Trace:
         (self.program_key, self.codes, self.table, self.floats, self.ints, self.numbers,
          _) = table
         self.program = program  # its compiled program (defining a rule forgets traces)
-        self.order, self.dual_kinds, _ = capture._kinds_of(self.program_key)
         self.duals = duals  # dual kind -> argument positions
         self.result = result  # ("buffer", group, index) | ("tuple"|"list", [...])
         self.checked = False
         self.entry = None  # the program's compiled entry point (its inputs' types are fixed)
-        self.inputs = None  # the program's inputs at the first replay (numbers, table: kept)
         leaves = _leaves(result)
         self.once = {leaf for leaf in leaves if leaves.count(leaf) == 1}  # returned as they
         # are (a replay's buffers are its own); a buffer returned twice is copied
@@ -168,33 +166,17 @@ class Trace:
             if capture._kind(values, partials)[0] != group:
                 return None
             made[(group, index)] = (values, partials)
-        if self.inputs is None:  # the first replay builds every input as a recorder would
-            groups = {group: [made[(group, k)] for k in range(size)]
-                      for group, size in self.sizes.items()}
-            dual_groups = {}
-            for kind, positions in self.duals.items():
-                duals = [args[k] for k in positions]
-                dual_groups[kind] = ([d.value for d in duals], [d.partials for d in duals],
-                                     duals)
-            state = types.SimpleNamespace(groups=groups, floats=self.floats, ints=self.ints,
-                                          numbers=self.numbers, dual_groups=dual_groups)
-            inputs = capture._Recorder._inputs(state, self.codes, self.table,
-                                               self.program_key)
-            self.inputs = inputs
+        groups = {group: [made[(group, k)] for k in range(size)]
+                  for group, size in self.sizes.items()}
+        dual_groups = {}
+        for kind, positions in self.duals.items():
+            duals = [args[k] for k in positions]
+            dual_groups[kind] = ([d.value for d in duals], [d.partials for d in duals], duals)
+        state = types.SimpleNamespace(groups=groups, floats=self.floats, ints=self.ints,
+                                      numbers=self.numbers, dual_groups=dual_groups)
+        inputs = capture._Recorder._inputs(state, self.codes, self.table, self.program_key)
+        if self.entry is None:
             self.entry = entry_point(self.program, inputs) or self.program
-        else:  # later ones only the buffers' tuples and the dual scalars' arrays (the
-            inputs = list(self.inputs)  # program only reads the numbers and the table)
-            k = 2
-            for group in self.order:
-                found = [made[(group, j)] for j in range(self.sizes[group])]
-                inputs[k], inputs[k + 1] = tuple(v for v, _ in found), tuple(p for _, p in found)
-                k += 2
-            k += 2  # the floats' and ints' tables
-            for kind in self.dual_kinds:
-                duals = [args[j] for j in self.duals[kind]]
-                inputs[k] = np.array([d.value for d in duals], np.dtype(kind[1]))
-                inputs[k + 1] = np.array([d.partials for d in duals])  # (as np.stack)
-                k += 2
         self.entry(*inputs)
         return _built(self.result, made, self.once)
 
