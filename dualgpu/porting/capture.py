@@ -511,7 +511,7 @@ class _Recorder:
             if len(_ENTRIES) > 1024:
                 _ENTRIES.clear()
             entry = _ENTRIES[key] = entry_point(program, inputs) or program
-        entry(*inputs)
+        run_program(entry, inputs, program_key, codes)
 
     @staticmethod
     def _table(entries):
@@ -544,6 +544,9 @@ class _Recorder:
         for kind in number_kinds:
             table = self.numbers.get(kind) or [0]
             inputs.append(np.array(table, np.dtype(kind[1])))
+        step = program_key[0][-1]
+        if step.outer([key[-1] for key in program_key]):  # it runs lane tile by lane tile
+            inputs += step.outer_inputs([inputs[2 + 2 * g] for g in range(len(groups))])
         return inputs
 
     @staticmethod
@@ -640,6 +643,12 @@ class _Recorder:
                     array.__class__ = DualArray
             self.owned.clear()
             self.buffers.clear()
+
+
+def run_program(entry, inputs, program_key, codes):
+    """Run a program's compiled ``entry`` on ``inputs`` (its steps' backend decides how)."""
+    steps = [key[-1] for key in program_key]
+    steps[0].run(entry, inputs, steps, codes, len(_kinds_of(program_key)[0]))
 
 
 def _kinds_of(program_key):

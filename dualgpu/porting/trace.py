@@ -177,7 +177,7 @@ class Trace:
         inputs = capture._Recorder._inputs(state, self.codes, self.table, self.program_key)
         if self.entry is None:
             self.entry = entry_point(self.program, inputs) or self.program
-        self.entry(*inputs)
+        capture.run_program(self.entry, inputs, self.program_key, self.codes)
         return _built(self.result, made, self.once)
 
     @staticmethod

@@ -22,11 +22,16 @@ Examples
 """
 import itertools
 import linecache
+import time
+
+import numpy as np
 
 from numba import njit
 
 from dualgpu.backends.cpu.lane_model import kernel_profile
-from dualgpu.backends.cpu.launchers import LaunchSpec
+from dualgpu.backends.cpu import parallel as _parallel
+from dualgpu.backends.cpu.launchers import LaunchSpec, _restore
+from dualgpu.backends.cpu.parallel import _PIECES, _fetch_add, claim, finish
 from dualgpu.backends.cpu.plans import _spec, args_are_tracers
 from dualgpu.backends.cpu.tiles import dual_kind
 from dualgpu.core.nested import lane_key
@@ -34,6 +39,19 @@ from dualgpu.core.nested import lane_key
 __all__ = ["Step", "step_of", "program_source", "compile_program"]
 
 _PROGRAMS = itertools.count()
+
+#: False: programs run each launch's lane tiles in turn (see :func:`tiles_outer`).
+TILES_OUTER = True
+
+# the control array of a tile-by-tile program: the parallel launchers' slots, then the next
+# thread slot, the tiles slot 0 ran, and the last slot that finished a tile
+_SLOT, _RAN0, _LAST = _parallel.CONTROL_SLOTS, _parallel.CONTROL_SLOTS + 1, \
+    _parallel.CONTROL_SLOTS + 2
+_COSTS = {}  # program entry -> LaunchCost of its tile-by-tile runs
+
+#: Tile-by-tile runs so far: on this thread alone, with helpers, and those where the
+#: buffers took the values of a helper's slot (slot 0 ran no tile).
+STATS = {"serial": 0, "parallel": 0, "taken_from_a_helper": 0}
 
 
 class Step:
@@ -65,7 +83,7 @@ class Step:
     """
 
     __slots__ = ("launcher", "mask", "constants", "kernel", "epoch", "tile_lanes", "distinct",
-                 "watch", "restore")
+                 "watch", "restore", "tile")
 
     def __init__(self, launcher, mask, constants, kernel):
         self.launcher = launcher
@@ -77,11 +95,27 @@ class Step:
         self.distinct = False
         self.watch = None
         self.restore = ()
+        self.tile = 0
 
     @staticmethod
     def compile(steps, ops, groups):
         """:func:`compile_program` (the recorder above this floor reaches it here)."""
         return compile_program(steps, ops, groups)
+
+    @staticmethod
+    def outer(steps):
+        """:func:`tiles_outer` (the recorder above this floor reaches it here)."""
+        return tiles_outer(steps)
+
+    @staticmethod
+    def outer_inputs(values):
+        """:func:`outer_inputs` (the recorder above this floor reaches it here)."""
+        return outer_inputs(values)
+
+    @staticmethod
+    def run(entry, inputs, steps, codes, groups):
+        """:func:`run_program` (the recorder above this floor reaches it here)."""
+        run_program(entry, inputs, steps, codes, groups)
 
     def holds(self):
         """True while the kernel is in the state the step was made in."""
@@ -129,10 +163,29 @@ def step_of(kernel, griddim, blockdim, args):
     step = Step(kernel._launcher(spec), mask, g + b + (0, tiles), kernel)
     step.distinct = tiles > 1
     step.restore = restore
+    step.tile = tile
     return step, None
 
 
-def program_source(ops, groups, constants=None, restores=None):
+def tiles_outer(steps):
+    """The number of lane tiles a program of ``steps`` runs one by one through its whole
+    table (:func:`program_source`'s ``outer``), or 0 where it runs each launch's tiles in turn.
+
+    A table runs tile by tile when every launch is a dual launch of the same tiles (the
+    same lanes per tile, more than one tile): each tile then keeps its lanes of every buffer
+    in cache for the whole run, as a hand-written loop over directions does, instead of
+    streaming all lanes through the cache at every launch.
+    """
+    if not TILES_OUTER or not steps:
+        return 0
+    shapes = {(step.tile, step.constants[-1]) if step.tile else None for step in steps}
+    if len(shapes) != 1 or None in shapes:
+        return 0
+    (_, tiles), = shapes
+    return tiles if tiles > 1 else 0
+
+
+def program_source(ops, groups, constants=None, restores=None, outer=0):
     """The source of a replay function.
 
     ``ops``: per kind of launch (its code in the table), the source of each kernel
@@ -145,6 +198,12 @@ def program_source(ops, groups, constants=None, restores=None):
     kind ``k`` passes after the arguments; ``restores[k]``: the arguments whose values it
     passes copies of last. Row ``e`` of ``rows`` holds, per argument of launch ``e``, its
     index in its group or table; ``codes[e]`` its kind of launch.
+
+    ``outer`` (:func:`tiles_outer`): the whole table runs once per lane tile, tile
+    ``t`` launching lanes of tile ``t`` only; before each tile after the first, every
+    buffer's values are copied back from its snapshot ``S<g>`` (the values the table
+    started from: the function takes one tuple of snapshots per buffer group, last), so
+    each tile computes the values, and its lanes, as the launches would.
     """
     if isinstance(groups, int):
         groups = [groups, 1, 0]
@@ -154,16 +213,35 @@ def program_source(ops, groups, constants=None, restores=None):
     params += ["F", "I"]
     params += [f"DV{g}, DP{g}" for g in range(max(duals, 1))]
     params += [f"N{g}" for g in range(numbers)]
-    lines = [f"def replay({', '.join(params)}):",
-             "    for e in range(codes.shape[0]):",
-             "        c = codes[e]"]
+    pad = ""
+    if outer:
+        params += [f"S{g}" for g in range(buffers)] + [f"W{g}" for g in range(buffers)]
+        params.append("ctl")
+    lines = [f"def replay({', '.join(params)}):"]
+    if outer:
+        pad = "    "
+        lines += [f"    ctl[{_PIECES}] = {int(outer)}",
+                  f"    me = _fetch_add(ctl, {_SLOT}, 1)",
+                  "    if me * len(V0) > len(W0):",
+                  "        return",
+                  "    ran = 0",
+                  "    while True:",
+                  "        t = _claim(ctl, 1)",
+                  f"        if t >= {int(outer)}:",
+                  "            break",
+                  "        if me > 0 or ran > 0:"]
+        for g in range(buffers):
+            lines += [f"            for k in range(len(V{g})):",
+                      f"                _restore({_values(g, 'k')}, S{g}[k])"]
+    lines += [pad + "    for e in range(codes.shape[0]):", pad + "        c = codes[e]"]
     for code, sources in enumerate(ops):
         args = []
         for k, source in enumerate(sources):
             kind, group = (source, 0) if isinstance(source, str) else source
             index = f"rows[e, {k}]"
             if kind == "a":
-                args += [f"V{group}[{index}]", f"P{group}[{index}]"]
+                args += [_values(group, index) if outer else f"V{group}[{index}]",
+                         f"P{group}[{index}]"]
             elif kind == "s":
                 args += [f"DV{group}[{index}]", f"DP{group}[{index}]"]
             elif kind == "f":
@@ -173,23 +251,104 @@ def program_source(ops, groups, constants=None, restores=None):
             else:
                 args.append(f"I[{index}]")
         keyword = "if" if code == 0 else "elif"
-        lines.append(f"        {keyword} c == {code}:")
-        args += [str(int(n)) for n in (constants[code] if constants else ())]
-        for k in (restores[code] if restores else ()):  # snapshots, as the launch path takes
-            group = 0 if isinstance(sources[k], str) else sources[k][1]
-            lines.append(f"            s{k} = V{group}[rows[e, {k}]].copy()")
-            args.append(f"s{k}")
-        lines.append(f"            L{code}({', '.join(args)})")
+        lines.append(pad + f"        {keyword} c == {code}:")
+        numbers_after = [str(int(n)) for n in (constants[code] if constants else ())]
+        if outer:  # one tile per launch: the launcher never restores (its snapshots unused)
+            args += numbers_after[:-2] + ["t", "t + 1"]
+            for k in (restores[code] if restores else ()):
+                group = 0 if isinstance(sources[k], str) else sources[k][1]
+                args.append(_values(group, f"rows[e, {k}]"))
+        else:
+            args += numbers_after
+            for k in (restores[code] if restores else ()):  # snapshots, as the launch takes
+                group = 0 if isinstance(sources[k], str) else sources[k][1]
+                lines.append(f"            s{k} = V{group}[rows[e, {k}]].copy()")
+                args.append(f"s{k}")
+        lines.append(pad + f"            L{code}({', '.join(args)})")
+    if outer:  # what the caller reads once all tiles are done (see run_outer)
+        lines += ["        ran += 1",
+                  "        if me == 0:",
+                  f"            ctl[{_RAN0}] = ran",
+                  f"        ctl[{_LAST}] = me",
+                  "        _finish(ctl, 1)"]
     return "\n".join(lines) + "\n"
+
+
+def _values(group, index):
+    """The values array ``index`` of buffer group ``group`` as thread slot ``me`` sees it:
+    slot 0 the buffers themselves, slot j its private copies ``W<g>[(j - 1) * n + index]``."""
+    return f"(V{group}[{index}] if me == 0 else W{group}[(me - 1) * len(V{group}) + {index}])"
 
 
 def compile_program(steps, ops, groups):
     """The ``@njit`` replay function of ``ops`` (see :func:`program_source`), launch kind
     ``k`` calling ``steps[k].launcher`` with ``steps[k].constants`` last."""
     source = program_source(ops, groups, [step.constants for step in steps],
-                            [step.restore for step in steps])
+                            [step.restore for step in steps], tiles_outer(steps))
     namespace = {f"L{code}": step.launcher for code, step in enumerate(steps)}
+    namespace.update(_restore=_restore, _claim=claim, _finish=finish, _fetch_add=_fetch_add)
     filename = f"<captured loop {next(_PROGRAMS)}>"
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
     exec(compile(source, filename, "exec"), namespace)
-    return njit(namespace["replay"])
+    return njit(nogil=True)(namespace["replay"])
+
+
+def outer_inputs(values):
+    """The inputs a tile-by-tile program (:func:`tiles_outer`) takes after the others.
+
+    ``values``: per buffer group, the tuple of its buffers' values. Returns, per group, the
+    snapshots of its values (what every tile starts from), then per group the private
+    values of the thread slots after the first (slot j's copy of buffer k at
+    ``(j - 1) * n + k``; at least one slot, so that the tuple has a type), then the
+    control array.
+    """
+    slots = max(_parallel.launch_threads() - 1, 1)
+    snapshots = [tuple(v.copy() for v in group) for group in values]
+    private = [tuple(np.zeros_like(v) for _ in range(slots) for v in group) for group in values]
+    return snapshots + private + [np.zeros(_parallel.CONTROL_SLOTS + 3, np.int64)]
+
+
+def run_program(entry, inputs, steps, codes, groups):
+    """Run a program's compiled ``entry`` on ``inputs`` (``groups`` buffer groups): at once,
+    or, for a tile-by-tile program, its tiles on this thread and on helper threads where
+    its measured costs say that pays (:class:`dualgpu.backends.cpu.parallel.LaunchCost`,
+    as for launches).
+
+    Each thread slot runs its tiles on its own copy of the values; slot 0 on the buffers
+    themselves. Where slot 0 ran no tile, the buffers take the values of a slot that did
+    (every tile computes the same values).
+    """
+    if not tiles_outer(steps):
+        entry(*inputs)
+        return
+    control = inputs[-1]
+    items = tiles_outer(steps) * int(np.bincount(codes, minlength=len(steps)) @ _threads(steps))
+    cost = _COSTS.get(entry)
+    if cost is None:
+        if len(_COSTS) > 1024:
+            _COSTS.clear()
+        cost = _COSTS[entry] = _parallel.LaunchCost()
+    snapshots, private = inputs[-1 - 2 * groups:-1 - groups], inputs[-1 - groups:-1]
+    threads = min(_parallel.launch_threads(), 1 + len(private[0]) // len(snapshots[0]))
+    start = time.perf_counter()
+    if threads > 1 and _parallel.ENABLED and cost.parallel(items):
+        _parallel.run_parallel(entry, inputs, control, threads)
+        cost.record_parallel(time.perf_counter() - start, items)
+        STATS["parallel"] += 1
+    else:
+        entry(*inputs)
+        cost.record_serial(time.perf_counter() - start, items)
+        STATS["serial"] += 1
+    if control[_RAN0] == 0:  # the helpers ran every tile: their values are the results
+        STATS["taken_from_a_helper"] += 1
+        slot = int(control[_LAST])
+        for g in range(groups):
+            buffers = inputs[2 + 2 * g]
+            n = len(buffers)
+            for k, target in enumerate(buffers):
+                target[...] = private[g][(slot - 1) * n + k]
+
+
+def _threads(steps):
+    """CUDA threads per launch of each step (its grid's numbers)."""
+    return np.array([int(np.prod(step.constants[:6])) for step in steps], np.int64)
