@@ -160,10 +160,11 @@ def dual_heat_arrays(u0, lanes):
     return DualArray(u0.copy(), partials), DualArray(np.zeros(n), np.zeros((lanes, n)))
 
 
-def heat_jacobian(driver, s, chunk_size=None):
-    """Jacobian of the heat problem ``s`` (:mod:`benchmarks.peers.problems`) w.r.t. its u0."""
+def heat_jacobian(driver, s, chunk_size=None, **options):
+    """Jacobian of the heat problem ``s`` (:mod:`benchmarks.peers.problems`) w.r.t. its u0
+    (``options``: more of ``jacfwd``'s, such as ``capture``)."""
     return driver.jacfwd(lambda u: heat_simulate(u, s["r"], s["steps"]), progress=False,
-                         chunk_size=chunk_size)(s["u0"])
+                         chunk_size=chunk_size, **options)(s["u0"])
 
 
 def nbody_jacobian(driver, s, chunk_size=None):

@@ -40,7 +40,7 @@ Modes (:func:`mode`, the drivers' ``capture=`` option): ``"auto"`` (default) cap
 the runs of an f once its uncaptured runs in this process launched
 :data:`AUTO_LAUNCHES` kernels (a program compiles and is checked in about 0.2 s, what
 that many launches cost through launch plans: capture never costs more than twice what
-it could save), and where a launch cannot be deferred, runs it as written with one note
+it could save) or took :data:`AUTO_SECONDS` after the first, and where a launch cannot be deferred, runs it as written with one note
 per f and reason (logger ``dualgpu.capture``, level INFO); ``True`` captures from the first run and
 raises :class:`~dualgpu.errors.UnsupportedFeatureError` naming the launch and the reason
 where it cannot; ``False`` never captures.
@@ -50,6 +50,7 @@ where it cannot; ``False`` never captures.
 import contextlib
 import contextvars
 import logging
+import time
 
 import numpy as np
 
@@ -63,7 +64,7 @@ from dualgpu.errors import DualgpuError, UnsupportedFeatureError
 from dualgpu.host.buffers import caller_line
 from dualgpu.porting.captured_duals import captured_duals
 
-__all__ = ["ENABLED", "AUTO_LAUNCHES", "CapturedArray", "recording", "mode", "current",
+__all__ = ["ENABLED", "AUTO_LAUNCHES", "AUTO_SECONDS", "CapturedArray", "recording", "mode", "current",
            "adopt", "members", "statistics", "run_launch"]
 
 #: False: no run is captured (for comparisons; see the tests and benchmarks)
@@ -72,6 +73,12 @@ ENABLED = True
 #: under "auto", f's runs are captured once its uncaptured runs launched this many kernels
 #: in all (about 0.1 s of launch path; compiling and checking a program takes about 0.2 s)
 AUTO_LAUNCHES = 20_000
+
+#: ... or once its uncaptured runs after the first (which compiles f's kernels) took this
+#: many seconds in all: few but heavy launches (a Jacobian's runs, whose tables run lane
+#: tile by lane tile, on several cores, once captured). Compiling and checking a program
+#: then costs at most about half of what f's runs already took.
+AUTO_SECONDS = 0.5
 
 #: captured buffers per run (beyond it, new arrays stay plain)
 MAX_BUFFERS = 64
@@ -83,7 +90,7 @@ _RAW_PARTIALS = DualArray.partials.__get__
 _STEPS = {}  # (configured launcher, kinds, tile lanes) -> Step, or why launches run at once
 _PROGRAMS = {}  # program key -> replay function, or False: its check failed
 _ENTRIES = {}  # (program key, buffer tuples' lengths) -> the program's compiled entry point
-_LAUNCHES = {}  # f's code -> launches of its uncaptured runs ("auto")
+_LAUNCHES = {}  # f's code -> [launches, seconds after the first run, runs] uncaptured ("auto")
 _NOTED = set()
 _STATS = {"deferred": 0, "replayed_programs": 0, "checked_programs": 0, "failed_checks": 0}
 _LOG = logging.getLogger("dualgpu.capture")
@@ -742,8 +749,10 @@ def recording(f, name):
         return
     explicit = value is True
     key = _key_of(f)
+    so_far = _LAUNCHES.get(key) if key is not None else None
     capturing = explicit or value == "trace" or (
-        key is not None and _LAUNCHES.get(key, 0) >= AUTO_LAUNCHES)
+        so_far is not None and (so_far[0] >= AUTO_LAUNCHES or so_far[1] >= AUTO_SECONDS))
+    started = time.perf_counter()
     recorder = _Recorder(name, explicit, capturing)
     token = _CURRENT.set(recorder)
     _Recorder.open.append(recorder)
@@ -765,7 +774,11 @@ def recording(f, name):
             if key is not None and not capturing:
                 if len(_LAUNCHES) > 1024:
                     _LAUNCHES.clear()
-                _LAUNCHES[key] = _LAUNCHES.get(key, 0) + recorder.launches
+                so_far = _LAUNCHES.setdefault(key, [0, 0.0, 0])
+                so_far[0] += recorder.launches
+                if so_far[2] and recorder.launches:
+                    so_far[1] += time.perf_counter() - started
+                so_far[2] += 1
 
 
 def _rules_changed(new, old):

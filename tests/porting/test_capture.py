@@ -102,6 +102,25 @@ def test_auto_captures_once_f_launched_enough(monkeypatch):
         assert same_bits(run, reference)
 
 
+def test_auto_captures_once_f_took_long_enough(monkeypatch):
+    """... or once its uncaptured runs after the first (which compiles) took AUTO_SECONDS."""
+    monkeypatch.setattr(capture, "AUTO_LAUNCHES", 10 ** 9)
+    monkeypatch.setattr(capture, "AUTO_SECONDS", 1e-9)
+    x = u0()
+
+    def f(rr):
+        return K.run_heat(x, rr, steps=5)
+
+    reference = dualgpu.jvp(f, (0.3,), (1.0,), capture=False)  # not counted
+    first = deferred()
+    runs = [dualgpu.jvp(f, (0.3,), (1.0,)) for _ in range(2)]  # the first run's time: not
+    assert deferred() == first
+    runs.append(dualgpu.jvp(f, (0.3,), (1.0,)))
+    assert deferred() > first
+    for run in runs:
+        assert same_bits(run, reference)
+
+
 def test_capture_option_is_checked():
     with pytest.raises(DualgpuError, match="capture must be"):
         dualgpu.jvp(lambda rr: K.run_heat(u0(), rr), (0.2,), (1.0,), capture="yes")
