@@ -44,11 +44,13 @@ def react(u, a, k):
 
 
 @cuda.jit
-def record(u, history, k, weight):
-    """Writes one row of a 2-D buffer (a second buffer group) from the state."""
+def record(u, history, energy, k, weight):
+    """Writes one row of a 2-D buffer (a second buffer group) from the state, and adds to
+    a sum over steps (an atomic, every thread on one element)."""
     i = cuda.grid(1)
     if i < u.shape[0]:
         history[k % history.shape[0], i] = weight * u[i]
+        cuda.atomic.add(energy, 0, u[i] * u[i])
 
 
 def simulate(x, a):
@@ -56,19 +58,20 @@ def simulate(x, a):
     u = cuda.to_device(x)
     v = cuda.device_array_like(u)
     history = cuda.device_array((3, n), dtype=x.dtype)
+    energy = cuda.to_device(np.zeros(1, x.dtype))
     blocks = (n + 31) // 32
     for k in range(7):
         diffuse[blocks, 32](u, v, 0.2)
         react[blocks, 32](v, a, k)
-        record[blocks, 32](v, history, k, 0.5)
+        record[blocks, 32](v, history, energy, k, 0.5)
         u, v = v, u
-    return u.copy_to_host(), history.copy_to_host()
+    return u.copy_to_host(), history.copy_to_host(), energy.copy_to_host()
 
 
 def both(z):
     """f of the packed input: 24 states and the reaction rate (25 directions)."""
-    u, history = simulate(z[:-1], z[-1])
-    return np.concatenate([u, history.reshape(-1)])
+    u, history, energy = simulate(z[:-1], z[-1])
+    return np.concatenate([u, history.reshape(-1), energy])
 
 
 def start(dtype):
