@@ -40,10 +40,11 @@ Modes (:func:`mode`, the drivers' ``capture=`` option): ``"auto"`` (default) cap
 the runs of an f once its uncaptured runs in this process launched
 :data:`AUTO_LAUNCHES` kernels (a program compiles and is checked in about 0.2 s, what
 that many launches cost through launch plans: capture never costs more than twice what
-it could save) or took :data:`AUTO_SECONDS` after the first, and where a launch cannot be deferred, runs it as written with one note
-per f and reason (logger ``dualgpu.capture``, level INFO); ``True`` captures from the first run and
-raises :class:`~dualgpu.errors.UnsupportedFeatureError` naming the launch and the reason
-where it cannot; ``False`` never captures.
+it could save) or took :data:`AUTO_SECONDS` after the first, and where a launch cannot
+be deferred, runs it as written with one note per f and reason (logger
+``dualgpu.capture``, level INFO); ``True`` captures from the first run and raises
+:class:`~dualgpu.errors.UnsupportedFeatureError` naming the launch and the reason where
+it cannot; ``False`` never captures.
 ``"trace"`` captures from the first run as "auto" does where it can, and lets
 :mod:`dualgpu.porting.trace` replay later runs of the same f without calling it.
 """
@@ -64,8 +65,8 @@ from dualgpu.errors import DualgpuError, UnsupportedFeatureError
 from dualgpu.host.buffers import caller_line
 from dualgpu.porting.captured_duals import captured_duals
 
-__all__ = ["ENABLED", "AUTO_LAUNCHES", "AUTO_SECONDS", "CapturedArray", "recording", "mode", "current",
-           "adopt", "members", "statistics", "run_launch"]
+__all__ = ["ENABLED", "AUTO_LAUNCHES", "AUTO_SECONDS", "CapturedArray", "recording", "mode",
+           "current", "adopt", "members", "statistics", "run_launch"]
 
 #: False: no run is captured (for comparisons; see the tests and benchmarks)
 ENABLED = True
@@ -552,8 +553,9 @@ class _Recorder:
             table = self.numbers.get(kind) or [0]
             inputs.append(np.array(table, np.dtype(kind[1])))
         step = program_key[0][-1]
-        if step.outer([key[-1] for key in program_key]):  # it runs lane tile by lane tile
-            inputs += step.outer_inputs([inputs[2 + 2 * g] for g in range(len(groups))])
+        tiles = step.outer([key[-1] for key in program_key])
+        if tiles:  # it runs lane tile by lane tile
+            inputs += step.outer_inputs([inputs[2 + 2 * g] for g in range(len(groups))], tiles)
         return inputs
 
     @staticmethod

@@ -175,9 +175,10 @@ class Trace:
         state = types.SimpleNamespace(groups=groups, floats=self.floats, ints=self.ints,
                                       numbers=self.numbers, dual_groups=dual_groups)
         inputs = capture._Recorder._inputs(state, self.codes, self.table, self.program_key)
-        if self.entry is None:
-            self.entry = entry_point(self.program, inputs) or self.program
-        capture.run_program(self.entry, inputs, self.program_key, self.codes)
+        lengths = tuple(len(x) for x in inputs if type(x) is tuple)  # part of their types
+        if self.entry is None or self.entry[0] != lengths:
+            self.entry = (lengths, entry_point(self.program, inputs) or self.program)
+        capture.run_program(self.entry[1], inputs, self.program_key, self.codes)
         return _built(self.result, made, self.once)
 
     @staticmethod

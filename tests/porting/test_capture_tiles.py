@@ -14,7 +14,7 @@ import pytest
 import dualgpu
 from dualgpu import cuda
 from dualgpu.backends.cpu import parallel, replay
-from dualgpu.porting import capture
+from dualgpu.porting import capture, trace
 
 from kernels_capture import EPS, TOL, same_bits
 
@@ -68,10 +68,9 @@ def simulate(x, a):
     return u.copy_to_host(), history.copy_to_host(), energy.copy_to_host()
 
 
-def both(z):
-    """f of the packed input: 24 states and the reaction rate (25 directions)."""
-    u, history, energy = simulate(z[:-1], z[-1])
-    return np.concatenate([u, history.reshape(-1), energy])
+def packed(z):
+    """The outputs as one vector, of the 24 states and the reaction rate as one vector."""
+    return np.concatenate([out.reshape(-1) for out in simulate(z[:-1], z[-1])])
 
 
 def start(dtype):
@@ -98,7 +97,8 @@ def tile_runs():
 def batch(z, capture_mode):
     """f's outputs and their tangents along every input direction (values and partials)."""
     eye = np.eye(z.size, dtype=z.dtype)
-    return dualgpu.jvp_batch(both, (z,), (eye,), chunk_size=8, capture=capture_mode)
+    return dualgpu.jvp_batch(simulate, (z[:-1], z[-1]), (eye[:, :-1], eye[:, -1]), chunk_size=8,
+                             capture=capture_mode)
 
 
 def jacobians(z, runs=3):
@@ -115,7 +115,8 @@ def test_tile_by_tile_replay_is_bit_for_bit_and_matches_differences(dtype):
     assert tile_runs()["serial"] > before["serial"]  # the tables ran tile by tile
     for run in captured:
         assert same_bits(run, reference)
-    np.testing.assert_allclose(reference[1].T, central(both, z, EPS[dtype]), **TOL[dtype])
+    tangents = np.concatenate([t.reshape(z.size, -1) for t in reference[1]], axis=1)
+    np.testing.assert_allclose(tangents.T, central(packed, z, EPS[dtype]), **TOL[dtype])
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
@@ -136,8 +137,8 @@ def test_buffers_take_a_helpers_values_when_the_caller_ran_no_tile(monkeypatch):
     take the values of the slot that ran the last tile. Here the caller is slot 1."""
     made = replay.outer_inputs
 
-    def caller_is_slot_1(values):
-        inputs = made(values)
+    def caller_is_slot_1(values, tiles):
+        inputs = made(values, tiles)
         inputs[-1][replay._SLOT] = 1
         return inputs
 
@@ -165,3 +166,18 @@ def test_only_tables_of_one_tiling_run_tile_by_tile():
     assert replay.tiles_outer([_Step(8, 1)]) == 0  # one tile: launches in turn
     assert replay.tiles_outer([_Step(8, 3), _Step(0, 0)]) == 0  # a plain launch
     assert replay.tiles_outer([]) == 0
+
+
+def test_a_traced_replay_follows_a_change_of_thread_slots(monkeypatch):
+    """The private values' tuples are as long as the threads allow (numba.set_num_threads
+    changes it): a traced replay compiles its entry for the new lengths, same bits."""
+    z = start(np.float64)
+    reference = batch(z, False)
+    with parallel.serial_launches():
+        runs = [batch(z, "trace") for _ in range(3)]  # record, check, replay
+        replayed = trace.statistics()["replayed"]
+        monkeypatch.setattr(parallel, "thread_bound", lambda: 3)
+        runs += [batch(z, "trace") for _ in range(2)]
+    assert trace.statistics()["replayed"] > replayed
+    for run in runs:
+        assert same_bits(run, reference)

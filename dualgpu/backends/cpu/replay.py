@@ -108,9 +108,9 @@ class Step:
         return tiles_outer(steps)
 
     @staticmethod
-    def outer_inputs(values):
+    def outer_inputs(values, tiles):
         """:func:`outer_inputs` (the recorder above this floor reaches it here)."""
-        return outer_inputs(values)
+        return outer_inputs(values, tiles)
 
     @staticmethod
     def run(entry, inputs, steps, codes, groups):
@@ -293,16 +293,19 @@ def compile_program(steps, ops, groups):
     return njit(nogil=True)(namespace["replay"])
 
 
-def outer_inputs(values):
-    """The inputs a tile-by-tile program (:func:`tiles_outer`) takes after the others.
+def outer_inputs(values, tiles):
+    """The inputs a tile-by-tile program (:func:`tiles_outer`) of ``tiles`` tiles takes
+    after the others.
 
     ``values``: per buffer group, the tuple of its buffers' values. Returns, per group, the
     snapshots of its values (what every tile starts from), then per group the private
     values of the thread slots after the first (slot j's copy of buffer k at
-    ``(j - 1) * n + k``; at least one slot, so that the tuple has a type), then the
-    control array.
+    ``(j - 1) * n + k``), then the control array. Slots: the threads a launch may use
+    (:func:`~dualgpu.backends.cpu.parallel.thread_bound`, which the load does not change:
+    the tuples' lengths are part of the program's compiled types), no more than the tiles,
+    and at least two, so that the tuples have a type.
     """
-    slots = max(_parallel.launch_threads() - 1, 1)
+    slots = max(min(_parallel.thread_bound(), tiles) - 1, 1)
     snapshots = [tuple(v.copy() for v in group) for group in values]
     private = [tuple(np.zeros_like(v) for _ in range(slots) for v in group) for group in values]
     return snapshots + private + [np.zeros(_parallel.CONTROL_SLOTS + 3, np.int64)]
