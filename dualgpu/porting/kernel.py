@@ -353,6 +353,19 @@ class Kernel:
         stored = _dual_store_target(exc)
         if stored is not None:
             raise DualgpuError(self._drop_message(args, *stored)) from exc
+        if _READ_ONLY_STORE.search(_ANSI.sub("", str(exc))) or (
+                type(exc) is ValueError and "read-only" in str(exc)):  # compiled; simulator
+            only_read = _read_only_params(self)  # (from the source: never written)
+            locked = [p for p, a in zip(self._params, args)
+                      if _read_only(a) and p not in only_read]
+            if locked:
+                raise DualgpuError(
+                    f"kernel {self.__name__}{_kernel_line(exc)} writes into a read-only "
+                    f"array: argument {' or '.join(locked)} (its flags.writeable is False, "
+                    "as for an np.broadcast_to view or an array another library lent). "
+                    "Fix: pass a writeable copy (np.array(a)) or, if the array is yours, "
+                    "set a.flags.writeable = True first. numba's message follows.\n\n"
+                    f"{exc}") from exc
         if COMPLEX_DUAL in str(exc):
             found = re.search(re.escape(COMPLEX_DUAL) + r" \((.*?)\) is not", str(exc))
             raise DualgpuError(
@@ -615,6 +628,16 @@ def _aliased_param(tree, name, params):
 _NO_IMPLEMENTATION = re.compile(
     r"No implementation of function Function\((.*?)\) found for signature:\s*>>> ([^\n]*)")
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
+#: numba's typing failure of a store into a read-only array
+_READ_ONLY_STORE = re.compile(r"setitem\(readonly array\(")
+
+
+def _read_only(a):
+    """True for a numpy array, or a DualArray with a member, that cannot be written."""
+    if isinstance(a, DualArray):
+        return any(isinstance(m, np.ndarray) and not m.flags.writeable
+                   for m in (a.values, a.partials))
+    return isinstance(a, np.ndarray) and not a.flags.writeable
 
 
 def _missing_dual_version(exc):

@@ -196,3 +196,28 @@ def test_a_call_numba_has_no_dual_version_of_is_named_with_its_line_on_cpu():
     assert message.startswith(f"kernel _sign_of_dual (at {__file__}:{line}): "
                               "sign(Dual(float64, 1)) has no dual version")
     assert "Fix: write it with operations that take duals" in message
+
+
+@cuda.jit
+def _double_into(a, b):
+    i = cuda.grid(1)
+    if i < a.shape[0]:
+        b[i] = 2.0 * a[i]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_write_into_a_read_only_array_names_the_argument_and_the_fix(backend):
+    """Writing into a read-only array (np.broadcast_to, a lent buffer) names the argument,
+    not numba's setitem typing failure; the read-only input it only reads is not blamed."""
+    a = np.ones(4)
+    a.flags.writeable = False  # read only, and only read: fine
+    b = np.zeros(4)
+    b.flags.writeable = False
+    with dualgpu.using_backend(backend):
+        with pytest.raises(DualgpuError, match=r"read-only array: argument b \(") as info:
+            _double_into[1, 4](a, b)
+    assert "argument a" not in str(info.value) and "np.array(a)" in str(info.value)
+    np.testing.assert_array_equal(b, 0.0)
+    if backend == "cpu":  # (numba's simulator copies every host array back, as a GPU does)
+        with dualgpu.using_backend(backend):
+            _double_into[1, 4](a, np.zeros(4))  # a read-only array that is only read
