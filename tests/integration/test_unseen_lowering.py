@@ -439,62 +439,8 @@ def test_hessian_through_min_max_abs_pow_hypot(backend):
     np.testing.assert_allclose(H, H_fd, rtol=rtol, atol=rtol)
 
 
-DEFINE_SCRIPT = textwrap.dedent("""
-    import math
-    import numpy as np
-    import dualgpu
-    from dualgpu import cuda, rules
-
-    @rules.define("unseen.softplus", "1 / (1 + exp(-x))")
-    def softplus(x):
-        return math.log1p(math.exp(x))
-
-    def _blend(x, y):
-        return x * x * y + math.sin(y)
-    blend = rules.define("unseen.blend", ("2 * x * y", "x * x + cos(y)"), _blend)
-    exp2 = rules.define("math.exp2", "ans * 0.6931471805599453")
-
-    @cuda.jit
-    def k(x, out):
-        i = cuda.grid(1)
-        n = x.shape[0]
-        if i < n:
-            a = x[i]
-            b = x[(i + 1) % n]
-            out[i] = (softplus(a) * 2.0 + blend(a, b) + blend(a, 0.5) + blend(2.0, b)
-                      + math.exp2(a) + exp2(b))
-
-    def f(x):
-        d = cuda.to_device(x)
-        o = cuda.device_array_like(d)
-        k[1, 5](d, o)
-        return o.copy_to_host()
-
-    def ref(x):
-        n = len(x)
-        return np.array([math.log1p(math.exp(x[i])) * 2 + _blend(x[i], x[(i + 1) % n])
-                         + _blend(x[i], 0.5) + _blend(2.0, x[(i + 1) % n]) + 2 ** x[i]
-                         + 2 ** x[(i + 1) % n] for i in range(n)])
-
-    x = np.linspace(0.2, 1.0, 5)
-    J_fd = np.array([(ref(x + e) - ref(x - e)) / 2e-6 for e in np.eye(5) * 1e-6]).T
-    for backend, dtype, rtol in (("cpu", np.float64, 1e-6), ("cudasim", np.float32, 1e-3)):
-        with dualgpu.using_backend(backend):
-            J = dualgpu.jacobian(f, x.astype(dtype))
-            out, _ = dualgpu.jvp(f, (x.astype(dtype),), (np.ones(5, dtype),))
-        np.testing.assert_allclose(J, J_fd, rtol=rtol, atol=rtol)
-        with dualgpu.using_backend("cpu"):
-            plain = f(x.astype(dtype))
-        np.testing.assert_array_equal(out, plain)  # the compiled plain value
-    print("ok")
-""")
-
-
-def test_rule_defined_by_the_user_in_a_kernel(tmp_path):
-    # a subprocess: defined rules are process-wide and cannot be removed once compiled
-    result = _run(DEFINE_SCRIPT, tmp_path)
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert result.stdout.strip() == "ok"
+# rules of one's own in a kernel: tests/core/test_rules_define.py (in the one fresh process it
+# starts for every check that defines rules process-wide)
 
 
 NANSAFE_SCRIPT = textwrap.dedent("""
