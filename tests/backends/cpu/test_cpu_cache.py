@@ -3,7 +3,7 @@
 A second process must load every launcher from the cache and compile nothing; any
 change to what the machine code depends on (kernel source, module constants, closure
 values, options) must give another cache entry, never a stale one. NaN-safe mode in the key:
-tests/core/test_nansafe_cache.py (one sequence of processes for both caches on disk).
+tests/core/test_nansafe.py (one sequence of processes for both caches on disk).
 """
 import importlib.util
 import json
