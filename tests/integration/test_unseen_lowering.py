@@ -323,6 +323,10 @@ BOUNDS_SCRIPT = textwrap.dedent("""
         return u[i, j]
 
     @njit
+    def get1(u, i):
+        return u[i]
+
+    @njit
     def put(u, i, d):
         u[i] = d
 
@@ -339,7 +343,7 @@ BOUNDS_SCRIPT = textwrap.dedent("""
     u2 = dual_array(np.arange(6.0).reshape(2, 3), np.ones((2, 2, 3)))
     u1 = dual_array(np.arange(4.0), np.ones((2, 4)))
     calls = [lambda: get(u2, 1, 3), lambda: get(u2, np.int8(-3), 0),
-             lambda: get(u2, 2, np.uint64(0)),
+             lambda: get(u2, 2, np.uint64(0)), lambda: get1(u1, 4),
              lambda: put(u1, 4, Dual(1.0, (1.0, 2.0))), lambda: put(u1, -5, 1.0),
              lambda: short_lanes(3), lambda: short_lanes_put(3)]
     for call in calls:
@@ -390,12 +394,15 @@ def _run(script, directory, **env):
 
 
 def test_boundscheck_covers_values_and_lanes(tmp_path):
+    """Under NUMBA_BOUNDSCHECK=1 (a fresh process) DualArray elements are checked like numba's
+    arrays, values and lanes, read and written, 1-D and 2-D, with any integer type; kernels
+    reading past the end raise on the cpu backend and the simulator, plain and dual."""
     result = _run(BOUNDS_SCRIPT, tmp_path, NUMBA_BOUNDSCHECK="1")
     assert result.returncode == 0, result.stderr
     lines = result.stdout.split("\n")
-    assert lines[:7] == ["IndexError"] * 7, result.stdout
-    assert lines[7] == "5.0 2.0"
-    assert lines[8:12] == ["IndexError"] * 4, result.stdout  # plain and dual, cpu and cudasim
+    assert lines[:8] == ["IndexError"] * 8, result.stdout
+    assert lines[8] == "5.0 2.0"
+    assert lines[9:13] == ["IndexError"] * 4, result.stdout  # plain and dual, cpu and cudasim
 
 
 # --- sparsity, second order, rules of one's own, NaN-safe mode -----------------------------
