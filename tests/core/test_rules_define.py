@@ -226,17 +226,37 @@ def test_a_rule_compiled_into_code_cannot_change():
         rules.undefine("rules_define_lib.softplus")
 
 
-def test_rules_defined_after_a_kernel_compiled():
-    # In a fresh process: a math function without a rule refuses duals in compiled code; once
-    # defined, the same @njit function compiles (numba keeps no failed typing); a built-in rule
-    # replaced before its first compilation applies everywhere; after, it cannot change.
-    script = textwrap.dedent("""
-        import math
-        import numpy as np
-        from numba import njit
-        import dualgpu
-        from dualgpu import Dual, DualArray, MissingRuleError, rules
+#: Rules defined in a fresh process (defined rules are process-wide and cannot be removed once
+#: compiled): one process runs the sections in order, each defining its rules just before it
+#: uses them, and prints ``<section> ok`` (or the traceback and ``<section> failed``); a section
+#: that fails leaves the later ones to run. The cpu backend reads kernels' source, so the
+#: script is a file.
+FRESH_PROCESS = textwrap.dedent("""
+    import math
+    import traceback
 
+    import numpy as np
+    from numba import njit
+
+    import dualgpu
+    from dualgpu import Dual, MissingRuleError, cuda, rules
+
+
+    def section(name, body):
+        try:
+            body()
+        except BaseException:
+            traceback.print_exc()
+            print(name, "failed", flush=True)
+        else:
+            print(name, "ok", flush=True)
+
+
+    # --- after_a_kernel_compiled: a math function without a rule refuses duals in compiled
+    # code; once defined, the same @njit function compiles (numba keeps no failed typing); a
+    # built-in rule replaced before its first compilation applies everywhere; after, it
+    # cannot change
+    def after_a_kernel_compiled():
         f = njit(lambda d: math.gamma(d))
         d = Dual(2.5, [1.0])
         try:
@@ -261,11 +281,125 @@ def test_rules_defined_after_a_kernel_compiled():
             assert "already uses it" in str(error)
         else:
             raise AssertionError("no error")
-        print("ok")
-    """)
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                          timeout=300)
-    assert done.returncode == 0 and done.stdout.strip().endswith("ok"), done.stderr[-3000:]
+
+
+    section("after_a_kernel_compiled", after_a_kernel_compiled)
+
+
+    # --- overridden_under_hessian: atan overridden with a (deliberately different) rule gives
+    # the override's second derivative on the cpu backend as on cudasim
+    @cuda.jit
+    def atan_kernel(u, out):
+        i = cuda.grid(1)
+        if i < u.shape[0]:
+            out[i] = math.atan(u[i])
+
+
+    def overridden_under_hessian():
+        rules.define("math.atan", "2 * x", override=True)  # before the kernel compiles
+
+        def f(u):
+            d_u = cuda.to_device(u)
+            out = cuda.device_array_like(d_u)
+            atan_kernel[1, 4](d_u, out)
+            return out.sum()
+
+        u = np.array([0.3, -0.6])
+        for backend in ("cpu", "cudasim"):
+            with dualgpu.using_backend(backend):
+                H = dualgpu.hessian(f, u)
+            assert np.allclose(H, np.diag([2.0, 2.0]), rtol=1e-12, atol=0), (backend, H)
+
+
+    section("overridden_under_hessian", overridden_under_hessian)
+
+
+    # --- in_a_kernel: rules of one's own (a decorator, two arguments, a math function without
+    # a built-in rule, the function rules.define returns) in a kernel: the Jacobian against
+    # central differences, the dual value equal to the compiled plain one
+    @rules.define("user.softplus", "1 / (1 + exp(-x))")
+    def softplus(x):
+        return math.log1p(math.exp(x))
+
+
+    def _blend(x, y):
+        return x * x * y + math.sin(y)
+
+
+    blend = rules.define("user.blend", ("2 * x * y", "x * x + cos(y)"), _blend)
+    exp2 = rules.define("math.exp2", "ans * 0.6931471805599453")
+
+
+    @cuda.jit
+    def user_rules_kernel(x, out):
+        i = cuda.grid(1)
+        n = x.shape[0]
+        if i < n:
+            a = x[i]
+            b = x[(i + 1) % n]
+            out[i] = (softplus(a) * 2.0 + blend(a, b) + blend(a, 0.5) + blend(2.0, b)
+                      + math.exp2(a) + exp2(b))
+
+
+    def in_a_kernel():
+        def f(x):
+            d = cuda.to_device(x)
+            o = cuda.device_array_like(d)
+            user_rules_kernel[1, 5](d, o)
+            return o.copy_to_host()
+
+        def ref(x):
+            n = len(x)
+            return np.array([math.log1p(math.exp(x[i])) * 2 + _blend(x[i], x[(i + 1) % n])
+                             + _blend(x[i], 0.5) + _blend(2.0, x[(i + 1) % n]) + 2 ** x[i]
+                             + 2 ** x[(i + 1) % n] for i in range(n)])
+
+        x = np.linspace(0.2, 1.0, 5)
+        J_fd = np.array([(ref(x + e) - ref(x - e)) / 2e-6 for e in np.eye(5) * 1e-6]).T
+        for backend, dtype, rtol in (("cpu", np.float64, 1e-6), ("cudasim", np.float32, 1e-3)):
+            with dualgpu.using_backend(backend):
+                J = dualgpu.jacobian(f, x.astype(dtype))
+                out, _ = dualgpu.jvp(f, (x.astype(dtype),), (np.ones(5, dtype),))
+            np.testing.assert_allclose(J, J_fd, rtol=rtol, atol=rtol)
+            with dualgpu.using_backend("cpu"):
+                plain = f(x.astype(dtype))
+            np.testing.assert_array_equal(out, plain)  # the compiled plain value
+
+
+    section("in_a_kernel", in_a_kernel)
+""")
+
+
+@pytest.fixture(scope="module")
+def fresh_process(tmp_path_factory):
+    """FRESH_PROCESS run once: its output, and ``{section: "ok" or "failed"}``."""
+    path = tmp_path_factory.mktemp("rules_fresh") / "rules_in_a_fresh_process.py"
+    path.write_text(FRESH_PROCESS)
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2]))
+    done = subprocess.run([sys.executable, str(path)], capture_output=True, text=True,
+                          timeout=600, env=env)
+    status = dict(line.split() for line in done.stdout.split("\n")
+                  if line.endswith((" ok", " failed")))
+    return done, status
+
+
+def _section_ok(fresh_process, name):
+    done, status = fresh_process
+    assert status.get(name) == "ok", (done.returncode, done.stdout[-2000:], done.stderr[-3000:])
+
+
+def test_rules_defined_after_a_kernel_compiled(fresh_process):
+    _section_ok(fresh_process, "after_a_kernel_compiled")
+
+
+def test_an_overridden_built_in_rule_under_hessian_in_compiled_code(fresh_process):
+    """Second-order compiled code read the built-in table, not the override (first order and
+    the Python duals did)."""
+    _section_ok(fresh_process, "overridden_under_hessian")
+
+
+def test_rule_defined_by_the_user_in_a_kernel(fresh_process):
+    _section_ok(fresh_process, "in_a_kernel")
 
 
 @dualgpu.cuda.jit
@@ -308,41 +442,3 @@ def test_defined_rules_under_hessian(backend, dtype):
     tol = dict(rtol=2e-3, atol=2e-3) if dtype is np.float32 else dict(rtol=1e-6, atol=1e-8)
     np.testing.assert_allclose(H, np.diag(second), **tol)
     np.testing.assert_allclose(H, fd.reshape(H.shape), **tol)
-
-
-def test_an_overridden_built_in_rule_under_hessian_in_compiled_code(tmp_path):
-    """Second-order compiled code read the built-in table, not the override (first order and
-    the Python duals did): in a fresh process, atan overridden with a (deliberately different)
-    rule gives the override's second derivative on the cpu backend as on cudasim."""
-    script = textwrap.dedent("""
-        import math
-        import numpy as np
-        import dualgpu
-        from dualgpu import cuda, rules
-
-        rules.define("math.atan", "2 * x", override=True)
-
-        @cuda.jit
-        def k(u, out):
-            i = cuda.grid(1)
-            if i < u.shape[0]:
-                out[i] = math.atan(u[i])
-
-        def f(u):
-            d_u = cuda.to_device(u)
-            out = cuda.device_array_like(d_u)
-            k[1, 4](d_u, out)
-            return out.sum()
-
-        u = np.array([0.3, -0.6])
-        for backend in ("cpu", "cudasim"):
-            with dualgpu.using_backend(backend):
-                H = dualgpu.hessian(f, u)
-            assert np.allclose(H, np.diag([2.0, 2.0]), rtol=1e-12, atol=0), (backend, H)
-        print("ok")
-    """)
-    (tmp_path / "override_hessian.py").write_text(script)  # the cpu backend reads the source
-    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2]))
-    done = subprocess.run([sys.executable, str(tmp_path / "override_hessian.py")],
-                          capture_output=True, text=True, timeout=600, env=env)
-    assert done.returncode == 0 and done.stdout.strip().endswith("ok"), done.stderr[-3000:]

@@ -170,22 +170,5 @@ def test_jacobian_of_a_complex_output_is_complex():
     np.testing.assert_allclose(tangent, expected.sum(axis=1), rtol=1e-7, atol=1e-8)
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("order", ["dualgpu first", "scipy.fft first"])
-def test_scipy_fft_takes_duals_whichever_is_imported_first(order):
-    """dualgpu does not import scipy.fft (it costs import time); its backend is installed
-    when scipy.fft is imported, before or after dualgpu."""
-    import os
-    import subprocess
-    import sys
-    from pathlib import Path
-
-    imports = ("import dualgpu, sys; assert 'scipy.fft' not in sys.modules; import scipy.fft"
-               if order == "dualgpu first" else "import scipy.fft, dualgpu")
-    code = (f"{imports}; import numpy as np; "
-            "u = dualgpu.dual_array(np.arange(4.0), np.eye(4)); "
-            "assert np.allclose(scipy.fft.fft(u).partials, np.fft.fft(np.eye(4))); print('ok')")
-    root = Path(__file__).resolve().parents[2]
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         cwd=root, env={**os.environ, "PYTHONPATH": str(root)})
-    assert out.stdout.strip() == "ok", out.stderr[-2000:]
+# scipy.fft imported before or after dualgpu (fresh processes):
+# tests/architecture/test_fresh_imports.py

@@ -323,6 +323,10 @@ BOUNDS_SCRIPT = textwrap.dedent("""
         return u[i, j]
 
     @njit
+    def get1(u, i):
+        return u[i]
+
+    @njit
     def put(u, i, d):
         u[i] = d
 
@@ -339,7 +343,7 @@ BOUNDS_SCRIPT = textwrap.dedent("""
     u2 = dual_array(np.arange(6.0).reshape(2, 3), np.ones((2, 2, 3)))
     u1 = dual_array(np.arange(4.0), np.ones((2, 4)))
     calls = [lambda: get(u2, 1, 3), lambda: get(u2, np.int8(-3), 0),
-             lambda: get(u2, 2, np.uint64(0)),
+             lambda: get(u2, 2, np.uint64(0)), lambda: get1(u1, 4),
              lambda: put(u1, 4, Dual(1.0, (1.0, 2.0))), lambda: put(u1, -5, 1.0),
              lambda: short_lanes(3), lambda: short_lanes_put(3)]
     for call in calls:
@@ -390,12 +394,15 @@ def _run(script, directory, **env):
 
 
 def test_boundscheck_covers_values_and_lanes(tmp_path):
+    """Under NUMBA_BOUNDSCHECK=1 (a fresh process) DualArray elements are checked like numba's
+    arrays, values and lanes, read and written, 1-D and 2-D, with any integer type; kernels
+    reading past the end raise on the cpu backend and the simulator, plain and dual."""
     result = _run(BOUNDS_SCRIPT, tmp_path, NUMBA_BOUNDSCHECK="1")
     assert result.returncode == 0, result.stderr
     lines = result.stdout.split("\n")
-    assert lines[:7] == ["IndexError"] * 7, result.stdout
-    assert lines[7] == "5.0 2.0"
-    assert lines[8:12] == ["IndexError"] * 4, result.stdout  # plain and dual, cpu and cudasim
+    assert lines[:8] == ["IndexError"] * 8, result.stdout
+    assert lines[8] == "5.0 2.0"
+    assert lines[9:13] == ["IndexError"] * 4, result.stdout  # plain and dual, cpu and cudasim
 
 
 # --- sparsity, second order, rules of one's own, NaN-safe mode -----------------------------
@@ -439,103 +446,13 @@ def test_hessian_through_min_max_abs_pow_hypot(backend):
     np.testing.assert_allclose(H, H_fd, rtol=rtol, atol=rtol)
 
 
-DEFINE_SCRIPT = textwrap.dedent("""
-    import math
-    import numpy as np
-    import dualgpu
-    from dualgpu import cuda, rules
-
-    @rules.define("unseen.softplus", "1 / (1 + exp(-x))")
-    def softplus(x):
-        return math.log1p(math.exp(x))
-
-    def _blend(x, y):
-        return x * x * y + math.sin(y)
-    blend = rules.define("unseen.blend", ("2 * x * y", "x * x + cos(y)"), _blend)
-    exp2 = rules.define("math.exp2", "ans * 0.6931471805599453")
-
-    @cuda.jit
-    def k(x, out):
-        i = cuda.grid(1)
-        n = x.shape[0]
-        if i < n:
-            a = x[i]
-            b = x[(i + 1) % n]
-            out[i] = (softplus(a) * 2.0 + blend(a, b) + blend(a, 0.5) + blend(2.0, b)
-                      + math.exp2(a) + exp2(b))
-
-    def f(x):
-        d = cuda.to_device(x)
-        o = cuda.device_array_like(d)
-        k[1, 5](d, o)
-        return o.copy_to_host()
-
-    def ref(x):
-        n = len(x)
-        return np.array([math.log1p(math.exp(x[i])) * 2 + _blend(x[i], x[(i + 1) % n])
-                         + _blend(x[i], 0.5) + _blend(2.0, x[(i + 1) % n]) + 2 ** x[i]
-                         + 2 ** x[(i + 1) % n] for i in range(n)])
-
-    x = np.linspace(0.2, 1.0, 5)
-    J_fd = np.array([(ref(x + e) - ref(x - e)) / 2e-6 for e in np.eye(5) * 1e-6]).T
-    for backend, dtype, rtol in (("cpu", np.float64, 1e-6), ("cudasim", np.float32, 1e-3)):
-        with dualgpu.using_backend(backend):
-            J = dualgpu.jacobian(f, x.astype(dtype))
-            out, _ = dualgpu.jvp(f, (x.astype(dtype),), (np.ones(5, dtype),))
-        np.testing.assert_allclose(J, J_fd, rtol=rtol, atol=rtol)
-        with dualgpu.using_backend("cpu"):
-            plain = f(x.astype(dtype))
-        np.testing.assert_array_equal(out, plain)  # the compiled plain value
-    print("ok")
-""")
-
-
-def test_rule_defined_by_the_user_in_a_kernel(tmp_path):
-    # a subprocess: defined rules are process-wide and cannot be removed once compiled
-    result = _run(DEFINE_SCRIPT, tmp_path)
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert result.stdout.strip() == "ok"
-
-
-NANSAFE_SCRIPT = textwrap.dedent("""
-    import sys
-    sys.path.insert(0, %r)
-    import numpy as np
-    import dualgpu
-    from dualgpu import cuda
-    from kernels_unseen_lowering import nansafe_probe
-
-    def f(x):
-        d = cuda.to_device(x)
-        o = cuda.device_array_like(d)
-        nansafe_probe[1, 4](d, o)
-        return o.copy_to_host()
-
-    x = np.array([0.3, 0.5, 0.7, 0.9])
-    for backend in ("cpu", "cudasim"):
-        for dtype in (np.float64, np.float32):
-            with dualgpu.using_backend(backend):
-                J = dualgpu.jacobian(f, x.astype(dtype))
-            print(repr(J.ravel().astype(np.float64).tolist()))
-""" % os.path.dirname(os.path.abspath(K.__file__)))
+# rules of one's own in a kernel: tests/core/test_rules_define.py (in the one fresh process it
+# starts for every check that defines rules process-wide)
 
 
 _nansafe_probe = _launcher(K.nansafe_probe, 4)
-
-
-def test_nansafe_mode_on_keeps_zero_partials_zero(tmp_path):
-    """sqrt(w), w ** 0.5, asin(w + 1) with w exactly 0 and zero partials: NaN-safe mode gives
-    the derivative of the rest (2 x_i, and 0.5 / sqrt(x_0) in column 0), not NaN."""
-    result = _run(NANSAFE_SCRIPT, tmp_path, DUALGPU_NANSAFE_MODE="1",
-                  DUALGPU_CACHE_DIR=str(tmp_path))
-    assert result.returncode == 0, result.stderr[-3000:]
-    x = np.array([0.3, 0.5, 0.7, 0.9])
-    want = np.diag(2 * x)
-    want[:, 0] += 0.5 / np.sqrt(0.3)
-    lines = result.stdout.strip().split("\n")
-    assert len(lines) == 4
-    for line in lines:
-        np.testing.assert_allclose(eval(line), want.ravel(), rtol=1e-6)
+# the same kernel in NaN-safe mode: tests/core/test_nansafe.py (the mode is read at import; one
+# NaN-safe process there runs every NaN-safe check)
 
 
 @pytest.mark.parametrize("backend", BACKENDS)

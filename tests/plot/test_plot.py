@@ -1,7 +1,4 @@
 """Tests for dualgpu.plot: figures are made headless, centred at zero, labelled, and saved."""
-import os
-import subprocess
-import sys
 import warnings
 
 import numpy as np
@@ -493,14 +490,5 @@ def test_save_creates_folders_appends_suffix_and_accepts_pairs(tmp_path):
         plot.save(object(), tmp_path / "x.png")
 
 
-@pytest.mark.slow
-def test_import_does_not_touch_pyplot_or_backend(tmp_path):
-    target = tmp_path / "j.png"
-    code = (
-        "import sys; import dualgpu.plot as p; "
-        "p.save(p.jacobian_heatmap([[1.0]])[0], sys.argv[1]); "
-        "assert 'matplotlib.pyplot' not in sys.modules, 'pyplot was imported'"
-    )
-    env = {key: value for key, value in os.environ.items() if key not in ("DISPLAY", "MPLBACKEND")}
-    subprocess.run([sys.executable, "-c", code, str(target)], check=True, env=env)
-    assert target.read_bytes()[:8] == PNG_SIGNATURE
+# dualgpu.plot saves a figure without pyplot or a backend (a fresh process):
+# tests/architecture/test_fresh_imports.py

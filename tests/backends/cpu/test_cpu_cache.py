@@ -2,7 +2,8 @@
 
 A second process must load every launcher from the cache and compile nothing; any
 change to what the machine code depends on (kernel source, module constants, closure
-values, options) must give another cache entry, never a stale one.
+values, options) must give another cache entry, never a stale one. NaN-safe mode in the key:
+tests/core/test_nansafe.py (one sequence of processes for both caches on disk).
 """
 import importlib.util
 import json
@@ -50,8 +51,8 @@ SCRIPT = textwrap.dedent("""
 """)
 
 
-def _run(cache_dir, enabled=True):
-    env = dict(os.environ, DUALGPU_CACHE_DIR=str(cache_dir), DUALGPU_CACHE="1" if enabled else "0")
+def _run(cache_dir):
+    env = dict(os.environ, DUALGPU_CACHE_DIR=str(cache_dir), DUALGPU_CACHE="1")
     script = SCRIPT.format(root=ROOT, tests=os.path.join(ROOT, "tests", "fixtures"))
     proc = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True,
                           timeout=600)
@@ -68,12 +69,6 @@ def test_second_process_compiles_nothing(tmp_path):
     np.testing.assert_array_equal(second["jac"], first["jac"])
     files = os.listdir(os.path.join(tmp_path, f"cpu-launchers-v{cpu_cache.FORMAT}"))
     assert any(f.startswith("dg_") and f.endswith(".py") for f in files)
-
-
-def test_cache_can_be_turned_off(tmp_path):
-    result = _run(tmp_path, enabled=False)
-    assert result["launchers"] > 0
-    assert not os.path.exists(os.path.join(tmp_path, f"cpu-launchers-v{cpu_cache.FORMAT}"))
 
 
 KERNEL_SOURCE = '''
@@ -109,6 +104,57 @@ def _module(tmp_path, name, scale=2.0, body="x[i] * x[i]"):
     sys.modules[name] = module
     spec.loader.exec_module(module)
     return module
+
+
+def test_cache_can_be_turned_off(tmp_path, monkeypatch):
+    """``DUALGPU_CACHE=0``: a kernel the cache would keep (its module is found by name) compiles
+    its launchers and writes nothing. In this process: the switch is read at each compile, and
+    a kernel no process has compiled before compiles here whatever this process did before."""
+    import numba.core.dispatcher as dispatcher
+
+    import dualgpu
+    from dualgpu import cuda
+
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("DUALGPU_CACHE_DIR", str(cache))
+    monkeypatch.setenv("DUALGPU_CACHE", "0")
+    compiled = []
+    original = dispatcher.Dispatcher.compile
+
+    def compile(self, sig):
+        before = len(self.overloads)
+        result = original(self, sig)
+        if len(self.overloads) > before and not sum(self.stats.cache_hits.values()):
+            compiled.append(self.py_func.__qualname__)
+        return result
+
+    monkeypatch.setattr(dispatcher.Dispatcher, "compile", compile)
+    path = tmp_path / "cache_kernels_off.py"  # KERNEL_SOURCE's kernels as dualgpu kernels
+    path.write_text(KERNEL_SOURCE.format(scale=2.0, body="x[i] * x[i]").replace(
+        "from numba import cuda", "from dualgpu import cuda"))
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    module = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, spec.name, module)  # found by name: cacheable
+    spec.loader.exec_module(module)
+
+    def f(x):
+        out = cuda.device_array_like(x)
+        module.plain[1, 8](cuda.to_device(x), out)
+        return out.copy_to_host()
+
+    x = np.linspace(0.5, 1.5, 5)
+    with dualgpu.using_backend("cpu"):
+        np.testing.assert_array_equal(f(x), x * x)
+        np.testing.assert_allclose(dualgpu.jacobian(f, x), np.diag(2 * x), rtol=1e-15)
+    assert compiled.count("_dg_launch") >= 2  # the plain launcher and the dual one
+    assert not os.path.exists(os.path.join(cache, f"cpu-launchers-v{cpu_cache.FORMAT}"))
+    # the control: a kernel of the same module with the cache on is written there
+    monkeypatch.setenv("DUALGPU_CACHE", "1")
+    out = cuda.device_array_like(x)
+    with dualgpu.using_backend("cpu"):
+        module.make(1.0)[1, 8](cuda.to_device(x), out)
+    np.testing.assert_array_equal(out.copy_to_host(), 2.0 * x + 1.0)
+    assert os.listdir(os.path.join(cache, f"cpu-launchers-v{cpu_cache.FORMAT}"))
 
 
 def _key(kernel):
@@ -154,42 +200,6 @@ def test_values_without_a_stable_key_are_not_cached():
         cpu_cache.fingerprint(_Opaque())
     assert cpu_cache.fingerprint(np.arange(3.0)) != cpu_cache.fingerprint(np.arange(3.0) + 1)
     assert cpu_cache.fingerprint((1, 2.0)) != cpu_cache.fingerprint((1, 2))
-
-
-NANSAFE_SCRIPT = textwrap.dedent("""
-    import json, sys, warnings
-    sys.path[:0] = [{root!r}, {tests!r}]
-    warnings.simplefilter("ignore")
-    import numpy as np
-    import dualgpu
-    from dualgpu import Dual, DualArray
-    import kernels_edge_cases as K
-    f32 = np.float32
-    x = Dual(f32(1e38), np.array([1.0, 0.0], f32))  # d(x/y)/dy overflows in float32
-    y = Dual(f32(0.5), np.array([0.0, 1.0], f32))
-    out = dualgpu.dual_array(np.zeros(1, f32), lanes=2)
-    with dualgpu.using_backend("cpu"):
-        K.ratio[1, 1](DualArray(np.array([x.value]), x.partials.reshape(2, 1).copy()),
-                      DualArray(np.array([y.value]), y.partials.reshape(2, 1).copy()), out)
-    print(json.dumps(out.partials[:, 0].tolist()))
-""")
-
-
-def test_nansafe_mode_is_part_of_the_key(tmp_path):
-    """A launcher cached without NaN-safe mode was loaded by a NaN-safe process: NaN partials
-    where the mode promises the zero lane's own derivative."""
-    def run(nansafe):
-        env = dict(os.environ, DUALGPU_CACHE_DIR=str(tmp_path), DUALGPU_CACHE="1",
-                   DUALGPU_NANSAFE_MODE="1" if nansafe else "0")
-        script = NANSAFE_SCRIPT.format(root=ROOT, tests=os.path.join(ROOT, "tests", "fixtures"))
-        proc = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
-                              text=True, timeout=600)
-        assert proc.returncode == 0, proc.stderr[-3000:]
-        return json.loads(proc.stdout.strip().splitlines()[-1])
-
-    plain = run(nansafe=False)
-    assert np.isnan(plain[0])  # inf * 0 = nan without the mode
-    assert run(nansafe=True) == [2.0, -np.inf]  # from the same cache directory
 
 
 def test_switches_cover_nansafe_and_bounds_checking(monkeypatch):
