@@ -26,7 +26,6 @@ from numba.cuda import args as _numba_args
 
 from dualgpu.backends.common.translate import unwrap
 from dualgpu.core._context import active_lanes
-from dualgpu.core._paths import PACKAGE_DIR
 from dualgpu.core.dual import Dual
 from dualgpu.core.dualarray import DualArray
 from dualgpu.core.nested import lane_key
@@ -38,19 +37,20 @@ from dualgpu.errors import (
 from dualgpu.host.buffers import _read_only_params, active, caller_line, launch_store_fix
 from dualgpu.porting import tuple_arguments
 from dualgpu.porting.captured_duals import Plan, captured_duals, lift
+from dualgpu.porting.launch_errors import (
+    ANSI as _ANSI,
+    PYTHON_FLOAT as _PYTHON_FLOAT,
+    READ_ONLY_STORE as _READ_ONLY_STORE,
+    dual_store_target as _dual_store_target,
+    kernel_line as _kernel_line,
+    missing_dual_version as _missing_dual_version,
+    read_only as _read_only,
+)
 from dualgpu.porting.launch_plan import Configured, make_plan, register_device_arrays
 from dualgpu.porting.signatures import apply_signature, parse_signatures
 
 __all__ = ["jit", "Kernel", "DeviceFunction", "LaunchCoverageWarning", "flat_kernel"]
 
-#: numba's message for a dual stored into a plain array (numba_arrays' setitem overload)
-_COMPILED_STORE = "is stored into a plain"
-#: the Python dual's message when numpy converts it to a float (a store, or an explicit float())
-_PYTHON_FLOAT = "float(Dual) would drop the partials"
-_PACKAGE_DIR = PACKAGE_DIR
-#: numba's locations in its messages: 'File "f.py", line 12' and 'at f.py (12)'
-_NUMBA_LOCATION = re.compile(r'File "([^"]+)", line (\d+)|at (\S+\.py) \((\d+)\)')
-_SUBSCRIPT_STORE = re.compile(r"^\s*([A-Za-z_]\w*)\s*\[.*\]\s*(?:[-+*/%]|//|\*\*)?=(?!=)")
 
 
 #: numba.cuda's launch-argument hints (``cuda.In(x)``, ``Out``, ``InOut``): only a copy
@@ -622,92 +622,6 @@ def _aliased_param(tree, name, params):
             break
         name = bases.pop()
     return name
-
-
-#: numba's typing failure of a call: the function and the signature it was given
-_NO_IMPLEMENTATION = re.compile(
-    r"No implementation of function Function\((.*?)\) found for signature:\s*>>> ([^\n]*)")
-_ANSI = re.compile(r"\x1b\[[0-9;]*m")
-#: numba's typing failure of a store into a read-only array
-_READ_ONLY_STORE = re.compile(r"setitem\(readonly array\(")
-
-
-def _read_only(a):
-    """True for a numpy array, or a DualArray with a member, that cannot be written."""
-    if isinstance(a, DualArray):
-        return any(isinstance(m, np.ndarray) and not m.flags.writeable
-                   for m in (a.values, a.partials))
-    return isinstance(a, np.ndarray) and not a.flags.writeable
-
-
-def _missing_dual_version(exc):
-    """``"sign(Dual(float64, 1))"`` when ``exc`` is numba's typing failure of a call on duals.
-
-    The innermost such call, unless a dualgpu overload explains the failure itself (its
-    message then follows in numba's text and is kept). None for any other error.
-    """
-    if type(exc).__name__ != "TypingError":
-        return None
-    text = _ANSI.sub("", str(exc))
-    calls = [m for m in _NO_IMPLEMENTATION.finditer(text) if "Dual(" in m.group(2)]
-    if not calls:
-        return None
-    last = calls[-1]
-    candidates = text[last.end():].split("\nDuring:", 1)[0]  # numba's reasons for this call
-    if re.search(r"dualgpu|partials|lanes", candidates):
-        return None
-    return last.group(2).strip()
-
-
-def _kernel_line(exc):
-    """``" (at file.py:12)"``: the innermost line of user code in ``exc``, or ""."""
-    place = ""
-    for found in _NUMBA_LOCATION.findall(str(exc)):  # compiled: numba names it first
-        filename, lineno = (found[0], found[1]) if found[0] else (found[2], found[3])
-        if not (os.path.abspath(filename).startswith(_PACKAGE_DIR)
-                or "cpu-launchers" in filename):  # not dualgpu's generated launchers
-            place = f"{os.path.abspath(filename)}:{lineno}"
-            break
-    tb = None if place else exc.__traceback__
-    while tb is not None:  # the simulator: the innermost frame of user code
-        filename = tb.tb_frame.f_code.co_filename
-        if not (filename.startswith(_PACKAGE_DIR) or f"{os.sep}numba" in filename
-                or filename.startswith("<")):
-            place = f"{filename}:{tb.tb_lineno}"
-        tb = tb.tb_next
-    return f" (at {place})" if place else ""
-
-
-def _dual_store_target(exc):
-    """If ``exc`` reports a dual stored into a plain array: ``(name, "file:line")``.
-
-    The name and place are "" where unknown. None when it is another error (an explicit
-    ``float(dual)`` keeps its own message).
-    """
-    text = str(exc)
-    if _COMPILED_STORE in text:  # numba's message shows the kernel's line: read the store there
-        for found in reversed(_NUMBA_LOCATION.findall(text)):
-            filename, lineno = (found[0], found[1]) if found[0] else (found[2], found[3])
-            if os.path.abspath(filename).startswith(_PACKAGE_DIR):
-                continue  # dualgpu's own code (an atomic's store): not the kernel's line
-            match = _SUBSCRIPT_STORE.match(linecache.getline(filename, int(lineno)))
-            if match:
-                return match.group(1), f"{filename}:{lineno}"
-        return "", ""
-    if _PYTHON_FLOAT not in text:
-        return None
-    store = None
-    tb = exc.__traceback__
-    while tb is not None:  # the innermost subscript store outside dualgpu: the kernel's line
-        filename = tb.tb_frame.f_code.co_filename
-        line = linecache.getline(filename, tb.tb_lineno)
-        if (not filename.startswith(_PACKAGE_DIR) and _SUBSCRIPT_STORE.match(line)
-                and f"{os.sep}numba" not in filename):  # not numba's simulator (atomics)
-            store = (line, f"{filename}:{tb.tb_lineno}")
-        tb = tb.tb_next
-    if store is None or "float(" in store[0]:  # an explicit float(dual) keeps its own message
-        return None
-    return _SUBSCRIPT_STORE.match(store[0]).group(1), store[1]
 
 
 def _backend_options(name, options):
