@@ -33,6 +33,29 @@ if _TUNED_GC:
     gc.set_threshold(25000, 10, 10)
 
 
+@pytest.fixture(autouse=True)
+def _auto_capture_counts_per_test():
+    """``capture="auto"`` counts each f's uncaptured launches and seconds for the life of the
+    process (dualgpu.porting.capture.AUTO_LAUNCHES, AUTO_SECONDS); each test starts from none,
+    so that what a test sees does not depend on the tests that ran before it in its worker."""
+    from dualgpu.porting import capture
+
+    capture._LAUNCHES.clear()
+    yield
+
+
+@pytest.fixture
+def users_gc():
+    """CPython's default collection thresholds for one test, as users' processes have them
+    (a check that something is freed by the cyclic collector as soon as users would see it)."""
+    before = gc.get_threshold()
+    gc.set_threshold(700, 10, 10)
+    try:
+        yield
+    finally:
+        gc.set_threshold(*before)
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_sessionfinish(session):
     """pytest's cleanup collects garbage five times over the whole heap to report unraisable

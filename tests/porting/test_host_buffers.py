@@ -238,8 +238,9 @@ def test_to_device_of_a_written_host_buffer_keeps_its_partials():
     np.testing.assert_allclose(J, -0.2 * u * np.exp(-0.14), rtol=1e-12)
 
 
-def test_host_buffers_dropped_by_host_code_are_freed():
-    """A fresh host buffer per step: the hidden DualArrays of dropped ones do not pile up."""
+def test_host_buffers_dropped_by_host_code_are_freed(users_gc):
+    """A fresh host buffer per step: the hidden DualArrays of dropped ones do not pile up
+    (with the collection thresholds users have: the test processes collect less often)."""
     from dualgpu.host import buffers as host_buffers
 
     sizes = []
