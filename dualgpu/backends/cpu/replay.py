@@ -9,11 +9,14 @@ table and calls each row's launcher, so that the steps of a time loop cost no Py
 
 A step exists only where the full path runs that launcher serially with the same
 arguments whatever the run (so that a replay computes bit for bit what the launch
-would): one tile of lanes (no restores between tiles), no lanes-last run (memory-bound
-kernels only), no block-level kernel, no sparsity tracers, no captured duals. The
-launch path may run a launch on several cores; the serial launcher computes the same
-numbers (each thread's arithmetic is the same), and the first replay of every program is
-checked against the launch path bit for bit by the caller.
+would): no lanes-last run (memory-bound kernels only), no block-level kernel, no sparsity
+tracers, no captured duals; several lane tiles only with the arrays the launch path
+restores between them passed as snapshots. The launch path may run a launch on several
+cores; the serial launcher computes the same numbers (each thread's arithmetic is the
+same), and the first replay of every program is checked against the launch path bit for
+bit by the caller. A table whose launches all run the same lane tiles runs tile by tile
+(:func:`tiles_outer`, :func:`run_program`): the whole table per tile, on helper threads
+where that is measured to pay.
 
 Examples
 --------
@@ -36,7 +39,8 @@ from dualgpu.backends.cpu.plans import _spec, args_are_tracers
 from dualgpu.backends.cpu.tiles import dual_kind
 from dualgpu.core.nested import lane_key
 
-__all__ = ["Step", "step_of", "program_source", "compile_program"]
+__all__ = ["Step", "step_of", "tiles_outer", "program_source", "compile_program",
+           "outer_inputs", "run_program", "TILES_OUTER", "STATS"]
 
 _PROGRAMS = itertools.count()
 
