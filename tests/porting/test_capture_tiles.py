@@ -16,6 +16,7 @@ from dualgpu import cuda
 from dualgpu.backends.cpu import parallel, replay
 from dualgpu.porting import capture, trace
 
+import kernels_capture as K
 from kernels_capture import EPS, TOL, same_bits
 
 
@@ -23,16 +24,6 @@ from kernels_capture import EPS, TOL, same_bits
 def cpu():
     with dualgpu.using_backend("cpu"):
         yield
-
-
-@cuda.jit
-def diffuse(u, u_new, r):
-    i = cuda.grid(1)
-    n = u.shape[0]
-    if i < n:
-        left = u[i - 1] if i > 0 else 0.0
-        right = u[i + 1] if i < n - 1 else 0.0
-        u_new[i] = u[i] + r * (left - 2.0 * u[i] + right)
 
 
 @cuda.jit
@@ -61,7 +52,7 @@ def simulate(x, a):
     energy = cuda.to_device(np.zeros(1, x.dtype))
     blocks = (n + 31) // 32
     for k in range(7):
-        diffuse[blocks, 32](u, v, 0.2)
+        K.heat_step[blocks, 32](u, v, 0.2)
         react[blocks, 32](v, a, k)
         record[blocks, 32](v, history, energy, k, 0.5)
         u, v = v, u

@@ -325,11 +325,12 @@ def run_program(entry, inputs, steps, codes, groups):
     themselves. Where slot 0 ran no tile, the buffers take the values of a slot that did
     (every tile computes the same values).
     """
-    if not tiles_outer(steps):
+    tiles = tiles_outer(steps)
+    if not tiles:
         entry(*inputs)
         return
     control = inputs[-1]
-    items = tiles_outer(steps) * int(np.bincount(codes, minlength=len(steps)) @ _threads(steps))
+    items = tiles * int(np.bincount(codes, minlength=len(steps)) @ _threads(steps))
     cost = _COSTS.get(entry)
     if cost is None:
         if len(_COSTS) > 1024:
