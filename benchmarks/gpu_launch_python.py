@@ -28,10 +28,27 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
-__all__ = ["driver_stubs", "device_array", "LAUNCHES", "main"]
+__all__ = ["driver_stubs", "device_array", "LAUNCHES", "STREAMS", "FakeStream", "main"]
 
 #: what the stubbed driver launch received: (kernel arguments after numba's marshalling)
 LAUNCHES = []
+
+#: with ``record``, each launch's stream, grid and block, beside :data:`LAUNCHES`
+STREAMS = []
+
+
+class FakeStream:
+    """A stand-in for a ``cuda.core`` stream: launches name it, the stubs pass it through."""
+
+    def __init__(self, name="stream"):
+        self.name = name
+        self.waits = []
+
+    def wait(self, other):
+        self.waits.append(other)
+
+    def __repr__(self):
+        return f"<FakeStream {self.name}>"
 
 
 class _Device:
@@ -76,16 +93,25 @@ def driver_stubs(record=False):
     def launch(stream, config, kernel, *args):
         if record:
             LAUNCHES.append([getattr(a, "value", a) for a in args])
+            STREAMS.append((stream, tuple(config.grid), tuple(config.block)))
+
+    from numba.cuda.cudadrv import driver
+
+    core_stream = driver._to_core_stream
+
+    def to_core_stream(stream):
+        return stream if isinstance(stream, FakeStream) else core_stream(stream)
 
     saved = [(dispatcher, "get_current_device"), (dispatcher, "launch"),
              (codegen.CUDACodeLibrary, "get_cufunc"), (codegen.CUDACodeLibrary, "_ensure_cc"),
-             (selection, "_gpu_available")]
+             (selection, "_gpu_available"), (driver, "_to_core_stream")]
     previous = [(owner, name, getattr(owner, name)) for owner, name in saved]
     dispatcher.get_current_device = lambda: _Device()
     dispatcher.launch = launch
     codegen.CUDACodeLibrary.get_cufunc = lambda self: _Cufunc()
     codegen.CUDACodeLibrary._ensure_cc = lambda self, cc: cc if cc is not None else (9, 0, "a")
     selection._gpu_available = lambda: True
+    driver._to_core_stream = to_core_stream
     try:
         yield
     finally:

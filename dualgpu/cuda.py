@@ -17,6 +17,9 @@ copy on the active backend, for plain and dual arrays alike:
   keep numba's behaviour (uninitialised on ``cuda`` and ``cudasim``, zeros on
   ``cpu``).
 
+Launch graphs: ``capture_graph()`` records a block's kernel launches once, and
+``graph.launch()`` replays them (a CUDA graph on the GPU; see :mod:`dualgpu.porting.graphs`).
+
 Device queries (``get_current_device()``, ``select_device``, ``gpus``,
 ``current_context()``, ``detect``, ``close``) answer on every backend. Random numbers:
 :mod:`dualgpu.cuda.random` (numba.cuda's xoroshiro128+ generator, on every backend).
@@ -49,6 +52,7 @@ from dualgpu.porting.host_api import (  # numba.cuda's names, working on every b
     defer_cleanup, event, event_elapsed_time, managed_array, mapped, mapped_array,
     mapped_array_like, pinned, pinned_array, pinned_array_like,
 )
+from dualgpu.porting.graphs import LaunchGraph, capture_graph
 from dualgpu.porting.kernel import jit
 from dualgpu.porting.memory import (
     HostArray, HostStream, default_stream, device_array, device_array_like, is_available,
@@ -76,6 +80,7 @@ __all__ = [
     "is_fp8_supported", "is_cuda_array", "as_cuda_array", "from_cuda_array_interface",
     "open_ipc_array", "compile_ptx", "compile_all", "compile_for_current_device",
     "compile_ptx_for_current_device", "declare_device", "In", "Out", "InOut",
+    "capture_graph", "LaunchGraph",
 ]
 
 gpus = _devices.gpus

@@ -35,6 +35,7 @@ False
 """
 import functools
 import math
+from threading import get_ident
 
 import numpy as np
 from numba._dispatcher import compute_fingerprint as _fingerprint
@@ -44,6 +45,7 @@ from dualgpu.core.dual import Dual
 from dualgpu.core.dualarray import DualArray
 from dualgpu.core.selection import backend
 from dualgpu.host.buffers import active
+from dualgpu.porting import graphs as _graphs
 from dualgpu.porting import tuple_arguments
 from dualgpu.porting.capture import current as _capturing
 from dualgpu.porting.capture import run_launch as _run_captured
@@ -172,6 +174,8 @@ class Configured:
         self.plans = {}
 
     def __call__(self, *args, **kwargs):
+        if _graphs.ACTIVE is not None and _graphs.ACTIVE.thread == get_ident():
+            return _graphs.ACTIVE.record(self, args, kwargs)  # capture_graph(): recorded
         recorder = _capturing()
         if recorder is not None and not kwargs:  # a recorded run of f (dualgpu.porting.capture)
             if recorder.capturing:

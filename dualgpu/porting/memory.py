@@ -22,7 +22,7 @@ from dualgpu.core.object_arrays import from_object_array
 from dualgpu.core.selection import backend
 from dualgpu.errors import DualgpuError
 from dualgpu.host import buffers as host_buffers
-from dualgpu.porting import capture
+from dualgpu.porting import capture, graphs
 
 __all__ = [
     "HostArray", "HostStream", "to_device", "device_array", "device_array_like", "stream",
@@ -154,6 +154,9 @@ def _single_buffer(array):
 
 def to_device(obj, stream=0, copy=True, to=None):
     # the docstring: _to_device's (a recorded run of f captures the new array)
+    if graphs.ACTIVE is not None:
+        graphs.refuse("cuda.to_device()", "copy to the device before the capture_graph() "
+                      "block, and copy new data into that array between replays.")
     if to is not None or capture.current() is None:
         return _to_device(obj, stream, copy, to)
     return capture.adopt(_to_device(obj, stream, copy, to), ("to_device", obj))
@@ -226,6 +229,8 @@ def _to_device(obj, stream=0, copy=True, to=None):
 
 def device_array(shape, dtype=np.float64, strides=None, order="C", stream=0):
     # the docstring: _device_array's (a recorded run of f captures the new array)
+    if graphs.ACTIVE is not None:
+        graphs.refuse("cuda.device_array()", "allocate before the capture_graph() block.")
     array = _device_array(shape, dtype, strides, order, stream)
     if capture.current() is None:
         return array
@@ -269,6 +274,8 @@ def _device_array(shape, dtype=np.float64, strides=None, order="C", stream=0):
 
 def device_array_like(ary, stream=0):
     # the docstring: _device_array_like's (a recorded run of f captures the new array)
+    if graphs.ACTIVE is not None:
+        graphs.refuse("cuda.device_array_like()", "allocate before the capture_graph() block.")
     array = _device_array_like(ary, stream)
     return array if capture.current() is None else capture.adopt(array, ("like", ary))
 

@@ -22,7 +22,11 @@ from dualgpu.core.dual import Dual
 from dualgpu.core.dualarray import DualArray
 from dualgpu.backends.common import access as _access
 
-__all__ = ["tile_views", "restore_positions", "snapshot", "copy_into", "launch_tiles"]
+__all__ = ["tile_views", "restore_positions", "snapshot", "copy_into", "launch_tiles", "KEEP"]
+
+#: a list while a launch graph is recorded (:mod:`dualgpu.porting.graphs`): device snapshots
+#: taken between lane tiles are kept in it, alive as long as the graph that copies from them
+KEEP = None
 
 
 def tile_views(args, tile, lanes):
@@ -98,6 +102,8 @@ def snapshot(array, stream=0):
 
     copy = cuda.device_array_like(array, stream=stream)
     copy.copy_to_device(array, stream=stream)
+    if KEEP is not None:
+        KEEP.append(copy)
     return copy
 
 

@@ -1,0 +1,177 @@
+"""Launch graphs: record a time loop's kernel launches once, replay them with one call.
+
+``dualgpu.cuda.capture_graph()`` is dualgpu's form of ``torch.cuda.graph`` and Warp's
+``wp.ScopedCapture``: the launches made in its block (plain or dual arguments alike) are
+recorded, not run, and ``graph.launch()`` runs all of them, in order, on the arguments they
+were recorded with::
+
+    u = cuda.to_device(u0)                   # allocate before the capture
+    u_new = cuda.device_array_like(u)
+    with cuda.capture_graph() as graph:      # 100 steps, recorded once
+        for _ in range(100):
+            step[blocks, threads](u, u_new, r)
+            u, u_new = u_new, u
+    for _ in range(10):
+        graph.launch()                       # 100 steps per call, no Python per step
+    result = u.copy_to_host()
+
+On the cuda backend the block is a CUDA stream capture (:mod:`dualgpu.backends.gpu.graph`)
+and a replay is one ``cuGraphLaunch``; on ``cpu`` and ``cudasim`` the recorded launches run
+one after another through their launch plans, with the same meaning, so a program using
+graphs runs unchanged on every backend.
+
+The contract is the one CUDA graphs have everywhere, and it is checked where it can be:
+
+- *Frozen arguments.* Each launch replays with the arrays it was recorded with (their
+  memory, whatever it then holds) and the numbers it was given; a :class:`~dualgpu.Dual`
+  scalar is recorded by value (changing it later changes nothing). Python in the block
+  runs once: a branch, a step count, a clock or a random draw are the recording's.
+- *Nothing runs during the capture*, so host code in the block that reads a device array
+  (``copy_to_host()`` included) sees the values from before it. Allocation (``to_device``,
+  ``device_array``, ``device_array_like``: the graph would hold memory freed after the
+  block) and host (numpy) array arguments (numba.cuda copies those at each launch) are
+  refused in the block with an error saying how to move them out.
+- *One capture at a time, on the thread that opened it*; a replay inside a capture is
+  refused. Launches through dualgpu's kernels (``dualgpu.cuda.jit``) are recorded; a raw
+  numba.cuda kernel is recorded on the cuda backend only when launched on ``graph.stream``.
+
+See the user guide's GPU page and ``docs/dev/captured-loops.md``.
+"""
+import contextlib
+import copy
+import threading
+
+import numpy as np
+
+from dualgpu.backends.common import tiles
+from dualgpu.backends.gpu import graph as gpu_graph
+from dualgpu.core.dual import Dual
+from dualgpu.core.dualarray import DualArray
+from dualgpu.core.selection import backend
+from dualgpu.errors import DualgpuError
+
+__all__ = ["capture_graph", "LaunchGraph", "ACTIVE", "refuse"]
+
+#: the :class:`LaunchGraph` being recorded, or None (read at every launch: a module global)
+ACTIVE = None
+
+
+def _host_array(value):
+    return type(value) is np.ndarray
+
+
+class LaunchGraph:
+    """Launches recorded by :func:`capture_graph`; :meth:`launch` replays them."""
+
+    def __init__(self, stream=0):
+        self.backend = backend()
+        self.stream = stream  # where replays run by default (0: the capture's own stream)
+        self.launches = []  # (configured launcher, arguments): kept alive for the graph
+        self.keep = []  # device buffers the recorded launches use beyond their arguments
+        self.thread = threading.get_ident()
+        self._core = self._builder = self._graph = None
+        self.recording = True
+
+    def __len__(self):
+        return len(self.launches)
+
+    def __repr__(self):
+        state = "recording" if self.recording else "closed" if self._closed() else "ready"
+        return f"<LaunchGraph of {len(self)} launches on {self.backend}, {state}>"
+
+    def _closed(self):
+        return self.launches is None
+
+    def record(self, configured, args, kwargs):
+        """Record ``configured(*args)`` (called by the launcher while the capture is open)."""
+        name = configured.kernel.__name__
+        if kwargs:
+            raise DualgpuError(
+                f"kernel {name} got keyword arguments inside capture_graph(); kernels take "
+                "their arguments positionally. Fix: pass them in the kernel's order.")
+        for position, arg in enumerate(args):
+            host = _host_array(arg) or (isinstance(arg, DualArray) and _host_array(arg.values))
+            if host:
+                raise DualgpuError(
+                    f"argument {position} of kernel {name} inside capture_graph() is a host "
+                    f"(numpy) array of shape {arg.shape}; numba.cuda copies host arrays to "
+                    "the device at each launch, which a graph cannot replay. Fix: copy it "
+                    "once before the capture, d = dualgpu.cuda.to_device(a), and launch "
+                    "with d.")
+        args = tuple(copy.deepcopy(a) if isinstance(a, Dual) else a for a in args)
+        if self.backend == "cuda":
+            stream = configured.stream
+            if stream and stream is not self.stream:
+                raise DualgpuError(
+                    f"kernel {name} was launched on stream {stream!r} inside "
+                    "capture_graph(), which records one stream. Fix: launch without a "
+                    "stream, or open the capture on yours: capture_graph(stream=...).")
+            configured.kernel.launch(configured.griddim, configured.blockdim,
+                                     gpu_graph.capture_stream(self._builder),
+                                     configured.sharedmem, *args)
+        self.launches.append((configured, args))
+
+    def launch(self, stream=0):
+        """Run the recorded launches, in order (one CUDA graph launch on the cuda backend,
+        ordered with the default stream's work; on ``stream`` where one is given)."""
+        if self.recording:
+            raise DualgpuError("graph.launch() inside its own capture_graph() block; launch "
+                               "it after the block.")
+        if self._closed():
+            raise DualgpuError("this graph was closed (graph.close()); capture a new one.")
+        if ACTIVE is not None:
+            raise DualgpuError(
+                "graph.launch() inside another capture_graph() block: graphs are not "
+                "nested. Fix: launch it before or after that block.")
+        if backend() != self.backend:
+            raise DualgpuError(
+                f"this graph was recorded on the {self.backend} backend and the active one "
+                f"is {backend()}; launch it under dualgpu.using_backend({self.backend!r}).")
+        if self.backend == "cuda":
+            gpu_graph.launch(self._graph, self._core, stream or self.stream)
+            return
+        for configured, args in self.launches:
+            configured(*args)
+
+    def close(self):
+        """Free the graph and let go of its arrays."""
+        graph, self._graph, self.launches, self.keep = self._graph, None, None, None
+        if graph is not None and hasattr(graph, "close"):
+            graph.close()
+
+
+def refuse(what, fix):
+    """Raise the error for ``what`` (an allocation or copy) inside a capture."""
+    if ACTIVE is not None and ACTIVE.thread == threading.get_ident():
+        raise DualgpuError(
+            f"{what} inside capture_graph(): nothing runs during a capture, and a graph "
+            f"cannot hold memory allocated in it. Fix: {fix}")
+
+
+@contextlib.contextmanager
+def capture_graph(stream=0):
+    """Record the kernel launches of the block into a :class:`LaunchGraph` (see the module
+    docstring); on the cuda backend a CUDA graph captured on ``stream`` (default: a private
+    non-blocking stream)."""
+    global ACTIVE
+    if ACTIVE is not None:
+        raise DualgpuError("capture_graph() inside another capture_graph() block: one "
+                           "capture at a time. Fix: close the first block before opening "
+                           "another.")
+    graph = LaunchGraph(stream)
+    if graph.backend == "cuda":
+        graph._core, graph._builder = gpu_graph.begin(stream)
+    ACTIVE, tiles.KEEP = graph, graph.keep
+    try:
+        yield graph
+    except BaseException:
+        if graph._builder is not None:
+            gpu_graph.abort(graph._builder)
+        graph.launches = None
+        raise
+    else:
+        if graph._builder is not None:
+            graph._graph = gpu_graph.end(graph._builder)
+    finally:
+        ACTIVE, tiles.KEEP = None, None
+        graph.recording = False
