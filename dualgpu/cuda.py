@@ -18,7 +18,7 @@ copy on the active backend, for plain and dual arrays alike:
   ``cpu``).
 
 Launch graphs: ``capture_graph()`` records a block's kernel launches once, and
-``graph.launch()`` replays them (a CUDA graph on the GPU; see :mod:`dualgpu.porting.graphs`).
+``graph.launch()`` replays them (a CUDA graph on the GPU; see ``dualgpu.porting.graphs``).
 
 Device queries (``get_current_device()``, ``select_device``, ``gpus``,
 ``current_context()``, ``detect``, ``close``) answer on every backend. Random numbers:

@@ -61,7 +61,7 @@ def _host_array(value):
 
 
 class LaunchGraph:
-    """Launches recorded by :func:`capture_graph`; :meth:`launch` replays them."""
+    """Launches recorded by :func:`capture_graph`; ``launch()`` replays them."""
 
     def __init__(self, stream=0):
         self.backend = backend()
