@@ -7,10 +7,13 @@ captured_loops
     the default ``"auto"`` captures once f's launches would have cost about as much as
     compiling the table), beside the same step as an ``@njit`` call;
     and traced (``capture="trace"``, one function object for every call: from its fourth
-    call, f's loop does not run); then the heat equation on 10^4 cells, 100 steps, JVP with
-    respect to the diffusion number, captured and traced, against the hand-written fused
-    ``@njit`` loop. Targets (issue 41): <= 0.5 us per captured step, heat JVP <= 1.3x the
-    fused loop, judged for captured runs (f's Python runs) and traced ones. Wall-clock medians
+    call, f's loop does not run); and as a launch graph (``dualgpu.cuda.capture_graph``: the
+    loop recorded once, each call resets the buffers, replays it and copies the result
+    back; on the cpu backend a replay is one compiled table); then the heat equation on
+    10^4 cells, 100 steps, JVP with respect to the diffusion number, captured and traced,
+    against the hand-written fused ``@njit`` loop. Targets (issue 41): <= 0.5 us per
+    captured step, heat JVP <= 1.3x the fused loop, judged for captured runs (f's Python
+    runs), traced ones and graphs. Wall-clock medians
     judge the targets; thread CPU time (``time.thread_time``: other processes on the
     machine do not count) and the load (``/proc/loadavg``) are printed beside them.
     Captured and uncaptured results are compared bit for bit.
@@ -22,13 +25,37 @@ from dualgpu.porting import capture
 
 from benchmarks.cases_launch import (
     CELLS, HEAT_JVP, _equal, _load, _njit_loop, _simulate, _thread_times, heat_fused_jvp,
+    plan_step,
 )
 from benchmarks.harness import PROFILES, measure_side_by_side, target
 
-__all__ = ["CASES", "case_captured_loops", "format_captured_loops"]
+__all__ = ["CASES", "case_captured_loops", "format_captured_loops", "graph_run"]
 
 #: issue 41's target: microseconds per step of a captured loop
 CAPTURED_US = 0.5
+
+
+def graph_run(u0, r, steps, lanes):
+    """A function giving what ``jvp`` (``lanes`` 1: d/dr) or ``jacobian`` (``lanes`` cells:
+    d/du0) of the 16-cell loop give, from a launch graph of the loop recorded once."""
+    from dualgpu import Dual, DualArray, cuda
+
+    seed = np.zeros((1, u0.size)) if lanes == 1 else np.eye(u0.size)
+    rr = Dual(r, [1.0]) if lanes == 1 else r
+    u = cuda.to_device(DualArray(u0.copy(), seed))
+    u_new = cuda.device_array_like(u)
+    with cuda.capture_graph() as graph:
+        for _ in range(steps):
+            plan_step[1, u0.size](u, u_new, rr)
+            u, u_new = u_new, u
+
+    def run():
+        u.values[...] = u0
+        u.partials[...] = seed
+        graph.launch()
+        out = u.copy_to_host()
+        return (out.values, out.partials[0]) if lanes == 1 else out.partials.T.copy()
+    return run
 
 
 def case_captured_loops(profile):
@@ -62,17 +89,22 @@ def case_captured_loops(profile):
                "jacobian": jacobian(False), "jacobian_captured": jacobian(True),
                "jacobian_traced": lambda: dualgpu.jacobian(f_jacobian, u0, progress=False,
                                                            capture="trace"),
-               "njit_step": lambda: _njit_loop(u0, r, steps)}
+               "njit_step": lambda: _njit_loop(u0, r, steps),
+               "jvp_graph": graph_run(u0, r, steps, 1),
+               "jacobian_graph": graph_run(u0, r, steps, CELLS)}
         for _ in range(2):  # record, trace (and the harness's two calls: check, replay)
             fns["jvp_traced"]()
             fns["jacobian_traced"]()
+            fns["jvp_graph"]()  # teach the steps, then compile and check the table
+            fns["jacobian_graph"]()
         timed = measure_side_by_side(fns, repeats)
         cpu = _thread_times(fns, repeats)
     after = capture.statistics()
     per_step = {name: 1e6 * t["median_s"] / steps for name, (_, t) in timed.items()}
     cpu_per_step = {name: 1e6 * t / steps for name, t in cpu.items()}
     same = {name: _equal(timed[name][0], timed[name + "_captured"][0])
-            and _equal(timed[name][0], timed[name + "_traced"][0]) for name in ("jvp", "jacobian")}
+            and _equal(timed[name][0], timed[name + "_traced"][0])
+            and _equal(timed[name][0], timed[name + "_graph"][0]) for name in ("jvp", "jacobian")}
     heat = _heat_jvp_captured(profile, repeats)
     load_after = _load()
     targets = {
@@ -82,6 +114,8 @@ def case_captured_loops(profile):
         "traced_jvp_us_per_step": target(per_step["jvp_traced"], CAPTURED_US),
         "traced_jacobian16_us_per_step": target(per_step["jacobian_traced"], CAPTURED_US),
         "traced_heat_jvp_vs_fused_njit": target(heat["traced_ratio"], HEAT_JVP),
+        "graph_jvp_us_per_step": target(per_step["jvp_graph"], CAPTURED_US),
+        "graph_jacobian16_us_per_step": target(per_step["jacobian_graph"], CAPTURED_US),
     }
     return {"cells": CELLS, "steps": steps, "us_per_step": per_step,
             "cpu_us_per_step": cpu_per_step, "captured_equals_uncaptured": same,
@@ -136,10 +170,12 @@ def format_captured_loops(r):
     us, cpu = r["us_per_step"], r["cpu_us_per_step"]
     lines = [f"Captured loops (issue 41): {r['cells']}-cell heat step, {r['steps']} steps, cpu "
              "backend, us per step (median; thread CPU in brackets)",
-             f"  {'':22s} {'traced':>9s} {'captured':>9s} {'launches':>9s}   all equal"]
+             f"  {'':22s} {'graph':>9s} {'traced':>9s} {'captured':>9s} {'launches':>9s}   "
+             "all equal"]
     for name, label in (("jvp", "jvp (1 lane)"), ("jacobian", "jacobian (16 lanes)")):
-        lines.append(f"  {label:22s} {us[name + '_traced']:9.2f} {us[name + '_captured']:9.2f} "
-                     f"{us[name]:9.2f}   [{cpu[name + '_traced']:.2f} "
+        lines.append(f"  {label:22s} {us[name + '_graph']:9.2f} {us[name + '_traced']:9.2f} "
+                     f"{us[name + '_captured']:9.2f} {us[name]:9.2f}   "
+                     f"[{cpu[name + '_graph']:.2f} {cpu[name + '_traced']:.2f} "
                      f"{cpu[name + '_captured']:.2f} {cpu[name]:.2f}]  "
                      f"{r['captured_equals_uncaptured'][name]}")
     lines.append(f"  {'@njit step call':22s} {us['njit_step']:9.2f}   [{cpu['njit_step']:.2f}]")

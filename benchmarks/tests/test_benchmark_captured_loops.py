@@ -1,5 +1,6 @@
-"""The captured_loops benchmark case (issue 41, point 2) runs, and captured and traced runs
-equal uncaptured ones bit for bit. The timings are not checked (never a timed test)."""
+"""The captured_loops benchmark case (issue 41, point 2) runs, and captured, traced and
+launch-graph runs equal uncaptured ones bit for bit. The timings are not checked (never a
+timed test)."""
 from benchmarks import run
 from benchmarks.cases_capture import case_captured_loops, format_captured_loops
 
@@ -15,7 +16,9 @@ def test_captured_loops_case_tiny():
                                       "captured_jacobian16_us_per_step",
                                       "captured_heat_jvp_vs_fused_njit",
                                       "traced_jvp_us_per_step", "traced_jacobian16_us_per_step",
-                                      "traced_heat_jvp_vs_fused_njit"}
+                                      "traced_heat_jvp_vs_fused_njit", "graph_jvp_us_per_step",
+                                      "graph_jacobian16_us_per_step"}
     lines = format_captured_loops(result)
     assert lines[0].startswith("Captured loops (issue 41)")
+    assert lines[1].split()[0] == "graph"
     assert "captured_loops" in run.CASE_ORDER

@@ -16,9 +16,12 @@ were recorded with::
     result = u.copy_to_host()
 
 On the cuda backend the block is a CUDA stream capture (:mod:`dualgpu.backends.gpu.graph`)
-and a replay is one ``cuGraphLaunch``; on ``cpu`` and ``cudasim`` the recorded launches run
-one after another through their launch plans, with the same meaning, so a program using
-graphs runs unchanged on every backend.
+and a replay is one ``cuGraphLaunch``. On ``cpu`` the first replays run the launches through
+the captured loops' recorder, and once they ran as one checked table
+(:mod:`dualgpu.porting.graph_program`: dual launches of the kernels captured loops take),
+a replay is one call of that table's compiled program; otherwise, and on ``cudasim``, the
+recorded launches run one after another through their launch plans. The meaning is the
+same everywhere, so a program using graphs runs unchanged on every backend.
 
 The contract is the one CUDA graphs have everywhere, and it is checked where it can be:
 
@@ -49,11 +52,16 @@ from dualgpu.core.dual import Dual
 from dualgpu.core.dualarray import DualArray
 from dualgpu.core.selection import backend
 from dualgpu.errors import DualgpuError
+from dualgpu.porting import capture, graph_program
 
-__all__ = ["capture_graph", "LaunchGraph", "ACTIVE", "refuse"]
+__all__ = ["capture_graph", "LaunchGraph", "ACTIVE", "refuse", "TRIES"]
 
 #: the :class:`LaunchGraph` being recorded, or None (read at every launch: a module global)
 ACTIVE = None
+
+#: cpu backend: replays that try to become one compiled table before a graph keeps
+#: replaying launch by launch (the first teaches each kind of launch its step)
+TRIES = 3
 
 
 def _host_array(value):
@@ -71,6 +79,9 @@ class LaunchGraph:
         self.thread = threading.get_ident()
         self._core = self._builder = self._graph = None
         self.recording = True
+        self.program = None  # cpu: the compiled table that replays it (graph_program)
+        self.tries = 0
+        self.why = None  # cpu: why its replays run launch by launch (after TRIES), or None
 
     def __len__(self):
         return len(self.launches)
@@ -130,6 +141,17 @@ class LaunchGraph:
         if self.backend == "cuda":
             gpu_graph.launch(self._graph, self._core, stream or self.stream)
             return
+        if self.backend == "cpu" and capture.ENABLED and capture.current() is None:
+            program = self.program
+            if program is not None and program.holds():
+                program.run()
+                return
+            if self.tries < TRIES:  # replay through a recorder until it is one table
+                self.tries += 1
+                self.program, self.why = graph_program.record(self.launches)
+                if self.program is not None:
+                    self.tries = 0  # forgotten later (a rule defined): TRIES tries again
+                return
         for configured, args in self.launches:
             configured(*args)
 

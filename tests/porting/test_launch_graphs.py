@@ -13,7 +13,7 @@ import pytest
 import dualgpu
 from dualgpu import Dual, DualArray, cuda
 from dualgpu.errors import DualgpuError
-from dualgpu.porting import graphs
+from dualgpu.porting import capture, graphs
 
 import kernels_capture as K
 import kernels_launch_plans as P
@@ -86,6 +86,47 @@ def test_more_lanes_than_a_tile_and_a_kernel_that_reads_what_it_writes():
         got = a.copy_to_host()
     np.testing.assert_array_equal(got.values, a0.values + 2.0)
     np.testing.assert_array_equal(got.partials, a0.partials + 4.0 * np.arange(20.0)[:, None])
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("lanes", [1, 20])
+def test_on_the_cpu_backend_replays_become_one_compiled_table(dtype, lanes):
+    """After a replay that teaches each kind of launch its step, the graph's launches run as
+    one compiled table (checked against the launch path at its first use): replays 3 to 6
+    are that program, bit for bit the launches one by one, one lane tile or several."""
+    x = u0(16, dtype)
+    r = Dual(dtype(0.2), np.linspace(1.0, 2.0, lanes).astype(dtype))
+    with dualgpu.using_backend("cpu"):
+        u, u_new = _buffers(x, lanes, dtype)
+        with cuda.capture_graph() as graph:
+            u, u_new = _steps(u, u_new, r, 6)
+            P.add_in_place[1, 16](u, r)
+        for replay in range(6):
+            graph.launch()
+            assert (graph.program is not None) == (replay >= 1), graph.why
+        assert graph.program.runs == 4  # replays 3 to 6
+        got = u.copy_to_host()
+        v, v_new = _buffers(x, lanes, dtype)
+        for _ in range(6):
+            v, v_new = _steps(v, v_new, r, 6)
+            P.add_in_place[1, 16](v, r)
+        want = v.copy_to_host()
+    assert same_bits(got.values, want.values) and same_bits(got.partials, want.partials)
+
+
+def test_plain_arrays_replay_launch_by_launch_on_the_cpu_backend():
+    with dualgpu.using_backend("cpu"):
+        x = u0(12)
+        u, u_new = cuda.to_device(x), cuda.device_array(12)
+        with cuda.capture_graph() as graph:
+            _steps(u, u_new, 0.2, 2)
+        for _ in range(graphs.TRIES + 2):
+            graph.launch()
+        assert graph.program is None and "argument" in graph.why
+        a, b = cuda.to_device(x), cuda.device_array(12)
+        for _ in range(graphs.TRIES + 2):
+            _steps(a, b, 0.2, 2)
+        assert same_bits(u.copy_to_host(), a.copy_to_host())
 
 
 def test_nothing_runs_in_the_block_and_arguments_are_frozen():
@@ -189,3 +230,27 @@ def test_other_threads_launch_as_usual_during_a_capture():
         assert len(graph) == 1
         graph.launch()
         assert same_bits(other["b"], u_new.copy_to_host())
+
+
+def test_a_program_forgotten_since_is_recorded_again():
+    """Defining a rule forgets compiled programs (capture._rules_changed): the graph notices
+    and records its table again, with the same results."""
+    x = u0(12)
+    r = Dual(0.2, [1.0, 2.0])
+    with dualgpu.using_backend("cpu"):
+        u, u_new = _buffers(x, 2, np.float64)
+        with cuda.capture_graph() as graph:
+            _steps(u, u_new, r, 2)
+        graph.launch()
+        graph.launch()
+        first = graph.program
+        assert first is not None and first.holds()
+        capture._rules_changed(None, None)
+        assert not first.holds()
+        graph.launch()  # recorded again (its steps are learned again: launch by launch)
+        graph.launch()
+        assert graph.program is not None and graph.program is not first
+        graph.launch()
+        got = u.copy_to_host()
+    want = _direct(x, r, 10, 2, np.float64)
+    assert same_bits(got.values, want.values) and same_bits(got.partials, want.partials)
