@@ -22,6 +22,9 @@ reports the achieved memory bandwidth: bytes moved per step are
 Last, the block-level kernels (shared tiles, dynamic shared memory, warp shuffles,
 grid sync; ``benchmarks/gpu_block_checks.py``) run plain and dual against the cpu
 backend (``--blocks`` runs only those).
+Then a launch graph (``dualgpu.cuda.capture_graph``): the heat loop of 8 lanes recorded once
+as a CUDA graph and replayed, against the same launches made one by one (bit for bit), and
+the time per step of each.
 Then second order: the Hessian of the mass-spring chain's energy with respect to
 (k, c) by nested duals (``dualgpu.hessian``), compared with the cpu backend.
 
@@ -41,7 +44,7 @@ import numpy as np  # noqa: E402
 from dualgpu import cuda as dg_cuda  # noqa: E402
 
 __all__ = ["main", "SIMULATIONS", "check_simulation", "check_second_order", "heat_bandwidth",
-           "stencil_bytes", "device_limits", "pair_loop_rate"]
+           "stencil_bytes", "device_limits", "pair_loop_rate", "check_graph"]
 
 LANES = 8
 
@@ -249,6 +252,56 @@ def heat_bandwidth(backend, n, steps, lanes_list=(0, 1, 8, 16)):
     return rows
 
 
+def check_graph(backend, n, steps, lanes=LANES, replays=5):
+    """The heat loop (``steps`` launches, ``lanes`` lanes) as a launch graph on ``backend``:
+    replayed ``replays`` times against the launches made as many times, bit for bit; seconds
+    per step of each (the graph's first replays, which compile or instantiate, untimed)."""
+    import dualgpu
+    from dualgpu import DualArray, cuda
+
+    from benchmarks.harness import heat_run
+
+    u0 = np.sin(np.linspace(0.0, np.pi, n))
+    seeds = np.cos(np.arange(lanes)[:, None] * np.linspace(0.0, 1.0, n))
+
+    def buffers():
+        return (cuda.to_device(DualArray(u0.copy(), seeds.copy())),
+                cuda.to_device(DualArray(np.zeros(n), np.zeros((lanes, n)))))
+
+    with dualgpu.using_backend(backend):
+        u, u_new = buffers()
+        heat_run(u, u_new, 0.25, 2)  # compile
+        u, u_new = buffers()
+        cuda.synchronize()
+        t0 = time.perf_counter()
+        for _ in range(replays):
+            heat_run(u, u_new, 0.25, steps)
+        cuda.synchronize()
+        launches = (time.perf_counter() - t0) / (replays * steps)
+        want = u.copy_to_host() if steps % 2 == 0 else u_new.copy_to_host()
+
+        g_u, g_new = buffers()
+        with cuda.capture_graph() as graph:
+            heat_run(g_u, g_new, 0.25, steps)
+        for _ in range(2):  # instantiate / teach and check the table (cpu), then reset
+            graph.launch()
+        cuda.synchronize()
+        fresh = buffers()
+        for target, source in zip((g_u, g_new), fresh):
+            cuda.to_device(source.copy_to_host(), to=target)
+        cuda.synchronize()
+        t0 = time.perf_counter()
+        for _ in range(replays):
+            graph.launch()
+        cuda.synchronize()
+        replayed = (time.perf_counter() - t0) / (replays * steps)
+        got = g_u.copy_to_host() if steps % 2 == 0 else g_new.copy_to_host()
+    same = bool(np.array_equal(got.values, want.values)
+                and np.array_equal(got.partials, want.partials))
+    return {"same_bits": same, "launches_s_per_step": launches, "graph_s_per_step": replayed,
+            "launches": len(graph)}
+
+
 #: Independent FMA chains per thread and iterations of the FP64 peak kernel.
 PEAK_CHAINS, PEAK_ITERATIONS = 8, 512
 
@@ -431,6 +484,17 @@ def main(argv=None):
     except Exception as exc:
         failures += 1
         print(f"FAILED: {type(exc).__name__}: {exc}")
+    graph_n, graph_steps = (64, 20) if args.self_test else (1 << 16, 200)
+    try:
+        r = check_graph(backend, graph_n, graph_steps)
+        failures += not r["same_bits"]
+        print(f"\nlaunch graph: heat n = {graph_n:,}, {LANES} lanes, {r['launches']} launches "
+              f"recorded: {1e6 * r['graph_s_per_step']:.2f} us per step replayed, "
+              f"{1e6 * r['launches_s_per_step']:.2f} us launched one by one; bit for bit "
+              f"{r['same_bits']}{'' if r['same_bits'] else '  MISMATCH'}")
+    except Exception as exc:
+        failures += 1
+        print(f"\nlaunch graph FAILED: {type(exc).__name__}: {exc}")
     if not args.only or "second_order" in args.only:
         try:
             r = check_second_order(backend)

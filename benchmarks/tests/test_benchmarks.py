@@ -97,6 +97,7 @@ def test_gpu_check_self_test_runs_on_cpu():
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "heat1d" in proc.stdout and "GB/s" in proc.stdout and "OK" in proc.stdout
     assert "lanes per tile" in proc.stdout and "one launch vs per tile  0.0e+00" in proc.stdout
+    assert "launch graph: heat" in proc.stdout and "bit for bit True" in proc.stdout
 
 
 def test_host_objective_case_in_process():
