@@ -84,7 +84,7 @@ class LaunchGraph:
         self.why = None  # cpu: why its replays run launch by launch (after TRIES), or None
 
     def __len__(self):
-        return len(self.launches)
+        return 0 if self.launches is None else len(self.launches)
 
     def __repr__(self):
         state = "recording" if self.recording else "closed" if self._closed() else "ready"
@@ -163,11 +163,12 @@ class LaunchGraph:
 
 
 def refuse(what, fix):
-    """Raise the error for ``what`` (an allocation or copy) inside a capture."""
+    """Raise the error for ``what`` (an allocation, a ufunc, a reduction) inside a capture
+    opened on this thread."""
     if ACTIVE is not None and ACTIVE.thread == threading.get_ident():
         raise DualgpuError(
-            f"{what} inside capture_graph(): nothing runs during a capture, and a graph "
-            f"cannot hold memory allocated in it. Fix: {fix}")
+            f"{what} inside capture_graph(), which records kernel launches only (nothing "
+            f"runs during a capture). Fix: {fix}")
 
 
 @contextlib.contextmanager

@@ -156,7 +156,8 @@ def to_device(obj, stream=0, copy=True, to=None):
     # the docstring: _to_device's (a recorded run of f captures the new array)
     if graphs.ACTIVE is not None:
         graphs.refuse("cuda.to_device()", "copy to the device before the capture_graph() "
-                      "block, and copy new data into that array between replays.")
+                      "block (a graph cannot hold memory allocated in it), and copy new data "
+                      "into that array between replays.")
     if to is not None or capture.current() is None:
         return _to_device(obj, stream, copy, to)
     return capture.adopt(_to_device(obj, stream, copy, to), ("to_device", obj))
@@ -230,7 +231,8 @@ def _to_device(obj, stream=0, copy=True, to=None):
 def device_array(shape, dtype=np.float64, strides=None, order="C", stream=0):
     # the docstring: _device_array's (a recorded run of f captures the new array)
     if graphs.ACTIVE is not None:
-        graphs.refuse("cuda.device_array()", "allocate before the capture_graph() block.")
+        graphs.refuse("cuda.device_array()", "allocate before the capture_graph() block (a "
+                      "graph cannot hold memory allocated in it).")
     array = _device_array(shape, dtype, strides, order, stream)
     if capture.current() is None:
         return array
@@ -275,7 +277,8 @@ def _device_array(shape, dtype=np.float64, strides=None, order="C", stream=0):
 def device_array_like(ary, stream=0):
     # the docstring: _device_array_like's (a recorded run of f captures the new array)
     if graphs.ACTIVE is not None:
-        graphs.refuse("cuda.device_array_like()", "allocate before the capture_graph() block.")
+        graphs.refuse("cuda.device_array_like()", "allocate before the capture_graph() "
+                      "block (a graph cannot hold memory allocated in it).")
     array = _device_array_like(ary, stream)
     return array if capture.current() is None else capture.adopt(array, ("like", ary))
 

@@ -21,6 +21,7 @@ from numba import cuda
 from dualgpu.core.dual import Dual
 from dualgpu.core.dualarray import DualArray
 from dualgpu.core.selection import backend
+from dualgpu.porting import graphs
 from dualgpu.porting.kernel import jit
 from dualgpu.porting.memory import device_array_like, to_device
 
@@ -112,6 +113,10 @@ class Reduce:
         numpy scalar, Dual or None
             None when ``res`` is given; ``init`` when the array is empty.
         """
+        if graphs.ACTIVE is not None:
+            graphs.refuse("a reduction (dualgpu.cuda.reduce)", "a reduction returns its value "
+                          "at once, which a graph cannot replay; reduce before or after the "
+                          "block.")
         if getattr(arr, "ndim", None) != 1:
             raise TypeError(
                 f"cuda.reduce {self.__name__}: only 1-D arrays can be reduced (as in "

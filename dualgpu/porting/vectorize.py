@@ -22,6 +22,7 @@ from dualgpu.core.selection import backend
 from dualgpu.core.dual import Dual
 from dualgpu.core.dualarray import DualArray
 from dualgpu.errors import UnsupportedFeatureError
+from dualgpu.porting import graphs
 from dualgpu.porting.kernel import jit
 from dualgpu.porting.memory import to_device
 
@@ -116,6 +117,10 @@ class Vectorized:
         return self._kernels[scalar_mask]
 
     def __call__(self, *args, out=None, stream=0):
+        if graphs.ACTIVE is not None:
+            graphs.refuse(f"the ufunc {self.__name__}()", "ufuncs run at once and are not "
+                          "recorded; call it before or after the block, or write the "
+                          "elementwise step as a kernel (dualgpu.cuda.jit).")
         duals = any(isinstance(a, (Dual, DualArray)) for a in args) or isinstance(out, DualArray)
         if backend() == "cuda" and not duals:
             if self._numba_ufunc is None:

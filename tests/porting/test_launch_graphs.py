@@ -181,6 +181,9 @@ def test_a_graph_inside_a_driver_run_differentiates():
     (lambda u: K.heat_step[1, 16](DualArray(np.zeros(12), np.zeros((1, 12))), u, 0.2),
      r"host \(numpy\) array"),
     (lambda u: cuda.capture_graph().__enter__(), "one capture at a time"),
+    (lambda u: cuda.reduce(lambda a, b: a + b)(u), r"a reduction .* inside capture_graph"),
+    (lambda u: cuda.vectorize(["float64(float64)"])(lambda x: 2.0 * x)(u),
+     r"the ufunc <lambda>\(\) inside capture_graph\(\), which records kernel launches only"),
 ])
 def test_what_a_capture_cannot_hold_is_refused(make, match):
     with dualgpu.using_backend("cpu"):
@@ -206,6 +209,7 @@ def test_misuse_of_a_graph_is_refused():
         with pytest.raises(DualgpuError, match="recorded on the cpu backend"):
             graph.launch()
     graph.close()
+    assert len(graph) == 0 and "closed" in repr(graph)
     with pytest.raises(DualgpuError, match="closed"):
         graph.launch()
 
