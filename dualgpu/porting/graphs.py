@@ -36,7 +36,8 @@ The contract is the one CUDA graphs have everywhere, and it is checked where it 
   refused in the block with an error saying how to move them out.
 - *One capture at a time, on the thread that opened it*; a replay inside a capture is
   refused. Launches through dualgpu's kernels (``dualgpu.cuda.jit``) are recorded; a raw
-  numba.cuda kernel is recorded on the cuda backend only when launched on ``graph.stream``.
+  numba.cuda kernel is recorded on the cuda backend only when launched on
+  ``graph.capture_stream``.
 
 See the user guide's GPU page and ``docs/dev/captured-loops.md``.
 """
@@ -90,6 +91,15 @@ class LaunchGraph:
         state = "recording" if self.recording else "closed" if self._closed() else "ready"
         return f"<LaunchGraph of {len(self)} launches on {self.backend}, {state}>"
 
+    @property
+    def capture_stream(self):
+        """While recording on the cuda backend, the stream launches must name to be
+        recorded (a raw numba.cuda kernel: ``kernel[g, b, graph.capture_stream](...)``);
+        0 elsewhere."""
+        if self.recording and self._builder is not None:
+            return gpu_graph.capture_stream(self._builder)
+        return 0
+
     def _closed(self):
         return self.launches is None
 
@@ -112,14 +122,13 @@ class LaunchGraph:
         args = tuple(copy.deepcopy(a) if isinstance(a, Dual) else a for a in args)
         if self.backend == "cuda":
             stream = configured.stream
-            if stream and stream is not self.stream:
+            if stream and stream is not self.stream and stream is not self.capture_stream:
                 raise DualgpuError(
                     f"kernel {name} was launched on stream {stream!r} inside "
                     "capture_graph(), which records one stream. Fix: launch without a "
                     "stream, or open the capture on yours: capture_graph(stream=...).")
             configured.kernel.launch(configured.griddim, configured.blockdim,
-                                     gpu_graph.capture_stream(self._builder),
-                                     configured.sharedmem, *args)
+                                     self.capture_stream, configured.sharedmem, *args)
         self.launches.append((configured, args))
 
     def launch(self, stream=0):

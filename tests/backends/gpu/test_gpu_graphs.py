@@ -130,9 +130,11 @@ def test_a_capture_on_the_users_stream_records_there(offline):
     mine = FakeCore("mine")
     u, u_new, r = _args(1)
     with dualgpu.cuda.capture_graph(stream=mine) as graph:
+        assert graph.capture_stream is mine.builder.stream
         K.stencil[1, 16, mine](u, u_new, r)
         K.stencil[1, 16](u_new, u, r)
     assert [s[0] for s in STREAMS] == [mine.builder.stream] * 2
+    assert graph.capture_stream == 0  # (the builder's stream while recording)
     graph.launch()
     assert mine.builder.graph.launched == [mine]
 
