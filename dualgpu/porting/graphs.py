@@ -70,7 +70,24 @@ def _host_array(value):
 
 
 class LaunchGraph:
-    """Launches recorded by :func:`capture_graph`; ``launch()`` replays them."""
+    """Launches recorded by :func:`capture_graph`; ``launch()`` replays them.
+
+    Made by :func:`capture_graph`, not by hand.
+
+    Parameters
+    ----------
+    stream : stream, optional
+        Where replays run by default on the cuda backend (0: the capture's private stream,
+        ordered with the default stream).
+
+    Examples
+    --------
+    >>> from dualgpu import cuda
+    >>> with cuda.capture_graph() as graph:
+    ...     pass
+    >>> len(graph), graph.recording
+    (0, False)
+    """
 
     def __init__(self, stream=0):
         self.backend = backend()
@@ -182,9 +199,53 @@ def refuse(what, fix):
 
 @contextlib.contextmanager
 def capture_graph(stream=0):
-    """Record the kernel launches of the block into a :class:`LaunchGraph` (see the module
-    docstring); on the cuda backend a CUDA graph captured on ``stream`` (default: a private
-    non-blocking stream)."""
+    """Record the kernel launches of the ``with`` block into a graph, replayed by its
+    ``launch()``.
+
+    The launches are recorded, not run; each replay runs them in order on the arrays and
+    numbers they were recorded with (the user guide's "Launch graphs" section states the
+    contract).
+
+    Parameters
+    ----------
+    stream : stream, optional
+        cuda backend: the stream to capture on, and where replays run by default. The
+        default, 0, captures on a private non-blocking stream and orders each replay with
+        the default stream's work.
+
+    Yields
+    ------
+    LaunchGraph
+        The graph; it holds its launches once the block ends.
+
+    Raises
+    ------
+    DualgpuError
+        For a capture opened inside another one. In the block: an allocation, a ufunc or
+        reduction, a host (numpy) array argument, keyword arguments, or (cuda) a launch on
+        another stream.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from dualgpu import Dual, cuda, dual_array
+    >>> @cuda.jit
+    ... def decay(u, rate):
+    ...     i = cuda.grid(1)
+    ...     if i < u.shape[0]:
+    ...         u[i] = u[i] * (1.0 - rate)
+    >>> u = cuda.to_device(dual_array(np.ones(4), lanes=1))
+    >>> with cuda.capture_graph() as graph:
+    ...     for _ in range(10):
+    ...         decay[1, 4](u, Dual(0.1, [1.0]))
+    >>> graph.launch()                       # 10 steps
+    >>> graph.launch()                       # 10 more
+    >>> out = u.copy_to_host()
+    >>> bool(np.allclose(out.values, 0.9 ** 20))
+    True
+    >>> bool(np.allclose(out.partials[0], -20 * 0.9 ** 19))
+    True
+    """
     global ACTIVE
     if ACTIVE is not None:
         raise DualgpuError("capture_graph() inside another capture_graph() block: one "
