@@ -168,3 +168,28 @@ def test_plain_arguments(offline):
         K.double_into[1, 16](u, u_new)
     assert LAUNCHES == expected and len(graph) == 2
     assert all(s[0] is FakeDevice.cores[-1].builder.stream for s in STREAMS)
+
+
+def test_snapshots_between_lane_tiles_live_as_long_as_the_graph(monkeypatch):
+    """A launch of several lane tiles copies arrays it reads and writes into snapshots and
+    back before each tile; in a capture those copies are graph nodes that read the
+    snapshots at every replay, so the graph keeps them (``tiles.KEEP``)."""
+    import numba.cuda
+
+    from dualgpu.backends.common import tiles
+
+    class Device:  # what snapshot() calls on a device array
+        __cuda_array_interface__ = {}
+
+        def copy_to_device(self, other, stream=0):
+            self.source = other
+
+    monkeypatch.setattr(numba.cuda, "device_array_like", lambda a, stream=0: Device())
+    with dualgpu.using_backend("cpu"):
+        with dualgpu.cuda.capture_graph() as graph:
+            assert tiles.KEEP is graph.keep
+            copy = tiles.snapshot(Device())
+        assert tiles.KEEP is None
+    assert graph.keep == [copy]
+    graph.close()
+    assert graph.keep is None
