@@ -264,6 +264,11 @@ class _Recorder:
         self.launches = 0  # launches of an uncaptured run (Configured.__call__ counts them)
         self.escaped = {}  # id(former buffer) -> how host code read it
         self.trace = None  # what a traced run records besides (dualgpu.porting.trace)
+        # plain numpy arrays as table arguments: only where no host code runs between the
+        # launches and the table (launch graphs' replays, dualgpu.porting.graph_program):
+        # id(array) -> (kind, index), and group -> [arrays]; None: such launches run at once
+        self.plain = None
+        self.plain_groups = {}
 
     # -- buffers ---------------------------------------------------------------------
     def adopt(self, array, source=None):
@@ -330,6 +335,12 @@ class _Recorder:
                     if info is None:
                         return self._now(configured, args, "a dual scalar argument that is "
                                          "nested, tagged or not a float")
+            elif self.plain is not None and isinstance(a, np.ndarray) and (
+                    a.dtype.kind in "biufc"):
+                info = self.plain.get(id(a))
+                if info is None:
+                    info = self._plain_array(a)
+                arrays += 1
             else:
                 return self._now(configured, args, self._why(a))
             kinds.append(info[0])
@@ -354,8 +365,8 @@ class _Recorder:
         if step.watch is not None and captured_duals(step.watch):
             return self._now(configured, args, "a kernel that reads a global or closure cell "
                              "holding a dual")
-        if arrays > 1 and step.distinct and len(
-                {id(a) for a in args if type(a) is CapturedArray}) != arrays:
+        if arrays > 1 and step.distinct and len({id(a) for a in args if type(a) is CapturedArray}
+                                                ) != sum(type(a) is CapturedArray for a in args):
             return self._now(configured, args, "one buffer passed as two arguments to a "
                              "launch of several lane tiles")
         entry = len(self.entries)
@@ -366,6 +377,15 @@ class _Recorder:
         duals = tuple((a, a.value, a.partials) for a in args if type(a) is Dual)
         self.memo.setdefault(configured, {})[tuple(map(id, args))] = (entry, duals, step.watch)
         return None
+
+    def _plain_array(self, array):
+        kind = ("p", array.dtype.str, array.ndim, _layout(array), array.flags.writeable,
+                array.shape)
+        members = self.plain_groups.setdefault(kind[:-1], [])
+        info = self.plain[id(array)] = (kind, len(members))
+        members.append(array)
+        self.owned.append(array)  # alive while the memo holds its id
+        return info
 
     def _why(self, a):
         if isinstance(a, DualArray):
@@ -542,6 +562,8 @@ class _Recorder:
         for group in groups:
             found = self.groups[group]
             inputs += [tuple(v for v, _ in found), tuple(p for _, p in found)]
+        if not groups:  # (a table of plain launches: the program's V0, P0 are unused)
+            inputs += [(), ()]
         inputs += [np.array(self.floats or [0.0], np.float64),
                    np.array(self.ints or [0], np.int64)]
         for kind in dual_kinds or [None]:
@@ -553,6 +575,9 @@ class _Recorder:
         for kind in number_kinds:
             table = self.numbers.get(kind) or [0]
             inputs.append(np.array(table, np.dtype(kind[1])))
+        plain_groups = getattr(self, "plain_groups", {})  # (a traced run's namespace: none)
+        for group in _plain_kinds_of(program_key):
+            inputs.append(tuple(a.view(np.ndarray) for a in plain_groups[group]))
         step = program_key[0][-1]
         tiles = step.outer([key[-1] for key in program_key])
         if tiles:  # it runs lane tile by lane tile
@@ -564,6 +589,7 @@ class _Recorder:
         """Per kind of launch, its arguments' sources (see ``program_source``), and the
         counts of buffer groups, dual groups and number tables."""
         groups, dual_kinds, number_kinds = _kinds_of(program_key)
+        plain_kinds = _plain_kinds_of(program_key)
         ops = []
         for _, kinds, _, _ in program_key:
             sources = []
@@ -574,10 +600,12 @@ class _Recorder:
                     sources.append(("s", dual_kinds.index(kind)))
                 elif kind[0] == "n":
                     sources.append(("n", number_kinds.index(kind)))
+                elif kind[0] == "p":
+                    sources.append(("p", plain_kinds.index(kind[:-1])))
                 else:
                     sources.append(kind)
             ops.append(sources)
-        return ops, [len(groups), max(len(dual_kinds), 1), len(number_kinds)]
+        return ops, [len(groups), max(len(dual_kinds), 1), len(number_kinds), len(plain_kinds)]
 
     def _check(self, log, entries, program_key, inputs):
         """Compile the program, run it on copies, run the launches as written, compare."""
@@ -629,6 +657,8 @@ class _Recorder:
             return self.ints[index]
         if what == "n":
             return self.numbers[kind][index]
+        if what == "p":
+            return self.plain_groups[kind[:-1]][index]
         if what == "s":  # the dual as it was at that launch (f may have changed it since)
             values, partials, duals = self.dual_groups[kind]
             found = plain.get((kind, index))
@@ -674,6 +704,16 @@ def _kinds_of(program_key):
             elif kind[0] == "n" and kind not in number_kinds:
                 number_kinds.append(kind)
     return groups, dual_kinds, number_kinds
+
+
+def _plain_kinds_of(program_key):
+    """The plain array groups of a program, in the order its parameters take them."""
+    plain = []
+    for _, kinds, _, _ in program_key:
+        for kind in kinds:
+            if kind[0] == "p" and kind[:-1] not in plain:
+                plain.append(kind[:-1])
+    return plain
 
 
 def run_launch(configured, recorder, found):

@@ -99,6 +99,7 @@ def record(launches):
     log = _Log()
     recorder = capture._Recorder("capture_graph", explicit=False, capturing=True)
     recorder.trace = log
+    recorder.plain = {}  # no host code runs between a replay's launches: plain arrays too
     for alias in aliases.values():
         recorder.adopt(alias)
     token = capture._CURRENT.set(recorder)

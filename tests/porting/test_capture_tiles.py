@@ -145,9 +145,10 @@ def test_buffers_take_a_helpers_values_when_the_caller_ran_no_tile(monkeypatch):
 
 
 class _Step:
-    def __init__(self, tile, tiles):
+    def __init__(self, tile, tiles, plain_arrays=False):
         self.tile = tile
         self.constants = (1, 1, 1, 32, 1, 1, 0, tiles) if tile else (1, 1, 1, 32, 1, 1)
+        self.plain_arrays = plain_arrays
 
 
 def test_only_tables_of_one_tiling_run_tile_by_tile():
@@ -156,6 +157,7 @@ def test_only_tables_of_one_tiling_run_tile_by_tile():
     assert replay.tiles_outer([_Step(8, 3), _Step(8, 2)]) == 0
     assert replay.tiles_outer([_Step(8, 1)]) == 0  # one tile: launches in turn
     assert replay.tiles_outer([_Step(8, 3), _Step(0, 0)]) == 0  # a plain launch
+    assert replay.tiles_outer([_Step(8, 3), _Step(8, 3, True)]) == 0  # plain array arguments
     assert replay.tiles_outer([]) == 0
 
 

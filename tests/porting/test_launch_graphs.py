@@ -114,19 +114,39 @@ def test_on_the_cpu_backend_replays_become_one_compiled_table(dtype, lanes):
     assert same_bits(got.values, want.values) and same_bits(got.partials, want.partials)
 
 
-def test_plain_arrays_replay_launch_by_launch_on_the_cpu_backend():
+def test_plain_arrays_replay_as_one_compiled_table_too():
+    """Plain device arrays (no derivative) are table arguments of a graph's replay (no host
+    code can touch them between its launches): a plain loop, and dual launches of several
+    lane tiles reading a plain array of weights, run as one program, bit for bit."""
+    x = u0(12)
+    weights = np.linspace(0.5, 1.5, 12)
+    r = Dual(0.2, np.linspace(1.0, 2.0, 20))
     with dualgpu.using_backend("cpu"):
-        x = u0(12)
         u, u_new = cuda.to_device(x), cuda.device_array(12)
-        with cuda.capture_graph() as graph:
-            _steps(u, u_new, 0.2, 2)
-        for _ in range(graphs.TRIES + 2):
-            graph.launch()
-        assert graph.program is None and "argument" in graph.why
+        v, v_new = _buffers(x, 20, np.float64)
+        w = cuda.to_device(weights)
+        with cuda.capture_graph() as plain:
+            _steps(u, u_new, 0.2, 4)
+        with cuda.capture_graph() as mixed:
+            for _ in range(2):
+                K.weighted_step[1, 16](v, v_new, w, r)
+                K.weighted_step[1, 16](v_new, v, w, r)
+        for _ in range(4):
+            plain.launch()
+            mixed.launch()
+        assert plain.program is not None and plain.program.runs == 2, plain.why
+        assert mixed.program is not None and mixed.program.runs == 2, mixed.why
         a, b = cuda.to_device(x), cuda.device_array(12)
-        for _ in range(graphs.TRIES + 2):
-            _steps(a, b, 0.2, 2)
+        c, d = _buffers(x, 20, np.float64)
+        for _ in range(4):
+            _steps(a, b, 0.2, 4)
+            for _ in range(2):
+                K.weighted_step[1, 16](c, d, w, r)
+                K.weighted_step[1, 16](d, c, w, r)
         assert same_bits(u.copy_to_host(), a.copy_to_host())
+        got, want = v.copy_to_host(), c.copy_to_host()
+    assert same_bits(got.values, want.values) and same_bits(got.partials, want.partials)
+    assert same_bits(w.copy_to_host(), weights)
 
 
 def test_nothing_runs_in_the_block_and_arguments_are_frozen():

@@ -87,7 +87,7 @@ class Step:
     """
 
     __slots__ = ("launcher", "mask", "constants", "kernel", "epoch", "tile_lanes", "distinct",
-                 "watch", "restore", "tile")
+                 "watch", "restore", "tile", "plain_arrays")
 
     def __init__(self, launcher, mask, constants, kernel):
         self.launcher = launcher
@@ -100,6 +100,7 @@ class Step:
         self.watch = None
         self.restore = ()
         self.tile = 0
+        self.plain_arrays = False  # a dual launch that also takes plain arrays
 
     @staticmethod
     def compile(steps, ops, groups):
@@ -168,6 +169,7 @@ def step_of(kernel, griddim, blockdim, args):
     step.distinct = tiles > 1
     step.restore = restore
     step.tile = tile
+    step.plain_arrays = any(m == "" and isinstance(a, np.ndarray) for m, a in zip(mask, args))
     return step, None
 
 
@@ -180,8 +182,8 @@ def tiles_outer(steps):
     in cache for the whole run, as a hand-written loop over directions does, instead of
     streaming all lanes through the cache at every launch.
     """
-    if not TILES_OUTER or not steps:
-        return 0
+    if not TILES_OUTER or not steps or any(step.plain_arrays for step in steps):
+        return 0  # (a plain array a launch writes would need restoring before each tile)
     shapes = {(step.tile, step.constants[-1]) if step.tile else None for step in steps}
     if len(shapes) != 1 or None in shapes:
         return 0
@@ -196,9 +198,11 @@ def program_source(ops, groups, constants=None, restores=None, outer=0):
     argument: ``"a"`` (a buffer of group ``V<g>``/``P<g>``: the group follows, as
     ``("a", g)``, or ``"a"`` alone for group 0), ``"s"`` (a dual scalar of dual group 0,
     or ``("s", g)``), ``"f"`` (a float of table ``F``), ``"i"`` (an int of table ``I``),
-    ``("n", g)`` (a number of table ``N<g>``: other numpy scalar types, bools).
-    ``groups``: ``[buffer groups, dual groups, number tables]`` counts (or one number:
-    buffer groups, one dual group, no number table). ``constants[k]``: the numbers launch
+    ``("n", g)`` (a number of table ``N<g>``: other numpy scalar types, bools), ``("p", g)``
+    (a plain array of group ``A<g>``, passed as it is).
+    ``groups``: ``[buffer groups, dual groups, number tables, plain array groups]`` counts
+    (the last may be left out: none; or one number: buffer groups, one dual group, no
+    number table). ``constants[k]``: the numbers launch
     kind ``k`` passes after the arguments; ``restores[k]``: the arguments whose values it
     passes copies of last. Row ``e`` of ``rows`` holds, per argument of launch ``e``, its
     index in its group or table; ``codes[e]`` its kind of launch.
@@ -211,12 +215,13 @@ def program_source(ops, groups, constants=None, restores=None, outer=0):
     """
     if isinstance(groups, int):
         groups = [groups, 1, 0]
-    buffers, duals, numbers = groups
+    buffers, duals, numbers, plains = (list(groups) + [0])[:4]
     params = ["codes", "rows"]
     params += [f"V{g}, P{g}" for g in range(max(buffers, 1))]
     params += ["F", "I"]
     params += [f"DV{g}, DP{g}" for g in range(max(duals, 1))]
     params += [f"N{g}" for g in range(numbers)]
+    params += [f"A{g}" for g in range(plains)]
     pad = ""
     if outer:
         params += [f"S{g}" for g in range(buffers)] + [f"W{g}" for g in range(buffers)]
@@ -252,6 +257,8 @@ def program_source(ops, groups, constants=None, restores=None, outer=0):
                 args.append(f"F[{index}]")
             elif kind == "n":
                 args.append(f"N{group}[{index}]")
+            elif kind == "p":
+                args.append(f"A{group}[{index}]")
             else:
                 args.append(f"I[{index}]")
         keyword = "if" if code == 0 else "elif"
