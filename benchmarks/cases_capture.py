@@ -9,7 +9,8 @@ captured_loops
     and traced (``capture="trace"``, one function object for every call: from its fourth
     call, f's loop does not run); and as a launch graph (``dualgpu.cuda.capture_graph``: the
     loop recorded once, each call resets the buffers, replays it and copies the result
-    back; on the cpu backend a replay is one compiled table); then the heat equation on
+    back; on the cpu backend a replay is one compiled table), with plain arrays too (beside
+    the plain loop launched step by step); then the heat equation on
     10^4 cells, 100 steps, JVP with respect to the diffusion number, captured and traced,
     against the hand-written fused ``@njit`` loop. Targets (issue 41): <= 0.5 us per
     captured step, heat JVP <= 1.3x the fused loop, judged for captured runs (f's Python
@@ -37,9 +38,23 @@ CAPTURED_US = 0.5
 
 def graph_run(u0, r, steps, lanes):
     """A function giving what ``jvp`` (``lanes`` 1: d/dr) or ``jacobian`` (``lanes`` cells:
-    d/du0) of the 16-cell loop give, from a launch graph of the loop recorded once."""
+    d/du0) of the 16-cell loop give, or (``lanes`` 0) its plain run's values, from a launch
+    graph of the loop recorded once."""
     from dualgpu import Dual, DualArray, cuda
 
+    if not lanes:  # plain arrays: the loop's values only
+        u = cuda.to_device(u0)
+        u_new = cuda.device_array_like(u)
+        with cuda.capture_graph() as graph:
+            for _ in range(steps):
+                plan_step[1, u0.size](u, u_new, r)
+                u, u_new = u_new, u
+
+        def plain():
+            cuda.to_device(u0, to=u)
+            graph.launch()
+            return u.copy_to_host()
+        return plain
     seed = np.zeros((1, u0.size)) if lanes == 1 else np.eye(u0.size)
     rr = Dual(r, [1.0]) if lanes == 1 else r
     u = cuda.to_device(DualArray(u0.copy(), seed))
@@ -91,12 +106,15 @@ def case_captured_loops(profile):
                                                            capture="trace"),
                "njit_step": lambda: _njit_loop(u0, r, steps),
                "jvp_graph": graph_run(u0, r, steps, 1),
-               "jacobian_graph": graph_run(u0, r, steps, CELLS)}
+               "jacobian_graph": graph_run(u0, r, steps, CELLS),
+               "plain": lambda: _simulate(u0, r, steps, CELLS),
+               "plain_graph": graph_run(u0, r, steps, 0)}
         for _ in range(2):  # record, trace (and the harness's two calls: check, replay)
             fns["jvp_traced"]()
             fns["jacobian_traced"]()
             fns["jvp_graph"]()  # teach the steps, then compile and check the table
             fns["jacobian_graph"]()
+            fns["plain_graph"]()
         timed = measure_side_by_side(fns, repeats)
         cpu = _thread_times(fns, repeats)
     after = capture.statistics()
@@ -105,6 +123,7 @@ def case_captured_loops(profile):
     same = {name: _equal(timed[name][0], timed[name + "_captured"][0])
             and _equal(timed[name][0], timed[name + "_traced"][0])
             and _equal(timed[name][0], timed[name + "_graph"][0]) for name in ("jvp", "jacobian")}
+    same["plain"] = _equal(timed["plain"][0], timed["plain_graph"][0])
     heat = _heat_jvp_captured(profile, repeats)
     load_after = _load()
     targets = {
@@ -116,6 +135,7 @@ def case_captured_loops(profile):
         "traced_heat_jvp_vs_fused_njit": target(heat["traced_ratio"], HEAT_JVP),
         "graph_jvp_us_per_step": target(per_step["jvp_graph"], CAPTURED_US),
         "graph_jacobian16_us_per_step": target(per_step["jacobian_graph"], CAPTURED_US),
+        "graph_plain_us_per_step": target(per_step["plain_graph"], CAPTURED_US),
     }
     return {"cells": CELLS, "steps": steps, "us_per_step": per_step,
             "cpu_us_per_step": cpu_per_step, "captured_equals_uncaptured": same,
@@ -178,6 +198,9 @@ def format_captured_loops(r):
                      f"[{cpu[name + '_graph']:.2f} {cpu[name + '_traced']:.2f} "
                      f"{cpu[name + '_captured']:.2f} {cpu[name]:.2f}]  "
                      f"{r['captured_equals_uncaptured'][name]}")
+    lines.append(f"  {'plain arrays':22s} {us['plain_graph']:9.2f} {'':9s} {'':9s} "
+                 f"{us['plain']:9.2f}   [{cpu['plain_graph']:.2f} {cpu['plain']:.2f}]  "
+                 f"{r['captured_equals_uncaptured']['plain']}")
     lines.append(f"  {'@njit step call':22s} {us['njit_step']:9.2f}   [{cpu['njit_step']:.2f}]")
     h = r["heat"]
     lines.append(f"  heat {h['n']:,} cells x {h['steps']} steps, JVP wrt r: captured "

@@ -7,7 +7,8 @@ from benchmarks.cases_capture import case_captured_loops, format_captured_loops
 
 def test_captured_loops_case_tiny():
     result = case_captured_loops("tiny")
-    assert result["captured_equals_uncaptured"] == {"jvp": True, "jacobian": True}
+    assert result["captured_equals_uncaptured"] == {"jvp": True, "jacobian": True,
+                                                    "plain": True}
     assert result["heat"]["captured_equals_uncaptured"]
     assert result["heat"]["traced_equals_uncaptured"]
     assert result["deferred_launches"] > 0  # the loops were captured
@@ -17,7 +18,8 @@ def test_captured_loops_case_tiny():
                                       "captured_heat_jvp_vs_fused_njit",
                                       "traced_jvp_us_per_step", "traced_jacobian16_us_per_step",
                                       "traced_heat_jvp_vs_fused_njit", "graph_jvp_us_per_step",
-                                      "graph_jacobian16_us_per_step"}
+                                      "graph_jacobian16_us_per_step",
+                                      "graph_plain_us_per_step"}
     lines = format_captured_loops(result)
     assert lines[0].startswith("Captured loops (issue 41)")
     assert lines[1].split()[0] == "graph"
