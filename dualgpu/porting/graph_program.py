@@ -14,8 +14,10 @@ loops' compiled program (:mod:`dualgpu.porting.capture`) with inputs built once:
    recording) and each later replay is one call of the compiled entry point, after copying
    the buffers' values into the snapshots a tile-by-tile program starts each tile from.
 
-Where a replay cannot be one table (a plain array argument, a kernel the recorder runs at
-once, a failed check), the graph keeps replaying launch by launch.
+Plain arrays are table arguments here (``recorder.plain``): no host code runs between a
+replay's launches. Where a replay cannot be one table (a kernel the recorder runs at once,
+such as a compute-bound or block-level one; a failed check), the graph keeps replaying
+launch by launch.
 """
 import numpy as np
 

@@ -18,7 +18,8 @@ were recorded with::
 On the cuda backend the block is a CUDA stream capture (:mod:`dualgpu.backends.gpu.graph`)
 and a replay is one ``cuGraphLaunch``. On ``cpu`` the first replays run the launches through
 the captured loops' recorder, and once they ran as one checked table
-(:mod:`dualgpu.porting.graph_program`: dual launches of the kernels captured loops take),
+(:mod:`dualgpu.porting.graph_program`: plain and dual launches of the kernels captured
+loops take),
 a replay is one call of that table's compiled program; otherwise, and on ``cudasim``, the
 recorded launches run one after another through their launch plans. The meaning is the
 same everywhere, so a program using graphs runs unchanged on every backend.
