@@ -587,7 +587,7 @@ class _Recorder:
     @staticmethod
     def _ops(program_key):
         """Per kind of launch, its arguments' sources (see ``program_source``), and the
-        counts of buffer groups, dual groups and number tables."""
+        counts of buffer groups, dual groups, number tables and plain array groups."""
         groups, dual_kinds, number_kinds = _kinds_of(program_key)
         plain_kinds = _plain_kinds_of(program_key)
         ops = []

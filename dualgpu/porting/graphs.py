@@ -40,7 +40,8 @@ The contract is the one CUDA graphs have everywhere, and it is checked where it 
   numba.cuda kernel is recorded on the cuda backend only when launched on
   ``graph.capture_stream``.
 
-See the user guide's GPU page and ``docs/dev/captured-loops.md``.
+See the user guide's "Launch graphs" section (Jacobians page) and
+``docs/dev/captured-loops.md``.
 """
 import contextlib
 import copy
