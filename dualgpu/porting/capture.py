@@ -63,6 +63,7 @@ from dualgpu.core.dualarray import DualArray
 from dualgpu.core.selection import backend
 from dualgpu.errors import DualgpuError, UnsupportedFeatureError
 from dualgpu.host.buffers import caller_line
+from dualgpu.porting import capture_tables as _tables
 from dualgpu.porting.captured_duals import captured_duals
 
 __all__ = ["ENABLED", "AUTO_LAUNCHES", "AUTO_SECONDS", "CapturedArray", "recording", "mode",
@@ -225,15 +226,10 @@ def adopt(array, source=None):
     return recorder.adopt(array, source)
 
 
-def _layout(a):
-    return "C" if a.flags.c_contiguous else "F" if a.flags.f_contiguous else "A"
-
-
-def _kind(values, partials):
-    """A buffer's group (the numba types of its members) and its kind in a launch key."""
-    group = ("a", values.dtype.str, values.ndim, _layout(values), partials.dtype.str,
-             _layout(partials), partials.shape[0])
-    return group, group + (values.shape,)
+_layout = _tables.layout
+_kind = _tables.buffer_kind
+_kinds_of = _tables.kinds_of
+_plain_kinds_of = _tables.plain_kinds_of
 
 
 class _Recorder:
@@ -542,70 +538,12 @@ class _Recorder:
             entry = _ENTRIES[key] = entry_point(program, inputs) or program
         run_program(entry, inputs, program_key, codes)
 
-    @staticmethod
-    def _table(entries):
-        """The rows of ``entries`` as one int64 table (shorter rows padded with 0)."""
-        rows = [row for _, row in entries]
-        try:  # launches of kernels with as many arguments: numpy's loop
-            table = np.array(rows, np.int64)
-        except ValueError:
-            table = None
-        if table is None or table.ndim != 2:
-            table = np.zeros((len(rows), max(len(row) for row in rows)), np.int64)
-            for e, row in enumerate(rows):
-                table[e, :len(row)] = row
-        return table
+    _table = staticmethod(_tables.table)
+    _ops = staticmethod(_tables.ops)
 
     def _inputs(self, codes, table, program_key):
-        groups, dual_kinds, number_kinds = _kinds_of(program_key)
-        inputs = [codes, table]
-        for group in groups:
-            found = self.groups[group]
-            inputs += [tuple(v for v, _ in found), tuple(p for _, p in found)]
-        if not groups:  # (a table of plain launches: the program's V0, P0 are unused)
-            inputs += [(), ()]
-        inputs += [np.array(self.floats or [0.0], np.float64),
-                   np.array(self.ints or [0], np.int64)]
-        for kind in dual_kinds or [None]:
-            if kind is None:
-                inputs += [np.zeros(1), np.zeros((1, 1))]
-                continue
-            values, partials, _ = self.dual_groups[kind]
-            inputs += [np.array(values, np.dtype(kind[1])), np.stack(partials)]
-        for kind in number_kinds:
-            table = self.numbers.get(kind) or [0]
-            inputs.append(np.array(table, np.dtype(kind[1])))
-        plain_groups = getattr(self, "plain_groups", {})  # (a traced run's namespace: none)
-        for group in _plain_kinds_of(program_key):
-            inputs.append(tuple(a.view(np.ndarray) for a in plain_groups[group]))
-        step = program_key[0][-1]
-        tiles = step.outer([key[-1] for key in program_key])
-        if tiles:  # it runs lane tile by lane tile
-            inputs += step.outer_inputs([inputs[2 + 2 * g] for g in range(len(groups))], tiles)
-        return inputs
-
-    @staticmethod
-    def _ops(program_key):
-        """Per kind of launch, its arguments' sources (see ``program_source``), and the
-        counts of buffer groups, dual groups, number tables and plain array groups."""
-        groups, dual_kinds, number_kinds = _kinds_of(program_key)
-        plain_kinds = _plain_kinds_of(program_key)
-        ops = []
-        for _, kinds, _, _ in program_key:
-            sources = []
-            for kind in kinds:
-                if kind[0] == "a":
-                    sources.append(("a", groups.index(kind[:-1])))
-                elif kind[0] == "s":
-                    sources.append(("s", dual_kinds.index(kind)))
-                elif kind[0] == "n":
-                    sources.append(("n", number_kinds.index(kind)))
-                elif kind[0] == "p":
-                    sources.append(("p", plain_kinds.index(kind[:-1])))
-                else:
-                    sources.append(kind)
-            ops.append(sources)
-        return ops, [len(groups), max(len(dual_kinds), 1), len(number_kinds), len(plain_kinds)]
+        """The program's inputs for this table (``capture_tables.inputs``)."""
+        return _tables.inputs(self, codes, table, program_key)
 
     def _check(self, log, entries, program_key, inputs):
         """Compile the program, run it on copies, run the launches as written, compare."""
@@ -689,31 +627,6 @@ def run_program(entry, inputs, program_key, codes):
     """Run a program's compiled ``entry`` on ``inputs`` (its steps' backend decides how)."""
     steps = [key[-1] for key in program_key]
     steps[0].run(entry, inputs, steps, codes, len(_kinds_of(program_key)[0]))
-
-
-def _kinds_of(program_key):
-    """The buffer groups, dual kinds and number kinds of a program, in the order its
-    parameters take them."""
-    groups, dual_kinds, number_kinds = [], [], []
-    for _, kinds, _, _ in program_key:
-        for kind in kinds:
-            if kind[0] == "a" and kind[:-1] not in groups:
-                groups.append(kind[:-1])
-            elif kind[0] == "s" and kind not in dual_kinds:
-                dual_kinds.append(kind)
-            elif kind[0] == "n" and kind not in number_kinds:
-                number_kinds.append(kind)
-    return groups, dual_kinds, number_kinds
-
-
-def _plain_kinds_of(program_key):
-    """The plain array groups of a program, in the order its parameters take them."""
-    plain = []
-    for _, kinds, _, _ in program_key:
-        for kind in kinds:
-            if kind[0] == "p" and kind[:-1] not in plain:
-                plain.append(kind[:-1])
-    return plain
 
 
 def run_launch(configured, recorder, found):

@@ -1,0 +1,124 @@
+"""A captured table's program: the kinds of its arguments and the inputs it takes.
+
+A program (:mod:`dualgpu.backends.cpu.replay`) is keyed by its kinds of launch (a *program
+key*: per kind, the launcher, its arguments' kinds, the tile, its step). Its parameters are
+the table's codes and rows, then per buffer group (the numba types of a DualArray's
+members) a tuple of values and one of partials, the float and int tables, per dual group
+(a Dual scalar's value type and lanes) its values and partials, per number table (other
+numpy scalar types) its array, per plain array group (numba's type of a plain array, in a
+launch graph's replay) a tuple of the arrays, and for a tile-by-tile program its snapshots,
+private values and control array. Used by :mod:`dualgpu.porting.capture` (the recorder),
+:mod:`dualgpu.porting.trace` and :mod:`dualgpu.porting.graph_program`.
+"""
+import numpy as np
+
+__all__ = ["layout", "buffer_kind", "kinds_of", "plain_kinds_of", "table", "inputs", "ops"]
+
+
+def layout(a):
+    """numba's layout letter of ``a``."""
+    return "C" if a.flags.c_contiguous else "F" if a.flags.f_contiguous else "A"
+
+
+def buffer_kind(values, partials):
+    """A buffer's group (the numba types of its members) and its kind in a launch key."""
+    group = ("a", values.dtype.str, values.ndim, layout(values), partials.dtype.str,
+             layout(partials), partials.shape[0])
+    return group, group + (values.shape,)
+
+
+def kinds_of(program_key):
+    """The buffer groups, dual kinds and number kinds of a program, in the order its
+    parameters take them."""
+    groups, dual_kinds, number_kinds = [], [], []
+    for _, kinds, _, _ in program_key:
+        for kind in kinds:
+            if kind[0] == "a" and kind[:-1] not in groups:
+                groups.append(kind[:-1])
+            elif kind[0] == "s" and kind not in dual_kinds:
+                dual_kinds.append(kind)
+            elif kind[0] == "n" and kind not in number_kinds:
+                number_kinds.append(kind)
+    return groups, dual_kinds, number_kinds
+
+
+def plain_kinds_of(program_key):
+    """The plain array groups of a program, in the order its parameters take them."""
+    plain = []
+    for _, kinds, _, _ in program_key:
+        for kind in kinds:
+            if kind[0] == "p" and kind[:-1] not in plain:
+                plain.append(kind[:-1])
+    return plain
+
+
+def table(entries):
+    """The rows of ``entries`` as one int64 table (shorter rows padded with 0)."""
+    rows = [row for _, row in entries]
+    try:  # launches of kernels with as many arguments: numpy's loop
+        table = np.array(rows, np.int64)
+    except ValueError:
+        table = None
+    if table is None or table.ndim != 2:
+        table = np.zeros((len(rows), max(len(row) for row in rows)), np.int64)
+        for e, row in enumerate(rows):
+            table[e, :len(row)] = row
+    return table
+
+
+def inputs(state, codes, table, program_key):
+    """The inputs of a program (``program_key``) for a table (``codes``, ``table``): the
+    codes and rows, each buffer group's values and partials, the float and int tables, each
+    dual group's values and partials, the number tables, the plain array groups, and a
+    tile-by-tile program's snapshots, private values and control array. ``state``: the
+    recorder, or a namespace with its ``groups``, ``floats``, ``ints``, ``numbers`` and
+    ``dual_groups`` (a traced run's replay)."""
+    groups, dual_kinds, number_kinds = kinds_of(program_key)
+    inputs = [codes, table]
+    for group in groups:
+        found = state.groups[group]
+        inputs += [tuple(v for v, _ in found), tuple(p for _, p in found)]
+    if not groups:  # (a table of plain launches: the program's V0, P0 are unused)
+        inputs += [(), ()]
+    inputs += [np.array(state.floats or [0.0], np.float64),
+               np.array(state.ints or [0], np.int64)]
+    for kind in dual_kinds or [None]:
+        if kind is None:
+            inputs += [np.zeros(1), np.zeros((1, 1))]
+            continue
+        values, partials, _ = state.dual_groups[kind]
+        inputs += [np.array(values, np.dtype(kind[1])), np.stack(partials)]
+    for kind in number_kinds:
+        table = state.numbers.get(kind) or [0]
+        inputs.append(np.array(table, np.dtype(kind[1])))
+    plain_groups = getattr(state, "plain_groups", {})  # (a traced run's namespace: none)
+    for group in plain_kinds_of(program_key):
+        inputs.append(tuple(a.view(np.ndarray) for a in plain_groups[group]))
+    step = program_key[0][-1]
+    tiles = step.outer([key[-1] for key in program_key])
+    if tiles:  # it runs lane tile by lane tile
+        inputs += step.outer_inputs([inputs[2 + 2 * g] for g in range(len(groups))], tiles)
+    return inputs
+
+
+def ops(program_key):
+    """Per kind of launch, its arguments' sources (see ``program_source``), and the
+    counts of buffer groups, dual groups, number tables and plain array groups."""
+    groups, dual_kinds, number_kinds = kinds_of(program_key)
+    plain_kinds = plain_kinds_of(program_key)
+    ops = []
+    for _, kinds, _, _ in program_key:
+        sources = []
+        for kind in kinds:
+            if kind[0] == "a":
+                sources.append(("a", groups.index(kind[:-1])))
+            elif kind[0] == "s":
+                sources.append(("s", dual_kinds.index(kind)))
+            elif kind[0] == "n":
+                sources.append(("n", number_kinds.index(kind)))
+            elif kind[0] == "p":
+                sources.append(("p", plain_kinds.index(kind[:-1])))
+            else:
+                sources.append(kind)
+        ops.append(sources)
+    return ops, [len(groups), max(len(dual_kinds), 1), len(number_kinds), len(plain_kinds)]
