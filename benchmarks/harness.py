@@ -163,8 +163,10 @@ def dual_heat_arrays(u0, lanes):
 def heat_jacobian(driver, s, chunk_size=None, **options):
     """Jacobian of the heat problem ``s`` (:mod:`benchmarks.peers.problems`) w.r.t. its u0
     (``options``: more of ``jacfwd``'s, such as ``capture``)."""
-    return driver.jacfwd(lambda u: heat_simulate(u, s["r"], s["steps"]), progress=False,
-                         chunk_size=chunk_size, **options)(s["u0"])
+    # one function object for every call (capture="trace" keeps its traces per function):
+    # r and steps are arguments the Jacobian is not taken with respect to
+    return driver.jacfwd(heat_simulate, progress=False, chunk_size=chunk_size,
+                         **options)(s["u0"], s["r"], s["steps"])
 
 
 def nbody_jacobian(driver, s, chunk_size=None):
