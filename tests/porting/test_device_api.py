@@ -140,3 +140,22 @@ def test_default_backend_without_a_gpu_answers():
         pytest.skip("a GPU is present: the cuda backend answers with numba's own device")
     device = cuda.get_current_device()
     assert device.WARP_SIZE == 32 and device.id == 0
+
+
+def test_large_cpu_device_arrays_do_not_start_at_one_address_modulo_4_kib():
+    """Two buffers of one size (a stencil's u and u_new) start at different offsets after a
+    page boundary (4K aliasing: loads from one falsely wait on stores to the other); their
+    contents are zeros or the copied data, and small arrays are plain numpy allocations."""
+    import dualgpu
+    from dualgpu.porting import memory
+
+    with dualgpu.using_backend("cpu"):
+        data = np.arange(16384.0)
+        arrays = [dualgpu.cuda.to_device(data), dualgpu.cuda.device_array(16384),
+                  dualgpu.cuda.device_array_like(data), dualgpu.cuda.to_device(data)]
+        small = dualgpu.cuda.device_array(16)
+    offsets = [a.ctypes.data % 4096 for a in arrays]
+    assert len(set(offsets)) == len(offsets) and all(o % 64 == 0 for o in offsets)
+    assert all(type(a) is memory.HostArray for a in arrays + [small])
+    assert np.array_equal(arrays[0], data) and np.array_equal(arrays[3], data)
+    assert not arrays[1].any() and not arrays[2].any() and not small.any()
