@@ -42,22 +42,10 @@ def graph_run(u0, r, steps, lanes):
     graph of the loop recorded once."""
     from dualgpu import Dual, DualArray, cuda
 
-    if not lanes:  # plain arrays: the loop's values only
-        u = cuda.to_device(u0)
-        u_new = cuda.device_array_like(u)
-        with cuda.capture_graph() as graph:
-            for _ in range(steps):
-                plan_step[1, u0.size](u, u_new, r)
-                u, u_new = u_new, u
-
-        def plain():
-            cuda.to_device(u0, to=u)
-            graph.launch()
-            return u.copy_to_host()
-        return plain
     seed = np.zeros((1, u0.size)) if lanes == 1 else np.eye(u0.size)
+    start = DualArray(u0.copy(), seed) if lanes else u0
     rr = Dual(r, [1.0]) if lanes == 1 else r
-    u = cuda.to_device(DualArray(u0.copy(), seed))
+    u = cuda.to_device(start)
     u_new = cuda.device_array_like(u)
     with cuda.capture_graph() as graph:
         for _ in range(steps):
@@ -65,10 +53,11 @@ def graph_run(u0, r, steps, lanes):
             u, u_new = u_new, u
 
     def run():
-        u.values[...] = u0
-        u.partials[...] = seed
+        cuda.to_device(start, to=u)  # values (and seeded partials) back to the start
         graph.launch()
         out = u.copy_to_host()
+        if not lanes:
+            return out
         return (out.values, out.partials[0]) if lanes == 1 else out.partials.T.copy()
     return run
 

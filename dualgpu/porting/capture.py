@@ -229,7 +229,6 @@ def adopt(array, source=None):
 _layout = _tables.layout
 _kind = _tables.buffer_kind
 _kinds_of = _tables.kinds_of
-_plain_kinds_of = _tables.plain_kinds_of
 
 
 class _Recorder:

@@ -12,7 +12,7 @@ private values and control array. Used by :mod:`dualgpu.porting.capture` (the re
 """
 import numpy as np
 
-__all__ = ["layout", "buffer_kind", "kinds_of", "plain_kinds_of", "table", "inputs", "ops"]
+__all__ = ["layout", "buffer_kind", "kinds_of", "table", "inputs", "ops"]
 
 
 def layout(a):
@@ -28,9 +28,9 @@ def buffer_kind(values, partials):
 
 
 def kinds_of(program_key):
-    """The buffer groups, dual kinds and number kinds of a program, in the order its
-    parameters take them."""
-    groups, dual_kinds, number_kinds = [], [], []
+    """The buffer groups, dual kinds, number kinds and plain array groups of a program, in
+    the order its parameters take them."""
+    groups, dual_kinds, number_kinds, plain_groups = [], [], [], []
     for _, kinds, _, _ in program_key:
         for kind in kinds:
             if kind[0] == "a" and kind[:-1] not in groups:
@@ -39,17 +39,9 @@ def kinds_of(program_key):
                 dual_kinds.append(kind)
             elif kind[0] == "n" and kind not in number_kinds:
                 number_kinds.append(kind)
-    return groups, dual_kinds, number_kinds
-
-
-def plain_kinds_of(program_key):
-    """The plain array groups of a program, in the order its parameters take them."""
-    plain = []
-    for _, kinds, _, _ in program_key:
-        for kind in kinds:
-            if kind[0] == "p" and kind[:-1] not in plain:
-                plain.append(kind[:-1])
-    return plain
+            elif kind[0] == "p" and kind[:-1] not in plain_groups:
+                plain_groups.append(kind[:-1])
+    return groups, dual_kinds, number_kinds, plain_groups
 
 
 def table(entries):
@@ -73,7 +65,7 @@ def inputs(state, codes, table, program_key):
     tile-by-tile program's snapshots, private values and control array. ``state``: the
     recorder, or a namespace with its ``groups``, ``floats``, ``ints``, ``numbers`` and
     ``dual_groups`` (a traced run's replay)."""
-    groups, dual_kinds, number_kinds = kinds_of(program_key)
+    groups, dual_kinds, number_kinds, plain_kinds = kinds_of(program_key)
     inputs = [codes, table]
     for group in groups:
         found = state.groups[group]
@@ -92,7 +84,7 @@ def inputs(state, codes, table, program_key):
         table = state.numbers.get(kind) or [0]
         inputs.append(np.array(table, np.dtype(kind[1])))
     plain_groups = getattr(state, "plain_groups", {})  # (a traced run's namespace: none)
-    for group in plain_kinds_of(program_key):
+    for group in plain_kinds:
         inputs.append(tuple(a.view(np.ndarray) for a in plain_groups[group]))
     step = program_key[0][-1]
     tiles = step.outer([key[-1] for key in program_key])
@@ -104,8 +96,7 @@ def inputs(state, codes, table, program_key):
 def ops(program_key):
     """Per kind of launch, its arguments' sources (see ``program_source``), and the
     counts of buffer groups, dual groups, number tables and plain array groups."""
-    groups, dual_kinds, number_kinds = kinds_of(program_key)
-    plain_kinds = plain_kinds_of(program_key)
+    groups, dual_kinds, number_kinds, plain_kinds = kinds_of(program_key)
     ops = []
     for _, kinds, _, _ in program_key:
         sources = []

@@ -84,10 +84,7 @@ class Program:
 def _alias(arg, aliases):
     if (type(arg) is DualArray and not arg.tag and type(arg.values) is not DualArray
             and isinstance(arg.values, np.ndarray)):
-        found = aliases.get(id(arg))
-        if found is None:
-            found = aliases[id(arg)] = DualArray(arg.values, arg.partials)
-        return found
+        return capture._plain(arg, aliases)  # a new DualArray over its members, once per id
     return arg
 
 
