@@ -24,10 +24,16 @@ from dualgpu.errors import DualgpuError, complex_dual_message
 __all__ = [
     "Dual", "DualArrayBase", "check_dtype", "apply_rule", "DTYPES", "MAX_TAG", "check_tag",
     "primal_value", "is_nested_input", "lift", "init_nested", "apply_tagged", "ComplexDual",
-    "apply_complex",
+    "apply_complex", "DECISIONS",
 ]
 
 DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+
+#: ``DECISIONS[0]``: Python decisions taken from a dual's value so far in this process (a
+#: branch, a comparison, ``int()``, ``round()``, ``math.floor()``, a value-only ufunc): a
+#: traced run (:mod:`dualgpu.porting.trace`) that took one replays only for the same
+#: argument values, as ``jax.jit`` would need ``static_argnums`` for them.
+DECISIONS = [0]
 
 #: numpy stand-ins for math functions, so that float32 inputs stay float32.
 _NUMPY_NAMES = {
@@ -283,6 +289,7 @@ class Dual:
         # the value, for a conversion that can choose an index or a branch: a global
         # sparsity tracer refuses it (dualgpu.core.traced_branch)
         refuse_traced_python(self.partials)
+        DECISIONS[0] += 1
         return self._primal()
 
     def __int__(self):
@@ -315,6 +322,7 @@ class Dual:
         dtype = np.dtype(dtype)
         if dtype.kind != "f":
             refuse_traced_python(self.partials)
+            DECISIONS[0] += 1
             return dtype.type(self.value)
         return Dual(self.value, self.partials, dtype=dtype)
 
@@ -329,6 +337,7 @@ class Dual:
                 rule_name is None and ufunc.__name__ not in _UFUNC_COMPARISONS):
             return hooks.array_ufunc(ufunc, method, inputs, kwargs)
         if ufunc.__name__ in _UFUNC_COMPARISONS:
+            DECISIONS[0] += 1
             values = [a.value if isinstance(a, Dual) else a for a in scalars]
             return ufunc(*values)
         if _called_by_operator():
@@ -485,6 +494,7 @@ def _unary_method(name):
 
 def _comparison_method(op):
     def method(self, other):
+        DECISIONS[0] += 1
         if isinstance(other, Dual):
             return op(self.value, other.value)
         if not _is_operand(other):

@@ -26,7 +26,7 @@ import numpy as np
 from dualgpu import complex_rules, rules
 from dualgpu.core import complex_dual, hooks
 from dualgpu.core._expressions import expression
-from dualgpu.core.dual import _EXPRESSION_NAMESPACE
+from dualgpu.core.dual import _EXPRESSION_NAMESPACE, DECISIONS
 from dualgpu.core.dualarray import DualArray
 from dualgpu.errors import DualgpuError, MissingRuleError, complex_dual_message
 from dualgpu.host import buffers as host_buffers
@@ -223,6 +223,7 @@ def call(ufunc, inputs, kwargs):
         return _store(ufunc, _complex_call(ufunc, pairs, values, lanes, kwargs), out)
     ans = np.asarray(ufunc(*values, **kwargs))
     if name in _VALUE_ONLY:
+        DECISIONS[0] += 1  # (numbers taken from the values: see dualgpu.core.dual)
         if ans.dtype.kind != "f":
             return _store(ufunc, wrap(ans, None), out)
         return _store(ufunc, wrap(ans, np.zeros((lanes,) + ans.shape, ans.dtype)), out)
@@ -298,6 +299,7 @@ def _complex_call(ufunc, pairs, values, lanes, kwargs):
         complex_dual.rule_of(key, f"numpy.{name} of a complex operand")  # raises, naming it
     ans = np.asarray(ufunc(*values, **kwargs))
     if name in _VALUE_ONLY:
+        DECISIONS[0] += 1
         if ans.dtype.kind not in "fc":
             return wrap(ans, None)
         return wrap(ans, np.zeros((lanes,) + ans.shape, ans.dtype))

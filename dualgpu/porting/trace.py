@@ -13,7 +13,10 @@ The contract (JAX's): f's Python does the same thing for arguments of the same k
 Numbers f computes in Python are frozen at the trace: the launches' numbers, step counts,
 anything f computes from the *values* of its array arguments, the clock or random draws.
 Number arguments (``dt``, ``n_steps``) are part of the kinds (another value: another
-trace), and arrays f copies from its closure are read again at every replay.
+trace), and arrays f copies from its closure are read again at every replay. Where f's
+Python decides from the value of a dual (``int(1.0 / dt)``, ``if a > 1.0:``, counted by
+:data:`dualgpu.core.dual.DECISIONS`), its traces are kept per the values of its array and
+dual arguments (:class:`_ByValue`), as ``jax.jit`` would need ``static_argnums``.
 
 What is traced, and checked: a run whose every launch was deferred into one table (no
 launch ran at once, no host read of a buffer's data before the end), whose buffers were
@@ -38,6 +41,7 @@ from numba._dispatcher import compute_fingerprint as _fingerprint
 from dualgpu import rules
 from dualgpu.backends.common.plans import entry_point
 from dualgpu.core._context import active_levels, active_lanes, active_tile_lanes
+from dualgpu.core.dual import DECISIONS as Dual_DECISIONS
 from dualgpu.core.dual import Dual
 from dualgpu.core.dualarray import DualArray
 from dualgpu.core.selection import backend
@@ -59,6 +63,30 @@ _LOG = logging.getLogger("dualgpu.capture")
 _STATS = {"traced": 0, "checked": 0, "failed_checks": 0, "replayed": 0}
 _NUMBER_TYPES = (bool, int, float, np.bool_, np.int8, np.int16, np.int32, np.int64,
                  np.uint8, np.uint16, np.uint32, np.uint64, np.float32, np.float64)
+
+
+_FLOAT_TYPES = (float, np.float32, np.float64)
+
+
+class _ByValue:
+    """The entry of a key whose runs took Python decisions from the values of f's arguments
+    (``int(1.0 / dt)``, ``if a > 1.0``; see :data:`dualgpu.core.dual.DECISIONS`): its
+    traces are kept per those values (:func:`_values`), as ``jax.jit`` keeps one per static
+    argument."""
+
+
+def _values(args):
+    """The values of f's array and dual arguments, as a key (number arguments are in the
+    kinds already)."""
+    found = []
+    for a in args:
+        if type(a) is DualArray:
+            found.append(np.ascontiguousarray(capture.members(a)[0]).tobytes())
+        elif type(a) is Dual:
+            found.append(float(a.value).hex())
+        elif type(a) is np.ndarray:
+            found.append(np.ascontiguousarray(a).tobytes())
+    return tuple(found)
 
 
 def statistics():
@@ -84,8 +112,9 @@ def _kind(a):
         return ("D", type(a.value), _fingerprint(a.partials), a.partials.shape, a.weak)
     if t is np.ndarray:
         return ("a", _fingerprint(a), a.shape) if a.dtype.kind in "biuf" else None
-    if t in _NUMBER_TYPES:
-        return ("n", t, a)  # a number argument: its value is part of the kind
+    if t in _NUMBER_TYPES:  # a number argument: its value is part of the kind (-0.0 is not
+        # 0.0: atan2, copysign and 1 / x tell them apart; a NaN matches nothing)
+        return ("n", t, float(a).hex() if t in _FLOAT_TYPES else a)
     if a is None:
         return ("none",)
     return None
@@ -304,6 +333,9 @@ def run(f, name, args, kwargs):
             and capture.current() is None):
         key = _key(f, args, kwargs)
     found = None if key is None else _TRACES.get(key)
+    if type(found) is _ByValue:
+        key = (_ByValue, key, _values(args))
+        found = _TRACES.get(key)
     if isinstance(found, Trace) and found.checked:
         result = found.replay(args)
         if result is not None:
@@ -315,7 +347,14 @@ def run(f, name, args, kwargs):
         log = None
         if recorder is not None and key is not None and (found is None or type(found) is int):
             log = recorder.trace = TraceLog()
+        decisions = Dual_DECISIONS[0]
         result = f(*args, **kwargs)
+        if key is not None and key[0] is not _ByValue and Dual_DECISIONS[0] != decisions:
+            # f decided something from its arguments' values: from now on its traces are
+            # kept per those values (this run's trace, if any, under its own)
+            _remember(key, _ByValue())
+            key = (_ByValue, key, _values(args))
+            found = None
         if log is not None:  # (before the recording closes: its buffers are still known)
             if recorder.log:
                 log.untraceable("launches after the last copy_to_host()")

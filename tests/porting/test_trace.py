@@ -9,6 +9,7 @@ computed on the host) runs f as captured loops do, and a trace whose check diffe
 dropped.
 """
 import logging
+import math
 
 import numpy as np
 import pytest
@@ -184,3 +185,72 @@ def test_trace_off_the_cpu_backend_runs_as_written():
 def test_capture_option_names_trace():
     with pytest.raises(dualgpu.DualgpuError, match="'auto', 'trace', True or False"):
         dualgpu.jvp(lambda rr: rr, (0.2,), (1.0,), capture="always")
+
+
+@dualgpu.cuda.jit
+def _decay(u, k, dt):
+    i = dualgpu.cuda.grid(1)
+    if i < u.shape[0]:
+        u[i] = u[i] - dt * k * u[i] * u[i]
+
+
+def _decay_to_one(u0, k, dt):
+    # the step count and a branch come from the value of dt, a differentiated argument
+    u = dualgpu.cuda.to_device(u0)
+    for _ in range(int(1.0 / dt)):
+        _decay[1, 16](u, k, dt)
+    if dt > 0.08:
+        _decay[1, 16](u, k, dt)
+    return u.copy_to_host()
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_python_decisions_on_dual_arguments_key_the_trace_by_their_values(dtype):
+    # int(1 / dt) and `if dt > ...` read the value of a Dual argument: JAX would need
+    # static_argnums; a trace is kept per value, never replayed for another (it was, stale)
+    x = np.linspace(0.5, 1.0, 16).astype(dtype)
+    tangents = (None, 0.0, 1.0)  # d/d(dt)
+    before = counts()
+    for dt in (0.1, 0.1, 0.1, 0.1, 0.05, 0.05, 0.05, 0.05, 0.1):
+        args = (x, dtype(1.0), dtype(dt))
+        got = dualgpu.jvp(_decay_to_one, args, tangents, capture="trace")
+        assert same_bits(got, dualgpu.jvp(_decay_to_one, args, tangents, capture=False))
+    # 0.1: record, trace, check, replay; 0.05: trace, check, replay x2; 0.1 again: replay
+    assert grew(before, "replayed") >= 4
+    h = EPS[dtype]
+    # the last run, dt = 0.1: 10 steps and the branch's one (steps held, as the run holds them)
+    fd = (_decay_numpy(x, 0.1 + h, 11) - _decay_numpy(x, 0.1 - h, 11)) / (2 * h)
+    np.testing.assert_allclose(got[1], fd, **TOL[dtype])
+    # a Jacobian's runs (one value, new seeds) still replay
+    for _ in range(4):
+        jac = dualgpu.jacobian(_decay_to_one, x, dtype(1.0), dtype(0.1), argnums=0,
+                               capture="trace", progress=False)
+    assert same_bits(jac, dualgpu.jacobian(_decay_to_one, x, dtype(1.0), dtype(0.1), argnums=0,
+                                           capture=False, progress=False))
+
+
+def _decay_numpy(x, dt, steps):
+    u = x.astype(np.float64)
+    for _ in range(steps):
+        u = u - dt * u * u
+    return u
+
+
+@dualgpu.cuda.jit
+def _angle(u, x):
+    i = dualgpu.cuda.grid(1)
+    if i < u.shape[0]:
+        u[i] = u[i] * math.atan2(0.0, x)  # 0 for x = +0.0, pi for x = -0.0
+
+
+def test_negative_zero_is_another_number_argument():
+    def f(u0, x):
+        u = dualgpu.cuda.to_device(u0)
+        _angle[1, 16](u, x)
+        return u.copy_to_host()
+
+    ones = np.ones(16)
+    for x in (0.0, 0.0, 0.0, 0.0, -0.0):
+        got = dualgpu.jvp(f, (ones, x), (ones, None), capture="trace")
+        assert same_bits(got, dualgpu.jvp(f, (ones, x), (ones, None), capture=False))
+    np.testing.assert_allclose(got[1], math.pi)
