@@ -303,6 +303,7 @@ class DualArray(DualArrayBase):
         copied) or a plain array of the same shape (values copied, partials set to zero),
         in host or device memory.
         """
+        hooks.device_copy("DualArray.copy_to_device()")
         copy_into(self, ary, stream)
 
     # -- numpy on the host: objectives and post-processing keep the partials ------

@@ -24,8 +24,8 @@ from dualgpu.errors import DualgpuError
 
 __all__ = [
     "Slot", "SLOTS", "install", "array_ufunc", "array_function", "advanced_getitem",
-    "advanced_setitem", "copy_to_plain", "float_message", "array_message", "FOLLOWED",
-    "values_followed",
+    "advanced_setitem", "copy_to_plain", "float_message", "array_message", "device_copy",
+    "FOLLOWED", "values_followed",
 ]
 
 #: ``FOLLOWED.on`` is True while host code runs one line whose writes into kept host buffers
@@ -126,10 +126,15 @@ float_message = Slot("float_message", "the message of float(Dual)",
 array_message = Slot("array_message", "the message of np.asarray(DualArray)",
                      fallback=lambda frame: None)
 
+#: ``device_copy(what)``: before ``dual_array.copy_to_device(x)`` copies (``what`` names
+#: it); :mod:`dualgpu.porting.graphs` refuses it inside ``capture_graph()``, where nothing runs.
+device_copy = Slot("device_copy", "the check before a copy into a device DualArray",
+                   fallback=lambda what: None)
+
 #: name -> slot, every slot of this module.
 SLOTS = {slot.name: slot for slot in (array_ufunc, array_function, advanced_getitem,
                                       advanced_setitem, copy_to_plain, float_message,
-                                      array_message)}
+                                      array_message, device_copy)}
 
 
 def install(**implementations):

@@ -51,13 +51,14 @@ import numpy as np
 
 from dualgpu.backends.common import tiles
 from dualgpu.backends.gpu import graph as gpu_graph
+from dualgpu.core import hooks
 from dualgpu.core.dual import Dual
 from dualgpu.core.dualarray import DualArray
 from dualgpu.core.selection import backend
 from dualgpu.errors import DualgpuError
 from dualgpu.porting import capture, graph_program
 
-__all__ = ["capture_graph", "LaunchGraph", "ACTIVE", "refuse", "TRIES"]
+__all__ = ["capture_graph", "LaunchGraph", "ACTIVE", "refuse", "refuse_copy", "TRIES"]
 
 #: the :class:`LaunchGraph` being recorded, or None (read at every launch: a module global)
 ACTIVE = None
@@ -130,7 +131,9 @@ class LaunchGraph:
                 f"kernel {name} got keyword arguments inside capture_graph(); kernels take "
                 "their arguments positionally. Fix: pass them in the kernel's order.")
         for position, arg in enumerate(args):
-            host = _host_array(arg) or (isinstance(arg, DualArray) and _host_array(arg.values))
+            # (a captured buffer's members: reading arg.values would be a host read of it)
+            host = _host_array(arg) or (isinstance(arg, DualArray)
+                                        and _host_array(capture.members(arg)[0]))
             if host:
                 raise DualgpuError(
                     f"argument {position} of kernel {name} inside capture_graph() is a host "
@@ -139,13 +142,13 @@ class LaunchGraph:
                     "once before the capture, d = dualgpu.cuda.to_device(a), and launch "
                     "with d.")
         args = tuple(copy.deepcopy(a) if isinstance(a, Dual) else a for a in args)
+        stream = configured.stream  # refused on every backend: the program runs on each
+        if stream and stream is not self.stream and stream is not self.capture_stream:
+            raise DualgpuError(
+                f"kernel {name} was launched on stream {stream!r} inside "
+                "capture_graph(), which records one stream. Fix: launch without a "
+                "stream, or open the capture on yours: capture_graph(stream=...).")
         if self.backend == "cuda":
-            stream = configured.stream
-            if stream and stream is not self.stream and stream is not self.capture_stream:
-                raise DualgpuError(
-                    f"kernel {name} was launched on stream {stream!r} inside "
-                    "capture_graph(), which records one stream. Fix: launch without a "
-                    "stream, or open the capture on yours: capture_graph(stream=...).")
             configured.kernel.launch(configured.griddim, configured.blockdim,
                                      self.capture_stream, configured.sharedmem, *args)
         self.launches.append((configured, args))
@@ -197,6 +200,16 @@ def refuse(what, fix):
         raise DualgpuError(
             f"{what} inside capture_graph(), which records kernel launches only (nothing "
             f"runs during a capture). Fix: {fix}")
+
+
+def refuse_copy(what):
+    """Refuse a copy into a device array inside a capture (nothing runs there)."""
+    refuse(what, "copy before the capture_graph() block, or between replays (a graph "
+           "replays kernel launches only: a copy in the block would run once, now, not at "
+           "each replay).")
+
+
+hooks.install(device_copy=refuse_copy)
 
 
 @contextlib.contextmanager

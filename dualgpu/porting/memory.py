@@ -66,6 +66,7 @@ class HostArray(np.ndarray):
 
     def copy_to_device(self, ary, stream=0):
         """Copy ``ary`` into this array (a DualArray is refused: its partials would be lost)."""
+        graphs.refuse_copy("copy_to_device()")
         copy_into(self, ary, stream)
 
 

@@ -167,9 +167,11 @@ def test_nothing_runs_in_the_block_and_arguments_are_frozen():
         assert same_bits(u_new.copy_to_host().values, np.zeros(12))
 
 
-def test_a_graph_inside_a_driver_run_differentiates():
+@pytest.mark.parametrize("mode", ["auto", True, "trace"])
+def test_a_graph_inside_a_driver_run_differentiates(mode):
     """f records 2 steps and replays them 5 times under ``dualgpu.jvp``: the 10 steps'
-    derivative, as f without a graph gives it and as central differences say."""
+    derivative, as f without a graph gives it and as central differences say, in every
+    capture mode (capture=True refused f's graph: its record read a captured buffer)."""
     x = u0(12)
 
     def run(rr, graph):
@@ -184,12 +186,18 @@ def test_a_graph_inside_a_driver_run_differentiates():
         return u.copy_to_host()
 
     with dualgpu.using_backend("cpu"):
-        value, tangent = dualgpu.jvp(lambda rr: run(rr, True), (0.2,), (1.0,))
+        def with_graph(rr):  # one function object: "trace" replays its later runs
+            return run(rr, True)
+        for _ in range(4 if mode == "trace" else 1):
+            value, tangent = dualgpu.jvp(with_graph, (0.2,), (1.0,), capture=mode)
         value0, tangent0 = dualgpu.jvp(lambda rr: run(rr, False), (0.2,), (1.0,))
         fd = (np.asarray(run(0.2 + 1e-6, False)) - np.asarray(run(0.2 - 1e-6, False))) / 2e-6
     assert same_bits(value, value0) and same_bits(tangent, tangent0)
     np.testing.assert_allclose(np.asarray(tangent), fd, **TOL[np.float64])
     assert np.abs(np.asarray(tangent)).max() > 0.1
+
+
+_DUAL = []  # a dual device array and a stream, made by the test before its capture
 
 
 @pytest.mark.parametrize("make, match", [
@@ -201,6 +209,13 @@ def test_a_graph_inside_a_driver_run_differentiates():
     (lambda u: K.heat_step[1, 16](DualArray(np.zeros(12), np.zeros((1, 12))), u, 0.2),
      r"host \(numpy\) array"),
     (lambda u: cuda.capture_graph().__enter__(), "one capture at a time"),
+    # a copy in the block would run once, at the capture, not at each replay
+    (lambda u: u.copy_to_device(np.ones(12)), r"copy_to_device\(\) inside capture_graph"),
+    (lambda u: cuda.to_device(dualgpu.dual_array(np.zeros(12), lanes=1)).__class__,
+     r"cuda.to_device\(\) inside capture_graph"),
+    (lambda u: _DUAL[0].copy_to_device(np.ones(12)),
+     r"DualArray.copy_to_device\(\) inside capture_graph"),
+    (lambda u: K.heat_step[1, 16, _DUAL[1]](u, u, 0.2), r"launched on stream .* records one"),
     (lambda u: cuda.reduce(lambda a, b: a + b)(u), r"a reduction .* inside capture_graph"),
     (lambda u: cuda.vectorize(["float64(float64)"])(lambda x: 2.0 * x)(u),
      r"the ufunc <lambda>\(\) inside capture_graph\(\), which records kernel launches only"),
@@ -208,6 +223,7 @@ def test_a_graph_inside_a_driver_run_differentiates():
 def test_what_a_capture_cannot_hold_is_refused(make, match):
     with dualgpu.using_backend("cpu"):
         u = cuda.device_array(12)
+        _DUAL[:] = [cuda.to_device(dualgpu.dual_array(np.zeros(12), lanes=1)), cuda.stream()]
         with pytest.raises(DualgpuError, match=match):
             with cuda.capture_graph():
                 make(u)
