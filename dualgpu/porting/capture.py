@@ -348,8 +348,8 @@ class _Recorder:
             step = _STEPS.get(key)
             if step is None or (type(step) is not str and not step.holds()):
                 return self._now(configured, args, None, key)
-            if type(step) is str:
-                return self._now(configured, args, step)
+            if type(step) is str:  # the kernel's own reason: no argument would change it
+                return self._now(configured, args, step, fix=_KERNEL_FIX)
             code = self.codes[key] = len(self.keys)
             self.keys.append(key)
             self.steps.append(step)
@@ -359,7 +359,8 @@ class _Recorder:
             return self._now(configured, args, None, key)
         if step.watch is not None and captured_duals(step.watch):
             return self._now(configured, args, "a kernel that reads a global or closure cell "
-                             "holding a dual")
+                             "holding a dual", fix="pass the dual to the kernel as an "
+                             "argument (a global's value is not a launch's input).")
         if arrays > 1 and step.distinct and len({id(a) for a in args if type(a) is CapturedArray}
                                                 ) != sum(type(a) is CapturedArray for a in args):
             return self._now(configured, args, "one buffer passed as two arguments to a "
@@ -414,12 +415,12 @@ class _Recorder:
         self.owned.append(dual)
         return info
 
-    def _now(self, configured, args, reason, learn=None):
+    def _now(self, configured, args, reason, learn=None, fix=None):
         if self.trace is not None:
             self.trace.untraceable(reason or "a launch ran at once (its first of its kind)")
         self.flush()
         if reason is not None:
-            self.note(configured, reason)
+            self.note(configured, reason, fix)
         plain = []
         for a in args:
             if type(a) is CapturedArray:
@@ -452,7 +453,7 @@ class _Recorder:
             _STEPS.clear()
         _STEPS[key] = step
 
-    def note(self, configured, reason):
+    def note(self, configured, reason, fix=None):
         name = getattr(configured.kernel, "__name__", repr(configured.kernel))
         where = caller_line()
         at = f" at {where[0]}:{where[1]}" if where else ""
@@ -461,10 +462,7 @@ class _Recorder:
         if self.explicit:
             raise UnsupportedFeatureError(
                 message + ". capture=True asks for every launch of f after the first of its "
-                "kind to be captured. Fix: launch only with dual arrays that f allocates "
-                "(cuda.to_device, cuda.device_array, cuda.device_array_like), numbers and "
-                "dual scalars; read device data only after the loop (copy_to_host); or use "
-                "capture='auto' (the default), which runs such launches as written.")
+                "kind to be captured. Fix: " + (fix or _ARGUMENTS_FIX))
         key = (self.name, name, reason)
         if key not in _NOTED:
             _NOTED.add(key)
@@ -559,7 +557,7 @@ class _Recorder:
             _STATS["failed_checks"] += 1
             self._eager(log, entries)
             self.note(self.keys[entries[log[0]][0]][0],
-                      f"its compiled replay failed ({type(exc).__name__}: {exc})")
+                      f"its compiled replay failed ({type(exc).__name__}: {exc})", _KERNEL_FIX)
             return
         self._eager(log, entries)
         same = all(_bits(a, b) for x, y in zip(inputs, copies) if type(x) is tuple
@@ -571,7 +569,7 @@ class _Recorder:
         _PROGRAMS[program_key] = False
         _STATS["failed_checks"] += 1
         self.note(self.keys[entries[log[0]][0]][0], "its compiled replay differed from the "
-                  "launches in some bit of a value or partial")
+                  "launches in some bit of a value or partial", _KERNEL_FIX)
 
     def _eager(self, log, entries):
         """Run the pending launches one by one on the launch path (as without capture)."""
@@ -667,6 +665,17 @@ def _bits(a, b):
     a, b = np.ascontiguousarray(a), np.ascontiguousarray(b)
     return a.shape == b.shape and a.dtype == b.dtype and bool(
         np.array_equal(a.view(np.uint8), b.view(np.uint8)))
+
+
+#: the fix an UnsupportedFeatureError of capture=True names for a launch's arguments
+_ARGUMENTS_FIX = (
+    "launch only with dual arrays that f allocates (cuda.to_device, cuda.device_array, "
+    "cuda.device_array_like), numbers and dual scalars; read device data only after the loop "
+    "(copy_to_host); or use capture='auto' (the default), which runs such launches as written.")
+#: ... and for the kernel itself (compute-bound, block-level, a replay that differed)
+_KERNEL_FIX = (
+    "nothing in f's host code: this kernel's launches run as written. Use capture='auto' "
+    "(the default), which runs them so and captures the rest, or capture=False.")
 
 
 def _key_of(f):

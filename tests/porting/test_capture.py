@@ -212,15 +212,17 @@ def test_writes_into_the_input_stay_in_the_run():
 
 # -- fallbacks: silent and right under "auto", an error under True ------------------------
 
-FALLBACKS = [
-    (K.run_branching, "host code read its values"),
-    (K.run_weighted, "plain arrays are read by host code unseen"),
-    (K.run_heavy, "compute-bound"),
+FALLBACKS = [  # (f's run, the reason, the fix the error of capture=True names)
+    (K.run_branching, "host code read its values", "read device data only after the loop"),
+    (K.run_weighted, "plain arrays are read by host code unseen", "dual arrays that f allocates"),
+    (K.run_heavy, "compute-bound", "nothing in f's host code: this kernel's launches run as"),
 ]
 
 
-@pytest.mark.parametrize("run, why", FALLBACKS, ids=["host-branch", "host-array", "compute"])
-def test_fallbacks_are_right_under_auto_and_errors_under_true(run, why, monkeypatch, caplog):
+@pytest.mark.parametrize("run, why, fix", FALLBACKS, ids=["host-branch", "host-array",
+                                                          "compute"])
+def test_fallbacks_are_right_under_auto_and_errors_under_true(run, why, fix, monkeypatch,
+                                                              caplog):
     monkeypatch.setattr(capture, "AUTO_LAUNCHES", 1)
     x = u0()
 
@@ -235,6 +237,7 @@ def test_fallbacks_are_right_under_auto_and_errors_under_true(run, why, monkeypa
     with pytest.raises(UnsupportedFeatureError, match="could not be captured") as info:
         dualgpu.jacobian(f, x, capture=True)
     assert why in str(info.value) and "kernels_capture.py" in str(info.value)
+    assert fix in str(info.value)
     np.testing.assert_allclose(reference, central_jacobian(lambda v: plain(f, v), x, 1e-6),
                                **TOL[np.float64])
 
