@@ -350,13 +350,13 @@ class _Recorder:
                 return self._now(configured, args, None, key)
             if type(step) is str:  # the kernel's own reason: no argument would change it
                 return self._now(configured, args, step, fix=_KERNEL_FIX)
-            code = self.codes[key] = len(self.keys)
-            self.keys.append(key)
-            self.steps.append(step)
-        step = self.steps[code]
-        if not step.holds():  # the kernel recompiled since: make the step again
-            del self.codes[key]
-            return self._now(configured, args, None, key)
+        else:
+            step = self.steps[code]
+            if not step.holds():  # the kernel recompiled since: make the step again
+                del self.codes[key]
+                return self._now(configured, args, None, key)
+        # (refusals before the launch gets a code: a code in the table is a kind of launch
+        # its program takes, with the kinds of its arguments' groups)
         if step.watch is not None and captured_duals(step.watch):
             return self._now(configured, args, "a kernel that reads a global or closure cell "
                              "holding a dual", fix="pass the dual to the kernel as an "
@@ -364,7 +364,11 @@ class _Recorder:
         if arrays > 1 and step.distinct and len({id(a) for a in args if type(a) is CapturedArray}
                                                 ) != sum(type(a) is CapturedArray for a in args):
             return self._now(configured, args, "one buffer passed as two arguments to a "
-                             "launch of several lane tiles")
+                             "launch of several lane tiles", fix=_ALIAS_FIX)
+        if code is None:
+            code = self.codes[key] = len(self.keys)
+            self.keys.append(key)
+            self.steps.append(step)
         entry = len(self.entries)
         self.entries.append((code, tuple(row)))
         self.log.append(entry)
@@ -672,6 +676,11 @@ _ARGUMENTS_FIX = (
     "launch only with dual arrays that f allocates (cuda.to_device, cuda.device_array, "
     "cuda.device_array_like), numbers and dual scalars; read device data only after the loop "
     "(copy_to_host); or use capture='auto' (the default), which runs such launches as written.")
+#: ... for one buffer passed twice to a launch of several lane tiles
+_ALIAS_FIX = (
+    "pass distinct buffers (the lane tiles of a launch run one after another, and a buffer "
+    "passed twice could not be restored between them in the table); or use capture='auto' "
+    "(the default), which runs such launches as written.")
 #: ... and for the kernel itself (compute-bound, block-level, a replay that differed)
 _KERNEL_FIX = (
     "nothing in f's host code: this kernel's launches run as written. Use capture='auto' "

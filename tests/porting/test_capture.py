@@ -418,3 +418,43 @@ def test_bool_and_float32_numbers_are_captured(dtype):
     assert deferred() > before
     np.testing.assert_allclose(reference, central_jacobian(lambda v: plain(f, v), x, EPS[dtype]),
                                **TOL[dtype])
+
+
+@dualgpu.cuda.jit
+def _axpy_twice(a, x, y, out):
+    i = dualgpu.cuda.grid(1)
+    if i < out.shape[0]:
+        out[i] = a * x[i] * y[i] + out[i]
+
+
+@dualgpu.cuda.jit
+def _quadratic(x, y, s):
+    i = dualgpu.cuda.grid(1)
+    if i < x.shape[0]:
+        y[i] = x[i] * s + 0.1 * x[i] * x[i]
+
+
+def test_a_refused_launch_with_a_dual_scalar_gets_no_place_in_the_table(monkeypatch):
+    """One buffer passed twice to a launch of several lane tiles (and a dual scalar) runs at
+    once; the launches around it are captured. It used to keep a kind in the table whose
+    dual group the refusal had emptied: the third run raised 'need at least one array'."""
+    monkeypatch.setattr(capture, "AUTO_LAUNCHES", 2)
+
+    def f(u0, a):
+        u = dualgpu.cuda.to_device(u0)
+        v = dualgpu.cuda.device_array_like(u)
+        for _ in range(6):
+            _axpy_twice[1, 32](a, u, u, v)
+            _quadratic[1, 32](u, u, 0.9)
+            _quadratic[1, 32](v, u, 0.01)
+        return v.copy_to_host(), u.copy_to_host()
+
+    x = np.linspace(0.1, 0.5, 32)
+    with dualgpu.using_backend("cpu"):
+        reference = dualgpu.jacobian(f, x, 0.3, argnums=(0, 1), capture=False, progress=False)
+        for _ in range(3):
+            got = dualgpu.jacobian(f, x, 0.3, argnums=(0, 1), progress=False)
+            assert same_bits(got, reference)
+        with pytest.raises(UnsupportedFeatureError, match="one buffer passed as two arguments"
+                                                          ".*Fix: pass distinct buffers"):
+            dualgpu.jacobian(f, x, 0.3, argnums=(0, 1), capture=True, progress=False)
