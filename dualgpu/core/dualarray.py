@@ -16,7 +16,7 @@ import numpy.typing as npt
 from dualgpu.core import hooks
 from dualgpu.core._memory import copy_member, device_copy, host, is_device, same_side, zero_fill
 from dualgpu.core.complex_dual import COMPLEX_DTYPES
-from dualgpu.core.dual import DTYPES, Dual, DualArrayBase, check_dtype, check_tag
+from dualgpu.core.dual import DECISIONS, DTYPES, Dual, DualArrayBase, check_dtype, check_tag
 from dualgpu.core.object_arrays import from_object_array, is_object_array
 from dualgpu.errors import DualgpuError
 
@@ -448,6 +448,7 @@ class DualArray(DualArrayBase):
                 f"astype({dtype}) of a complex DualArray would drop the imaginary parts. Fix: "
                 "take u.real (or u.imag, np.abs(u)) first.")
         if dtype.kind not in "fc":
+            DECISIONS[0] += 1  # plain numbers taken from the values (see dualgpu.core.dual)
             return values.astype(dtype)
         partials = host(self.partials)
         lanes_dtype = partials.dtype if self.is_tracer else dtype  # dependency sets stay bitsets

@@ -254,3 +254,33 @@ def test_negative_zero_is_another_number_argument():
         got = dualgpu.jvp(f, (ones, x), (ones, None), capture="trace")
         assert same_bits(got, dualgpu.jvp(f, (ones, x), (ones, None), capture=False))
     np.testing.assert_allclose(got[1], math.pi)
+
+
+@dualgpu.cuda.jit
+def _inject(u, u_new, source, q):
+    i = dualgpu.cuda.grid(1)
+    if i < u.shape[0]:
+        u_new[i] = 0.9 * u[i] + (q if i == source else 0.0)
+
+
+@pytest.mark.parametrize("where", ["argmax", "astype"])
+def test_indices_taken_from_a_dual_arrays_values_key_the_trace_too(where):
+    # np.argmax (and the other answers about the values) or astype(int) of a differentiated
+    # array: the source cell follows the input's hottest cell in every run
+    def f(u0, q):
+        if where == "argmax":
+            source = int(np.argmax(u0))
+        else:
+            source = int((4.0 * u0).astype(np.int64).sum())
+        u = dualgpu.cuda.to_device(u0)
+        u_new = dualgpu.cuda.device_array_like(u)
+        for _ in range(5):
+            _inject[1, 16](u, u_new, source, q)
+            u, u_new = u_new, u
+        return u.copy_to_host()
+
+    first, second = np.zeros(16), np.zeros(16)
+    first[3] = second[2] = second[9] = 1.0
+    for x in (first, first, first, first, second, first):
+        got = dualgpu.jvp(f, (x, 1.0), (np.ones(16), 1.0), capture="trace")
+        assert same_bits(got, dualgpu.jvp(f, (x, 1.0), (np.ones(16), 1.0), capture=False))
