@@ -9,6 +9,7 @@ methods; off the GPU a stream is a :class:`HostStream`.
 """
 import contextlib
 import itertools
+import math
 
 import numpy as np
 from numba import cuda as _cuda
@@ -77,8 +78,9 @@ STAGGER_BYTES = 1 << 16
 _COLOURS = itertools.count()
 
 
-def _host_zeros(shape, dtype):
-    """A zeroed cpu-backend device array (a :class:`HostArray`).
+def _host_zeros(shape, dtype, fill=np.zeros):
+    """A zeroed cpu-backend device array (a :class:`HostArray`; ``fill=np.empty``: one
+    about to be overwritten).
 
     Large ones start 0, 576, ..., 3456 bytes after a page boundary, in turn (multiples of 64:
     cache-line aligned). Two buffers of one size (a stencil's ``u`` and ``u_new``, values or
@@ -88,10 +90,10 @@ def _host_zeros(shape, dtype):
     """
     dtype = np.dtype(dtype)
     shape = tuple(shape)
-    nbytes = int(np.prod(shape)) * dtype.itemsize
+    nbytes = math.prod(shape) * dtype.itemsize
     if nbytes < STAGGER_BYTES:
-        return np.zeros(shape, dtype).view(HostArray)
-    raw = np.zeros(nbytes + 8192, np.uint8)  # (calloc: pages zeroed as they are touched)
+        return fill(shape, dtype).view(HostArray)
+    raw = fill(nbytes + 8192, np.uint8)  # (calloc: pages zeroed as they are touched)
     offset = (-raw.ctypes.data) % 4096 + (next(_COLOURS) % 7) * 576
     return raw[offset:offset + nbytes].view(dtype).reshape(shape).view(HostArray)
 
@@ -105,7 +107,7 @@ def _plain_to_device(array):
 
         return simulator.to_device(np.array(array, copy=True))
     if np.ndim(array) and np.asarray(array).flags.c_contiguous:
-        copy = _host_zeros(np.shape(array), np.asarray(array).dtype)
+        copy = _host_zeros(np.shape(array), np.asarray(array).dtype, np.empty)
         copy[...] = array
         return copy
     return np.array(array, copy=True).view(HostArray)
