@@ -12,7 +12,7 @@ private values and control array. Used by :mod:`dualgpu.porting.capture` (the re
 """
 import numpy as np
 
-__all__ = ["layout", "buffer_kind", "kinds_of", "table", "inputs", "ops"]
+__all__ = ["seeded", "layout", "buffer_kind", "kinds_of", "table", "inputs", "ops"]
 
 
 def layout(a):
@@ -91,6 +91,18 @@ def inputs(state, codes, table, program_key):
     if tiles:  # it runs lane tile by lane tile
         inputs += step.outer_inputs([inputs[2 + 2 * g] for g in range(len(groups))], tiles)
     return inputs
+
+
+def seeded(inputs, program_key):
+    """True if some partial among a program's ``inputs`` (a buffer group's or a dual
+    group's) is not zero: only then can a check of the program against the launches see how
+    it computes partials (on zero partials every order of the lane arithmetic gives zero).
+    True for a table without partials (plain launches)."""
+    groups, dual_kinds, _, _ = kinds_of(program_key)
+    partials = [p for g in range(len(groups)) for p in inputs[3 + 2 * g]]
+    first_dual = 2 + 2 * max(len(groups), 1) + 2
+    partials += [inputs[first_dual + 2 * k + 1] for k in range(len(dual_kinds))]
+    return not partials or any(p.any() for p in partials)
 
 
 def ops(program_key):

@@ -458,3 +458,18 @@ def test_a_refused_launch_with_a_dual_scalar_gets_no_place_in_the_table(monkeypa
         with pytest.raises(UnsupportedFeatureError, match="one buffer passed as two arguments"
                                                           ".*Fix: pass distinct buffers"):
             dualgpu.jacobian(f, x, 0.3, argnums=(0, 1), capture=True, progress=False)
+
+
+def test_a_program_is_not_checked_on_partials_that_are_all_zero(monkeypatch):
+    """On zero partials every order of the lane arithmetic gives zero, so such a check
+    would pass a program that later differs in the last bits (LLVM reassociates lane
+    arithmetic in context): the launches run as written, and the first seeded run checks."""
+    monkeypatch.setattr(capture, "_PROGRAMS", {})
+    x = u0(24)
+    with dualgpu.using_backend("cpu"):
+        before = capture.statistics()["checked_programs"]
+        for tangent, checked in ((np.zeros(24), 0), (np.cos(np.arange(24.0)), 1)):
+            got = dualgpu.jvp(lambda v: K.run_heat(v, 0.2), (x,), (tangent,), capture=True)
+            assert capture.statistics()["checked_programs"] - before == checked
+            assert same_bits(got, dualgpu.jvp(lambda v: K.run_heat(v, 0.2), (x,), (tangent,),
+                                              capture=False))
