@@ -99,6 +99,10 @@ def test_a_replayed_loop_is_the_loop_run_again(name, backend):
             graph.launch()
         got = _hosts(arrays)
     assert len(graph) > 0
+    if backend == "cpu" and name in ("burgers", "allen_cahn"):  # memory-bound: one table
+        # (Allen-Cahn's, float32, differed by an ulp while the table called launchers
+        # compiled for literal grid sizes: another specialisation, other rounding)
+        assert graph.program is not None and graph.why is None, graph.why
     for a, b in zip(got, want):
         assert same_bits(a.values, b.values) and same_bits(a.partials, b.partials), name
     assert any(np.abs(a.partials).max() > 0 for a in got)

@@ -263,7 +263,10 @@ def program_source(ops, groups, constants=None, restores=None, outer=0):
                 args.append(f"I[{index}]")
         keyword = "if" if code == 0 else "elif"
         lines.append(pad + f"        {keyword} c == {code}:")
-        numbers_after = [str(int(n)) for n in (constants[code] if constants else ())]
+        # int64 numbers, not literals: a literal would compile another specialisation of
+        # the launcher (its grid folded in), which LLVM may round differently in the last
+        # bit of a partial (reassociated lane arithmetic) than the launch path's own
+        numbers_after = [f"_i64({int(n)})" for n in (constants[code] if constants else ())]
         if outer:  # one tile per launch: the launcher never restores (its snapshots unused)
             args += numbers_after[:-2] + ["t", "t + 1"]
             for k in (restores[code] if restores else ()):
@@ -297,7 +300,8 @@ def compile_program(steps, ops, groups):
     source = program_source(ops, groups, [step.constants for step in steps],
                             [step.restore for step in steps], tiles_outer(steps))
     namespace = {f"L{code}": step.launcher for code, step in enumerate(steps)}
-    namespace.update(_restore=_restore, _claim=claim, _finish=finish, _fetch_add=_fetch_add)
+    namespace.update(_restore=_restore, _claim=claim, _finish=finish, _fetch_add=_fetch_add,
+                     _i64=np.int64)
     filename = f"<captured loop {next(_PROGRAMS)}>"
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
     exec(compile(source, filename, "exec"), namespace)
