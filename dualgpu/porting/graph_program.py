@@ -115,6 +115,8 @@ def record(launches):
     if log.tables != 1 or log.ran_with is None:
         return None, "its launches ran in several tables"
     program_key, codes, inputs = log.ran_with
-    if not capture._PROGRAMS.get(program_key):
+    if program_key not in capture._PROGRAMS:  # not checked yet: its partials were all zero
+        return None, None
+    if not capture._PROGRAMS[program_key]:
         return None, "its table has no checked program"
     return Program(program_key, codes, inputs), None

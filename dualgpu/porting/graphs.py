@@ -180,8 +180,10 @@ class LaunchGraph:
             if self.tries < TRIES:  # replay through a recorder until it is one table
                 self.tries += 1
                 self.program, self.why = graph_program.record(self.launches)
-                if self.program is not None:
-                    self.tries = 0  # forgotten later (a rule defined): TRIES tries again
+                if self.program is not None or self.why is None:
+                    # forgotten later (a rule defined), or not checked yet (all its partials
+                    # were zero): TRIES tries again
+                    self.tries = 0
                 return
         for configured, args in self.launches:
             configured(*args)

@@ -114,6 +114,33 @@ def test_on_the_cpu_backend_replays_become_one_compiled_table(dtype, lanes):
     assert same_bits(got.values, want.values) and same_bits(got.partials, want.partials)
 
 
+def test_a_graph_seeded_after_its_first_replays_still_becomes_one_table():
+    """Replays on partials that are all zero cannot check a table (every order of the lane
+    arithmetic gives zero there): they run launch by launch without using up the graph's
+    tries, and the first replays after the seeds arrive make it one table."""
+    x = u0(16)
+    with dualgpu.using_backend("cpu"):
+        u, u_new = _buffers(x, 3, np.float64)
+        with cuda.capture_graph() as graph:
+            u, u_new = _steps(u, u_new, 0.2, 4)
+        for _ in range(5):  # more than TRIES replays of zero partials
+            graph.launch()
+        assert graph.program is None and graph.why is None
+        seeded = DualArray(x, np.eye(3, 16))
+        cuda.to_device(seeded, to=u)
+        for _ in range(3):
+            graph.launch()
+        assert graph.program is not None, graph.why
+        got = u.copy_to_host()
+        v, v_new = _buffers(x, 3, np.float64)
+        cuda.to_device(seeded, to=v)
+        for _ in range(3):
+            v, v_new = _steps(v, v_new, 0.2, 4)
+        want = v.copy_to_host()
+    assert same_bits(got.values, want.values) and same_bits(got.partials, want.partials)
+    assert np.abs(got.partials).max() > 0
+
+
 def test_plain_arrays_replay_as_one_compiled_table_too():
     """Plain device arrays (no derivative) are table arguments of a graph's replay (no host
     code can touch them between its launches): a plain loop, and dual launches of several
