@@ -102,8 +102,31 @@ def _holomorphic(key, primal):
                        domain)
 
 
+def _on_the_answers_branch(root, twin):
+    """The derivative ``1 / twin`` of an inverse function, ``twin`` computed from its answer
+    (``w = asin(z)``, ``z = sin(w)``: ``dw = dz / cos(w)``), so that it follows the branch the
+    answer took. The real rule's ``1 / root`` (``root = sqrt((1 - z) * (1 + z))``) takes the
+    principal root, which is the other one (the derivative's sign flipped) where ``Re z < 0``
+    for acosh, and on a cut, where the product loses the signed zero that chose the
+    answer's side (``asin(2 + 0j)``: Snell's law past the critical angle). ``root / root``
+    is 1, or NaN where the function is singular (``root`` is 0 there, ``twin`` only
+    rounds near it), so that the derivative is refused there as it was."""
+    return f"{root} / {root} / {twin}"
+
+
+#: Inverse functions whose derivative follows their answer's branch (see
+#: :func:`_on_the_answers_branch`).
+_BRANCHED = {
+    "asin": _on_the_answers_branch("sqrt((1 - x) * (1 + x))", "cos(ans)"),
+    "acos": "-" + _on_the_answers_branch("sqrt((1 - x) * (1 + x))", "sin(ans)"),
+    "asinh": _on_the_answers_branch("sqrt(x * x + 1)", "cosh(ans)"),
+    "acosh": _on_the_answers_branch("sqrt((x - 1) * (x + 1))", "sinh(ans)"),
+}
+
 #: rule key -> :class:`ComplexRule`: every rule that takes complex numbers.
 COMPLEX_RULES = {key: _holomorphic(key, primal) for key, primal in HOLOMORPHIC.items()}
+for _key, _derivative in _BRANCHED.items():
+    COMPLEX_RULES[_key] = COMPLEX_RULES[_key]._replace(derivatives=(_derivative,))
 COMPLEX_RULES.update({
     # real-linear: see the module docstring; zero partials at z = 0
     "abs": ComplexRule("builtins.abs", ("ans / x if ans != 0 else 0",), ("real",),

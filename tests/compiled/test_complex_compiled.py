@@ -7,6 +7,7 @@ pairing of a complex operand with a dual, the in-place operators and numpy forms
 lanes are compared with a complex128 central difference along its tangent
 (tests/fixtures/complex_harness.py); its value with numpy's.
 """
+import cmath
 import importlib.util
 import os
 import sys
@@ -269,3 +270,53 @@ def test_complex_dual_arrays_iterate_slice_and_store_in_njit():
     np.testing.assert_array_equal(out.values, [0.5, 3.0, 2j, 2j])
     np.testing.assert_array_equal(out.partials, [[1, 0, 0, 0], [0, 1j, 0, 0]])
     assert out.dtype == np.complex128
+
+
+# --- inverse functions on the branch their answer took -----------------------------------------
+
+@dualgpu.cuda.jit
+def _inverse_functions(z, out):
+    i = dualgpu.cuda.grid(1)
+    if i < z.shape[0]:
+        out[0, i] = cmath.asin(z[i])
+        out[1, i] = cmath.acos(z[i])
+        out[2, i] = cmath.asinh(z[i])
+        out[3, i] = cmath.acosh(z[i])
+
+
+def _inverses(z):
+    out = dualgpu.cuda.device_array((4, z.shape[0]), np.complex128)
+    _inverse_functions[1, 16](dualgpu.cuda.to_device(z), out)
+    return out.copy_to_host()
+
+
+#: points on the cuts (either signed zero), off them where the real rules' principal roots are
+#: the wrong ones (acosh with Re z < 0), and ordinary points
+BRANCH_POINTS = np.array([complex(2.0, 0.0), complex(2.0, -0.0), complex(-3.0, 0.0),
+                          complex(-3.0, -0.0), complex(0.0, 2.0), complex(-0.0, 2.0),
+                          complex(0.0, -3.0), complex(-0.0, -3.0), -2.0 + 0.5j, -0.3 - 1.0j,
+                          0.3 + 0.2j])
+
+
+@pytest.mark.parametrize("backend", ["cpu", "cudasim"])
+def test_inverse_functions_differentiate_on_the_branch_of_their_answer(backend):
+    """asin/acos (cuts on the real axis past +-1), asinh (the imaginary axis past +-i) and
+    acosh: the derivative is 1 / cos(answer) and its kin, so it follows the side of the cut
+    the signed zero chose (asin(2 + 0j): Snell's law past the critical angle) and the
+    branch where Re z < 0 (acosh). The real rules' 1 / sqrt((1 - z) (1 + z)) flipped sign
+    at those points. Reference: differences along the cut, with its signed zero kept."""
+    z = BRANCH_POINTS
+    h = 1e-6
+    along = np.where(z.real == 0, 1j, 1.0)  # along the cut: the other part's zero is kept
+
+    def moved(s):
+        return np.array([complex(p.real + s, p.imag) if a == 1.0 else complex(p.real, p.imag + s)
+                         for p, a in zip(z, along)])
+
+    with dualgpu.using_backend(backend):
+        _, tangent = dualgpu.jvp(_inverses, (z,), (np.ones_like(z),))
+        fd = (_inverses(moved(h)) - _inverses(moved(-h))) / (2 * h) / along
+    np.testing.assert_allclose(tangent, fd, rtol=1e-6, atol=1e-9)
+    # the host's numpy forms take the same rules
+    host = np.arcsin(dualgpu.DualArray(z, np.ones((1, z.size), np.complex128)))
+    np.testing.assert_allclose(host.partials[0], fd[0], rtol=1e-6, atol=1e-9)
