@@ -11,17 +11,18 @@ import numpy as np
 from numba import types
 from numba.core import cgutils
 from numba.core.errors import TypingError
-from numba.core.extending import box, lower_cast, unbox
+from numba.core.extending import box, lower_cast, overload, unbox
 
 from dualgpu.compiled.attributes import lanes_attribute
 from dualgpu.compiled.boxing import box_struct, unbox_struct
 from dualgpu.compiled.intrinsics import intrinsic
 from dualgpu.compiled.types import (
-    ComplexDualType, DualType, build_dual, cast_lane_values, complex_dual_type, pack_lanes,
+    ComplexDualType, DualType, build_dual, cast_lane_values, complex_dual_type, make_dual,
+    pack_lanes,
 )
 from dualgpu.core.dual import Dual
 
-__all__ = ["make_complex_dual"]
+__all__ = ["make_complex_dual", "make_scalar_dual"]
 
 
 @intrinsic
@@ -38,6 +39,20 @@ def make_complex_dual(typingctx, value, partials):
                           pack_lanes(context, builder, ret.partials_type, lanes))
 
     return ret(value, partials), codegen
+
+
+def make_scalar_dual(value, partials):
+    """A dual scalar argument of a launcher from its value and lanes (compiled code only):
+    :func:`~dualgpu.compiled.types.make_dual` for a real value, :func:`make_complex_dual`
+    for a complex one (a complex Dual passed to a kernel)."""
+    raise NotImplementedError("make_scalar_dual runs in compiled code only")
+
+
+@overload(make_scalar_dual)
+def _make_scalar_dual(value, partials):
+    if isinstance(value, types.Complex):
+        return lambda value, partials: make_complex_dual(value, partials)
+    return lambda value, partials: make_dual(value, partials)
 
 
 # --- casts ------------------------------------------------------------------------

@@ -320,3 +320,26 @@ def test_inverse_functions_differentiate_on_the_branch_of_their_answer(backend):
     # the host's numpy forms take the same rules
     host = np.arcsin(dualgpu.DualArray(z, np.ones((1, z.size), np.complex128)))
     np.testing.assert_allclose(host.partials[0], fd[0], rtol=1e-6, atol=1e-9)
+
+
+@dualgpu.cuda.jit
+def _scale_by(x, factor, out):
+    i = dualgpu.cuda.grid(1)
+    if i < x.shape[0]:
+        out[i] = x[i] * factor * factor
+
+
+@pytest.mark.parametrize("backend", ["cpu", "cudasim"])
+def test_a_complex_dual_scalar_is_a_kernel_argument(backend):
+    """eps_re + 1j * eps_im of differentiated floats, passed to a kernel (the cpu launchers
+    built every dual scalar as a real one: numba's typing error)."""
+    def f(re, im):
+        out = dualgpu.cuda.device_array(4, np.complex128)
+        _scale_by[1, 16](dualgpu.cuda.to_device(np.arange(4.0)), re + 1j * im, out)
+        return out.copy_to_host()
+
+    with dualgpu.using_backend(backend):
+        d_re, d_im = dualgpu.jacobian(f, 2.0, 0.1, argnums=(0, 1), progress=False)
+    eps = 2.0 + 0.1j
+    np.testing.assert_allclose(d_re, 2 * eps * np.arange(4.0), rtol=1e-14)
+    np.testing.assert_allclose(d_im, 2j * eps * np.arange(4.0), rtol=1e-14)

@@ -52,7 +52,7 @@ from dualgpu.backends.cpu import cache as cpu_cache
 from dualgpu.backends.cpu.parallel import claim, finish
 from dualgpu.compiled.arrays import make_dual_array
 from dualgpu.compiled.intrinsics import intrinsic
-from dualgpu.compiled.types import make_dual
+from dualgpu.compiled.complex_duals import make_scalar_dual
 
 __all__ = ["LaunchSpec", "launcher_source", "make_launcher", "flatten", "ORDERS", "CONTEXT"]
 
@@ -327,7 +327,8 @@ def make_launcher(spec, params, bound, inner, thread, fastmath, nrt, label, thre
     source = launcher_source(spec, params, bound, inner, assume)
     namespace = {
         "_dg_thread": thread, "_dg_claim": claim, "_dg_finish": finish, "_dg_assume": _assume,
-        "_dg_restore": _restore, "_dg_dual_array": make_dual_array, "_dg_dual": make_dual,
+        "_dg_restore": _restore, "_dg_dual_array": make_dual_array,
+        "_dg_dual": make_scalar_dual,
     }
     # called from Python only: numba's C wrapper (for cfunc and first-class function use)
     # would be built and compiled for nothing
