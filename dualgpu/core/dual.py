@@ -19,7 +19,7 @@ from dualgpu import nansafe, rules
 from dualgpu.core import _primals, complex_dual, hooks
 from dualgpu.core._expressions import expression
 from dualgpu.core.traced_branch import refuse_traced_python
-from dualgpu.errors import DualgpuError, complex_dual_message
+from dualgpu.errors import COMPLEX_DUAL, DualgpuError, complex_dual_message
 
 __all__ = [
     "Dual", "DualArrayBase", "check_dtype", "apply_rule", "DTYPES", "MAX_TAG", "check_tag",
@@ -275,8 +275,13 @@ class Dual:
     def __complex__(self):
         # (a store into a complex array on cudasim comes here: never suggest d.value, which
         # would drop the derivative silently)
-        raise TypeError(complex_dual_message("complex(Dual): a dual stored into a complex array "
-                                             "or converted with complex()"))
+        raise TypeError(
+            f"{COMPLEX_DUAL} (complex(Dual): a real dual converted with complex(), or stored "
+            "into a plain complex array) would drop the partials: Python's complex() must "
+            "return a plain complex. Fix: build the complex dual with arithmetic, "
+            "a + 1j * b (or a + 0j), which keeps them; store it into a complex DualArray "
+            "(cuda.device_array_like of a dual array, dualgpu.dual_array) instead of a plain "
+            "one.")
 
     def _primal(self):
         # the innermost value (a float), also of a nested dual

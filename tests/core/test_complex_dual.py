@@ -13,6 +13,7 @@ import pytest
 
 from complex_harness import (BINARY, BINARY_KINDS, CMATH, NUMPY, OPERATORS, UNARY,
                              assert_tangent_close, central_difference, draw)
+import dualgpu
 from dualgpu import Dual, dcmath
 from dualgpu.errors import DualgpuError, MissingRuleError  # noqa: F401
 
@@ -109,3 +110,18 @@ def test_values_are_the_plain_codes_bit_for_bit():
     assert (w ** 2).value == z ** 2 and (w * 3 - 1j).value == z * 3 - 1j
     assert dcmath.exp(w).value == cmath.exp(z) and np.exp(w).value == np.exp(z)
     assert abs(w).value == abs(z) and dcmath.phase(w).value == cmath.phase(z)
+
+
+def test_complex_of_real_duals_on_the_host_names_the_spelling_that_keeps_the_partials():
+    def f(a, b):
+        z = complex(a, b)  # Python's complex() must return a plain complex
+        return np.array([(z * z).real, (z * z).imag])
+
+    with pytest.raises(TypeError, match=r"a \+ 1j \* b") as info:
+        dualgpu.jacobian(f, 1.0, 2.0, argnums=(0, 1), progress=False)
+    assert "sparsity" not in str(info.value) and "cuda backend" not in str(info.value)
+    d_a, d_b = dualgpu.jacobian(lambda a, b: np.array([((a + 1j * b) ** 2).real,
+                                                      ((a + 1j * b) ** 2).imag]),
+                                1.0, 2.0, argnums=(0, 1), progress=False)
+    np.testing.assert_allclose(d_a, [2.0, 4.0])
+    np.testing.assert_allclose(d_b, [-4.0, 2.0])
