@@ -19,7 +19,7 @@ from dualgpu import nansafe, rules
 from dualgpu.core import _primals, complex_dual, hooks
 from dualgpu.core._expressions import expression
 from dualgpu.core.traced_branch import refuse_traced_python
-from dualgpu.errors import COMPLEX_DUAL, DualgpuError, complex_dual_message
+from dualgpu.errors import COMPLEX_DUAL, DualgpuError
 
 __all__ = [
     "Dual", "DualArrayBase", "check_dtype", "apply_rule", "DTYPES", "MAX_TAG", "check_tag",

@@ -304,7 +304,7 @@ class DualArray(DualArrayBase):
         in host or device memory.
         """
         hooks.device_copy("DualArray.copy_to_device()")
-        copy_into(self, ary, stream)
+        copy_into(self, hooks.kept_source(ary), stream)
 
     # -- numpy on the host: objectives and post-processing keep the partials ------
     # (dualgpu.host.protocol holds the machinery, installed into dualgpu.core.hooks; the

@@ -25,7 +25,7 @@ from dualgpu.errors import DualgpuError
 __all__ = [
     "Slot", "SLOTS", "install", "array_ufunc", "array_function", "advanced_getitem",
     "advanced_setitem", "copy_to_plain", "float_message", "array_message", "device_copy",
-    "FOLLOWED", "values_followed",
+    "kept_source", "FOLLOWED", "values_followed",
 ]
 
 #: ``FOLLOWED.on`` is True while host code runs one line whose writes into kept host buffers
@@ -131,10 +131,15 @@ array_message = Slot("array_message", "the message of np.asarray(DualArray)",
 device_copy = Slot("device_copy", "the check before a copy into a device DualArray",
                    fallback=lambda what: None)
 
+#: ``kept_source(ary)``: ``ary``, or the DualArray standing for it where it is a host buffer
+#: kept by :func:`dualgpu.keep_host_buffers` (copied into a device array with its partials).
+kept_source = Slot("kept_source", "the dual form of a kept host buffer",
+                   fallback=lambda ary: ary)
+
 #: name -> slot, every slot of this module.
 SLOTS = {slot.name: slot for slot in (array_ufunc, array_function, advanced_getitem,
                                       advanced_setitem, copy_to_plain, float_message,
-                                      array_message, device_copy)}
+                                      array_message, device_copy, kept_source)}
 
 
 def install(**implementations):

@@ -37,4 +37,5 @@ hooks.install(
     copy_to_plain=buffers.copy_to_plain,
     float_message=float_message,
     array_message=buffers.array_message,
+    kept_source=buffers.kept_source,
 )

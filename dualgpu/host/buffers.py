@@ -68,7 +68,8 @@ from dualgpu.host.shadow import read_only_params as _read_only_params  # noqa: F
 from dualgpu.host.shadow import root_of as _root
 from dualgpu.host.shadow import shape_text as _shape_text
 
-__all__ = ["zeros", "keep_host_buffers", "scope", "active", "Registry", "host_store_message",
+__all__ = ["zeros", "keep_host_buffers", "scope", "active", "kept_source", "Registry",
+           "host_store_message",
            "register_porting",
            "caller_line", "launch_store_fix", "copy_to_plain", "substitute"]
 
@@ -601,6 +602,17 @@ class Registry:
 
 
 _COPY_CALL = re.compile(r"copy_to_host\(\s*(?:ary\s*=\s*)?([A-Za-z_]\w*)\s*(?:\[[^\]]*\])?\s*[,)]")
+
+
+def kept_source(ary):
+    """``ary``, or the DualArray standing for it where it is a host buffer kept by
+    :func:`keep_host_buffers` (a copy into a device array, ``d.copy_to_device(u)`` or
+    ``cuda.to_device(u, to=d)``, takes its partials as ``cuda.to_device(u)`` does)."""
+    registry = active()
+    if registry is None or not isinstance(ary, np.ndarray) or ary.dtype.kind != "f":
+        return ary
+    found = registry.lookup(ary)
+    return ary if found is None else found
 
 
 def copy_to_plain(source, ary):

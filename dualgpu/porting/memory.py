@@ -68,7 +68,7 @@ class HostArray(np.ndarray):
     def copy_to_device(self, ary, stream=0):
         """Copy ``ary`` into this array (a DualArray is refused: its partials would be lost)."""
         graphs.refuse_copy("copy_to_device()")
-        copy_into(self, ary, stream)
+        copy_into(self, host_buffers.kept_source(ary), stream)
 
 
 #: cpu backend: arrays of at least this many bytes start at one of seven offsets after a page
@@ -233,18 +233,16 @@ def _to_device(obj, stream=0, copy=True, to=None):
     >>> d.partials.shape
     (3, 2)
     """
-    if to is not None:
-        return copy_into(to, obj, stream)
+    if to is not None:  # (a kept host buffer: with its partials, as below)
+        return copy_into(to, host_buffers.kept_source(obj), stream)
     if isinstance(obj, DualArray):
         if obj.is_nested:
             return DualArray(to_device(obj.values), to_device(obj.partials), tag=obj.tag)
         return DualArray(_plain_to_device(_single_buffer(_host(obj.values))),
                          _plain_to_device(_single_buffer(_host(obj.partials))), tag=obj.tag)
-    if isinstance(obj, np.ndarray) and obj.dtype.kind == "f":
-        registry = host_buffers.active()
-        found = None if registry is None else registry.lookup(obj)
-        if found is not None:  # a host buffer a kernel wrote duals into: its partials too
-            return to_device(found)
+    found = host_buffers.kept_source(obj)
+    if found is not obj:  # a host buffer a kernel wrote duals into: its partials too
+        return to_device(found)
     array = np.asarray(obj)
     if array.dtype == object:  # np.array([dual, 0.0]) in host code: duals in an object array
         array = from_object_array(array, "the array given to cuda.to_device")

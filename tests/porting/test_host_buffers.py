@@ -238,6 +238,29 @@ def test_to_device_of_a_written_host_buffer_keeps_its_partials():
     np.testing.assert_allclose(J, -0.2 * u * np.exp(-0.14), rtol=1e-12)
 
 
+@pytest.mark.parametrize("copy", ["copy_to_device", "to_device_to"])
+def test_a_kept_host_buffer_copied_into_a_device_array_keeps_its_partials(copy):
+    """d.copy_to_device(u) and cuda.to_device(u, to=d) of a kept host buffer take its
+    partials as cuda.to_device(u) does (they were copied as plain values: J = 0)."""
+    def f(rate):
+        u = np.linspace(0.5, 1.5, 8)
+        d_u = cuda.to_device(u)
+        R.decay[1, 8](d_u, rate, 0.1)
+        d_u.copy_to_host(u)               # u kept: its values and partials
+        d_back = cuda.device_array_like(d_u)
+        if copy == "copy_to_device":
+            d_back.copy_to_device(u)
+        else:
+            cuda.to_device(u, to=d_back)
+        R.decay[1, 8](d_back, rate, 0.1)
+        return d_back.copy_to_host()
+
+    with dualgpu.using_backend("cpu"), dualgpu.keep_host_buffers():
+        J = dualgpu.jacobian(f, 0.7)
+    u = np.linspace(0.5, 1.5, 8)
+    np.testing.assert_allclose(J, -0.2 * u * np.exp(-0.14), rtol=1e-12)
+
+
 def test_host_buffers_dropped_by_host_code_are_freed(users_gc):
     """A fresh host buffer per step: the hidden DualArrays of dropped ones do not pile up
     (with the collection thresholds users have: the test processes collect less often)."""
