@@ -90,8 +90,9 @@ def _unsupported(function):
         f"{name} is not supported on a Dual or DualArray: dualgpu has no derivative for it, "
         "and numpy's own version would drop the partials. Fix: call it on the values "
         f"({short}(u.values)) if no derivative is wanted; write it with supported "
-        "operations; or add an implementation to FUNCTIONS in dualgpu/host_reductions.py, "
-        "host_linalg.py, host_solve.py or host_shapes.py. Supported numpy functions: "
+        "operations; or add an implementation with @implements(numpy function) in "
+        "dualgpu/host/reductions.py, linalg.py, solve.py or shapes.py. Supported numpy "
+        "functions: "
         f"{', '.join(supported_functions())}; and the ufuncs "
         f"{', '.join(host_ufuncs.supported_ufuncs())}."
     )
