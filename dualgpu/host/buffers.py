@@ -86,6 +86,10 @@ _OPEN = [0]
 _OPEN_LOCK = threading.Lock()
 
 
+#: ``Registry.replaying`` outside a replay: no shadow skips its sync
+_NOT_REPLAYING = frozenset()
+
+
 def zeros(shape: int | tuple[int, ...], dtype: npt.DTypeLike = np.float64) -> Any:
     """A zero-filled host array that holds duals while the driver runs, plain floats otherwise.
 
@@ -365,6 +369,7 @@ class Registry:
     def __init__(self):
         self.lanes = active_lanes()
         self._shadows = {}
+        self.replaying = _NOT_REPLAYING  # (see replay())
         self._gone = []  # buffers with partials that host code dropped: for messages
         self.followed = False  # True while host lines are followed (dualgpu.host.host_writes)
 
@@ -380,9 +385,22 @@ class Registry:
         if not isinstance(array, np.ndarray) or isinstance(array, DualArray):
             return None
         shadow = self._shadows.get(id(_root(array)))
-        if shadow is not None:
+        if shadow is not None and id(shadow) not in self.replaying:
             shadow.sync()
+            if self.replaying is not _NOT_REPLAYING:
+                self.replaying.add(id(shadow))
         return shadow
+
+    @contextlib.contextmanager
+    def replay(self):
+        """A followed host line's replay on the duals: each shadow syncs once, before the
+        replay first reads it (``u[0], u[-1] = u[1], u[-2]``: its second target, looked up
+        after the first store into the hidden values, would differ from the buffer)."""
+        self.replaying = set()
+        try:
+            yield
+        finally:
+            self.replaying = _NOT_REPLAYING
 
     def _shadow(self, array, name):
         root = _root(array)

@@ -311,7 +311,8 @@ class Follower:
             scope["__dg_sub"] = registry.substitute_one
             try:
                 hooks.FOLLOWED.on = False
-                exec(statement.replay, scope)  # the same statement on the partials
+                with registry.replay():
+                    exec(statement.replay, scope)  # the same statement on the partials
             except DualgpuError:
                 raise
             except Exception as error:

@@ -337,6 +337,28 @@ def test_a_comprehension_in_a_followed_line():
     np.testing.assert_allclose(_flat(J), central_fd(f, 0.3), rtol=1e-6, atol=1e-9)
 
 
+def test_stores_into_several_elements_on_one_line():
+    """Ghost cells as one tuple store (``u[0], u[-1] = u[1], u[-2]``): its replay stored
+    the first target into the hidden values, then looked the buffer up again for the second
+    and took that difference for a write it did not see."""
+    def f(r):
+        u, u_new = _u0(), np.zeros(8)
+        step[1, 8](u, u_new, r)
+        u_new[0], u_new[-1] = u_new[1], 2.0 * u_new[-2]
+        u[0], u[1] = 0.0, u_new[3]
+        return u_new, u
+
+    with dualgpu.using_backend("cpu"), dualgpu.keep_host_buffers():
+        J = dualgpu.jacobian(f, 0.3)
+    for got, want in zip(J, central_fd_pair(f, 0.3)):
+        np.testing.assert_allclose(np.ravel(got), want, rtol=1e-6, atol=1e-9)
+
+
+def central_fd_pair(f, r, h=1e-6):
+    up, down = f(r + h), f(r - h)
+    return [(np.asarray(a) - np.asarray(b)) / (2 * h) for a, b in zip(up, down)]
+
+
 def test_a_view_taken_on_one_line_and_written_on_another():
     def f(r):
         state = np.zeros((2, 8))
