@@ -126,7 +126,7 @@ class _Sub(ast.NodeTransformer):
 class _Statement:
     """One candidate statement: what it writes, what it calls, and its replay."""
 
-    __slots__ = ("node", "writes", "calls", "replay", "first", "last", "source")
+    __slots__ = ("node", "writes", "calls", "replay", "first", "last", "source", "value")
 
     def __init__(self, node, filename):
         self.node = node
@@ -142,6 +142,18 @@ class _Statement:
         self.replay = compile(tree, filename, "exec")
         self.first, self.last = node.lineno, getattr(node, "end_lineno", node.lineno)
         self.source = ast.unparse(node)
+        # the value stored, as written and on the duals, where it is computed (not a bare
+        # name, attribute or element: those meet the dual target as they are)
+        self.value = None
+        value = getattr(node, "value", None) if isinstance(node, (ast.Assign, ast.AugAssign)) \
+            else None
+        if value is not None and not isinstance(value, (ast.Name, ast.Attribute, ast.Subscript,
+                                                        ast.Constant)):
+            computed = ast.Expression(_copy(ast.Expr(value)).value)
+            on_duals = ast.fix_missing_locations(_Sub().visit(ast.Expression(
+                _copy(ast.Expr(value)).value)))
+            self.value = (compile(computed, filename, "eval"),
+                          compile(on_duals, filename, "eval"))
 
 
 def _copy(node):
@@ -271,7 +283,7 @@ class Follower:
         for statement in statements:
             scope = dict(frame.f_globals)
             scope.update(frame.f_locals)
-            targets, others = [], []
+            targets, others, duals = [], [], []
             for code in statement.writes:
                 try:
                     value = eval(code, scope)  # names, attributes, elements: no calls
@@ -281,9 +293,13 @@ class Follower:
                     if (isinstance(v, np.ndarray) and not isinstance(v, DualArray)
                             and v.dtype.kind == "f"):
                         targets.append(v)
-                    elif not isinstance(v, DualArray):
+                    elif isinstance(v, DualArray):
+                        duals.append(v)
+                    else:
                         others.append(v)
             if not targets:
+                if duals and statement.value is not None:
+                    self._check_dual_target(statement, scope, frame)
                 continue
             kept = [t for t in targets if registry.find(t) is not None]
             names = {n.id for n in ast.walk(statement.node) if isinstance(n, ast.Name)}
@@ -334,6 +350,45 @@ class Follower:
                         pass
             hooks.FOLLOWED.on = True
             self.pending[frame] = (statement, shadows, _where(frame), views)
+
+    def _check_dual_target(self, statement, scope, frame):
+        """A line that writes a dual array with a value numpy computed from a kept buffer
+        (``u += dt * rhs``, u a DualArray): numpy gives that value no partials, and the
+        line cannot be replayed on a dual target without running twice. Refused, unless
+        the value carries no partials of a kept buffer."""
+        registry = self.registry
+        names = {n.id for n in ast.walk(statement.node) if isinstance(n, ast.Name)}
+        if not any(isinstance(scope.get(n), np.ndarray) and not isinstance(scope.get(n), DualArray)
+                   and _brings(scope.get(n), registry) for n in names):
+            return
+        self._check_calls(statement, scope, frame)
+        plain_code, dual_code = statement.value
+        try:
+            plain = eval(plain_code, scope)
+            if registry.find(plain) is not None:
+                return  # a kept buffer meets the target: its partials are used
+            scope["__dg_sub"] = registry.substitute_one
+            hooks.FOLLOWED.on = False
+            with registry.replay():
+                on_duals = eval(dual_code, scope)
+            lost = np.asarray(getattr(on_duals, "partials", 0)) - np.asarray(
+                getattr(plain, "partials", 0))  # (the duals' own partials are kept)
+        except DualgpuError:
+            raise
+        except Exception:  # noqa: BLE001 - the line itself will raise, or run as written
+            return
+        if not np.any(lost):
+            return
+        kept = sorted(n for n in names if isinstance(scope.get(n), np.ndarray)
+                      and _brings(scope.get(n), registry))
+        raise DualgpuError(
+            f"at {_where(frame)}: `{statement.source}` writes a dual array with a value numpy "
+            f"computes from the kept host buffer(s) {', '.join(kept)}; numpy gives that value "
+            "none of their partials, so this share of the derivative would be lost. Fix: "
+            "make the target a plain host buffer, which a store of the dual keeps (u = "
+            "np.zeros(shape), then u[:] = u0 on a line of its own), so that the line is "
+            "replayed on the partials; or let the kept buffer meet the dual itself "
+            "(u += rhs).")
 
     def _check_calls(self, statement, scope, frame):
         for text, code in statement.calls:

@@ -354,6 +354,49 @@ def test_stores_into_several_elements_on_one_line():
         np.testing.assert_allclose(np.ravel(got), want, rtol=1e-6, atol=1e-9)
 
 
+@cuda.jit
+def _minus_square(u, out, k):
+    i = cuda.grid(1)
+    if i < u.shape[0]:
+        out[i] = -k * u[i] * u[i]
+
+
+@pytest.mark.parametrize("form", ["plain_target", "direct", "scaled", "through_a_dual"])
+def test_a_dual_target_written_from_a_kept_buffer_through_numpy(form):
+    """``u += 0.1 * rhs`` with u a DualArray (the differentiated u0 copied) and rhs a kept
+    buffer: numpy's 0.1 * rhs has no partials, and the line was not followed (its target is
+    no plain array): rhs's share of the derivative was lost silently. Now refused, with the
+    fix (a plain target, replayed); ``u += rhs`` meets the dual itself and was right."""
+    def f(u0, amp):
+        if form == "plain_target":
+            u = np.zeros(u0.shape[0])
+            u[:] = u0
+        else:
+            u = u0.copy()
+        rhs = np.zeros(u0.shape[0])
+        for _ in range(3):
+            _minus_square[1, 8](u, rhs, 0.7)
+            if form == "direct":
+                u += rhs
+            elif form == "through_a_dual":
+                u[:] = u + np.sin(rhs) * amp
+            else:
+                u += 0.1 * rhs
+        return u
+
+    x = np.linspace(0.5, 1.0, 3)
+    with dualgpu.using_backend("cpu"), dualgpu.keep_host_buffers():
+        if form in ("scaled", "through_a_dual"):
+            with pytest.raises(DualgpuError, match=r"writes a dual array with a value numpy "
+                                                   r"computes from the kept host buffer\(s\) rhs"):
+                dualgpu.jacobian(f, x, 0.3)
+            return
+        J = dualgpu.jacobian(f, x, 0.3)
+    h = 1e-6
+    fd = np.stack([(f(x + h * e, 0.3) - f(x - h * e, 0.3)) / (2 * h) for e in np.eye(3)], 1)
+    np.testing.assert_allclose(J, fd, rtol=1e-6, atol=1e-9)
+
+
 def central_fd_pair(f, r, h=1e-6):
     up, down = f(r + h), f(r - h)
     return [(np.asarray(a) - np.asarray(b)) / (2 * h) for a, b in zip(up, down)]
