@@ -5,7 +5,7 @@ their derivative code from :mod:`dualgpu.rules` through this module, so an
 expression is parsed in one place.
 """
 import ast
-import functools
+import threading
 
 from dualgpu import rules
 
@@ -102,7 +102,19 @@ class Expression:
         return f"Expression({self.text!r})"
 
 
-@functools.lru_cache(maxsize=None)
+_CACHE = {}
+#: ``ast.parse`` is not thread-safe in CPython 3.11 ("AST constructor recursion depth
+#: mismatch"): the cudasim backend's simulated threads meet a rule first together
+_PARSE = threading.Lock()
+
+
 def expression(text):
-    """Return the parsed :class:`Expression` for ``text`` (cached)."""
-    return Expression(text)
+    """Return the parsed :class:`Expression` for ``text`` (cached; parsed by one thread at
+    a time)."""
+    found = _CACHE.get(text)
+    if found is None:
+        with _PARSE:
+            found = _CACHE.get(text)
+            if found is None:
+                found = _CACHE[text] = Expression(text)
+    return found
