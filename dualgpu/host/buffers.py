@@ -86,10 +86,6 @@ _OPEN = [0]
 _OPEN_LOCK = threading.Lock()
 
 
-#: ``Registry.replaying`` outside a replay: no shadow skips its sync
-_NOT_REPLAYING = frozenset()
-
-
 def zeros(shape: int | tuple[int, ...], dtype: npt.DTypeLike = np.float64) -> Any:
     """A zero-filled host array that holds duals while the driver runs, plain floats otherwise.
 
@@ -369,7 +365,7 @@ class Registry:
     def __init__(self):
         self.lanes = active_lanes()
         self._shadows = {}
-        self.replaying = _NOT_REPLAYING  # (see replay())
+        self.replaying: set[int] | None = None  # the shadows a replay synced (replay())
         self._gone = []  # buffers with partials that host code dropped: for messages
         self.followed = False  # True while host lines are followed (dualgpu.host.host_writes)
 
@@ -385,10 +381,11 @@ class Registry:
         if not isinstance(array, np.ndarray) or isinstance(array, DualArray):
             return None
         shadow = self._shadows.get(id(_root(array)))
-        if shadow is not None and id(shadow) not in self.replaying:
+        replaying = self.replaying
+        if shadow is not None and (replaying is None or id(shadow) not in replaying):
             shadow.sync()
-            if self.replaying is not _NOT_REPLAYING:
-                self.replaying.add(id(shadow))
+            if replaying is not None:
+                replaying.add(id(shadow))
         return shadow
 
     @contextlib.contextmanager
@@ -400,7 +397,7 @@ class Registry:
         try:
             yield
         finally:
-            self.replaying = _NOT_REPLAYING
+            self.replaying = None
 
     def _shadow(self, array, name):
         root = _root(array)
