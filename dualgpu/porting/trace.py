@@ -348,12 +348,15 @@ def run(f, name, args, kwargs):
         if recorder is not None and key is not None and (found is None or type(found) is int):
             log = recorder.trace = TraceLog()
         decisions = Dual_DECISIONS[0]
+        # (the values as f got them: f may write into its arguments)
+        values = _values(args) if (key is not None and key[0] is not _ByValue
+                                   and found is not False) else None
         result = f(*args, **kwargs)
-        if key is not None and key[0] is not _ByValue and Dual_DECISIONS[0] != decisions:
+        if values is not None and Dual_DECISIONS[0] != decisions:
             # f decided something from its arguments' values: from now on its traces are
             # kept per those values (this run's trace, if any, under its own)
             _remember(key, _ByValue())
-            key = (_ByValue, key, _values(args))
+            key = (_ByValue, key, values)
             found = None
         if log is not None:  # (before the recording closes: its buffers are still known)
             if recorder.log:
