@@ -624,10 +624,7 @@ def kept_source(ary):
     :func:`keep_host_buffers` (a copy into a device array, ``d.copy_to_device(u)`` or
     ``cuda.to_device(u, to=d)``, takes its partials as ``cuda.to_device(u)`` does)."""
     registry = active()
-    if registry is None or not isinstance(ary, np.ndarray) or ary.dtype.kind != "f":
-        return ary
-    found = registry.lookup(ary)
-    return ary if found is None else found
+    return ary if registry is None else registry.substitute_one(ary)
 
 
 def copy_to_plain(source, ary):

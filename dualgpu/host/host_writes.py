@@ -126,7 +126,8 @@ class _Sub(ast.NodeTransformer):
 class _Statement:
     """One candidate statement: what it writes, what it calls, and its replay."""
 
-    __slots__ = ("node", "writes", "calls", "replay", "first", "last", "source", "value")
+    __slots__ = ("node", "writes", "calls", "replay", "first", "last", "source", "value",
+                 "names")
 
     def __init__(self, node, filename):
         self.node = node
@@ -142,6 +143,7 @@ class _Statement:
         self.replay = compile(tree, filename, "exec")
         self.first, self.last = node.lineno, getattr(node, "end_lineno", node.lineno)
         self.source = ast.unparse(node)
+        self.names = {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
         # the value stored, as written and on the duals, where it is computed (not a bare
         # name, attribute or element: those meet the dual target as they are)
         self.value = None
@@ -302,7 +304,7 @@ class Follower:
                     self._check_dual_target(statement, scope, frame)
                 continue
             kept = [t for t in targets if registry.find(t) is not None]
-            names = {n.id for n in ast.walk(statement.node) if isinstance(n, ast.Name)}
+            names = statement.names
             brings = any(_brings(scope.get(n), registry) for n in names)
             if not (kept or brings):
                 continue  # plain host code on plain arrays
@@ -357,9 +359,10 @@ class Follower:
         line cannot be replayed on a dual target without running twice. Refused, unless
         the value carries no partials of a kept buffer."""
         registry = self.registry
-        names = {n.id for n in ast.walk(statement.node) if isinstance(n, ast.Name)}
-        if not any(isinstance(scope.get(n), np.ndarray) and not isinstance(scope.get(n), DualArray)
-                   and _brings(scope.get(n), registry) for n in names):
+        kept = sorted(n for n in statement.names if isinstance(scope.get(n), np.ndarray)
+                      and not isinstance(scope.get(n), DualArray)
+                      and _brings(scope.get(n), registry))
+        if not kept:
             return
         self._check_calls(statement, scope, frame)
         plain_code, dual_code = statement.value
@@ -379,8 +382,6 @@ class Follower:
             return
         if not np.any(lost):
             return
-        kept = sorted(n for n in names if isinstance(scope.get(n), np.ndarray)
-                      and _brings(scope.get(n), registry))
         raise DualgpuError(
             f"at {_where(frame)}: `{statement.source}` writes a dual array with a value numpy "
             f"computes from the kept host buffer(s) {', '.join(kept)}; numpy gives that value "
