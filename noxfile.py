@@ -14,11 +14,13 @@ Each session makes a fresh virtual environment and installs from the project's o
   editable) and, from a folder outside the checkout, imports it, runs the flagship script and
   a smoke subset against the installed package.
 * ``docs``: the ``docs`` extra alone, then the site with warnings as errors.
+* ``pages``: every python block of every page of the site runs (``docs/tests``), with the
+  ``test`` extra (the pages use Dask, JAX and SALib); README.md's blocks run in the test suite.
 * ``lint``: ruff (its configuration is in pyproject.toml). ``typecheck``: mypy on the public
   modules (configuration in pyproject.toml).
 
 ``.ci/run`` runs the README's commands, then ``smoke-0.66``, ``benchmarks``, ``wheel``, ``lint``,
-``typecheck`` and ``docs``.
+``typecheck``, ``docs`` and ``pages``.
 """
 import shutil
 import tarfile
@@ -162,6 +164,14 @@ def docs(session):
     """The site, from the ``docs`` extra alone, with warnings as errors."""
     session.install("-e", ".[docs]")
     session.run("python", "-m", "sphinx", "-W", "-b", "html", "docs", "docs/_build/html")
+
+
+@nox.session
+def pages(session):
+    """Every python block of every page of the site runs (docs/tests), page by page."""
+    session.install("-e", ".[test]")
+    session.run("python", "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "2",
+                "--dist", "loadfile", "docs/tests", *session.posargs)
 
 
 @nox.session

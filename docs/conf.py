@@ -56,7 +56,7 @@ extensions = [
 ]
 
 source_suffix = {".rst": "restructuredtext", ".md": "markdown"}
-exclude_patterns = ["_build", "examples/README.rst", "**/.ipynb_checkpoints",
+exclude_patterns = ["_build", "tests", "examples/README.rst", "**/.ipynb_checkpoints",
                     "auto_examples/*.ipynb", "auto_examples/*.py", "auto_examples/*.zip",
                     "auto_examples/*.json"]
 templates_path = []

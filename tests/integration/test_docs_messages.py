@@ -1,6 +1,6 @@
 """The error messages quoted on the troubleshooting page are checked whole, word for word.
 
-The page (docs/help/troubleshooting.md) runs in test_docs_examples.py; each of its blocks
+The page (docs/help/troubleshooting.md) runs in docs/tests/test_pages.py; each of its blocks
 raises an error and compares the whole message with the quote beside it (``expect``). These
 tests show that the comparison fails when one word of a quote differs or when words are
 missing at its end, and that the page covers every exception class a user can meet.
