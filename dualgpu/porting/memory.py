@@ -94,8 +94,8 @@ def _host_zeros(shape, dtype, fill=np.zeros):
     if nbytes < STAGGER_BYTES:
         return fill(shape, dtype).view(HostArray)
     raw = fill(nbytes + 8192, np.uint8)  # (calloc: pages zeroed as they are touched)
-    offset = (-raw.ctypes.data) % 4096 + (next(_COLOURS) % 7) * 576
-    return raw[offset:offset + nbytes].view(dtype).reshape(shape).view(HostArray)
+    offset = (-raw.__array_interface__["data"][0]) % 4096 + (next(_COLOURS) % 7) * 576
+    return HostArray(shape, dtype, raw, offset)
 
 
 def _plain_to_device(array):
@@ -255,8 +255,8 @@ def _to_device(obj, stream=0, copy=True, to=None):
         return lift_array(_plain_to_device(array), active_levels(), _plain_zeros)
     lanes = active_lanes()
     if lanes and _takes_lanes(array.dtype):
-        zeros = np.zeros((lanes,) + array.shape, lane_dtype(array.dtype))
-        return DualArray(_plain_to_device(array), _plain_to_device(zeros))
+        return DualArray(_plain_to_device(array),
+                         _plain_zeros((lanes,) + array.shape, lane_dtype(array.dtype)))
     return _plain_to_device(array)
 
 

@@ -47,6 +47,7 @@ from dualgpu.core.dualarray import DualArray
 from dualgpu.core.selection import backend
 from dualgpu.host import buffers as host_buffers
 from dualgpu.porting import capture
+from dualgpu.porting import capture_tables
 from dualgpu.porting import memory
 
 __all__ = ["run", "statistics", "MAX_TRACES", "TRIES"]
@@ -180,12 +181,18 @@ class Trace:
         self.result = result  # ("buffer", group, index) | ("tuple"|"list", [...])
         self.checked = False
         self.entry = None  # the program's compiled entry point (its inputs' types are fixed)
+        self.lean = None  # after a replay that applied: its allocations and inputs, kept
         leaves = _leaves(result)
         self.once = {leaf for leaf in leaves if leaves.count(leaf) == 1}  # returned as they
         # are (a replay's buffers are its own); a buffer returned twice is copied
 
     def replay(self, args):
         """f's result for ``args`` from the trace, or None (it does not apply)."""
+        lean = self.lean
+        if lean is not None:
+            made = lean.allocate(args)
+            if made is not None:
+                return self._run(lean.inputs(made, args), made)
         made = {}
         for group, index, source in self.allocs:
             array = self._allocate(source, args, made)
@@ -204,7 +211,14 @@ class Trace:
         state = types.SimpleNamespace(groups=groups, floats=self.floats, ints=self.ints,
                                       numbers=self.numbers, dual_groups=dual_groups)
         inputs = capture._Recorder._inputs(state, self.codes, self.table, self.program_key)
-        lengths = tuple(len(x) for x in inputs if type(x) is tuple)  # part of their types
+        if self.lean is None:
+            self.lean = _Lean.of(self, state, made, args)
+        return self._run(inputs, made)
+
+    def _run(self, inputs, made):
+        # the tuples' lengths are part of the inputs' types (a tile-by-tile program's private
+        # values: as many as the threads allow, which numba.set_num_threads changes)
+        lengths = tuple(len(x) for x in inputs if type(x) is tuple)
         if self.entry is None or self.entry[0] != lengths:
             self.entry = (lengths, entry_point(self.program, inputs) or self.program)
         capture.run_program(self.entry[1], inputs, self.program_key, self.codes)
@@ -223,6 +237,130 @@ class Trace:
         else:
             obj = ref[1]
         return memory._to_device(obj) if what == "to_device" else memory._device_array_like(obj)
+
+
+class _Lean:
+    """A trace's replay after its first: what it allocates and the program's inputs, with
+    every type already known (the trace's key fixes its arguments' kinds and the lanes).
+
+    Each buffer is allocated as the first replay's was (the backend's zeroed, staggered host
+    arrays, :func:`dualgpu.porting.memory._host_zeros`) and checked against its shapes and
+    dtypes; the program's fixed inputs (codes, rows, number tables) are built once. Where a
+    source no longer fits (an array of f's closure reshaped, a non-contiguous argument),
+    :meth:`allocate` gives None and the replay takes the general path.
+    """
+
+    __slots__ = ("makers", "head", "fixed", "groups", "duals", "tail", "step", "tiles")
+
+    @classmethod
+    def of(cls, trace, state, made, args):
+        """The lean replay of ``trace`` after a first replay that made ``made``, or None (a
+        buffer source it does not know)."""
+        groups, dual_kinds, number_kinds, plain_kinds = capture_tables.kinds_of(trace.program_key)
+        if plain_kinds:
+            return None
+        step = trace.program_key[0][-1]
+        makers = []
+        for group, index, source in trace.allocs:
+            values, partials = made[(group, index)]
+            maker = _maker(source, args, values, partials)
+            if maker is None:
+                return None
+            makers.append(((group, index), maker))
+        lean = cls()
+        lean.makers = makers
+        lean.head = [trace.codes, trace.table] + ([(), ()] if not groups else [])
+        lean.groups = [[(group, k) for k in range(trace.sizes[group])] for group in groups]
+        # (the program only reads its number tables)
+        lean.fixed = [np.array(state.floats or [0.0], np.float64),
+                      np.array(state.ints or [0], np.int64)]
+        lean.duals = [(np.dtype(kind[1]), trace.duals[kind]) for kind in dual_kinds]
+        if not dual_kinds:
+            lean.fixed += [np.zeros(1), np.zeros((1, 1))]
+        lean.tail = [np.array(state.numbers.get(kind) or [0], np.dtype(kind[1]))
+                     for kind in number_kinds]
+        lean.step = step
+        lean.tiles = step.outer([key[-1] for key in trace.program_key])
+        return lean
+
+    def allocate(self, args):
+        made = {}
+        for slot, maker in self.makers:
+            members = maker(args, made)
+            if members is None:
+                return None
+            made[slot] = members
+        return made
+
+    def inputs(self, made, args):
+        """The program's inputs, as :func:`dualgpu.porting.capture_tables.inputs` gives them."""
+        inputs = list(self.head)
+        for slots in self.groups:
+            found = [made[slot] for slot in slots]
+            inputs.append(tuple(v for v, _ in found))
+            inputs.append(tuple(p for _, p in found))
+        inputs += self.fixed
+        for dtype, positions in self.duals:
+            duals = [args[k] for k in positions]
+            inputs.append(np.array([d.value for d in duals], dtype))
+            inputs.append(np.stack([d.partials for d in duals]))
+        inputs += self.tail
+        if self.tiles:  # a tile-by-tile program: snapshots, private values, control (fresh)
+            groups = len(self.groups)
+            inputs += self.step.outer_inputs([inputs[2 + 2 * g] for g in range(groups)],
+                                             self.tiles)
+        return inputs
+
+
+def _maker(source, args, values, partials):
+    """A function ``(args, made) -> (values, partials)`` allocating a buffer as the first
+    replay did (``values``, ``partials``: what it made), or None."""
+    vshape, vdtype, pshape, pdtype = values.shape, values.dtype, partials.shape, partials.dtype
+    if not (values.flags.c_contiguous and partials.flags.c_contiguous):
+        return None
+    what = source[0]
+    if what == "device_array" or (what == "like" and source[1][0] != "object"):
+        def zeros(args, made):  # (the kinds of f's arguments and buffers are the trace's)
+            return (memory._host_zeros(vshape, vdtype), memory._host_zeros(pshape, pdtype))
+        return zeros
+    if what == "like":  # an array of f's closure: its shape is read again
+        template = source[1][1]
+
+        def like(args, made):
+            if template.shape != vshape or template.dtype != vdtype:
+                return None
+            return (memory._host_zeros(vshape, vdtype), memory._host_zeros(pshape, pdtype))
+        return like
+    if what != "to_device":
+        return None
+    ref = source[1]
+    if ref[0] not in ("arg", "object"):
+        return None
+    position, constant = (ref[1], None) if ref[0] == "arg" else (None, ref[1])
+
+    def copied(args, made):
+        obj = args[position] if constant is None else constant
+        t = type(obj)
+        if t is np.ndarray:
+            if (obj.shape != vshape or obj.dtype != vdtype or not obj.flags.c_contiguous
+                    or host_buffers.kept_source(obj) is not obj):
+                return None
+            copy = memory._host_zeros(vshape, vdtype, np.empty)
+            copy[...] = obj
+            return copy, memory._host_zeros(pshape, pdtype)
+        if t is DualArray and not obj.tag:
+            v, p = capture.members(obj)
+            if (type(v) is not np.ndarray or type(p) is not np.ndarray or v.shape != vshape
+                    or v.dtype != vdtype or p.shape != pshape or p.dtype != pdtype
+                    or not (v.flags.c_contiguous and p.flags.c_contiguous)):
+                return None
+            copy, copy_p = (memory._host_zeros(vshape, vdtype, np.empty),
+                            memory._host_zeros(pshape, pdtype, np.empty))
+            copy[...] = v
+            copy_p[...] = p
+            return copy, copy_p
+        return None
+    return copied
 
 
 def _leaves(shape):

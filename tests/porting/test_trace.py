@@ -284,3 +284,70 @@ def test_indices_taken_from_a_dual_arrays_values_key_the_trace_too(where):
     for x in (first, first, first, first, second, first):
         got = dualgpu.jvp(f, (x, 1.0), (np.ones(16), 1.0), capture="trace")
         assert same_bits(got, dualgpu.jvp(f, (x, 1.0), (np.ones(16), 1.0), capture=False))
+
+
+def _trace_of(f):
+    found = [t for key, t in trace._TRACES.items()
+             if isinstance(t, trace.Trace) and key[0] is f]
+    assert len(found) == 1
+    return found[0]
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_later_replays_allocate_as_the_first_and_fall_back_where_a_source_changed(dtype):
+    # the buffers of one run: a copy of the differentiated argument (a DualArray the driver
+    # seeds), of an array of f's closure, an array like an argument, one like a closure
+    # array and a device_array; replays after the first allocate them without the general
+    # path (trace._Lean) and must give what the general path and capture=False give
+    x, w = u0(24, dtype), u0(24, dtype)[::-1].copy()
+
+    def f(v, rr):
+        u = dualgpu.cuda.to_device(v)
+        weights = dualgpu.cuda.to_device(w)
+        scratch = dualgpu.cuda.device_array_like(v)
+        like_w = dualgpu.cuda.device_array_like(w)
+        out = dualgpu.cuda.device_array(v.shape, v.dtype)
+        for _ in range(3):
+            K.heat_step[1, 32](u, scratch, rr)
+            K.heat_step[1, 32](scratch, u, rr)
+        K.heat_step[1, 32](weights, like_w, rr)
+        K.heat_step[1, 32](like_w, out, rr)
+        return u.copy_to_host(), out.copy_to_host()
+
+    def both(v, rr):
+        got = dualgpu.jacobian(f, v, dtype(rr), argnums=(0, 1), capture="trace",
+                               progress=False)
+        assert same_bits(got, dualgpu.jacobian(f, v, dtype(rr), argnums=(0, 1),
+                                               capture=False, progress=False))
+        return got
+
+    for rr in (0.2, 0.2, 0.2, 0.2):  # record, trace, check (the first replay), replay
+        both(x, rr)
+    t = _trace_of(f)
+    assert t.lean is not None
+    before = counts()
+    got = both(x * dtype(1.5), 0.15)  # new values: the argument and the closure read again
+    w[:] = w[::-1]
+    both(x, 0.25)
+    assert grew(before, "replayed") == 2
+    # an array of f's closure reshaped in place: its lean copy does not fit, and the replay
+    # goes the general way (which refuses it: another kind of buffer; f would run)
+    lanes = t.allocs[0][0][-1]  # (the driver's lanes: its directions in whole tiles)
+    seeded = (dualgpu.DualArray(x.copy(), np.zeros((lanes, 24), dtype)),
+              dualgpu.Dual(dtype(0.2), np.zeros(lanes, dtype)))
+    with dualgpu.core._context.dual_allocation(lanes):
+        assert t.lean.allocate(seeded) is not None
+        w.shape = (2, 12)
+        assert t.lean.allocate(seeded) is None
+        w.shape = (24,)
+    # and the derivatives are right: d out / d v[3] and d out / d rr by central differences
+    w[:] = w[::-1]  # (w as it was for got)
+    h = EPS[dtype]
+    e = np.eye(24, dtype=dtype)[3]
+    for k, (dv, dr) in enumerate(((h * e, 0.0), (0.0 * e, h))):
+        plus = f(x * dtype(1.5) + dv, dtype(0.15 + dr))
+        minus = f(x * dtype(1.5) - dv, dtype(0.15 - dr))
+        for o in range(2):
+            fd = (plus[o].astype(np.float64) - minus[o].astype(np.float64)) / (2 * h)
+            column = got[o][0][:, 3] if k == 0 else got[o][1]
+            np.testing.assert_allclose(column, fd, **TOL[dtype])
