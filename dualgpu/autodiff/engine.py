@@ -254,6 +254,18 @@ def _classify_complex(arg, p, fname):
         "holomorphic out for a real argument.")
 
 
+def _complex_input(arg):
+    """True for a complex number or array (not a dual; a ragged list is not one)."""
+    if isinstance(arg, (Dual, DualArray)):
+        return False
+    if isinstance(arg, (complex, np.complexfloating, np.ndarray)):
+        return np.iscomplexobj(arg)
+    try:
+        return np.iscomplexobj(np.asarray(arg))
+    except (ValueError, TypeError):  # a list of arrays of several shapes
+        return False
+
+
 def _make_inputs(args, positions, fname, holomorphic=False):
     check_depth(fname)
     inputs = []
@@ -265,7 +277,7 @@ def _make_inputs(args, positions, fname, holomorphic=False):
             offset += inputs[-1].size
             continue
         kind, value, dtype = _classify(args[p])
-        if kind is None and np.iscomplexobj(args[p]) and not isinstance(args[p], (Dual, DualArray)):
+        if kind is None and _complex_input(args[p]):
             raise DualgpuError(
                 f"{fname}: argument {p} is complex ({value}); dualgpu differentiates with "
                 "respect to real inputs, as JAX does by default. Fix (JAX's convention for "
@@ -274,6 +286,16 @@ def _make_inputs(args, positions, fname, holomorphic=False):
                 "for a holomorphic f, df/dz is the block of the real part (and 1j times it the "
                 "block of the imaginary part), or pass holomorphic=True. The outputs may be "
                 "complex: their Jacobian is complex.")
+        if kind is None and isinstance(args[p], (tuple, list)) and any(
+                np.ndim(item) or isinstance(item, (tuple, list, Dual, DualArray))
+                for item in args[p]):  # (a list of numbers: the message below, np.asarray)
+            raise DualgpuError(
+                f"{fname}: argument {p} is a {type(args[p]).__name__} of "
+                f"{len(args[p])} holding arrays; f's arguments are passed one by one, as in "
+                "JAX (dualgpu.jacobian(f, x, y, argnums=(0, 1)) differentiates f(x, y) with "
+                "respect to x and y). Fix: unpack the tuple (f, *args), or pass one array "
+                "(np.asarray(...)) if f takes one."
+            )
         if kind is None:
             raise DualgpuError(
                 f"{fname}: argument {p} is {value}; expected a float32/float64 array of 1 to "

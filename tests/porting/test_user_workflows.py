@@ -458,6 +458,10 @@ def test_shape_and_dtype_mistakes_in_the_driver():
             dualgpu.jacobian(K.simulate_kuramoto, np.arange(7), OM, 1.5)
         with pytest.raises(DualgpuError, match=r"argument 0 is list.*remove it from argnums"):
             dualgpu.jacobian(K.simulate_kuramoto, list(TH0), OM, 1.5)
+        # f's arguments as one tuple (numpy's own error on the ragged tuple, before)
+        with pytest.raises(DualgpuError, match=r"argument 0 is a tuple of 3 holding arrays.*"
+                                               r"unpack the tuple \(f, \*args\)"):
+            dualgpu.jacobian(K.simulate_kuramoto, (TH0, OM, 1.5))
         with pytest.raises(DualgpuError, match=r"argnums=3 points at argument 3"):
             dualgpu.jacobian(K.simulate_kuramoto, TH0, OM, 1.5, argnums=3)
 
