@@ -40,7 +40,7 @@ from numba._dispatcher import compute_fingerprint as _fingerprint
 
 from dualgpu import rules
 from dualgpu.backends.common.plans import entry_point
-from dualgpu.core._context import active_levels, active_lanes, active_tile_lanes
+from dualgpu.core._context import active_levels, active_lanes, active_tile_lanes, lane_dtype
 from dualgpu.core.dual import DECISIONS as Dual_DECISIONS
 from dualgpu.core.dual import Dual
 from dualgpu.core.dualarray import DualArray
@@ -321,13 +321,16 @@ def _maker(source, args, values, partials):
     what = source[0]
     if what == "device_array" or (what == "like" and source[1][0] != "object"):
         def zeros(args, made):  # (the kinds of f's arguments and buffers are the trace's)
+            if lane_dtype(vdtype) != pdtype:  # (sparsity tracers' lanes: another kind)
+                return None
             return (memory._host_zeros(vshape, vdtype), memory._host_zeros(pshape, pdtype))
         return zeros
     if what == "like":  # an array of f's closure: its shape is read again
         template = source[1][1]
 
         def like(args, made):
-            if template.shape != vshape or template.dtype != vdtype:
+            if (template.shape != vshape or template.dtype != vdtype
+                    or lane_dtype(vdtype) != pdtype):
                 return None
             return (memory._host_zeros(vshape, vdtype), memory._host_zeros(pshape, pdtype))
         return like
@@ -343,7 +346,7 @@ def _maker(source, args, values, partials):
         t = type(obj)
         if t is np.ndarray:
             if (obj.shape != vshape or obj.dtype != vdtype or not obj.flags.c_contiguous
-                    or host_buffers.kept_source(obj) is not obj):
+                    or lane_dtype(vdtype) != pdtype or host_buffers.kept_source(obj) is not obj):
                 return None
             copy = memory._host_zeros(vshape, vdtype, np.empty)
             copy[...] = obj
