@@ -32,16 +32,18 @@ import dis
 import hashlib
 import linecache
 import types
+import warnings
+import weakref
 
 import numpy as np
 
-from dualgpu.backends.common.rebind import frozen_values
+from dualgpu.backends.common.rebind import frozen_plain, frozen_values
 from dualgpu.backends.common.translate import (
     _closure_values, _local_names, device_py_func, dotted, function_source,
 )
 from dualgpu.core.dual import Dual
 from dualgpu.core.dualarray import DualArray
-from dualgpu.errors import DualgpuError
+from dualgpu.errors import DualgpuError, DualgpuWarning
 from dualgpu.porting.tuple_arguments import holds_duals
 
 __all__ = ["captured_duals", "lift"]
@@ -195,6 +197,8 @@ class Plan:
                 name, cell = source.name, source.cell
                 value = source.read()
                 if isinstance(value, Dual) or (holds_duals(value) and not _holds_arrays(value)):
+                    if "." not in name:
+                        _note_frozen(py_func, self.kernel, name, cell)
                     found.append((py_func, name, value))  # a tuple of duals: a tuple argument
                 elif isinstance(value, DualArray) or holds_duals(value):
                     where = "its closure" if cell is not None else "a module global"
@@ -207,6 +211,31 @@ class Plan:
                         f"parameter for {name} to the kernel and give {name} at the launch."
                     )
         return found
+
+
+def _note_frozen(py_func, kernel, name, cell):
+    """Warn (once per function and name) where a lifted Dual sits in a global (or closure
+    cell) that ``py_func``'s first launch compiled in as a plain value: dual runs use the
+    Dual's value, plain runs keep the old one, so finite differences of plain runs disagree
+    with the derivative."""
+    frozen, value = frozen_plain(py_func, name, cell)
+    noted = _NOTED.setdefault(py_func, set())
+    if not frozen or name in noted:
+        return
+    noted.add(name)
+    where = "closure variable" if cell is not None else "global"
+    warnings.warn(
+        f"kernel {kernel.__name__}: {_who(py_func, kernel)} reads the {where} {name!r}, which "
+        f"holds a Dual now; dual runs use its value, but {name} held {value!r} at the kernel's "
+        f"first launch and numba compiled that value in, so plain runs keep {value!r} whatever "
+        f"{name} holds later: the derivative is that of the dual runs, not of the plain runs "
+        f"(their finite differences disagree). Fix: pass {name} as an argument (a parameter "
+        f"of the kernel, given at each launch), or build the kernel in a function of {name}.",
+        DualgpuWarning, stacklevel=2)
+
+
+_NOTED: "weakref.WeakKeyDictionary[types.FunctionType, set[str]]" = weakref.WeakKeyDictionary()
+# (per function, the names already warned of)
 
 
 def _holds_arrays(value):

@@ -4,6 +4,8 @@ Before issue 25 the cpu backend failed with a bare numba TypingError from its la
 GPU backend would have failed the same way. Checked against central finite differences on
 cpu and cudasim, float32 and float64, and by compiling the lifted kernel to PTX offline.
 """
+import warnings
+
 import numpy as np
 import pytest
 
@@ -352,3 +354,50 @@ def test_lifted_module_attribute_kernels_compile_to_ptx(offline_ptx, how):
     ptx, _ = numba.cuda.compile_ptx(gpu.prepare_function(lifted.py_func, lanes),
                                     (arr, arr, dual_type(types.float64, lanes)), cc=offline_ptx)
     assert ".entry" in ptx
+
+
+_ALPHA = 0.1
+
+
+@dualgpu.cuda.jit
+def _diffuse_by_global(u, un):
+    i = dualgpu.cuda.grid(1)
+    n = u.shape[0]
+    if 0 < i < n - 1:
+        un[i] = u[i] + _ALPHA * (u[i - 1] - 2.0 * u[i] + u[i + 1])
+    elif i < n:
+        un[i] = u[i]
+
+
+def _run_alpha(alpha):
+    global _ALPHA
+    _ALPHA = alpha
+    a = dualgpu.cuda.to_device(np.linspace(0, 1, 8) ** 2)
+    b = dualgpu.cuda.device_array_like(a)
+    for _ in range(3):
+        _diffuse_by_global[1, 8](a, b)
+        a, b = b, a
+    return a.copy_to_host()
+
+
+def test_a_dual_global_that_plain_runs_froze_earlier_is_lifted_with_a_warning():
+    """f sets a module global the kernel reads (``global ALPHA; ALPHA = alpha``): the plain
+    runs froze its first value (numba's rule) while the dual runs use the Dual's (issue 43),
+    so their finite differences disagree with the derivative: said once, with the fix."""
+    with dualgpu.using_backend("cpu"):
+        first = _run_alpha(0.2)  # the first launch: 0.2 compiled in
+        np.testing.assert_array_equal(_run_alpha(0.3), first)  # plain runs keep it
+        with pytest.warns(dualgpu.errors.DualgpuWarning,
+                          match=r"reads the global '_ALPHA'.*held 0\.2 at the kernel's first "
+                                r"launch.*Fix: pass _ALPHA as an argument"):
+            value, tangent = dualgpu.jvp(_run_alpha, (0.3,), (1.0,))
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # once per kernel and name
+            again = dualgpu.jvp(_run_alpha, (0.3,), (1.0,))
+    assert np.array_equal(again[1], tangent)
+    # the derivative of the dual runs (ALPHA an argument in effect): their own differences
+    h = 1e-6
+    ahead = dualgpu.jvp(_run_alpha, (0.3 + h,), (1.0,))[0]
+    behind = dualgpu.jvp(_run_alpha, (0.3 - h,), (1.0,))[0]
+    np.testing.assert_allclose(tangent, (ahead - behind) / (2 * h), rtol=1e-6, atol=1e-9)
+    assert not np.array_equal(value, first)

@@ -19,7 +19,8 @@ import weakref
 from dualgpu.core.dual import Dual
 from dualgpu.core.dualarray import DualArray
 
-__all__ = ["SHUFFLES", "frozen_values", "global_names", "rebind", "uses_dual_scratch"]
+__all__ = ["SHUFFLES", "frozen_plain", "frozen_values", "global_names", "rebind",
+           "uses_dual_scratch"]
 
 #: py_func -> the values of its globals and closure cells at its first copy
 _FROZEN = weakref.WeakKeyDictionary()
@@ -84,6 +85,34 @@ def frozen_values(py_func):
                 value = cell
         cells.append(value)
     return frozen[0], tuple(cells)
+
+
+def frozen_plain(py_func, name, cell=None):
+    """``(True, value)`` where ``py_func``'s first copy froze the global ``name`` (or the
+    closure ``cell``) at a value holding no dual (numba's rule: its plain runs keep that value
+    whatever the name holds later); ``(False, None)`` before its first copy, or where the
+    value is read live (a Dual then, or an empty cell)."""
+    try:
+        frozen = _FROZEN.get(py_func)
+    except TypeError:
+        return False, None
+    if frozen is None:
+        return False, None
+    if cell is None:
+        if name not in frozen[0]:
+            return False, None
+        value = frozen[0][name]
+    else:
+        closure = py_func.__closure__ or ()
+        index = next((k for k, c in enumerate(closure) if c is cell), None)
+        if index is None or frozen[1][index] is cell:
+            return False, None
+        value = frozen[1][index]
+    return (False, None) if _holds_live(value) else (True, value)
+
+
+def _holds_live(value):
+    return _live(value) or type(value) is tuple and any(map(_holds_live, value))
 
 
 def rebind(py_func, replace, replace_cell=None):
