@@ -269,8 +269,12 @@ class Follower:
         pending = self.pending.pop(frame, None)
         if pending is not None:
             statement = pending[0]
-            if event == "line" and statement.first < frame.f_lineno <= statement.last:
-                self.pending[frame] = pending  # a later line of the same statement
+            # a later line of the same statement, or its first line again (Python 3.11 reports
+            # it again for the store of `u[:] = (a\n + b)`): on, past the instruction the
+            # statement started at (a loop running it again starts at that instruction)
+            if (event == "line" and statement.first <= frame.f_lineno <= statement.last
+                    and frame.f_lasti > pending[4]):
+                self.pending[frame] = pending
                 return self._local
             self._finish(pending)
         if event == "line":
@@ -351,7 +355,7 @@ class Follower:
                     except ValueError:
                         pass
             hooks.FOLLOWED.on = True
-            self.pending[frame] = (statement, shadows, _where(frame), views)
+            self.pending[frame] = (statement, shadows, _where(frame), views, frame.f_lasti)
 
     def _check_dual_target(self, statement, scope, frame):
         """A line that writes a dual array with a value numpy computed from a kept buffer
@@ -409,7 +413,7 @@ class Follower:
                     "it is made.")
 
     def _finish(self, pending):
-        statement, shadows, where, views = pending
+        statement, shadows, where, views, _ = pending
         hooks.FOLLOWED.on = False
         for view in views:
             view.flags.writeable = False

@@ -453,3 +453,53 @@ def test_a_changed_value_dualgpu_did_not_see_is_refused_not_zeroed():
         dualgpu.jacobian(f, 0.3)
     message = str(err.value)
     assert "u_new" in message and "2 element(s)" in message and "did not see" in message
+
+
+# formatted as black and ruff format long lines: each write spans several lines, and Python
+# 3.11 reports the first line again for the store (the statement was finished before it ran)
+def _split_paren(u, u_new, k):
+    u[:] = (0.9 * u_new
+            + 0.1 * u_new)
+
+
+def _split_backslash(u, u_new, k):
+    u[:] = 0.9 * u_new + \
+        0.1 * u_new
+
+
+def _split_call(u, u_new, k):
+    np.copyto(u,
+              u_new)
+
+
+def _split_inplace(u, u_new, k):
+    u += (
+        0.5 * (u_new - u)
+    )
+
+
+def _split_where(u, u_new, k):
+    u[:] = np.where(u_new > 0.5,
+                    u_new, 0.5 * u_new)
+
+
+def _split_target(u, u_new, k):
+    u[
+        1:-1
+    ] = u_new[1:-1]
+
+
+@pytest.mark.parametrize("write", [_split_paren, _split_backslash, _split_call, _split_inplace,
+                                   _split_where, _split_target])
+def test_a_write_over_several_lines_is_followed(write):
+    def f(r):
+        u, u_new = _u0(), np.zeros(8)
+        for k in range(3):  # the same statement again: each run of it is its own write
+            step[1, 8](u, u_new, r)
+            write(u, u_new, k)
+        return u
+
+    with dualgpu.using_backend("cpu"), dualgpu.keep_host_buffers():
+        J = dualgpu.jacobian(f, 0.3)
+    np.testing.assert_allclose(_flat(J), central_fd(f, 0.3), rtol=1e-6, atol=1e-9)
+    assert np.abs(_flat(J)).max() > 0.01
