@@ -98,7 +98,8 @@ def zeros(shape: int | tuple[int, ...], dtype: npt.DTypeLike = np.float64) -> An
     ----------
     shape : int or tuple of int
         1 to 3 dimensions under the driver (any for the plain array).
-    dtype : float32 or float64 (other dtypes always give a plain array)
+    dtype : float32, float64, complex64 or complex128 (other dtypes always give a plain
+        array; complex ones too inside a second-order derivative, where duals are real)
 
     Returns
     -------
@@ -121,10 +122,11 @@ def zeros(shape: int | tuple[int, ...], dtype: npt.DTypeLike = np.float64) -> An
     shape = (int(dims),) if np.ndim(dims) == 0 else tuple(int(s) for s in dims)
     dtype = np.dtype(dtype)
     levels = active_levels()
-    if dtype.kind != "f" or not levels:
+    if dtype.kind not in "fc" or not levels:
         return np.zeros(shape, dtype)
-    if len(levels) > 1:
-        return nested_zeros(shape, levels, dtype, np.zeros)
+    if len(levels) > 1:  # (complex duals are first order only: a store of one is refused)
+        return nested_zeros(shape, levels, dtype, np.zeros) if dtype.kind == "f" else \
+            np.zeros(shape, dtype)
     return DualArray(np.zeros(shape, dtype), np.zeros((levels[-1],) + shape, lane_dtype(dtype)))
 
 
@@ -267,7 +269,7 @@ def _store_into_float_array(frame):
         return None
     name = match.group(1)
     target = frame.f_locals.get(name, frame.f_globals.get(name))
-    if not isinstance(target, np.ndarray) or target.dtype.kind != "f":
+    if not isinstance(target, np.ndarray) or target.dtype.kind not in "fc":
         return None
     return filename, line, name, target
 
@@ -425,7 +427,7 @@ class Registry:
     def substitute_one(self, item):
         """``item``, or the DualArray standing for it if it is a kept buffer or a view of one."""
         if isinstance(item, np.ndarray) and not isinstance(item, DualArray) \
-                and item.dtype.kind == "f":
+                and item.dtype.kind in "fc":
             found = self.lookup(item)
             if found is not None:
                 return found
@@ -491,7 +493,7 @@ class Registry:
         values back (``token`` is None when nothing was replaced).
         """
         float_arrays = [i for i, a in enumerate(args)
-                        if isinstance(a, np.ndarray) and a.dtype.kind == "f"
+                        if isinstance(a, np.ndarray) and a.dtype.kind in "fc"
                         and 1 <= a.ndim <= 3]
         if not float_arrays:
             return args, None
@@ -606,12 +608,12 @@ class Registry:
                         "of f's result tuple (return u, v), not inside a nested one."
                     ) from error
             return type(item)(parts)
-        if isinstance(item, np.ndarray) and item.dtype.kind == "f":
+        if isinstance(item, np.ndarray) and item.dtype.kind in "fc":
             found = self.lookup(item)
             if found is not None:
                 return found.copy_to_host()
         if (isinstance(item, (np.ndarray, np.generic, float))
-                and np.asarray(item).dtype.kind == "f"):
+                and np.asarray(item).dtype.kind in "fc"):
             plain.append((path or "0", item))
         return item
 
@@ -637,7 +639,7 @@ def copy_to_plain(source, ary):
         cannot be mirrored: the message names the buffer, the line and the fix.
     """
     registry = active()
-    if (registry is not None and isinstance(ary, np.ndarray) and ary.dtype.kind == "f"
+    if (registry is not None and isinstance(ary, np.ndarray) and ary.dtype.kind in "fc"
             and not source.tag and registry.copy_into(ary, source)):
         return ary
     where = caller_line()
@@ -675,7 +677,7 @@ def substitute(items):
         return items
     out = []
     for item in items:
-        if isinstance(item, np.ndarray) and item.dtype.kind == "f":
+        if isinstance(item, np.ndarray) and item.dtype.kind in "fc":
             found = registry.lookup(item, live=True)
             item = item if found is None else found
         elif type(item) in (list, tuple):
@@ -704,7 +706,7 @@ def store_out(ufunc_name, out, result):
         Outside the driver's kept buffers, or for memory that cannot be kept.
     """
     registry = active()
-    if (registry is not None and isinstance(out, np.ndarray) and out.dtype.kind == "f"
+    if (registry is not None and isinstance(out, np.ndarray) and out.dtype.kind in "fc"
             and registry.store_out(out, result)):
         return out
     where = caller_line()

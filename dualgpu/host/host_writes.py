@@ -297,7 +297,7 @@ class Follower:
                     continue
                 for v in value if isinstance(value, tuple) else (value,):
                     if (isinstance(v, np.ndarray) and not isinstance(v, DualArray)
-                            and v.dtype.kind == "f"):
+                            and v.dtype.kind in "fc"):
                         targets.append(v)
                     elif isinstance(v, DualArray):
                         duals.append(v)
@@ -427,7 +427,7 @@ def _brings(value, registry):
         return True
     if isinstance(value, (list, tuple)):
         return any(isinstance(v, (Dual, DualArray)) for v in value)
-    if isinstance(value, np.ndarray) and value.dtype.kind == "f":
+    if isinstance(value, np.ndarray) and value.dtype.kind in "fc":
         shadow = registry.find(value)
         return shadow is not None and shadow.live
     return False

@@ -410,7 +410,7 @@ class Kernel:
             return []
         read_only = _read_only_params(self)
         return [p for p, a in zip(self._params, args)
-                if type(a) is np.ndarray and a.dtype.kind == "f"
+                if type(a) is np.ndarray and a.dtype.kind in "fc"
                 and a.ndim > read_only.get(p, 0)]
 
     @functools.cached_property

@@ -138,7 +138,7 @@ def make_plan(kernel, name, griddim, blockdim, sharedmem, args):
     if watch and captured_duals(kernel):
         return None
     if active() is not None and any(
-            type(a) is np.ndarray and a.dtype.kind == "f" and 1 <= a.ndim <= 3 for a in args):
+            type(a) is np.ndarray and a.dtype.kind in "fc" and 1 <= a.ndim <= 3 for a in args):
         return None  # the host-buffer registry looks at these at every launch
     make = getattr(kernel.compiled(name), "plan", None)
     if make is None:
