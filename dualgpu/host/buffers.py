@@ -57,6 +57,7 @@ from dualgpu.core._context import active_lanes, active_levels, lane_dtype
 from dualgpu.core.dual import Dual
 from dualgpu.core.dualarray import DualArray
 from dualgpu.core.nested import zeros as nested_zeros
+from dualgpu.core.object_arrays import is_object_array
 from dualgpu.core.selection import _in_simulated_thread, backend
 from dualgpu.errors import DualgpuError
 from dualgpu.core._paths import PACKAGE_DIR
@@ -358,7 +359,9 @@ def register_porting(to_device, holds_duals):
 
 
 def _holds_duals(arg):
-    return isinstance(arg, (Dual, DualArray)) or _PORTING["holds_duals"](arg)
+    # (an object array of duals, np.array([k, 2 * k]), becomes a DualArray at the launch)
+    return isinstance(arg, (Dual, DualArray)) or _PORTING["holds_duals"](arg) or (
+        is_object_array(arg) and any(isinstance(x, Dual) for x in arg.flat))
 
 
 class Registry:

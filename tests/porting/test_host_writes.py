@@ -550,3 +550,27 @@ def test_dualgpu_zeros_holds_complex_duals():
     h = 1e-6
     assert J.dtype == np.complex128
     np.testing.assert_allclose(np.ravel(J), (f(0.4 + h) - f(0.4 - h)) / (2 * h), rtol=1e-7)
+
+
+@cuda.jit
+def _forced(u, p, dt):
+    i = cuda.grid(1)
+    if i < u.shape[0]:
+        u[i] = u[i] + dt * (p[0] * u[i] - p[1] * u[i] ** 3)
+
+
+def _forced_run(k):
+    u = np.linspace(0.1, 1.0, 8)
+    p = np.array([k, 2.0 * k])  # an object array of duals: a DualArray at the launch
+    for _ in range(4):
+        _forced[1, 8](u, p, 0.05)
+    return u
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_parameters_in_an_object_array_beside_a_kept_buffer(backend):
+    """The launch's only duals in an object array (``np.array([k, 2 * k])``): the kept
+    buffer it writes was left plain, and the store refused."""
+    with dualgpu.using_backend(backend), dualgpu.keep_host_buffers():
+        J = dualgpu.jacobian(_forced_run, 0.7)
+    np.testing.assert_allclose(_flat(J), central_fd(_forced_run, 0.7), rtol=1e-6, atol=1e-9)
