@@ -284,6 +284,29 @@ def float_message(line):
 _WRITING = threading.local()
 
 
+#: numpy's reductions of object arrays that convert their result with ``dtype.type(...)``:
+#: (file name, function) -> the reduction's name
+_NUMPY_REDUCTIONS = {("_methods.py", "_mean"): "mean", ("_methods.py", "_var"): "var",
+                     ("_methods.py", "_std"): "std",
+                     ("_function_base_impl.py", "average"): "average",
+                     ("function_base.py", "average"): "average"}
+
+
+def _numpy_reduction(frame):
+    """The name of the numpy reduction ``frame`` and its callers within numpy run (the
+    outermost: np.std runs _var), or None."""
+    found = None
+    for _ in range(5):
+        if frame is None:
+            break
+        code = frame.f_code
+        name = _NUMPY_REDUCTIONS.get((code.co_filename.rsplit("/", 1)[-1], code.co_name))
+        if name is not None and "numpy" in code.co_filename:
+            found = name
+        frame = frame.f_back
+    return found
+
+
 def float_message_here(depth=2):
     """:func:`float_message` for the host line that called ``float()`` (``depth`` frames up)."""
     return float_message_at(sys._getframe(depth))
@@ -299,7 +322,15 @@ def float_message_at(frame):
     _WRITING.active = True
     try:
         found = user_frame(frame)
-        return float_message(None if found is None else describe_host_line(found))
+        message = float_message(None if found is None else describe_host_line(found))
+        reduction = _numpy_reduction(frame)
+        if reduction is not None:  # np.mean of a list of Duals: its fix, not the general one
+            head, _, rest = message.partition("\n")
+            message = (f"{head}\nnumpy's {reduction} of a list (an object array) of Duals "
+                       "converts its result with float(). Fix: stack the Duals into a "
+                       f"DualArray first, np.stack(values).{reduction}() (or "
+                       f"np.{reduction}(np.stack(values))), which keeps the partials.")
+        return message
     except Exception:  # noqa: BLE001  (a message must never fail)
         return float_message(None)
     finally:

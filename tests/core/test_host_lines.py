@@ -144,3 +144,24 @@ def test_cast_of_a_list_under_the_driver_differentiates():
     jac = np.asarray(dualgpu.jacobian(f, np.float32(1.5)))
     np.testing.assert_allclose(jac.reshape(-1), [3.0, 9.0], rtol=1e-6)
     assert jac.dtype == np.float32
+
+
+@pytest.mark.parametrize("name", ["mean", "std", "var", "average"])
+def test_numpy_reductions_of_a_list_of_duals_name_the_stack_fix(name):
+    """np.mean (std, var, average) of a list of Duals, energies collected per step: numpy
+    converts the object array's result with float(); the message gave the general fix, which
+    does not apply. It names the working one, which the derivative then confirms."""
+    def energies(c):
+        return [c * (k + 1.0) for k in range(3)]  # c, 2c, 3c
+
+    c = Dual(2.0, [1.0])
+    with pytest.raises(TypeError, match=rf"numpy's {name} of a list .* of Duals.*"
+                                        rf"np\.stack\(values\)\.{name}\(\)"):
+        getattr(np, name)(energies(c))
+    fixed = getattr(np, name)(np.stack(energies(c))) if name == "average" else \
+        getattr(np.stack(energies(c)), name)()
+    expected = {"mean": 2.0, "std": math.sqrt(2.0 / 3.0), "var": 2.0 / 3.0, "average": 2.0}
+    assert float(fixed.value) == pytest.approx(2.0 * expected[name] if name != "var"
+                                               else 4.0 * expected[name])
+    assert float(fixed.partials[0]) == pytest.approx(expected[name] if name != "var"
+                                                     else 2 * 2.0 * expected[name])
