@@ -102,7 +102,7 @@ _INT64 = (-(2 ** 63), 2 ** 63)
 #: table's elements as it types the scalar)
 _NUMBERS = {t: ("n", np.dtype(t).str) for t in (
     bool, np.bool_, np.float32, np.int32, np.int16, np.int8, np.uint8, np.uint16,
-    np.uint32, np.uint64)}
+    np.uint32, np.uint64, complex, np.complex64, np.complex128)}
 
 
 def statistics():
@@ -269,7 +269,7 @@ class _Recorder:
     def adopt(self, array, source=None):
         values, partials = _RAW_VALUES(array), _RAW_PARTIALS(array)
         if (array.tag or len(self.owned) >= MAX_BUFFERS or type(values) is DualArray
-                or not isinstance(values, np.ndarray) or values.dtype.kind != "f"
+                or not isinstance(values, np.ndarray) or values.dtype.kind not in "fc"
                 or partials.dtype != values.dtype):
             if self.trace is not None:
                 self.trace.untraceable("f allocated a dual array that is not captured")
@@ -392,8 +392,9 @@ class _Recorder:
             escaped = self.escaped.get(id(a))
             if escaped:
                 return f"a dual array argument whose data {escaped}"
-            return "a dual array not allocated by f in this run (or one of more than " \
-                   f"{MAX_BUFFERS})"
+            return ("a dual array that f did not allocate in this run with cuda.to_device, "
+                    "device_array or device_array_like (an argument of f, one built on the "
+                    f"host such as np.stack of duals, or one of more than {MAX_BUFFERS})")
         if isinstance(a, np.ndarray):
             return f"a {type(a).__name__} argument (plain arrays are read by host code " \
                    "unseen; only dual arrays f allocates are captured)"
