@@ -241,6 +241,13 @@ def _call_fix(line):
 
 def _store_fix(line):
     target = line.target or "the array"
+    if _in_simulated_kernel():  # a shared or local array of a kernel the CUDA simulator runs
+        return (f"storing a Dual into {target}, a shared or local array of a kernel the CUDA "
+                "simulator runs, converts it with float(): such an array holds duals only "
+                "where its type can (real float32/float64 arrays; not complex ones, see the "
+                f"limitations page). Fix: pass {target} to the kernel as an argument, "
+                f"allocated with {target} = cuda.device_array(shape, dtype) outside it (a "
+                "DualArray under the driver), in place of the shared or local array.")
     return (f"storing a Dual into the numpy float array {target} converts it with float(); a "
             f"numpy array has no room for the partials. Fix: allocate {target} so that it "
             f"holds duals while a derivative runs: {target} = dualgpu.cuda.pinned_array(shape) "
@@ -279,6 +286,12 @@ def float_message(line):
                "dualgpu.dmath keep the partials; cast with dualgpu.float32/float64.")
     shown = f"\n    {line.source}" if line.source else ""
     return f"{head}: at {line.location}{shown}\n{fix}\n{last}"
+
+
+def _in_simulated_kernel():
+    from dualgpu.core.selection import _in_simulated_thread  # (selection imports this module)
+
+    return _in_simulated_thread()
 
 
 _WRITING = threading.local()

@@ -3,6 +3,7 @@
 The kernels (tests/fixtures/kernels_complex.py) are numba.cuda kernels ported with the import
 line alone. Jacobians against analytic values and central differences of plain launches.
 """
+import numba
 import numpy as np
 import pytest
 
@@ -146,3 +147,30 @@ def test_holomorphic_jacobian_through_a_simulated_kernel():
     with dualgpu.using_backend("cudasim"):
         jac = dualgpu.jacobian(f, z, holomorphic=True, progress=False)
     np.testing.assert_allclose(jac, np.eye(3) * np.exp(-0.1j), rtol=1e-15)
+
+
+@dualgpu.cuda.jit
+def _smooth_in_a_complex_tile(psi, out, g):
+    sh = dualgpu.cuda.shared.array(16, dtype=numba.complex128)
+    t = dualgpu.cuda.threadIdx.x
+    n = psi.shape[0]
+    if t < n:
+        sh[t] = psi[t] * (1.0 + 1j * g)
+    dualgpu.cuda.syncthreads()
+    if t < n:
+        out[t] = 0.5 * sh[t] + 0.25 * (sh[(t + 1) % n] + sh[(t - 1) % n])
+
+
+def test_a_complex_shared_tile_gets_the_fix_a_kernel_can_take():
+    """cudasim: a complex dual stored into a complex shared array (a documented limit) was
+    refused with host code's fixes (pinned_array, np.stack), which a kernel cannot use."""
+    def run(g):
+        psi = dualgpu.cuda.to_device(np.exp(1j * np.linspace(0, 1, 8)))
+        out = dualgpu.cuda.device_array_like(psi)
+        _smooth_in_a_complex_tile[1, 8](psi, out, g)
+        return out.copy_to_host()
+
+    with dualgpu.using_backend("cudasim"), pytest.raises(
+            TypeError, match=r"into sh, a shared or local array of a kernel the CUDA simulator "
+                             r"runs.*Fix: pass sh to the kernel as an argument"):
+        dualgpu.jacobian(run, 0.3)
