@@ -239,9 +239,9 @@ def _call_fix(line):
             "dualgpu.dmath for math, dualgpu.float32/float64 for casts).")
 
 
-def _store_fix(line):
+def _store_fix(line, scratch=False):
     target = line.target or "the array"
-    if _in_simulated_kernel():  # a shared or local array of a kernel the CUDA simulator runs
+    if scratch:  # a shared or local array of a kernel the CUDA simulator runs
         return (f"storing a Dual into {target}, a shared or local array of a kernel the CUDA "
                 "simulator runs, converts it with float(): such an array holds duals only "
                 "where its type can (real float32/float64 arrays; not complex ones, see the "
@@ -255,7 +255,7 @@ def _store_fix(line):
             "or collect the values in a list and np.stack(...) them.")
 
 
-def float_message(line):
+def float_message(line, scratch=False):
     """The message for ``float(Dual)`` at ``line`` (a :class:`HostLine` or None).
 
     It starts with ``float(Dual) would drop the partials`` (callers match that), names
@@ -278,7 +278,7 @@ def float_message(line):
                 "dualgpu.float32(d) or dualgpu.float64(d); allocate buffers with "
                 f"dualgpu.cuda.device_array.\n{last}")
     if line.kind == "store":
-        fix = _store_fix(line)
+        fix = _store_fix(line, scratch)
     elif line.kind == "call":
         fix = _call_fix(line)
     else:
@@ -288,10 +288,18 @@ def float_message(line):
     return f"{head}: at {line.location}{shown}\n{fix}\n{last}"
 
 
-def _in_simulated_kernel():
+def _scratch_store(line, frame):
+    """True for a store into an array a kernel run by the CUDA simulator made itself (a shared
+    or local array: not one of its parameters)."""
+    if line is None or line.kind != "store" or not line.target:
+        return False
     from dualgpu.core.selection import _in_simulated_thread  # (selection imports this module)
 
-    return _in_simulated_thread()
+    if not _in_simulated_thread():
+        return False
+    code = frame.f_code
+    name = line.target.split("[")[0].split(".")[0].strip()
+    return name.isidentifier() and name not in code.co_varnames[:code.co_argcount]
 
 
 _WRITING = threading.local()
@@ -335,7 +343,8 @@ def float_message_at(frame):
     _WRITING.active = True
     try:
         found = user_frame(frame)
-        message = float_message(None if found is None else describe_host_line(found))
+        line = None if found is None else describe_host_line(found)
+        message = float_message(line, _scratch_store(line, found))
         reduction = _numpy_reduction(frame)
         if reduction is not None:  # np.mean of a list of Duals: its fix, not the general one
             head, _, rest = message.partition("\n")
