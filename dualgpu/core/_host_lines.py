@@ -26,6 +26,7 @@ import numpy as np
 from dualgpu.core import dmath
 from dualgpu.core._paths import PACKAGE_DIR
 from dualgpu.core.dual import Dual
+from dualgpu.core.selection import _in_simulated_thread
 
 __all__ = ["HostLine", "describe_host_line", "float_message", "float_message_at",
            "float_message_here", "user_frame"]
@@ -293,8 +294,6 @@ def _scratch_store(line, frame):
     or local array: not one of its parameters)."""
     if line is None or line.kind != "store" or not line.target:
         return False
-    from dualgpu.core.selection import _in_simulated_thread  # (selection imports this module)
-
     if not _in_simulated_thread():
         return False
     code = frame.f_code
