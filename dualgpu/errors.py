@@ -155,6 +155,14 @@ def complex_dual_message(operation):
     )
 
 
+#: functions with a tuple answer, written with functions that have rules (x the Dual)
+_WRITTEN_WITH = {
+    "math.modf": "frac = math.fmod(x, 1.0); whole = x - frac (d frac/dx = 1, d whole/dx = 0)",
+    "math.frexp": "e = math.floor(math.log2(abs(x))) + 1; m = x / 2.0 ** e (x = m * 2 ** e "
+                  "with 0.5 <= |m| < 1; e has no derivative)",
+}
+
+
 def missing_rule_message(qualname):
     """Return the error text for a function with no derivative rule.
 
@@ -176,6 +184,11 @@ def missing_rule_message(qualname):
     'gamma has no derivative rule in dualgpu, so it cannot take a Dual'
     """
     short = qualname.rsplit(".", 1)[-1]
+    written = _WRITTEN_WITH.get(qualname)
+    if written is not None:  # a tuple answer: a rule cannot say it; the same from rules that exist
+        return (f"{qualname} has no derivative rule in dualgpu, so it cannot take a Dual: it "
+                f"returns two numbers, which a rule cannot describe. Fix: write it with "
+                f"functions that have rules, in the kernel as on the host: {written}.")
     return (
         f"{qualname} has no derivative rule in dualgpu, so it cannot take a Dual. "
         f"Add one line to UNARY_RULES or BINARY_RULES in dualgpu/rules.py, e.g. "

@@ -114,6 +114,9 @@ UNARY_RULES = {
     "fabs": Rule("math.fabs", ("1 if x >= 0 else -1",), ((-5, 5),)),
     "erf": Rule("math.erf", ("1.1283791670955126 * exp(-x * x)",), ((-2, 2),)),
     "erfc": Rule("math.erfc", ("-1.1283791670955126 * exp(-x * x)",), ((-2, 2),)),
+    # angles: 180 / pi and pi / 180 (numpy's rad2deg and deg2rad are these)
+    "degrees": Rule("math.degrees", ("57.29577951308232",), ((-3, 3),)),
+    "radians": Rule("math.radians", ("0.017453292519943295",), ((-180, 180),)),
 }
 
 #: Functions of two arguments. A dual combined with a plain number uses only
@@ -173,6 +176,7 @@ NUMPY_UFUNCS = {
     "arcsinh": "asinh", "arccosh": "acosh", "arctanh": "atanh",
     "exp": "exp", "expm1": "expm1", "log": "log", "log1p": "log1p", "log2": "log2",
     "log10": "log10", "sqrt": "sqrt",
+    "degrees": "degrees", "rad2deg": "degrees", "radians": "radians", "deg2rad": "radians",
     "add": "add", "subtract": "sub", "multiply": "mul", "divide": "truediv",
     "floor_divide": "floordiv", "remainder": "mod", "power": "pow",
     "minimum": "min", "maximum": "max", "arctan2": "atan2", "hypot": "hypot",
@@ -186,10 +190,6 @@ NUMPY_UFUNCS = {
 NUMPY_ONLY_RULES = {
     "square": Rule("numpy.square", ("2 * x",), ((-5, 5),)),
     "reciprocal": Rule("numpy.reciprocal", ("-ans * ans",), ((0.5, 5),)),
-    "deg2rad": Rule("numpy.deg2rad", ("0.017453292519943295",), ((-180, 180),)),
-    "radians": Rule("numpy.radians", ("0.017453292519943295",), ((-180, 180),)),
-    "rad2deg": Rule("numpy.rad2deg", ("57.29577951308232",), ((-3, 3),)),
-    "degrees": Rule("numpy.degrees", ("57.29577951308232",), ((-3, 3),)),
 }
 
 #: numpy ufuncs whose answer has zero derivative wherever it has one. On host duals they

@@ -237,3 +237,28 @@ def test_launch_configuration_mistakes_numba_cuda_refuses(backend):
                                                r"axpy\[griddim, blockdim\]\(x, y, a\)"):
             axpy[1, 8](x, y, a=2.0)
     np.testing.assert_array_equal(y, 2.0 * x)  # only the first launch ran
+
+
+@pytest.mark.parametrize("name", ["modf", "frexp"])
+def test_functions_with_tuple_answers_name_the_forms_that_have_rules(name):
+    """math.modf and math.frexp return two numbers: the message proposed a one-line rule,
+    which cannot describe them; it writes them with functions that have rules, and those
+    forms differentiate in a kernel (against central differences)."""
+    from kernels_for_errors import split_number
+
+    message = str(MissingRuleError(dualgpu.errors.missing_rule_message(f"math.{name}")))
+    assert "returns two numbers" in message
+    assert ("math.fmod(x, 1.0)" if name == "modf" else "math.floor(math.log2(abs(x)))") \
+        in message
+
+    def f(a):
+        x = dualgpu.cuda.to_device(np.array([1.3, 2.7, 5.5, -3.2]))
+        frac, mantissa = dualgpu.cuda.device_array(4), dualgpu.cuda.device_array(4)
+        split_number[1, 4](x, a, frac, mantissa)
+        return frac.copy_to_host(), mantissa.copy_to_host()
+
+    with dualgpu.using_backend("cpu"):
+        J = dualgpu.jacobian(f, 1.1)
+    h = 1e-7
+    for got, ahead, behind in zip(J, f(1.1 + h), f(1.1 - h)):
+        np.testing.assert_allclose(np.ravel(got), (ahead - behind) / (2 * h), rtol=1e-6)
