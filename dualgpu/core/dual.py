@@ -315,7 +315,16 @@ class Dual:
     def __trunc__(self):
         return math.trunc(self._decided())
 
-    __hash__ = None
+    def __hash__(self):
+        # unhashable, as numpy arrays and JAX's tracers are (== compares values); the message
+        # says where a user meets it: a cache keyed by a differentiated parameter
+        raise TypeError(
+            "unhashable type: 'Dual': a differentiated value cannot key a dict, a set or "
+            "functools.lru_cache (equal values may carry different partials, and a kernel "
+            "cached for one Dual would reuse its partials for another). A kernel factory "
+            "cached by its parameter meets this under the driver. Fix: pass the parameter to "
+            "the kernel as an argument (one kernel for every value), or key the cache on "
+            "plain numbers only.")
 
     def astype(self, dtype):
         """Return this dual cast to ``dtype`` (float32/float64 keep the partials).

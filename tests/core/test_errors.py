@@ -262,3 +262,19 @@ def test_functions_with_tuple_answers_name_the_forms_that_have_rules(name):
     h = 1e-7
     for got, ahead, behind in zip(J, f(1.1 + h), f(1.1 - h)):
         np.testing.assert_allclose(np.ravel(got), (ahead - behind) / (2 * h), rtol=1e-6)
+
+
+def test_a_kernel_factory_cached_by_its_parameter_gets_the_fix():
+    """``functools.lru_cache`` on a kernel factory: under the driver its parameter is a Dual,
+    which was unhashable with Python's bare message; a hashable Dual would hand one chunk's
+    kernel (its closure's partials) to the next. The message says what to do."""
+    import functools
+
+    @functools.lru_cache(maxsize=None)
+    def make(tau):
+        return tau
+
+    with pytest.raises(TypeError, match=r"unhashable type: 'Dual'.*kernel factory cached by "
+                                        r"its parameter.*Fix: pass the parameter"):
+        make(Dual(0.4, [1.0]))
+    assert make(0.4) == 0.4  # plain numbers are cached as before
