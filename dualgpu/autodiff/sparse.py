@@ -44,7 +44,7 @@ from dualgpu.autodiff._results import DirectionMajor
 from dualgpu.autodiff.distributed import chunk_runner
 from dualgpu.autodiff.engine import _Input, _unpack, dense_jacobian, push_forward
 from dualgpu.autodiff.coloring import Coloring, color_columns
-from dualgpu.core.dual import check_dtype
+from dualgpu.core.dual import DECISIONS, check_dtype
 from dualgpu.core.dualarray import DualArray
 from dualgpu.errors import DualgpuError
 from dualgpu.core.lanes import LIVE_ARRAYS, batch_lanes, check_chunk_size, driver_tiles
@@ -205,9 +205,12 @@ def detect_sparsity(f: Function, args: Sequence[Any], argnum: int = 0, *,
 
 
 def _traced_output(f, call, per_run, mode):
-    """The tracer lanes of f's output; a global tracer's refusal of a branch, named."""
+    """The tracer lanes of f's output; a global tracer's refusal of a branch, named; and, for
+    a global pattern, a refusal of Python decisions f's host code took from the traced values
+    (``np.argmax``, ``np.digitize``, ``astype(int)``: :data:`dualgpu.core.dual.DECISIONS`)."""
+    decisions = DECISIONS[0]
     try:
-        return _single_output(f(*call), per_run, "detect_sparsity")[1]
+        found = _single_output(f(*call), per_run, "detect_sparsity")[1]
     except ValueError as error:
         if mode != "global" or GLOBAL_BRANCH_MESSAGE not in str(error):
             raise
@@ -222,6 +225,17 @@ def _traced_output(f, call, per_run, mode):
             "pattern (sparsity='detect'), which sparse_jacobian checks when it is reused at "
             "another input, or pass a pattern that holds everywhere (banded_pattern...)."
         ) from None
+    if mode == "global" and DECISIONS[0] != decisions:
+        raise DualgpuError(
+            "detect_sparsity(mode='global'): f's host code took a decision from the values of "
+            "the traced input (np.argmax/argsort/searchsorted/digitize, a comparison, int(), "
+            "round() or astype(int) of a value that depends on it), so the pattern of this "
+            "run need not hold at another input, and a global pattern is trusted at every "
+            "input without a check. Fix: use the local pattern (sparsity='detect'), which "
+            "sparse_jacobian checks with a probe lane when it is reused at another input, or "
+            "pass a pattern that holds everywhere."
+        )
+    return found
 
 
 def _raising_kernel(traceback):

@@ -307,3 +307,54 @@ def test_reuse_where_the_pattern_holds_passes_the_tight_probe(dtype):
         J1 = sparse.sparse_jacobian(f, (u1,), sparsity=J.coloring, progress=False)
         J2 = sparse.sparse_jacobian(f, (u1,), progress=False)
     np.testing.assert_allclose(J1.toarray(), J2.toarray(), rtol=0, atol=0)
+
+
+@cuda.jit
+def _product_with_shift(u, out, s):
+    i = cuda.grid(1)
+    n = u.shape[0]
+    if i < n:
+        out[i] = u[(i + s) % n] * u[i]
+
+
+def _host_decided(how):
+    """A second launch whose shift f's host code takes from the first launch's values."""
+    def f(u):
+        d = cuda.to_device(u)
+        o = cuda.device_array_like(d)
+        _product_with_shift[1, 32](d, o, 1)
+        h = o.copy_to_host()
+        if how == "argmax":
+            s = int(np.argmax(h))
+        elif how == "digitize":
+            s = int(np.digitize(h, [0.5, 1.0, 1.5])[0])
+        else:
+            s = int(h.astype(np.int64)[1])
+        o2 = cuda.device_array_like(d)
+        _product_with_shift[1, 32](cuda.to_device(h), o2, s)
+        return o2.copy_to_host()
+    return f
+
+
+@pytest.mark.parametrize("how", ["argmax", "digitize", "astype"])
+def test_a_global_pattern_refuses_host_decisions_on_the_traced_values(how):
+    """Host code picks a launch's shift from values (np.argmax, np.digitize, astype(int)):
+    the 'global' pattern held at the detection input only, and its coloring, trusted at
+    every input without a probe, gave wrong entries (errors of 1 to 4) at another. It is
+    refused, with the local pattern as the fix; the local one is checked where reused."""
+    f = _host_decided(how)
+    u1 = np.linspace(0.5, 1.5, 8)
+    u2 = -np.linspace(0.5, 1.5, 8)[::-1]
+    u2[1] = 1.7
+    with dualgpu.using_backend("cpu"):
+        with pytest.raises(DualgpuError, match=r"mode='global'\): f's host code took a decision "
+                                               r"from the values.*sparsity='detect'"):
+            dualgpu.jacobian(f, u1, sparsity="detect-global")
+        local = dualgpu.jacobian(f, u1, sparsity="detect")
+        np.testing.assert_allclose(sparse.to_dense(local), dualgpu.jacobian(f, u1), rtol=1e-12)
+        try:  # reused where the shift differs: right, or refused by the probe lane
+            J2 = sparse.to_dense(dualgpu.jacobian(f, u2, sparsity=local.coloring))
+        except DualgpuError as error:
+            assert "probe" in str(error) or "pattern" in str(error)
+        else:
+            np.testing.assert_allclose(J2, dualgpu.jacobian(f, u2), rtol=1e-12, atol=1e-12)
