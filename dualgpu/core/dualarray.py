@@ -8,6 +8,8 @@ host code) this class does the same with :class:`dualgpu.Dual` elements.
 """
 from __future__ import annotations
 
+import linecache
+import re
 import sys
 
 import numpy as np
@@ -320,8 +322,10 @@ class DualArray(DualArrayBase):
             values = self.copy_to_host().values if self.is_device else self.values
             return np.asarray(values, dtype)
         # a store into a plain host buffer (buf[:] = u) gets a message naming the buffer, the
-        # line and the fix (dualgpu.host.buffers); anything else the general one
-        raise TypeError(hooks.array_message(sys._getframe(1)) or (
+        # line and the fix (dualgpu.host.buffers); numpy's array constructors theirs; anything
+        # else the general one
+        frame = sys._getframe(1)
+        raise TypeError(hooks.array_message(frame) or _constructor_message(frame) or (
             "a DualArray cannot become a plain numpy array without dropping its partials. "
             "numpy functions and operators work on it directly (np.sum(u), u * x, u @ x, "
             "np.linalg.norm(u - data)) and keep the partials; allocate arrays like it with "
@@ -521,6 +525,35 @@ for _name, _ufunc in _COMPARISON_OPERATORS.items():
 for _name, _ufunc in _UNARY_OPERATORS.items():
     setattr(DualArray, f"__{_name}__", lambda self, _u=_ufunc: _u(self))
 DualArray.__hash__ = None  # like ndarray: == compares elements
+
+#: numpy's array constructors: they convert their argument with ``__array__`` and do not
+#: dispatch on it (``like=`` only), so a DualArray cannot answer them
+_CONSTRUCTORS = re.compile(r"\b(ascontiguousarray|asfortranarray|asarray|asanyarray|array)"
+                           r"\s*\(")
+
+
+def _constructor_message(frame):
+    """The message for a numpy array constructor called on a DualArray at ``frame``'s line,
+    or None."""
+    filename = frame.f_code.co_filename
+    if "site-packages" in filename or "dist-packages" in filename:
+        return None  # a library's own conversion (scipy's asarray of its argument): not the
+        # user's line
+    try:
+        line = linecache.getline(filename, frame.f_lineno)
+    except Exception:  # noqa: BLE001 - a message must never fail
+        return None
+    found = _CONSTRUCTORS.search(line)
+    if found is None:
+        return None
+    name = found.group(1)
+    return (f"a DualArray cannot become a plain numpy array without dropping its partials: "
+            f"np.{name}(...) makes one (numpy's array constructors, np.asarray, np.array, "
+            "np.ascontiguousarray and np.asfortranarray, do not hand the call to a DualArray "
+            "as its other functions do). Fix: leave the call out (a kernel takes a DualArray "
+            "in any layout, and those dualgpu makes are C-contiguous), or copy it with "
+            "u.copy() (C order, partials too); u.values reads the values alone and drops the "
+            "derivative.")
 
 
 def _check_nested_members(values, partials, tag):

@@ -279,3 +279,27 @@ def test_transposed_dual_arrays_inside_kernels():
             np.testing.assert_allclose(f(x, y), want, rtol=1e-15)
             check_jacobian(lambda x: f(x, y), x)
             check_jacobian(lambda y: f(x, y), y)
+
+
+def _contiguous(u):
+    return np.ascontiguousarray(u)
+
+
+def _fortran(u):
+    return np.asfortranarray(u.T)
+
+
+def _asarray(u):
+    return np.asarray(u, dtype=np.float64)
+
+
+@pytest.mark.parametrize("call", [_contiguous, _fortran, _asarray])
+def test_numpy_array_constructors_get_their_own_message(call):
+    """numpy's array constructors do not dispatch to a DualArray (``like=`` only): the general
+    message said numpy functions work on it directly, which they do not here."""
+    u = DualArray(np.arange(6.0).reshape(2, 3), np.ones((2, 2, 3)))
+    with pytest.raises(TypeError, match=r"cannot become a plain numpy array.*np\.\w+\(\.\.\.\) "
+                                        r"makes one \(numpy's array constructors.*Fix: leave "
+                                        r"the call out.*u\.copy\(\)"):
+        call(u)
+    assert np.array_equal(u.copy().values, u.values)
