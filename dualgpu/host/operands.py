@@ -40,7 +40,8 @@ def split(x, what="operand"):
     if isinstance(x, DualArray):
         if x.is_tracer:
             raise DualgpuError(
-                "host numpy operations on a structural tracer (sparsity='detect') are not "
+                "host numpy operations on a structural tracer (sparsity='detect' or "
+                "'detect-global') are not "
                 "supported, except functions that only move data (np.stack, np.concatenate, "
                 "reshape, transpose...): the detector follows kernels only. Give the sparsity "
                 "pattern yourself, or return the simulation's array and post-process outside f."
