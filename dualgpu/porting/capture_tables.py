@@ -12,7 +12,7 @@ private values and control array. Used by :mod:`dualgpu.porting.capture` (the re
 """
 import numpy as np
 
-__all__ = ["seeded", "layout", "buffer_kind", "kinds_of", "table", "inputs", "ops"]
+__all__ = ["seeded", "layout", "buffer_kind", "kinds_of", "table", "Inputs", "inputs", "ops"]
 
 
 def layout(a):
@@ -58,6 +58,52 @@ def table(entries):
     return table
 
 
+class Inputs:
+    """The inputs of a program (``program_key``) for one table (``codes``, ``table``), its
+    fixed parts (codes and rows, the float, int and number tables, the placeholders of
+    absent groups) built once: :meth:`build` adds the buffers and dual scalars of a run.
+    A traced run's replays keep one (:mod:`dualgpu.porting.trace`); the program only reads
+    the tables it shares."""
+
+    __slots__ = ("groups", "dual_kinds", "plain_kinds", "head", "middle", "tail", "step",
+                 "tiles")
+
+    def __init__(self, codes, table, program_key, floats, ints, numbers):
+        groups, dual_kinds, number_kinds, plain_kinds = kinds_of(program_key)
+        self.groups, self.plain_kinds = groups, plain_kinds
+        self.dual_kinds = [(kind, np.dtype(kind[1])) for kind in dual_kinds]
+        # (a table of plain launches: the program's V0, P0 are unused)
+        self.head = [codes, table] + ([(), ()] if not groups else [])
+        self.middle = [np.array(floats or [0.0], np.float64), np.array(ints or [0], np.int64)]
+        if not dual_kinds:
+            self.middle += [np.zeros(1), np.zeros((1, 1))]
+        self.tail = [np.array(numbers.get(kind) or [0], np.dtype(kind[1]))
+                     for kind in number_kinds]
+        self.step = program_key[0][-1]
+        self.tiles = self.step.outer([key[-1] for key in program_key])
+
+    def build(self, groups, dual_groups, plain_groups=None):
+        """The inputs for a run: ``groups`` (buffer group -> its ``(values, partials)`` in
+        order), ``dual_groups`` (dual kind -> ``(values, partials, duals)``), the plain array
+        groups of a launch graph's replay; a tile-by-tile program's snapshots, private values
+        and control array are made fresh."""
+        inputs = list(self.head)
+        for group in self.groups:
+            found = groups[group]
+            inputs += [tuple(v for v, _ in found), tuple(p for _, p in found)]
+        inputs += self.middle
+        for kind, dtype in self.dual_kinds:
+            values, partials, _ = dual_groups[kind]
+            inputs += [np.array(values, dtype), np.stack(partials)]
+        inputs += self.tail
+        for group in self.plain_kinds:
+            inputs.append(tuple(a.view(np.ndarray) for a in plain_groups[group]))
+        if self.tiles:  # it runs lane tile by lane tile
+            inputs += self.step.outer_inputs(
+                [inputs[2 + 2 * g] for g in range(len(self.groups))], self.tiles)
+        return inputs
+
+
 def inputs(state, codes, table, program_key):
     """The inputs of a program (``program_key``) for a table (``codes``, ``table``): the
     codes and rows, each buffer group's values and partials, the float and int tables, each
@@ -65,32 +111,8 @@ def inputs(state, codes, table, program_key):
     tile-by-tile program's snapshots, private values and control array. ``state``: the
     recorder, or a namespace with its ``groups``, ``floats``, ``ints``, ``numbers`` and
     ``dual_groups`` (a traced run's replay)."""
-    groups, dual_kinds, number_kinds, plain_kinds = kinds_of(program_key)
-    inputs = [codes, table]
-    for group in groups:
-        found = state.groups[group]
-        inputs += [tuple(v for v, _ in found), tuple(p for _, p in found)]
-    if not groups:  # (a table of plain launches: the program's V0, P0 are unused)
-        inputs += [(), ()]
-    inputs += [np.array(state.floats or [0.0], np.float64),
-               np.array(state.ints or [0], np.int64)]
-    for kind in dual_kinds or [None]:
-        if kind is None:
-            inputs += [np.zeros(1), np.zeros((1, 1))]
-            continue
-        values, partials, _ = state.dual_groups[kind]
-        inputs += [np.array(values, np.dtype(kind[1])), np.stack(partials)]
-    for kind in number_kinds:
-        table = state.numbers.get(kind) or [0]
-        inputs.append(np.array(table, np.dtype(kind[1])))
-    plain_groups = getattr(state, "plain_groups", {})  # (a traced run's namespace: none)
-    for group in plain_kinds:
-        inputs.append(tuple(a.view(np.ndarray) for a in plain_groups[group]))
-    step = program_key[0][-1]
-    tiles = step.outer([key[-1] for key in program_key])
-    if tiles:  # it runs lane tile by lane tile
-        inputs += step.outer_inputs([inputs[2 + 2 * g] for g in range(len(groups))], tiles)
-    return inputs
+    return Inputs(codes, table, program_key, state.floats, state.ints, state.numbers).build(
+        state.groups, state.dual_groups, getattr(state, "plain_groups", {}))
 
 
 def seeded(inputs, program_key):

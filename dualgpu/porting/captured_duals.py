@@ -219,8 +219,10 @@ def _note_frozen(py_func, kernel, name, cell):
     Dual's value, plain runs keep the old one, so finite differences of plain runs disagree
     with the derivative."""
     frozen, value = frozen_plain(py_func, name, cell)
+    if not frozen:
+        return
     noted = _NOTED.setdefault(py_func, set())
-    if not frozen or name in noted:
+    if name in noted:
         return
     noted.add(name)
     where = "closure variable" if cell is not None else "global"

@@ -245,21 +245,18 @@ class _Lean:
 
     Each buffer is allocated as the first replay's was (the backend's zeroed, staggered host
     arrays, :func:`dualgpu.porting.memory._host_zeros`) and checked against its shapes and
-    dtypes; the program's fixed inputs (codes, rows, number tables) are built once. Where a
-    source no longer fits (an array of f's closure reshaped, a non-contiguous argument),
-    :meth:`allocate` gives None and the replay takes the general path.
+    dtypes; the program's fixed inputs (codes, rows, number tables) are built once
+    (:class:`dualgpu.porting.capture_tables.Inputs`). Where a source no longer fits (an array
+    of f's closure reshaped, a non-contiguous argument), :meth:`allocate` gives None and the
+    replay takes the general path.
     """
 
-    __slots__ = ("makers", "head", "fixed", "groups", "duals", "tail", "step", "tiles")
+    __slots__ = ("makers", "layout", "slots", "duals")
 
     @classmethod
     def of(cls, trace, state, made, args):
         """The lean replay of ``trace`` after a first replay that made ``made``, or None (a
         buffer source it does not know)."""
-        groups, dual_kinds, number_kinds, plain_kinds = capture_tables.kinds_of(trace.program_key)
-        if plain_kinds:
-            return None
-        step = trace.program_key[0][-1]
         makers = []
         for group, index, source in trace.allocs:
             values, partials = made[(group, index)]
@@ -269,18 +266,13 @@ class _Lean:
             makers.append(((group, index), maker))
         lean = cls()
         lean.makers = makers
-        lean.head = [trace.codes, trace.table] + ([(), ()] if not groups else [])
-        lean.groups = [[(group, k) for k in range(trace.sizes[group])] for group in groups]
-        # (the program only reads its number tables)
-        lean.fixed = [np.array(state.floats or [0.0], np.float64),
-                      np.array(state.ints or [0], np.int64)]
-        lean.duals = [(np.dtype(kind[1]), trace.duals[kind]) for kind in dual_kinds]
-        if not dual_kinds:
-            lean.fixed += [np.zeros(1), np.zeros((1, 1))]
-        lean.tail = [np.array(state.numbers.get(kind) or [0], np.dtype(kind[1]))
-                     for kind in number_kinds]
-        lean.step = step
-        lean.tiles = step.outer([key[-1] for key in trace.program_key])
+        lean.layout = capture_tables.Inputs(trace.codes, trace.table, trace.program_key,
+                                            state.floats, state.ints, state.numbers)
+        if lean.layout.plain_kinds:
+            return None
+        lean.slots = {group: [(group, k) for k in range(size)]
+                      for group, size in trace.sizes.items()}
+        lean.duals = trace.duals
         return lean
 
     def allocate(self, args):
@@ -294,22 +286,12 @@ class _Lean:
 
     def inputs(self, made, args):
         """The program's inputs, as :func:`dualgpu.porting.capture_tables.inputs` gives them."""
-        inputs = list(self.head)
-        for slots in self.groups:
-            found = [made[slot] for slot in slots]
-            inputs.append(tuple(v for v, _ in found))
-            inputs.append(tuple(p for _, p in found))
-        inputs += self.fixed
-        for dtype, positions in self.duals:
+        groups = {group: [made[slot] for slot in slots] for group, slots in self.slots.items()}
+        dual_groups = {}
+        for kind, positions in self.duals.items():
             duals = [args[k] for k in positions]
-            inputs.append(np.array([d.value for d in duals], dtype))
-            inputs.append(np.stack([d.partials for d in duals]))
-        inputs += self.tail
-        if self.tiles:  # a tile-by-tile program: snapshots, private values, control (fresh)
-            groups = len(self.groups)
-            inputs += self.step.outer_inputs([inputs[2 + 2 * g] for g in range(groups)],
-                                             self.tiles)
-        return inputs
+            dual_groups[kind] = ([d.value for d in duals], [d.partials for d in duals], duals)
+        return self.layout.build(groups, dual_groups)
 
 
 def _maker(source, args, values, partials):
@@ -319,21 +301,17 @@ def _maker(source, args, values, partials):
     if not (values.flags.c_contiguous and partials.flags.c_contiguous):
         return None
     what = source[0]
-    if what == "device_array" or (what == "like" and source[1][0] != "object"):
-        def zeros(args, made):  # (the kinds of f's arguments and buffers are the trace's)
-            if lane_dtype(vdtype) != pdtype:  # (sparsity tracers' lanes: another kind)
-                return None
+    if what in ("device_array", "like"):
+        # the kinds of f's arguments and buffers are the trace's; an array of f's closure is
+        # read again (its shape may have changed)
+        template = source[1][1] if what == "like" and source[1][0] == "object" else None
+
+        def zeros(args, made):
+            if lane_dtype(vdtype) != pdtype or template is not None and (
+                    template.shape != vshape or template.dtype != vdtype):
+                return None  # (sparsity tracers' lanes, a reshaped closure array: another kind)
             return (memory._host_zeros(vshape, vdtype), memory._host_zeros(pshape, pdtype))
         return zeros
-    if what == "like":  # an array of f's closure: its shape is read again
-        template = source[1][1]
-
-        def like(args, made):
-            if (template.shape != vshape or template.dtype != vdtype
-                    or lane_dtype(vdtype) != pdtype):
-                return None
-            return (memory._host_zeros(vshape, vdtype), memory._host_zeros(pshape, pdtype))
-        return like
     if what != "to_device":
         return None
     ref = source[1]
