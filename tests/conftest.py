@@ -11,8 +11,10 @@ runs them all; ``-m "not slow"`` and the like pick a subset. A test that asks fo
 
 See the documentation's "numba notes" page, ``docs/dev/numba-notes.md``.
 """
+import atexit
 import gc
 import os
+import shutil
 import tempfile
 
 import numpy as np
@@ -70,20 +72,18 @@ def pytest_sessionfinish(session):
             gc.collect()
         gc.freeze()
 # the cpu backend's compile cache: a fresh one per test run, so every run (and CI)
-# compiles from scratch; DUALGPU_TEST_CACHE=keep reuses one directory across local runs
-# (tests/backends/cpu/test_cpu_cache.py checks the cache itself in subprocesses with their own
-# directories)
+# compiles from scratch, removed when the run ends; DUALGPU_TEST_CACHE=keep reuses one
+# directory across local runs (tests/backends/cpu/test_cpu_cache.py checks the cache itself in
+# subprocesses with their own directories). pytest-xdist's workers inherit the environment of
+# the process that made the directory, so the workers of one run share it (a launcher one
+# worker compiled, the other loads, as two processes of a user do; entries are written
+# atomically), and that process removes it at exit.
 if os.environ.get("DUALGPU_TEST_CACHE") == "keep":
     os.environ.setdefault("DUALGPU_CACHE_DIR",
                           os.path.join(tempfile.gettempdir(), "dualgpu-test-cache-kept"))
-# pytest-xdist's workers of one run share theirs (a launcher one worker compiled, the other
-# loads, as two processes of a user do; entries are written atomically)
-if os.environ.get("PYTEST_XDIST_TESTRUNUID"):
-    _shared = os.path.join(tempfile.gettempdir(),
-                           "dualgpu-test-cache-" + os.environ["PYTEST_XDIST_TESTRUNUID"])
-    os.makedirs(_shared, exist_ok=True)
-    os.environ.setdefault("DUALGPU_CACHE_DIR", _shared)
-os.environ.setdefault("DUALGPU_CACHE_DIR", tempfile.mkdtemp(prefix="dualgpu-test-cache-"))
+if "DUALGPU_CACHE_DIR" not in os.environ:
+    os.environ["DUALGPU_CACHE_DIR"] = tempfile.mkdtemp(prefix="dualgpu-test-cache-")
+    atexit.register(shutil.rmtree, os.environ["DUALGPU_CACHE_DIR"], ignore_errors=True)
 
 # Property tests (tests/core/test_properties.py). The default keeps the suite fast and repeatable;
 # DUALGPU_HYPOTHESIS_PROFILE=dualgpu-long (or --hypothesis-profile=dualgpu-long) explores far
