@@ -95,10 +95,10 @@ class MissingRuleError(DualgpuBaseError, TypeError):
     --------
     >>> import dualgpu
     >>> try:
-    ...     dualgpu.dmath.gamma(dualgpu.Dual(1.5, [1.0]))
+    ...     dualgpu.dmath.nextafter(dualgpu.Dual(1.5, [1.0]), 2.0)
     ... except dualgpu.MissingRuleError as error:
     ...     print(str(error).split(",")[0])
-    math.gamma has no derivative rule in dualgpu
+    math.nextafter has no derivative rule in dualgpu
     """
 
 
@@ -163,13 +163,15 @@ _WRITTEN_WITH = {
 }
 
 
-def missing_rule_message(qualname):
+def missing_rule_message(qualname, nargs=1):
     """Return the error text for a function with no derivative rule.
 
     Parameters
     ----------
     qualname : str
-        The function's qualified name, e.g. ``"math.gamma"``.
+        The function's qualified name, e.g. ``"math.nextafter"``.
+    nargs : int, optional
+        How many arguments the call gave (2: the rule to add has two derivatives).
 
     Returns
     -------
@@ -180,8 +182,8 @@ def missing_rule_message(qualname):
     Examples
     --------
     >>> from dualgpu.errors import missing_rule_message
-    >>> missing_rule_message("math.gamma").split(".")[1]
-    'gamma has no derivative rule in dualgpu, so it cannot take a Dual'
+    >>> missing_rule_message("math.nextafter", 2).split(".")[1]
+    'nextafter has no derivative rule in dualgpu, so it cannot take a Dual'
     """
     short = qualname.rsplit(".", 1)[-1]
     written = _WRITTEN_WITH.get(qualname)
@@ -189,6 +191,14 @@ def missing_rule_message(qualname):
         return (f"{qualname} has no derivative rule in dualgpu, so it cannot take a Dual: it "
                 f"returns two numbers, which a rule cannot describe. Fix: write it with "
                 f"functions that have rules, in the kernel as on the host: {written}.")
+    if nargs == 2:
+        return (
+            f"{qualname} has no derivative rule in dualgpu, so it cannot take a Dual. "
+            f"Add one line to BINARY_RULES in dualgpu/rules.py, e.g. '{short}': "
+            f"Rule('{qualname}', ('<d/dx>', '<d/dy>'), ((lo, hi), (lo, hi))) in x, y and ans, "
+            f"or from your own code: dualgpu.rules.define('{qualname}', ('<d/dx>', '<d/dy>')); "
+            f"or, if its derivative is not needed, call it on the values: {short}(x.value, y)."
+        )
     return (
         f"{qualname} has no derivative rule in dualgpu, so it cannot take a Dual. "
         f"Add one line to UNARY_RULES or BINARY_RULES in dualgpu/rules.py, e.g. "

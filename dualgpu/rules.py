@@ -18,8 +18,8 @@ draw their inputs from it.
 To add a rule from your own code, without editing dualgpu, call :func:`define` (it reaches
 every path through the listeners the floors above register with ``subscribe``). To add
 a rule to dualgpu, add one line here: for example
-``"gamma": Rule("math.gamma", ("ans * digamma(x)",), ((0.5, 5),))`` (after
-making ``digamma`` available in :data:`EXPRESSION_FUNCTIONS`). Nothing else
+``"gamma": Rule("math.gamma", ("ans * digamma(x)",), ((0.3, 4),))`` (a function an
+expression calls, such as ``digamma``, is listed in :data:`EXPRESSION_FUNCTIONS`). Nothing else
 changes: the compiled (CPU and CUDA) and pure-Python duals are generated from
 this table.
 
@@ -114,6 +114,10 @@ UNARY_RULES = {
     "fabs": Rule("math.fabs", ("1 if x >= 0 else -1",), ((-5, 5),)),
     "erf": Rule("math.erf", ("1.1283791670955126 * exp(-x * x)",), ((-2, 2),)),
     "erfc": Rule("math.erfc", ("-1.1283791670955126 * exp(-x * x)",), ((-2, 2),)),
+    # log|gamma(x)|' = digamma(x) for x > 0 and between the poles below 0 (lgamma's sign does
+    # not enter); gamma' = gamma digamma
+    "lgamma": Rule("math.lgamma", ("digamma(x)",), ((0.3, 6),)),
+    "gamma": Rule("math.gamma", ("ans * digamma(x)",), ((0.3, 4),)),
     # angles: 180 / pi and pi / 180 (numpy's rad2deg and deg2rad are these)
     "degrees": Rule("math.degrees", ("57.29577951308232",), ((-3, 3),)),
     "radians": Rule("math.radians", ("0.017453292519943295",), ((-180, 180),)),
@@ -239,14 +243,15 @@ INPLACE = {
 
 #: Names a derivative expression may call, with the ``math`` function each
 #: stands for. Compiled code calls these; the pure-Python dual calls the numpy
-#: function of the same name so that float32 stays float32. ``floor``, ``trunc``
+#: function of the same name so that float32 stays float32. ``digamma`` (the derivative of
+#: ``lgamma``) is dualgpu's own (:mod:`dualgpu.core.special`), on every path. ``floor``, ``trunc``
 #: and ``rint`` (round half to even) return floats (not ints, as ``math.floor``
 #: does in numba; there is no ``math.rint``), and
 #: ``same(a, b)`` is True when two floats have the same bits (NaN and the sign of
 #: zero included).
 EXPRESSION_FUNCTIONS = (
     "sin", "cos", "sinh", "cosh", "sqrt", "exp", "log", "pow",
-    "floor", "trunc", "rint", "copysign", "same",
+    "floor", "trunc", "rint", "copysign", "same", "digamma",
 )
 
 #: Where plain ``@njit`` code (numba's default ``error_model="python"``) raises

@@ -38,8 +38,8 @@ from dualgpu.compiled.lowering import (
     Emitter, TypeWalk, lower_call, quiet, register_lowered, value_and_partials,
 )
 from dualgpu.compiled.rules import (
-    _round_ndigits_typer, register_divmod, register_variadic, resolve_primal, result_dtype,
-    rule_targets,
+    _round_ndigits_typer, digamma, register_divmod, register_variadic, resolve_primal,
+    result_dtype, rule_targets,
 )
 from dualgpu.compiled.types import (
     DualArrayType, DualType, TaggedDualArrayType, TaggedDualType, combine, float_floor,
@@ -179,12 +179,14 @@ def _of_innermost(name, fn, as_float64=False):
 
 
 #: the rule expressions' functions on nested duals: the value-only ones (floor, trunc,
-#: same) read the innermost values; the others are math's, whose dual overloads apply
+#: same) read the innermost values; the others are math's, whose dual overloads apply, and
+#: dualgpu's digamma, compiled on the duals
 _VALUE_FUNCTIONS = {"floor": _of_innermost("floor", float_floor),
                     "trunc": _of_innermost("trunc", float_trunc),
                     "rint": _of_innermost("rint", float_rint),
                     "same": _of_innermost("same", same_bits, as_float64=True)}
-_NAMESPACE = {name: _VALUE_FUNCTIONS.get(name) or getattr(math, name)
+_NAMESPACE = {name: _VALUE_FUNCTIONS.get(name) or getattr(math, name, None)
+              or (digamma if name == "digamma" else None)
               for name in rules.EXPRESSION_FUNCTIONS}
 
 
@@ -318,7 +320,7 @@ def _register_missing(fn, dotted):
         if any(isinstance(a, TaggedDualType) for a in args):
             if rules.definition_of(dotted) is not None:
                 return None  # a rule added with dualgpu.rules.define: its own lowering
-            raise TypingError(missing_rule_message(dotted))
+            raise TypingError(missing_rule_message(dotted, len(args)))
         return None
 
     overload(fn)(typer)

@@ -35,6 +35,7 @@ from numba.core.target_extension import current_target
 from dualgpu import nansafe, rules
 from dualgpu.core.dual import Dual
 from dualgpu.core.int_power import float_int_power
+from dualgpu.core.special import digamma_with
 from dualgpu.core.traced_branch import (GLOBAL_BRANCH_MESSAGE, is_global_tracer,
                                         refuse_traced_branch)
 from dualgpu.errors import MissingRuleError, complex_dual_message, missing_rule_message
@@ -55,9 +56,11 @@ __all__ = ["resolve_primal", "result_dtype", "rule_targets", "register_variadic"
            "register_divmod", "GLOBAL_BRANCH_MESSAGE"]
 
 _MODULES = {"math": math, "operator": operator, "builtins": builtins}
+#: the derivative of lgamma: numba compiles it on floats and on duals (a Hessian's)
+digamma = register_jitable(digamma_with(math.log, math.tan, math.floor))
 #: what the names of the rule table's derivative expressions call in compiled code
 _EXPRESSION_IMPLEMENTATIONS = {"floor": float_floor, "trunc": float_trunc, "rint": float_rint,
-                               "same": same_bits}
+                               "same": same_bits, "digamma": digamma}
 _EXPRESSION_FUNCTIONS = {
     name: _EXPRESSION_IMPLEMENTATIONS.get(name) or getattr(math, name)
     for name in rules.EXPRESSION_FUNCTIONS
@@ -285,7 +288,7 @@ def _register_missing(fn, dotted):
                 return None  # a rule added with dualgpu.rules.define: its own overload
             # not a numba TypingError: numba lets other exceptions through as they are, so
             # the user reads this short message instead of a page of candidate signatures
-            raise MissingRuleError(missing_rule_message(dotted))
+            raise MissingRuleError(missing_rule_message(dotted, len(args)))
         return None
 
     overload(fn)(typer)

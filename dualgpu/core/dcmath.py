@@ -128,7 +128,7 @@ def _without_rule(name):
 
     def fn(*args, **kwargs):
         if _has_dual(args) or _has_dual(kwargs.values()):
-            raise _MissingRuleError(_missing_rule_message(f"cmath.{name}"))
+            raise _MissingRuleError(_missing_rule_message(f"cmath.{name}", len(args)))
         return plain(*args, **kwargs)
 
     fn.__name__ = name

@@ -140,7 +140,7 @@ def _without_rule(name):
 
     def fn(*args, **kwargs):
         if _has_dual(args) or _has_dual(kwargs.values()):
-            raise _MissingRuleError(_missing_rule_message(f"math.{name}"))
+            raise _MissingRuleError(_missing_rule_message(f"math.{name}", len(args)))
         return plain(*args, **kwargs)
 
     fn.__name__ = name

@@ -18,6 +18,7 @@ import numpy as np
 from dualgpu import nansafe, rules
 from dualgpu.core import _primals, complex_dual, hooks
 from dualgpu.core._expressions import expression
+from dualgpu.core.special import digamma_numpy, digamma_scalar
 from dualgpu.core.traced_branch import refuse_traced_python
 from dualgpu.errors import COMPLEX_DUAL, DualgpuError
 
@@ -47,8 +48,10 @@ def _same(a, b):
     return a.dtype == b.dtype and a.tobytes() == b.tobytes()
 
 
+#: dualgpu's own functions of the rule expressions (numpy has none of them)
+_OWN_FUNCTIONS = {"same": _same, "digamma": digamma_numpy}
 _EXPRESSION_NAMESPACE = {
-    name: _same if name == "same" else getattr(np, _NUMPY_NAMES.get(name, name))
+    name: _OWN_FUNCTIONS.get(name) or getattr(np, _NUMPY_NAMES.get(name, name))
     for name in rules.EXPRESSION_FUNCTIONS
 }
 
@@ -687,6 +690,9 @@ def _dual_namespace():
         plain = _EXPRESSION_NAMESPACE[name]
         if name in rules.VALUE_ONLY or name in ("same", "rint"):  # floor, trunc, rint, same
             namespace[name] = (lambda plain: lambda *v: plain(*map(primal_value, v)))(plain)
+        elif name == "digamma":  # no rule of its own: its algorithm, run on the duals
+            namespace[name] = (lambda plain: lambda v: digamma_scalar(v) if isinstance(v, Dual)
+                               else plain(v))(plain)
         else:
             def call(*a, _name=name, _plain=plain):
                 if any(isinstance(v, Dual) for v in a):

@@ -12,30 +12,32 @@ from dualgpu import Dual, DualArray, DualgpuError, MissingRuleError, dmath, dual
 
 def test_math_function_without_rule_python():
     with pytest.raises(MissingRuleError,
-                       match=r"math\.gamma has no derivative rule.*dualgpu/rules\.py"):
-        dmath.gamma(Dual(1.5, [1.0]))
-    assert dmath.gamma(1.5) == math.gamma(1.5)  # plain numbers still work
+                       match=r"math\.nextafter has no derivative rule.*dualgpu/rules\.py"):
+        dmath.nextafter(Dual(1.5, [1.0]), 2.0)
+    assert dmath.nextafter(1.5, 2.0) == math.nextafter(1.5, 2.0)  # plain numbers still work
 
 
 def test_math_function_without_rule_compiled():
-    f = njit(lambda d: math.gamma(d))
-    # dualgpu's hint, short and first: not numba's page of candidate signatures
+    f = njit(lambda d: math.nextafter(d, 2.0))
+    # dualgpu's hint, short and first: not numba's page of candidate signatures; the rule to
+    # add has two derivatives, as the call has two arguments
     with pytest.raises(MissingRuleError) as error:
         f(Dual(1.5, [1.0]))
     text = str(error.value)
-    assert text.startswith("math.gamma has no derivative rule") and "UNARY_RULES" in text
+    assert text.startswith("math.nextafter has no derivative rule") and "BINARY_RULES" in text
+    assert "('<d/dx>', '<d/dy>')" in text
     assert len(text) < 400, text
-    assert f(1.5) == pytest.approx(math.gamma(1.5))  # plain numbers still compile
+    assert f(1.5) == math.nextafter(1.5, 2.0)  # plain numbers still compile
 
 
 @pytest.mark.parametrize("backend", ["cpu", "cudasim"])
 def test_math_function_without_rule_in_a_kernel(backend):
-    from kernels_for_errors import gamma_of
+    from kernels_for_errors import next_after
 
     x, out = dual_array(np.ones(2), lanes=1), dual_array(np.zeros(2), lanes=1)
     with dualgpu.using_backend(backend), pytest.raises(MissingRuleError) as error:
-        gamma_of[1, 2](x, out)
-    assert "math.gamma has no derivative rule" in str(error.value)
+        next_after[1, 2](x, out)
+    assert "math.nextafter has no derivative rule" in str(error.value)
     assert len(str(error.value)) < 400
 
 

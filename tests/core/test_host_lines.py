@@ -58,10 +58,10 @@ def test_math_function_imported_by_name_and_two_arguments():
 
 def test_math_function_without_a_rule_says_so():
     def f(p):
-        return math.gamma(p) * np.ones(2)
+        return math.nextafter(p, 2.0) * np.ones(2)
 
     message = _message(f)
-    assert "math.gamma" in message and "no derivative rule" in message
+    assert "math.nextafter" in message and "no derivative rule" in message
 
 
 def test_float_call():

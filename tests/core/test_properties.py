@@ -308,6 +308,7 @@ def _jax_functions():
         "neg": jnp.negative, "pos": jnp.positive, "abs": jnp.abs, "fabs": jnp.fabs,
         "asin": jnp.arcsin, "acos": jnp.arccos, "atan": jnp.arctan, "asinh": jnp.arcsinh,
         "acosh": jnp.arccosh, "atanh": jnp.arctanh, "erf": special.erf, "erfc": special.erfc,
+        "lgamma": special.gammaln, "gamma": special.gamma,
         "add": jnp.add, "sub": jnp.subtract, "mul": jnp.multiply, "truediv": jnp.true_divide,
         "floordiv": jnp.floor_divide, "mod": jnp.remainder, "pow": jnp.power,
         "min": jnp.minimum, "max": jnp.maximum, "atan2": jnp.arctan2,

@@ -325,17 +325,51 @@ def test_guvectorize_says_how_to_port_it(backend):
 def _log_gamma(u, out):
     i = cuda.grid(1)
     if i < u.shape[0]:
-        out[i] = math.lgamma(u[i])
+        out[i] = math.lgamma(u[i]) + 0.1 * math.gamma(u[i])
+
+
+def _simulate_log_gamma(u):
+    d_u = cuda.to_device(u)
+    out = cuda.device_array_like(d_u)
+    _log_gamma[1, u.shape[0]](d_u, out)
+    return out.copy_to_host()
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("backend", ["cpu", "cudasim"])
+def test_lgamma_and_gamma_take_duals(backend, dtype):
+    """numba.cuda has math.lgamma and math.gamma: their derivatives (digamma, dualgpu's own)
+    against central differences and the analytic values, below 0 too (between the poles)."""
+    u = np.array([-2.5, -0.7, 0.3, 1.0, 1.4616, 2.5, 7.0, 12.5], dtype)
+    with dualgpu.using_backend(backend):
+        jac = dualgpu.jacobian(_simulate_log_gamma, u, progress=False)
+        assert np.array_equal(np.diag(np.diag(jac)), jac)
+        check_jacobian(_simulate_log_gamma, u,
+                       **({"rtol": 2e-3, "atol": 1e-3} if dtype == np.float32 else {}))
+    # digamma(x) (1 + 0.1 gamma(x)): psi(1) = -Euler's gamma, psi(2.5) = 0.7031566406452432
+    assert np.diag(jac)[3] == pytest.approx(-0.5772156649015329 * 1.1,
+                                            rel=1e-6 if dtype == np.float32 else 1e-13)
+    assert np.diag(jac)[5] == pytest.approx(0.7031566406452432 * (1 + 0.1 * math.gamma(2.5)),
+                                            rel=1e-6 if dtype == np.float32 else 1e-13)
+
+
+@cuda.jit
+def _next_after(u, out):
+    i = cuda.grid(1)
+    if i < u.shape[0]:
+        out[i] = math.nextafter(u[i], 2.0)
 
 
 @pytest.mark.parametrize("backend", ["cpu", "cudasim"])
 def test_function_without_a_rule_names_itself(backend):
-    """numba.cuda has math.lgamma; dualgpu has no rule for it: the error says how to add one."""
+    """numba.cuda has math.nextafter; dualgpu has no rule for it: the error says how to add
+    one, with a derivative per argument."""
     u = dual_array(U8 + 1.0, lanes=1)
     out = dual_array(np.zeros(8), lanes=1)
     with dualgpu.using_backend(backend), pytest.raises(
-            dualgpu.MissingRuleError, match=r"math\.lgamma has no derivative rule.*rules\.py"):
-        _log_gamma[1, 8](u, out)
+            dualgpu.MissingRuleError,
+            match=r"math\.nextafter has no derivative rule.*BINARY_RULES.*rules\.py"):
+        _next_after[1, 8](u, out)
 
 
 def test_libdevice_function_given_a_dual_names_itself(offline_ptx):

@@ -1,0 +1,89 @@
+"""Special functions the rule table's derivatives call: ``digamma``, the derivative of ``lgamma``.
+
+``math.lgamma`` and ``math.gamma`` run in numba.cuda kernels, so they need rules; their
+derivatives are ``digamma(x)`` and ``gamma(x) * digamma(x)``, and ``digamma`` is in neither
+``math`` nor numba. It is written here once, as an algorithm in ``log``, ``tan`` and ``floor``
+(:func:`digamma_with`), and each path binds those to what it runs on:
+
+* compiled code (numba on the CPU and CUDA): ``math``'s, on floats and on compiled duals, so
+  a nested dual (a Hessian) differentiates the algorithm itself;
+* the pure-Python dual: numpy's, which take Python duals too (:func:`digamma_scalar`);
+* host arrays and numpy scalars: :func:`digamma_numpy`, elementwise, the dtype kept.
+
+The algorithm: the reflection ``psi(x) = psi(1 - x) - pi / tan(pi x)`` below 1/2, the
+recurrence ``psi(x) = psi(x + 1) - 1/x`` up to 10, then the asymptotic series to ``x**-12``
+(truncation below 1e-15 there). Poles (0, -1, -2, ...) and infinities give NaN.
+"""
+import math
+
+import numpy as np
+
+__all__ = ["digamma_with", "digamma_scalar", "digamma_numpy"]
+
+#: the series starts where the recurrence stops
+_SHIFT = 10.0
+
+
+def digamma_with(log, tan, floor):
+    """``digamma(x)`` computed with the functions given (see the module docstring).
+
+    Examples
+    --------
+    >>> import math
+    >>> digamma = digamma_with(math.log, math.tan, math.floor)
+    >>> round(digamma(1.0), 12)  # -Euler's gamma
+    -0.577215664902
+    """
+
+    def digamma(x):
+        result = x * 0.0
+        if x <= 0.0 and x == floor(x):
+            return result + math.nan  # a pole
+        if x < 0.5:
+            result = result - math.pi / tan(math.pi * x)
+            x = 1.0 - x
+        while x < _SHIFT:
+            result = result - 1.0 / x
+            x = x + 1.0
+        f = 1.0 / (x * x)
+        series = f * (0.08333333333333333 - f * (0.008333333333333333 - f * (
+            0.003968253968253968 - f * (0.004166666666666667 - f * 0.007575757575757576))))
+        return result + log(x) - 0.5 / x - series
+
+    return digamma
+
+
+#: the pure-Python dual's (numpy's functions take numpy scalars and Python duals)
+digamma_scalar = digamma_with(np.log, np.tan, np.floor)
+
+
+def digamma_numpy(x):
+    """``digamma`` elementwise on a float array or numpy scalar, in its dtype (float64 for
+    other inputs).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> digamma_numpy(np.array([1.0, 2.0], np.float32))
+    array([-0.5772157 ,  0.42278433], dtype=float32)
+    """
+    x = np.asarray(x)
+    dtype = x.dtype if x.dtype.kind == "f" else np.dtype(np.float64)
+    with np.errstate(all="ignore"):
+        v = x.astype(np.float64)
+        pole = (v <= 0.0) & (v == np.floor(v))
+        reflect = v < 0.5
+        result = np.where(reflect, -math.pi / np.tan(math.pi * v), 0.0)
+        v = np.where(reflect, 1.0 - v, v)
+        while True:
+            low = v < _SHIFT
+            if not low.any():
+                break
+            result = result - np.where(low, 1.0 / v, 0.0)
+            v = np.where(low, v + 1.0, v)
+        f = 1.0 / (v * v)
+        series = f * (0.08333333333333333 - f * (0.008333333333333333 - f * (
+            0.003968253968253968 - f * (0.004166666666666667 - f * 0.007575757575757576))))
+        result = result + np.log(v) - 0.5 / v - series
+        result = np.where(pole | np.isinf(x), np.nan, result)
+    return result.astype(dtype)[()]
