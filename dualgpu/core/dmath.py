@@ -89,6 +89,9 @@ def _with_rule(name, rule_name):
     plain = getattr(_math, name)
 
     def fn(*args):
+        if name == "log" and len(args) == 2 and _has_dual(args):
+            # math.log(x, base), as Python computes it: log(x) / log(base), the rule twice
+            return fn(args[0]) / fn(args[1])
         if _has_dual(args):
             return _apply_rule(rule_name, *args, primal=plain)  # math.pow is not **
         if _primals.in_kernel():

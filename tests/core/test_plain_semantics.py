@@ -249,3 +249,15 @@ def test_trunc_of_a_float32_dual(path):
     np.testing.assert_array_equal(out.partials, [[1.0, 1.0]])
     d = Dual(np.float32(2.75), np.ones(1, np.float32))
     assert dmath.trunc(d) == math.trunc(d) == 2 and dmath.trunc(np.float32(-1.5)) == -1
+
+
+def test_log_to_a_base_on_the_host_and_in_the_simulator():
+    """math.log(x, base) of a dual (Python's two-argument log: the simulator and host code)
+    was a ctypes error; it is log(x) / log(base), the value bit for bit as Python's."""
+    x, base = Dual(2.0, [1.0, 0.0]), Dual(3.0, [0.0, 1.0])
+    got = dmath.log(x, base)
+    assert got.value == math.log(2.0, 3.0)
+    np.testing.assert_allclose(got.partials, [1 / (2 * math.log(3)),
+                                              -math.log(2) / (3 * math.log(3) ** 2)], rtol=1e-15)
+    assert dmath.log(x, 10.0).value == math.log(2.0, 10.0)
+    assert dmath.log(2.0, 3.0) == math.log(2.0, 3.0)
