@@ -243,3 +243,56 @@ def test_too_few_threads_warn(backend, rng):
             K.stencil_1d[3, 8](u, np.zeros(20), 0.1, 0.0, 0.0)
             K.grid_stride_scale[1, 4](u, np.zeros(20), 0.5)  # a grid-stride loop covers all
             K.fixed_ends[1, 2](u, 0.0, 1.0)  # sets two elements on purpose: no extent guard
+
+
+# --- `from numba import cuda, float32, float64` ported by editing that line -----------------
+
+def _typed_scratch(x, c):
+    from kernels_ported_types import typed_scratch
+
+    d_x = cuda.to_device(x)
+    out = cuda.device_array_like(d_x)
+    typed_scratch[2, 8](d_x, out, c)
+    return out.copy_to_host()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_numba_number_types_imported_from_dualgpu(backend, rng):
+    """``from dualgpu import cuda, float32, float64``: the names are numba's types in kernels
+    (local and shared array dtypes, casts); they were dualgpu's host casts, which numba could
+    not type ("Untyped global name 'float64'"). Found by an unseen port."""
+    from kernels_ported_types import typed_scratch
+
+    x, c = rng.random(11), 0.7
+    expected = [x.copy(), np.zeros(11), c]
+    original(typed_scratch)[2, 8](*expected)
+    with dualgpu.using_backend(backend):
+        assert np.array_equal(_typed_scratch(x, c), expected[1])
+        jac = dualgpu.jacobian(lambda v: _typed_scratch(v, c), x, progress=False)
+        jvp = dualgpu.jvp(lambda cc: _typed_scratch(x, cc), (c,), (1.0,))[1]
+    # out = (c x)^2 + float32((c x)^3 - c x): the float32 share is exact to float32's precision
+    np.testing.assert_allclose(np.diag(jac), 2 * c * c * x + 3 * c ** 3 * x * x - c,
+                               rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(jvp, 2 * c * x * x + 3 * c * c * x ** 3 - x, rtol=1e-6, atol=1e-7)
+    h = 1e-3
+    fd_c = (_fd_run(backend, x, c + h) - _fd_run(backend, x, c - h)) / (2 * h)
+    np.testing.assert_allclose(jvp, fd_c, rtol=1e-4, atol=1e-4)
+    assert np.count_nonzero(jac - np.diag(np.diag(jac))) == 0
+
+
+def _fd_run(backend, x, c):
+    with dualgpu.using_backend(backend):
+        return _typed_scratch(x, c)
+
+
+def test_numba_number_types_imported_from_dualgpu_compile_to_ptx(offline_ptx):
+    from numba import cuda as numba_cuda, types
+
+    from dualgpu.backends.gpu import kernel as gpu
+    from dualgpu.compiled.arrays import dual_array_type
+    from kernels_ported_types import typed_scratch
+
+    arr = dual_array_type(types.float64, 1, 2)
+    ptx, _ = numba_cuda.compile_ptx(gpu.prepare_function(typed_scratch.py_func, 2),
+                                    (arr, arr, types.float64), cc=offline_ptx)
+    assert ".entry" in ptx and ".shared" in ptx

@@ -16,6 +16,7 @@ where it cannot be lifted.
 import types as pytypes
 import weakref
 
+from dualgpu.core import casting
 from dualgpu.core.dual import Dual
 from dualgpu.core.dualarray import DualArray
 
@@ -51,6 +52,18 @@ def _live(value):
     return isinstance(value, (Dual, DualArray))
 
 
+def _kernel_value(value):
+    """What a kernel's global or closure value is in kernels: dualgpu's host casts
+    ``dualgpu.float32``/``float64`` (a port of ``from numba import cuda, float32`` edits the
+    import line to ``from dualgpu import cuda, float32``) are numba's types there, a cast and a
+    dtype (``cuda.local.array(4, dtype=float32)``) as numba.cuda has them."""
+    if value is casting.float32 or value is casting.float64:
+        from numba.core import types
+
+        return types.float32 if value is casting.float32 else types.float64
+    return value
+
+
 def frozen_values(py_func):
     """``(globals, cells)``: the values ``py_func``'s global names and closure cells had at
     its first copy (read now on the first call): ``{name: value}`` and one value per cell
@@ -62,7 +75,8 @@ def frozen_values(py_func):
         frozen = None
     source_globals = py_func.__globals__
     if frozen is None:
-        frozen_globals = {name: source_globals[name] for name in global_names(py_func.__code__)
+        frozen_globals = {name: _kernel_value(source_globals[name])
+                          for name in global_names(py_func.__code__)
                           if name in source_globals and not _live(source_globals[name])}
         cells = []
         for cell in py_func.__closure__ or ():
@@ -70,7 +84,7 @@ def frozen_values(py_func):
                 value = cell.cell_contents
             except ValueError:  # an empty cell
                 value = cell
-            cells.append(cell if _live(value) else value)
+            cells.append(cell if _live(value) else _kernel_value(value))
         frozen = (frozen_globals, tuple(cells))
         try:
             _FROZEN[py_func] = frozen
