@@ -5,8 +5,12 @@ another, and has no warp collectives and no grid-wide barrier. This module runs
 a launch the same way (one Python thread per CUDA thread) with a scheduler that
 knows all three levels:
 
-* a *group* is the set of threads running at the same time: one block, or the
+* a *group* is the set of threads that run together: one block, or the
   whole grid for a kernel that synchronises the grid (``cuda.cg.this_grid().sync()``);
+* one thread of a group runs at a time, in thread order, until it returns or reaches a
+  synchronisation point; then the next one runs. A launch is deterministic, as numba's
+  simulator and the cpu backend are: atomics add in thread order, and two runs give the
+  same bits (threads running at once summed a float atomic in a varying order);
 * a thread that reaches a synchronisation point (``syncthreads``, a shuffle or vote,
   ``grid.sync()``) records what it waits for and sleeps;
 * when every thread of the group is asleep or has returned, the scheduler resolves
@@ -86,6 +90,7 @@ class SimThread(threading.Thread):
         self.aborted = False
         self.exited = False
         self.exception = None
+        self.order = 0  # its place in the group (the order threads run in)
 
     def run(self):
         exception = None
@@ -142,6 +147,7 @@ class Group:
         self.threads = []
         self.running = 0
         self.waiting = {}  # thread -> pending, in arrival order
+        self.queue = collections.deque()  # threads to run, in order, after the running one
         self.failure = None
 
     # -- called by the simulated threads -------------------------------------------------
@@ -153,7 +159,7 @@ class Group:
             thread.pending = (kind, key, payload, _where(frame))
             self.waiting[thread] = thread.pending
             self.running -= 1
-            woken = self._resolve() if self.running == 0 else ()
+            woken = self._hand_on()
         for other in woken:  # outside the lock: the woken threads may arrive again at once
             other.event.set()
         thread.event.wait()
@@ -172,12 +178,31 @@ class Group:
             if exception is not None and self.failure is None:
                 thread.exception = exception
                 woken = self._abort(exception)
-            elif self.running == 0 and self.waiting:
-                woken = self._resolve()
+            elif self.failure is None:
+                woken = self._hand_on()
         for other in woken:
             other.event.set()
 
+    def start(self):
+        """Run the first thread (the others follow it in turn)."""
+        with self.lock:
+            self.queue.extend(self.threads)
+            woken = self._hand_on()
+        for thread in woken:
+            thread.event.set()
+
     # -- resolution (lock held; the caller wakes the threads returned) ---------------------
+    def _hand_on(self):
+        """The thread to run next, the running one having stopped: the next in the queue;
+        when every thread waits, the first of those the resolution releases (then the
+        others, in thread order)."""
+        if not self.queue and self.running == 0 and self.waiting:
+            woken = self._resolve()
+            if self.failure is not None:
+                return woken
+            self.queue.extend(sorted(woken, key=lambda t: t.order))
+        return [self.queue.popleft()] if self.queue else []
+
     def _release(self, thread, result):
         del self.waiting[thread]
         thread.pending = None
@@ -188,10 +213,11 @@ class Group:
     def _abort(self, failure):
         """Stop every waiting thread; return them (to be woken)."""
         self.failure = failure
-        woken = list(self.waiting)
+        woken = list(self.waiting) + list(self.queue)
         for thread in woken:
             thread.aborted = True
         self.waiting.clear()
+        self.queue.clear()
         return woken
 
     def _resolve(self):
@@ -331,6 +357,7 @@ def run_groups(fn, args, grid_dim, block_dim, whole_grid):
         for block in blocks:
             for point in np.ndindex(*block_dim):
                 group.threads.append(SimThread(fn, args, group, block, point))
+                group.threads[-1].order = len(group.threads) - 1
         group.running = len(group.threads)
         started = []
         try:
@@ -344,8 +371,11 @@ def run_groups(fn, args, grid_dim, block_dim, whole_grid):
             )
             for thread in started:
                 thread.aborted = True
-        for thread in started:
-            thread.event.set()
+        if group.failure is None:
+            group.start()
+        else:
+            for thread in started:
+                thread.event.set()
         for thread in started:
             thread.join()
         failure = group.failure

@@ -13,6 +13,7 @@ import pytest
 
 import block_kernels as B
 import dualgpu
+from dualgpu import cuda
 from dualgpu.testing import check_jacobian, check_jvp
 from unported import original
 
@@ -198,3 +199,39 @@ def test_laplace_1001_cells_jvp_equals_central_differences():
         return B.simulate_laplace(d, k, timesteps=2)
 
     check_jvp(final, (data, 0.25))
+
+
+@cuda.jit
+def _deposit(w, rho):
+    p = cuda.grid(1)
+    if p < w.shape[0]:
+        cuda.atomic.add(rho, p % 2, w[p])
+
+
+def test_float_atomics_add_in_thread_order_as_numba_simulator():
+    """The simulated threads of a block run one at a time, in thread order (numba's simulator
+    does): a float atomic sum is the same bits in every run and equals numba's. Threads
+    running at once summed it in a varying order (found by an unseen port: particle
+    deposition). Its derivative is deterministic too."""
+    p = np.arange(64.0)
+    w = np.sin(p * 0.37) * 1e3 + 1e-3 * np.cos(p)
+    expected = np.zeros(2)
+    original(_deposit)[2, 32](w, expected)
+    ordered = np.zeros(2)
+    for k in range(64):
+        ordered[k % 2] += w[k]
+    assert np.array_equal(expected, ordered)
+    for _ in range(4):
+        rho = np.zeros(2)
+        _deposit[2, 32](w, rho)
+        assert np.array_equal(rho, expected)
+
+    def deposit(ww):
+        d_rho = cuda.to_device(np.zeros(2))
+        _deposit[2, 32](cuda.to_device(ww), d_rho)
+        return d_rho.copy_to_host()
+
+    value, tangent = dualgpu.jvp(deposit, (w,), (np.cos(p),))
+    assert np.array_equal(value, expected)
+    np.testing.assert_allclose(tangent, [np.cos(p)[0::2].sum(), np.cos(p)[1::2].sum()],
+                               rtol=1e-12)
