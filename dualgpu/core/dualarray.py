@@ -16,6 +16,7 @@ import numpy as np
 import numpy.typing as npt
 
 from dualgpu.core import hooks
+from dualgpu.core._context import active_levels
 from dualgpu.core._memory import copy_member, device_copy, host, is_device, same_side, zero_fill
 from dualgpu.core.complex_dual import COMPLEX_DTYPES
 from dualgpu.core.dual import DECISIONS, DTYPES, Dual, DualArrayBase, check_dtype, check_tag
@@ -24,6 +25,9 @@ from dualgpu.errors import DualgpuError
 
 __all__ = ["DualArray", "dual_array", "zeros_like_lanes", "copy_into"]
 
+#: dimensions of a dual array's values; under a nested driver (second derivatives) the
+#: members of its dual arrays have a lane axis per enclosing level more (a 3-D state's outer
+#: partials are the 4-D values of a dual array)
 MAX_NDIM = 3
 #: Partials of this dtype make a structural tracer (dependency bitsets, cpu backend).
 TRACER_DTYPE = np.dtype(np.uint64)
@@ -103,9 +107,11 @@ class DualArray(DualArrayBase):
                 f"device arrays; got {type(values).__name__} and {type(partials).__name__}. "
                 "Use dualgpu.cuda.to_device(dual_array) to move both."
             )
-        if not (1 <= values.ndim <= MAX_NDIM):
+        ndim = values.ndim
+        if not 1 <= ndim <= MAX_NDIM and not (
+                ndim > MAX_NDIM and ndim - MAX_NDIM <= len(active_levels())):
             fix = ("for a single number use dualgpu.Dual(value, partials)" if values.ndim == 0
-                   else "reshape to at most 3 dimensions")
+                   else f"reshape to at most {MAX_NDIM} dimensions")
             raise DualgpuError(
                 f"DualArray: values must have 1 to {MAX_NDIM} dimensions; got shape "
                 f"{tuple(values.shape)}. Fix: {fix}."

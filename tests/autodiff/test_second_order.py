@@ -452,3 +452,64 @@ def test_host_numpy_on_nested_duals_is_refused_clearly():
         with pytest.raises(dualgpu.DualgpuError, match="nested derivative"):
             dualgpu.hessian(norm_of_copy, x)
         np.testing.assert_allclose(dualgpu.hessian(sum_of_squares, x), 2 * np.eye(2), rtol=1e-12)
+
+
+@cuda.jit
+def _react_3d(u, k, dt):
+    i, j, m = cuda.grid(3)
+    if i < u.shape[0] and j < u.shape[1] and m < u.shape[2]:
+        v = u[i, j, m]
+        u[i, j, m] = v + dt * k * v * (1.0 - v)
+
+
+def _react_objective(u0, p):
+    d = cuda.to_device(u0)
+    for _ in range(2):
+        _react_3d[(1, 1, 1), (2, 2, 3)](d, p[0], p[1])
+    h = d.copy_to_host()
+    return h.sum() + h[0, 1, 2] * h[1, 0, 0] + h[1, 1, 1] ** 2
+
+
+@pytest.mark.parametrize("backend", ["cpu", "cudasim"])
+def test_hessian_of_a_three_dimensional_state(backend):
+    """A 3-D state (the dual arrays' most) under hessian: the outer partials are 4-D dual
+    arrays, which were refused ("values must have 1 to 3 dimensions"; found by an unseen port).
+    Against central differences w.r.t. the parameters and the initial state."""
+    u0 = np.linspace(0.1, 0.5, 12).reshape(2, 2, 3)
+    p = np.array([2.0, 0.05])
+    eps = 1e-4
+
+    def fd(f, x, a, b):
+        def at(da, db):
+            q = x.copy().ravel()
+            q[a] += da
+            q[b] += db
+            return f(q.reshape(x.shape))
+        return (at(eps, eps) - at(eps, -eps) - at(-eps, eps) + at(-eps, -eps)) / (4 * eps ** 2)
+
+    with dualgpu.using_backend(backend):
+        h_p = dualgpu.hessian(lambda q: _react_objective(u0, q), p)
+        h_u = dualgpu.hessian(lambda u: _react_objective(u, p), u0).reshape(12, 12)
+        expected_p = [[fd(lambda q: _react_objective(u0, q), p, a, b) for b in range(2)]
+                      for a in range(2)]
+        np.testing.assert_allclose(h_p, expected_p, rtol=1e-5)
+        for a, b in ((5, 6), (1, 10), (0, 0), (10, 10), (5, 5)):
+            assert h_u[a, b] == pytest.approx(fd(lambda u: _react_objective(u, p), u0, a, b),
+                                              rel=1e-5, abs=1e-6)
+        np.testing.assert_allclose(h_u, h_u.T, rtol=1e-14, atol=1e-15)
+    with pytest.raises(dualgpu.DualgpuError, match="1 to 3 dimensions"):
+        DualArray(np.ones((2, 2, 2, 2)), np.zeros((1, 2, 2, 2, 2)))  # outside a nested driver
+
+
+def test_nested_three_dimensional_arrays_compile_to_ptx(offline_ptx):
+    """The GPU path of the test above: a 3-D nested dual array (4-D outer partials)."""
+    from numba import cuda as numba_cuda
+    from numba import types
+
+    from dualgpu.compiled.arrays import dual_array_type
+    from dualgpu.compiled.nested import tagged_array_type
+
+    f64 = types.float64
+    nested = tagged_array_type(dual_array_type(f64, 3, 2), dual_array_type(f64, 4, 2), 3, 1)
+    ptx, _ = numba_cuda.compile_ptx(_react_3d.py_func, (nested, f64, f64), cc=offline_ptx)
+    assert ".entry" in ptx
