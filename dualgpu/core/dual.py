@@ -267,6 +267,22 @@ class Dual:
         return type(self)(self.value, partials, tag=self.tag) if self.tag \
             else type(self)(self.value, partials)
 
+    def item(self, *index):
+        """Return the Dual itself, as a copy: numpy's ``scalar.item()`` gives the Python scalar
+        (``u.max().item()`` read back for a time step or a CFL number), and a Dual is the
+        scalar here, so the derivative keeps flowing through what host code computes from it.
+
+        Examples
+        --------
+        >>> import dualgpu
+        >>> d = dualgpu.Dual(2.0, [1.0])
+        >>> (0.1 / d.item()).partials.tolist()
+        [-0.025]
+        """
+        if index not in ((), (0,), (-1,), ((),)):
+            raise IndexError(f"Dual.item{index}: a dual is one number; call item() (or item(0)).")
+        return self.tolist()
+
     def __float__(self):
         # the message names the host line that needs a float and its fix: a store into a
         # plain numpy buffer (state[0] = p, dualgpu.host.buffers), math.*, float(), np.float32

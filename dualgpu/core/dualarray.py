@@ -259,6 +259,31 @@ class DualArray(DualArrayBase):
             partials = partials.reshape((partials.shape[0],) + partials.shape[1 - extra:])
         self.partials[lanes_index] = partials
 
+    def item(self, *index):
+        """Return one element as a :class:`~dualgpu.Dual` (a copy), as numpy's ``item`` gives
+        a Python float: ``item()`` of a one-element array, ``item(k)`` by flat index,
+        ``item(i, j)`` by position.
+
+        Examples
+        --------
+        >>> import numpy as np, dualgpu
+        >>> u = dualgpu.dual_array(np.array([[1.0, 2.0], [3.0, 4.0]]), lanes=1)
+        >>> float(u.item(3).value), float(u.item(1, 0).value)
+        (4.0, 3.0)
+        """
+        host = self.copy_to_host() if self.is_device else self
+        if len(index) == 1 and isinstance(index[0], tuple):
+            index = index[0]
+        if not index:
+            if host.size != 1:
+                raise ValueError("can only convert an array of size 1 to a Python scalar; "
+                                 f"this DualArray has {host.size} elements: call item(k)")
+            index = (0,) * host.ndim
+        elif len(index) == 1:
+            index = np.unravel_index(int(index[0]) % host.size if int(index[0]) < 0
+                                     else int(index[0]), host.shape)
+        return host[tuple(int(k) for k in index)].tolist()
+
     def tolist(self):
         """Return the elements as nested lists of :class:`~dualgpu.Dual` scalars.
 

@@ -58,3 +58,43 @@ def test_tolist_under_the_driver_keeps_the_derivative():
 
     jac = dualgpu.jacobian(f, 1.5)
     assert float(np.asarray(jac)) == pytest.approx(3.0)
+
+
+@cuda.jit
+def _scale(u, a):
+    i = cuda.grid(1)
+    if i < u.shape[0]:
+        u[i] = u[i] * a + 0.5 * u[i] * u[i]
+
+
+def _rescaled(a):
+    d = cuda.to_device(np.linspace(-0.7, 0.9, 16))
+    _scale[1, 16](d, a)
+    vmax = d.copy_to_host().max().item()  # numpy's idiom for a Python float
+    _scale[1, 16](d, 0.1 / vmax)
+    return d.copy_to_host()
+
+
+@pytest.mark.parametrize("backend", ["cpu", "cudasim"])
+def test_item_of_a_reduction_keeps_the_derivative(backend):
+    """``u.max().item()`` (a CFL number read back) under the driver was an AttributeError:
+    a Dual's item() is the Dual (a copy), so the derivative flows through it (found by an
+    unseen port)."""
+    d = Dual(2.0, [1.0, 0.5])
+    assert d.item() is not d and d.item().value == 2.0 and d.item(0).partials.tolist() == [1, 0.5]
+    with pytest.raises(IndexError, match="one number"):
+        d.item(1)
+    u = _array((2, 3), np.float64)
+    for index, flat in (((1, 2), 5), ((0, 1), 1), ((1, 0), -3)):
+        got = u.item(flat)
+        assert got.value == u.values[index]
+        assert got.partials.tolist() == u.partials[(slice(None),) + index].tolist()
+        assert u.item(*index).value == u.item(index).value == u.values[index]
+    assert _array((1,), np.float32).item().dtype == np.float32
+    with pytest.raises(ValueError, match="has 6 elements"):
+        u.item()
+    with dualgpu.using_backend(backend):
+        jac = dualgpu.jacobian(_rescaled, 0.8, progress=False)
+        h = 1e-6
+        fd = (_rescaled(0.8 + h) - _rescaled(0.8 - h)) / (2 * h)
+    np.testing.assert_allclose(jac, fd, rtol=1e-6, atol=1e-8)
