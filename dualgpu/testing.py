@@ -189,8 +189,10 @@ def _check(f, primals, tangents, ad, precision, rtol, atol, eps, what):
             runs[step] = _evaluate(f, primals, tangents, step, shapes, what)
         return runs[step]
 
-    fd, fd_error, step = fd_estimate(evaluate, h, UNIT_ROUNDOFF[precision])
-    note += f"finite differences taken again at the step {step:.3g} of least estimated error"
+    fd, fd_error, (low, high) = fd_estimate(evaluate, h, UNIT_ROUNDOFF[precision])
+    at = f"the step {low:.3g}" if low == high else f"steps {low:.3g} to {high:.3g}"
+    note += (f"finite differences taken again at {at}, each entry at the step of least "
+             "estimated error")
     return _compare(ad, fd, rtol_, atol_, what, fd_error=fd_error, note=note)
 
 

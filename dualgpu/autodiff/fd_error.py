@@ -9,9 +9,11 @@ A central difference ``D(h) = (f(x + h t) - f(x - h t)) / 2h`` has two errors:
   energy), and large where f computes in float32 though its arrays are float64
   (the float64 step is then far too small).
 
-:func:`fd_estimate` evaluates ``D`` at a ladder of steps ``h, 2h, 4h, ...``, estimates
-each one's error as ``|D(h) - D(2h)| + 2 u max|f(x +- h t)| / h`` per entry, and
-returns the difference whose estimate is smallest. :func:`computes_in_float32`
+:func:`fd_estimate` evaluates ``D`` at a ladder of steps ``..., h/4, h/2, h, 2h, 4h, ...``,
+estimates each one's error as ``|D(h) - D(2h)| + 2 u max|f(x +- h t)| / h`` per entry, and
+returns, entry by entry, the difference whose estimate is smallest: an entry whose output
+has a kink (a limiter's min/max, abs) within a step of ``x`` takes a step short of it, the
+others a step where rounding is small. :func:`computes_in_float32`
 tells float32 arithmetic behind float64 arrays: every output of the perturbed runs
 is a float32 number, which float64 arithmetic at a float64 step gives by chance
 with probability about 2**-29 per entry.
@@ -32,6 +34,8 @@ UNIT_ROUNDOFF = {np.dtype(np.float64): 2.0 ** -53, np.dtype(np.float32): 2.0 ** 
 MAX_FD_ERROR = 0.1
 #: how many doublings of the step :func:`fd_estimate` tries
 STEP_DOUBLINGS = 6
+#: and how many halvings
+STEP_HALVINGS = 4
 
 
 def computes_in_float32(outputs):
@@ -65,7 +69,8 @@ def computes_in_float32(outputs):
 
 
 def fd_estimate(evaluate, h, roundoff):
-    """The central difference with the smallest estimated error over a ladder of steps.
+    """The central difference with the smallest estimated error over a ladder of steps,
+    entry by entry.
 
     Parameters
     ----------
@@ -73,39 +78,37 @@ def fd_estimate(evaluate, h, roundoff):
         ``evaluate(h)`` returns ``(up, down)``: f's outputs (lists of float64 arrays)
         at ``x + h t`` and ``x - h t``.
     h : float
-        The first step.
+        The middle step of the ladder.
     roundoff : float
         The unit roundoff of the precision f computes in.
 
     Returns
     -------
     fd : list of ndarray
-        The central difference at the chosen step, per output.
+        The central difference per output, each entry at its own step.
     error : list of ndarray
         Its estimated error per entry.
-    step : float
-        The chosen step.
+    steps : tuple of float
+        The smallest and largest step the entries took.
     """
     ladder = []
-    for k in range(STEP_DOUBLINGS + 1):
+    for k in range(-STEP_HALVINGS, STEP_DOUBLINGS + 1):
         step = h * 2.0 ** k
         up, down = evaluate(step)
         fd = [(a - b) / (2.0 * step) for a, b in zip(up, down)]
         rounding = [2.0 * roundoff * np.maximum(np.abs(a), np.abs(b)) / step
                     for a, b in zip(up, down)]
         ladder.append((step, fd, rounding))
-    best = None
-    for (step, fd, rounding), (_, fd2, _) in zip(ladder, ladder[1:]):
-        error = [np.abs(a - b) + r for a, b, r in zip(fd, fd2, rounding)]
-        size = sum(_relative(e, a) for e, a in zip(error, fd))
-        if best is None or size < best[0]:
-            best = (size, fd, error, step)
-    return best[1], best[2], best[3]
-
-
-def _relative(error, fd):
-    scale = float(np.max(np.abs(fd), initial=0.0))
-    worst = float(np.max(error, initial=0.0))
-    if not np.isfinite(worst):
-        return np.inf
-    return worst / scale if scale > 0 else worst
+    pairs = list(zip(ladder, ladder[1:]))
+    fds, errors, taken = [], [], []
+    for o in range(len(ladder[0][1])):
+        candidates = np.stack([np.asarray(fd[o], np.float64) for (_, fd, _), _ in pairs])
+        estimates = np.stack([np.abs(np.asarray(fd[o]) - np.asarray(fd2[o])) + rounding[o]
+                              for (_, fd, rounding), (_, fd2, _) in pairs])
+        estimates = np.where(np.isnan(estimates), np.inf, estimates)
+        best = np.argmin(estimates, axis=0)
+        fds.append(np.take_along_axis(candidates, best[None], 0)[0])
+        errors.append(np.take_along_axis(estimates, best[None], 0)[0])
+        taken.extend(np.unique(best).tolist())
+    steps = [pairs[k][0][0] for k in taken] or [h]
+    return fds, errors, (min(steps), max(steps))
