@@ -17,6 +17,7 @@ import numpy.typing as npt
 
 from dualgpu.core import hooks
 from dualgpu.core._context import active_levels
+from dualgpu.core.elements import element
 from dualgpu.core._memory import copy_member, device_copy, host, is_device, same_side, zero_fill
 from dualgpu.core.complex_dual import COMPLEX_DTYPES
 from dualgpu.core.dual import DECISIONS, DTYPES, Dual, DualArrayBase, check_dtype, check_tag
@@ -107,9 +108,8 @@ class DualArray(DualArrayBase):
                 f"device arrays; got {type(values).__name__} and {type(partials).__name__}. "
                 "Use dualgpu.cuda.to_device(dual_array) to move both."
             )
-        ndim = values.ndim
-        if not 1 <= ndim <= MAX_NDIM and not (
-                ndim > MAX_NDIM and ndim - MAX_NDIM <= len(active_levels())):
+        extra = len(active_levels()) if values.ndim > MAX_NDIM else 0  # nested members
+        if not 1 <= values.ndim <= MAX_NDIM + extra:
             fix = ("for a single number use dualgpu.Dual(value, partials)" if values.ndim == 0
                    else f"reshape to at most {MAX_NDIM} dimensions")
             raise DualgpuError(
@@ -260,29 +260,8 @@ class DualArray(DualArrayBase):
         self.partials[lanes_index] = partials
 
     def item(self, *index):
-        """Return one element as a :class:`~dualgpu.Dual` (a copy), as numpy's ``item`` gives
-        a Python float: ``item()`` of a one-element array, ``item(k)`` by flat index,
-        ``item(i, j)`` by position.
-
-        Examples
-        --------
-        >>> import numpy as np, dualgpu
-        >>> u = dualgpu.dual_array(np.array([[1.0, 2.0], [3.0, 4.0]]), lanes=1)
-        >>> float(u.item(3).value), float(u.item(1, 0).value)
-        (4.0, 3.0)
-        """
-        host = self.copy_to_host() if self.is_device else self
-        if len(index) == 1 and isinstance(index[0], tuple):
-            index = index[0]
-        if not index:
-            if host.size != 1:
-                raise ValueError("can only convert an array of size 1 to a Python scalar; "
-                                 f"this DualArray has {host.size} elements: call item(k)")
-            index = (0,) * host.ndim
-        elif len(index) == 1:
-            index = np.unravel_index(int(index[0]) % host.size if int(index[0]) < 0
-                                     else int(index[0]), host.shape)
-        return host[tuple(int(k) for k in index)].tolist()
+        """One element as a :class:`~dualgpu.Dual` (a copy), as numpy's ``item`` gives a float."""
+        return element(self, index)
 
     def tolist(self):
         """Return the elements as nested lists of :class:`~dualgpu.Dual` scalars.

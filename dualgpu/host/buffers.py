@@ -69,7 +69,7 @@ from dualgpu.host.shadow import read_only_params as _read_only_params  # noqa: F
 from dualgpu.host.shadow import root_of as _root
 from dualgpu.host.shadow import shape_text as _shape_text
 
-__all__ = ["zeros", "keep_host_buffers", "scope", "active", "kept_source", "Registry",
+__all__ = ["zeros", "keep_host_buffers", "scope", "active", "kept_source", "keep_copy", "Registry",
            "host_store_message",
            "register_porting",
            "caller_line", "launch_store_fix", "copy_to_plain", "substitute"]
@@ -78,6 +78,8 @@ _PACKAGE_DIR = PACKAGE_DIR
 _SUBSCRIPT_STORE = re.compile(r"^\s*([A-Za-z_]\w*)\s*\[.*\]\s*(?:[-+*/%]|//|\*\*)?=(?!=)")
 
 _REGISTRY = contextvars.ContextVar("dualgpu_host_buffers", default=None)
+_DEVICE_COPY_CALL = re.compile(r"([A-Za-z_][\w.]*)\.copy_to_device\(")
+_TO_DEVICE_CALL = re.compile(r"to_device\(.*\bto\s*=\s*([A-Za-z_][\w.]*)")
 #: True inside ``keep_host_buffers()``; the environment's DUALGPU_HOST_BUFFERS=keep sets the default
 _KEEP: contextvars.ContextVar[bool | None] = contextvars.ContextVar(
     "dualgpu_keep_host_buffers", default=None)
@@ -495,28 +497,30 @@ class Registry:
         Returns ``(args, token)``; :meth:`after_launch(token) <after_launch>` writes the
         values back (``token`` is None when nothing was replaced).
         """
-        float_arrays = [i for i, a in enumerate(args)
-                        if isinstance(a, np.ndarray) and a.dtype.kind in "fc"
-                        and 1 <= a.ndim <= 3]
+        # host arrays, and the simulator's device arrays by their memory
+        memory = [a if isinstance(a, np.ndarray) else _host_memory(a) for a in args]
+        float_arrays = [i for i, a in enumerate(memory)
+                        if isinstance(a, np.ndarray) and not isinstance(a, DualArray)
+                        and a.dtype.kind in "fc" and 1 <= a.ndim <= 3]
         if not float_arrays:
             return args, None
         # every kept buffer (read-only to plain code) runs on its hidden DualArray
-        live = [i for i in float_arrays if self._shadows.get(id(_root(args[i]))) is not None]
+        live = [i for i in float_arrays if self._shadows.get(id(_root(memory[i]))) is not None]
         if not (live or captured or any(_holds_duals(a) for a in args)):
             return args, None
         read_only = _read_only_params(kernel)
         float_arrays = [i for i in float_arrays
-                        if i in live or args[i].ndim > read_only.get(kernel._params[i], 0)]
+                        if i in live or memory[i].ndim > read_only.get(kernel._params[i], 0)]
         args = list(args)
         used, pairs = [], []
         on_gpu = backend() == "cuda"
         where = caller_line()
         for i in float_arrays:
-            shadow = self._shadow(args[i], None)
+            shadow = self._shadow(memory[i], None)
             if shadow is not None and shadow.name is None:
                 name = _name_in(shadow.root)
                 shadow.name = kernel._params[i] if name.startswith("a host") else name
-            view = None if shadow is None else shadow.view(args[i])
+            view = None if shadow is None else shadow.view(memory[i])
             if view is None:
                 continue  # left plain: a store of a dual into it is refused as before
             if on_gpu:  # numba copies a host array in and out: here, values and partials
@@ -630,6 +634,37 @@ def kept_source(ary):
     ``cuda.to_device(u, to=d)``, takes its partials as ``cuda.to_device(u)`` does)."""
     registry = active()
     return ary if registry is None else registry.substitute_one(ary)
+
+
+def keep_copy(ary, source):
+    """``ary.copy_to_device(source)`` for a plain float array ``ary`` standing in for a device
+    array (the cpu backend's, the simulator's memory) and a DualArray ``source``: the values
+    into ``ary``, the partials kept by the registry (True). Under the driver, outside
+    :func:`keep_host_buffers`, refused with the buffer's name, the line and the fixes; outside
+    the driver, False (the caller refuses the copy)."""
+    registry = active()
+    if (registry is not None and isinstance(ary, np.ndarray) and ary.dtype.kind in "fc"
+            and not source.tag and registry.copy_into(ary, source)):
+        return True
+    if not active_lanes():
+        return False  # outside the driver: the caller's refusal
+    where = caller_line()
+    found = _DEVICE_COPY_CALL.search(where[2]) if where else None
+    found = found or _TO_DEVICE_CALL.search(where[2]) if where else None
+    name = found.group(1) if found else "the device array"
+    raise DualgpuError(
+        f"a copy into {name}{_at(where)}: {name} is a plain device array (made before "
+        f"the driver ran f: by a solver's __init__, a module global), which would drop the "
+        f"{source.lanes} lanes of partials copied into it. Fix: allocate it inside f "
+        f"(cuda.device_array_like(x) there makes a DualArray under the driver), or run the "
+        "driver inside `with dualgpu.keep_host_buffers():`, which keeps the partials beside "
+        "such arrays (cpu and cudasim backends).")
+
+
+def _host_memory(item):
+    """The numpy memory of a device array that lives in host memory (the simulator's: its
+    ``host_memory``), else None."""
+    return item.host_memory if hasattr(type(item), "host_memory") else None
 
 
 def copy_to_plain(source, ary):

@@ -20,8 +20,9 @@ __all__ = ["Shadow", "read_only_params", "root_of", "shape_text", "buffer_fix", 
 
 
 def root_of(array):
-    """The array that owns ``array``'s memory (itself, or the base of a view)."""
-    while isinstance(array.base, np.ndarray):
+    """The array that owns ``array``'s memory (itself, or the base of a view of its dtype: a
+    buffer of raw bytes under it, as the cpu backend's large arrays have, is not mirrored)."""
+    while isinstance(array.base, np.ndarray) and array.base.dtype == array.dtype:
         array = array.base
     return array
 

@@ -592,6 +592,14 @@ class Kernel:
             fix = ("Allocate it as a DualArray (dualgpu.cuda.device_array_like(dual_input) or "
                    "dualgpu.dual_array), or run the simulation under the driver (dualgpu.jvp / "
                    "dualgpu.jacfwd), which allocates dual arrays through dualgpu.cuda for you.")
+        device = [n for n in names if hasattr(given.get(n), "copy_to_host")
+                  and not isinstance(given.get(n), DualArray)]
+        if active_lanes() and device:
+            fix = (f"{', '.join(device)} is a plain device array made before the driver ran f "
+                   "(by a solver's __init__, a module global). Fix: allocate it inside f "
+                   "(cuda.device_array_like(x) there makes a DualArray under the driver), or "
+                   "run the driver inside `with dualgpu.keep_host_buffers():`, which keeps the "
+                   "partials beside such arrays (cpu and cudasim backends).")
         host = [n for n in names if type(given.get(n)) is np.ndarray]
         if len(names) == 1 and host:
             return (f"kernel {self.__name__} stores a dual into the host numpy array "

@@ -197,7 +197,8 @@ class Configured:
                 return None if found is None else _run_captured(self, recorder, found)
             recorder.launches += 1  # a run "auto" does not capture (yet): counted, run as is
         kernel = self.kernel
-        if kwargs or not ENABLED:
+        if kwargs or not ENABLED or active() is not None:
+            # (kept host buffers: every launch substitutes them, which no plan does)
             return kernel.launch(self.griddim, self.blockdim, self.stream, self.sharedmem,
                                  *args, **kwargs)
         given = args

@@ -59,16 +59,33 @@ class HostArray(np.ndarray):
     """
 
     def copy_to_host(self, ary=None, stream=0):
-        """Return a plain numpy copy (or copy into ``ary``)."""
+        """Return a plain numpy copy (or copy into ``ary``); under the driver, the host
+        DualArray of an array kept with its partials (see :meth:`copy_to_device`)."""
+        kept = host_buffers.kept_source(self)
+        if isinstance(kept, DualArray):
+            return kept.copy_to_host(ary, stream)
         if ary is None:
             return np.array(self, copy=True).view(np.ndarray)
         ary[...] = self
         return ary
 
     def copy_to_device(self, ary, stream=0):
-        """Copy ``ary`` into this array (a DualArray is refused: its partials would be lost)."""
+        """Copy ``ary`` into this array. A DualArray under the driver: its values here, its
+        partials kept beside this array (one allocated before the driver ran, by a solver's
+        ``__init__``), as kept host buffers are; outside the driver it is refused."""
         graphs.refuse_copy("copy_to_device()")
-        copy_into(self, host_buffers.kept_source(ary), stream)
+        source = host_buffers.kept_source(ary)
+        if isinstance(source, DualArray) and host_buffers.keep_copy(self, source):
+            return  # (kept beside it; refused with the fixes under the driver)
+        copy_into(self, source, stream)
+
+
+def _sim_array(ary):
+    """A simulated device array over the numpy array ``ary``
+    (:class:`~dualgpu.backends.cudasim.arrays.SimArray`: numba's, with dualgpu's copies)."""
+    from dualgpu.backends.cudasim.arrays import SimArray  # numba's simulator: when it runs
+
+    return SimArray(ary)
 
 
 #: cpu backend: arrays of at least this many bytes start at one of seven offsets after a page
@@ -105,7 +122,7 @@ def _plain_to_device(array):
     if name == "cudasim":
         from numba.cuda import simulator  # numba's simulator: loaded when it runs
 
-        return simulator.to_device(np.array(array, copy=True))
+        return _sim_array(simulator.to_device(np.array(array, copy=True))._ary)
     if np.ndim(array) and np.asarray(array).flags.c_contiguous:
         copy = _host_zeros(np.shape(array), np.asarray(array).dtype, np.empty)
         copy[...] = array
@@ -120,7 +137,7 @@ def _plain_empty(shape, dtype):
     if name == "cudasim":
         from numba.cuda import simulator  # numba's simulator: loaded when it runs
 
-        return simulator.device_array(shape, dtype)
+        return _sim_array(simulator.device_array(shape, dtype)._ary)
     return _host_zeros(shape, dtype)
 
 
@@ -133,9 +150,8 @@ def _plain_zeros(shape, dtype):
             array.gpu_data.memset(0)  # a device memset: no host buffer, no transfer
         return array
     if name == "cudasim":
-        from numba.cuda import simulator  # numba's simulator: loaded when it runs
 
-        return simulator.to_device(np.zeros(shape, dtype))
+        return _sim_array(np.zeros(shape, dtype))
     return _host_zeros(shape, dtype)
 
 
@@ -234,7 +250,12 @@ def _to_device(obj, stream=0, copy=True, to=None):
     (3, 2)
     """
     if to is not None:  # (a kept host buffer: with its partials, as below)
-        return copy_into(to, host_buffers.kept_source(obj), stream)
+        source = host_buffers.kept_source(obj)
+        if isinstance(source, DualArray) and not isinstance(to, DualArray) and (
+                isinstance(to, HostArray) or hasattr(type(to), "host_memory")):
+            to.copy_to_device(source, stream)  # kept beside it, or refused with the fixes
+            return to
+        return copy_into(to, source, stream)
     if isinstance(obj, DualArray):
         if obj.is_nested:
             return DualArray(to_device(obj.values), to_device(obj.partials), tag=obj.tag)

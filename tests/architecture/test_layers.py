@@ -78,6 +78,7 @@ LAZY = {
     "dualgpu.backends.cpu.kernel": "a backend is loaded when a kernel first launches on it",
     "dualgpu.backends.cudasim.kernel": "a backend is loaded when a kernel first launches on it",
     "dualgpu.backends.gpu.kernel": "a backend is loaded when a kernel first launches on it",
+    "dualgpu.backends.cudasim.arrays": "numba's simulator, when the cudasim backend makes arrays",
     "dualgpu.plot.dgsm": "matplotlib, only when a figure is asked for",
     "dualgpu.sensitivity.plots": "matplotlib, only when a figure is asked for",
 }

@@ -38,6 +38,11 @@ def test_a_moved_name_works_with_a_warning_that_names_its_home(name, home):
 
 @pytest.mark.parametrize("old,new", sorted(_moved.MOVED.items()))
 def test_an_old_module_path_imports_the_moved_module_with_a_warning(old, new):
+    parent = old.rpartition(".")[0]
+    if parent in _moved.MOVED:  # its own warning first, whichever test ran before this one
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)
+            importlib.import_module(f"dualgpu.{parent}")
     saved = sys.modules.pop(f"dualgpu.{old}", None)
     try:
         with pytest.warns(DeprecationWarning, match=rf"dualgpu\.{old} moved to dualgpu\.{new}"):

@@ -185,13 +185,16 @@ def test_zeros_like_family(dtype):
 
 
 def test_creation_and_casts_keep_the_device_side_on_the_simulator():
+    from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray
+
     with dualgpu.using_backend("cudasim"):
         d = dualgpu.cuda.to_device(dual_array(np.arange(4.0), np.ones((2, 4))))
     assert d.is_device
     for like in (np.zeros_like(d), np.empty_like(d), np.full_like(d, 1.0), d.astype(np.float32),
                  d.copy()):
         assert isinstance(like, DualArray) and like.is_device and like.lanes == 2
-        assert type(like.values) is type(d.values)
+        assert isinstance(like.values, FakeCUDAArray)  # a simulated device array, as d's
+        assert isinstance(d.values, FakeCUDAArray)
     assert d.astype(np.float32).copy_to_host().partials.dtype == np.float32
     total = np.sum(d * 2.0)  # host operations copy device memory to the host first
     assert total.value == 12.0 and total.partials.tolist() == [8.0, 8.0]
