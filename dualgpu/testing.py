@@ -249,7 +249,9 @@ def _compare(ad, fd, rtol, atol, what, fd_error=None, note=""):
             "derivative; a dropped partial (.value, float(), np.asarray on a dual), a wrong "
             "rule, or a write the dual run lost (forward mode 0 where the differences are "
             "not: a kernel writing into a copy rather than the output) gives a large error. "
-            "Raise rtol/atol or adjust eps if the function is ill-conditioned."
+            "Where f has a kink near the point (a limiter's min/max, abs, a branch on a "
+            "value), the finite differences themselves cross it: try a smaller eps. Raise "
+            "rtol/atol or adjust eps if the function is ill-conditioned."
         )
     return worst
 
