@@ -12,6 +12,7 @@ import copy as _copy
 
 import numpy as np
 
+from dualgpu.core._memory import is_simulated
 from dualgpu.core.dual import Dual
 from dualgpu.core.dualarray import DualArray
 
@@ -26,7 +27,7 @@ def _is_device(value):
 def _copy_device(array):
     """A new device array (on the same kind of device) holding a copy of ``array``."""
     host = array.copy_to_host()
-    if type(array).__module__.startswith("numba.cuda.simulator"):
+    if is_simulated(array):
         from numba.cuda import simulator
 
         return simulator.to_device(host)

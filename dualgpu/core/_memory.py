@@ -17,12 +17,18 @@ import numpy as np
 
 from dualgpu.errors import DualgpuError
 
-__all__ = ["is_device", "host", "same_side", "device_copy", "copy_member", "zero_fill"]
+__all__ = ["is_device", "is_simulated", "host", "same_side", "device_copy", "copy_member",
+           "zero_fill"]
 
 
 def is_device(array):
     """True for a device array (numba.cuda's, or the simulator's); numpy arrays are host."""
     return hasattr(array, "copy_to_host") and not isinstance(array, np.ndarray)
+
+
+def is_simulated(array):
+    """True for a device array of numba's simulator (its own class, or dualgpu's SimArray)."""
+    return any(c.__module__.startswith("numba.cuda.simulator") for c in type(array).__mro__)
 
 
 def host(array):
@@ -39,7 +45,7 @@ def same_side(template, array):
     if not is_device(template):
         return array
     # numba.cuda is loaded only for device arrays (the simulator's, or a GPU's)
-    if "simulator" in type(template).__module__:
+    if is_simulated(template):
         from numba.cuda import simulator
 
         return simulator.to_device(array)
@@ -51,7 +57,7 @@ def same_side(template, array):
 def device_copy(array):
     """A copy of a device array in device memory (numba.cuda's, or the simulator's)."""
     # numba.cuda is loaded only for device arrays (the simulator's, or a GPU's)
-    if "simulator" in type(array).__module__:
+    if is_simulated(array):
         from numba.cuda import simulator
 
         return simulator.to_device(array.copy_to_host())

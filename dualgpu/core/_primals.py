@@ -57,7 +57,7 @@ _FLOAT32 = np.dtype(np.float32)
 _LIBM_FUNCTIONS = {
     1: ("sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "tanh", "asinh",
         "acosh", "atanh", "exp", "expm1", "log", "log1p", "log2", "log10", "sqrt", "fabs",
-        "erf", "erfc"),
+        "erf", "erfc", "lgamma", "gamma"),
     2: ("atan2", "hypot", "pow", "copysign", "fmod", "remainder"),
 }
 
@@ -84,6 +84,14 @@ def _c_function(name, nargs, c_type):
     return fn
 
 
+#: the C library's names of ``math`` functions that differ (numba calls ``tgamma``)
+_C_NAMES = {"gamma": "tgamma"}
+
+#: Python's math where it raises at a pole, and what compiled code gives there
+_POLES = {"lgamma": lambda x: math.inf,
+          "gamma": lambda x: math.copysign(math.inf, x) if x == 0 else math.nan}
+
+
 def _python_math(name):
     """Fallback without a C library: Python's math in float64, inf/nan instead of errors."""
     fn = getattr(math, name)
@@ -93,6 +101,8 @@ def _python_math(name):
             try:
                 return fn(*args)
             except (ValueError, ZeroDivisionError):
+                if name in _POLES:
+                    return _POLES[name](*args)
                 return getattr(np, {"asin": "arcsin", "acos": "arccos", "atan2": "arctan2",
                                     "asinh": "arcsinh", "acosh": "arccosh",
                                     "atanh": "arctanh", "pow": "power"}.get(name, name),
@@ -109,10 +119,11 @@ def _libm(name, dtype):
     nargs = 1 if name in _LIBM_FUNCTIONS[1] else 2 if name in _LIBM_FUNCTIONS[2] else None
     if nargs is None:  # a math function with a rule from dualgpu.rules.define: Python's
         return _python_math(name)
+    c_name = _C_NAMES.get(name, name)
     if dtype == _FLOAT32:
-        fn = _c_function(name + "f", nargs, ctypes.c_float)
+        fn = _c_function(c_name + "f", nargs, ctypes.c_float)
     else:
-        fn = _c_function(name, nargs, ctypes.c_double)
+        fn = _c_function(c_name, nargs, ctypes.c_double)
     return fn or _python_math(name)
 
 
@@ -291,7 +302,11 @@ def _make_primal(fn):
     return compute
 
 
-_PRIMALS = {}
+#: numba multiplies by the constant in the value's dtype (a float32 stays float32 throughout)
+_PRIMALS = {
+    math.radians: lambda dtype, x: dtype.type(x) * dtype.type(math.pi / 180),
+    math.degrees: lambda dtype, x: dtype.type(x) * dtype.type(180 / math.pi),
+}
 
 
 def compiled_value(fn, args):
