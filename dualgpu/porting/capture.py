@@ -50,6 +50,7 @@ it cannot; ``False`` never captures.
 """
 import contextlib
 import contextvars
+import functools
 import logging
 import time
 
@@ -109,6 +110,19 @@ def statistics():
     """Counts since the process started: launches deferred, programs replayed, checked,
     and checks failed (a dict; for tests and benchmarks)."""
     return dict(_STATS)
+
+
+@functools.lru_cache(maxsize=None)
+def memo_key(count):
+    """``key(launcher, args)``: ``(launcher, id(args[0]), ...)`` for ``count`` arguments,
+    unrolled (a captured loop looks its step up by it: ``tuple(map(id, args))`` costs twice
+    as much); another number of arguments raises ValueError."""
+    names = "".join(f"a{k}, " for k in range(count))
+    source = (f"def key(s, args):\n    [{names}] = args\n"
+              f"    return (s, {''.join(f'id(a{k}), ' for k in range(count))})\n")
+    namespace = {}
+    exec(source, namespace)  # noqa: S102 - a fixed template, numbers only
+    return namespace["key"]
 
 
 #: ``current()``: the active :class:`_Recorder`, or None (asked at every launch: the bare get)
@@ -249,7 +263,7 @@ class _Recorder:
         self.locked = []  # dual partials made read-only until the table ran
         self.floats, self.ints = [], []
         self.numbers = {}  # ("n", dtype) -> numbers of other scalar types (bools, float32...)
-        self.memo = {}  # launcher -> ids of a launch's objects -> (entry, duals)
+        self.memo = {}  # (launcher, ids of a launch's objects) -> (entry, duals, watch)
         self.entries = []  # entry -> (code, row): a kind of launch (its code) and its
         # arguments' indices in groups and tables
         self.log = []  # per deferred launch, in order: its entry
@@ -375,7 +389,7 @@ class _Recorder:
         # the memo's objects stay alive until the table runs (and the memo is cleared):
         # buffers and duals in ``owned``, numbers in their tables
         duals = tuple((a, a.value, a.partials) for a in args if type(a) is Dual)
-        self.memo.setdefault(configured, {})[tuple(map(id, args))] = (entry, duals, step.watch)
+        self.memo[configured.memo_key(configured, args)] = (entry, duals, step.watch)
         return None
 
     def _plain_array(self, array):

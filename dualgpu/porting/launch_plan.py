@@ -48,6 +48,7 @@ from dualgpu.host.buffers import active
 from dualgpu.porting import graphs as _graphs
 from dualgpu.porting import tuple_arguments
 from dualgpu.porting.capture import current as _capturing
+from dualgpu.porting.capture import memo_key as _memo_key
 from dualgpu.porting.capture import run_launch as _run_captured
 from dualgpu.porting.captured_duals import captured_duals
 
@@ -163,10 +164,11 @@ class Configured:
     Keeps the plans of its launches (see the module docstring), at most :data:`MAX_PLANS`.
     """
 
-    __slots__ = ("kernel", "griddim", "blockdim", "stream", "sharedmem", "plans")
+    __slots__ = ("kernel", "griddim", "blockdim", "stream", "sharedmem", "plans", "memo_key")
 
     def __init__(self, kernel, griddim, blockdim, stream, sharedmem):
         self.kernel = kernel
+        self.memo_key = _memo_key(len(kernel._params))  # (a captured loop's lookup)
         self.griddim = griddim
         self.blockdim = blockdim
         self.stream = stream
@@ -182,17 +184,18 @@ class Configured:
                 # a captured loop's step: the same objects as a launch deferred since the
                 # table ran (its Python per step, kept lean; the kernels' state is checked
                 # when the table runs)
-                memo = recorder.memo.get(self)
-                if memo is not None:
-                    hit = memo.get(tuple(map(id, args)))
-                    if hit is not None:
-                        for d, v, p in hit[1]:  # a dual scalar changed in place since
-                            if d.value is not v or d.partials is not p:
-                                break
-                        else:  # (a kernel reading globals: none of them holds a dual now)
-                            if hit[2] is None or not captured_duals(hit[2]):
-                                recorder.log.append(hit[0])
-                                return None
+                try:
+                    hit = recorder.memo.get(self.memo_key(self, args))
+                except ValueError:  # another number of arguments: the launch says so
+                    hit = None
+                if hit is not None:
+                    for d, v, p in hit[1]:  # a dual scalar changed in place since
+                        if d.value is not v or d.partials is not p:
+                            break
+                    else:  # (a kernel reading globals: none of them holds a dual now)
+                        if hit[2] is None or not captured_duals(hit[2]):
+                            recorder.log.append(hit[0])
+                            return None
                 found = recorder.launch(self, args)
                 return None if found is None else _run_captured(self, recorder, found)
             recorder.launches += 1  # a run "auto" does not capture (yet): counted, run as is
