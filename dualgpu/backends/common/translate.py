@@ -79,6 +79,8 @@ def cuda_member_names():
             value = getattr(cuda, name, None)
             if getattr(value, "__module__", None) in _CUDA_MEMBER_MODULES:
                 names.add(name)
+        if hasattr(cuda, "libdevice"):  # a module: its functions are cuda.libdevice.<name>
+            names.add("libdevice")
         _member_names = frozenset(names)
     return _member_names
 

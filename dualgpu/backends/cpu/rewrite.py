@@ -12,6 +12,7 @@ import copy
 from numba import types
 
 from dualgpu.errors import DualgpuError
+from dualgpu.compiled.libdevice import CPU_FUNCTIONS as LIBDEVICE_FUNCTIONS
 from dualgpu.backends.common.translate import CudaRewriter, dotted
 from dualgpu.backends.cpu import BACKEND
 from dualgpu.backends.cpu.blocks import markers as _block_markers
@@ -165,9 +166,9 @@ class CpuRewriter(CudaRewriter):
             "cuda.const.array_like, cuda.atomic.*, cuda.syncthreads(_count/_and/_or), "
             "cuda.syncwarp, cuda.shfl_*_sync, cuda.all/any/eq/ballot_sync, "
             "cuda.match_any/all_sync, cuda.activemask, cuda.lanemask_lt, cuda.cg.this_grid() "
-            "with grid.sync(), cuda.threadfence*, cuda.fma, cuda.selp, numba types and device "
-            "functions. Run this kernel on the 'cuda' or 'cudasim' backend, or rewrite that line "
-            "with these."
+            "with grid.sync(), cuda.threadfence*, cuda.fma, cuda.selp, cuda.libdevice's float "
+            "functions (exp, rsqrt, fma, sincos, fast_expf...), numba types and device "
+            "functions. Run this kernel on the 'cuda' backend, or rewrite that line with these."
         )
 
     # -- values ----------------------------------------------------------------
@@ -237,6 +238,10 @@ class CpuRewriter(CudaRewriter):
             )
         if len(path) == 1 and path[0] in _FENCES:
             return ast.Constant(None)  # threads run one after another: fences are no-ops
+        if len(path) == 2 and path[0] == "libdevice" and path[1] in LIBDEVICE_FUNCTIONS:
+            # libdevice has no CPU code: its formula in math (plain values and duals alike)
+            return ast.Call(func=self.bind(LIBDEVICE_FUNCTIONS[path[1]], "libdevice"),
+                            args=node.args, keywords=node.keywords)
         if path == ("fma",) and len(node.args) == 3 and not node.keywords:
             return ast.Call(func=_name("_dg_fma"), args=node.args, keywords=[])
         if path == ("selp",) and len(node.args) == 3 and not node.keywords:

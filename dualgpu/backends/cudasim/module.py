@@ -19,9 +19,13 @@ atomics...) with what the simulator lacks or gets wrong for dualgpu:
 * in a dual launch, ``cuda.float32`` and the other number types cast duals
   (:mod:`dualgpu.backends.cudasim.casts`).
 """
+import types as pytypes
+
 import numpy as np
 from numba.cuda.simulator.kernelapi import FakeCUDALocal, FakeCUDAModule
 
+from dualgpu.compiled.libdevice import formula_functions
+from dualgpu.core import dmath
 from dualgpu.core.dualarray import DualArray
 from dualgpu.errors import DualgpuError
 from dualgpu.backends.cudasim.casts import as_dtype, cast_for
@@ -210,6 +214,28 @@ def _block_count(predicates):
     return sum(1 for p in predicates if p)
 
 
+_LIBDEVICE = []
+
+
+class _SimulatedLibdevice(pytypes.ModuleType):
+    """libdevice's float functions as formulas in dual-aware math; the others refused."""
+
+    def __getattr__(self, name):
+        raise DualgpuError(
+            f"cuda.libdevice.{name} has no code off the GPU, and dualgpu no formula for it in "
+            "math (it has them for libdevice's float functions: exp, rsqrt, fma, sincos, "
+            f"fast_expf...). Run this kernel on the 'cuda' backend, or write cuda.libdevice."
+            f"{name} with math and arithmetic.")
+
+
+def _simulated_libdevice():
+    if not _LIBDEVICE:
+        module = _SimulatedLibdevice("numba.cuda.libdevice (dualgpu's simulated formulas)")
+        module.__dict__.update(formula_functions(dmath))
+        _LIBDEVICE.append(module)
+    return _LIBDEVICE[0]
+
+
 class LaunchModule(FakeCUDAModule):
     """The ``cuda`` module of one simulated launch (plain: ``lanes`` 0)."""
 
@@ -232,6 +258,12 @@ class LaunchModule(FakeCUDAModule):
         raise AttributeError(
             f"cuda.{name} is not available in the CUDA simulator (dualgpu's cudasim backend)."
         )
+
+    @property
+    def libdevice(self):
+        """numba.cuda.libdevice's float functions, as their formulas in dual-aware math
+        (libdevice has no code off the GPU; :mod:`dualgpu.compiled.libdevice`)."""
+        return _simulated_libdevice()
 
     # -- block barriers ----------------------------------------------------------------------
     def _barrier(self, what, predicate, resolve):
