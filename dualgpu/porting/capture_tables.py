@@ -93,7 +93,10 @@ class Inputs:
             inputs += [tuple(v for v, _ in found), tuple(p for _, p in found)]
         inputs += self.middle
         for kind, dtype in self.dual_kinds:
-            values, partials, _ = dual_groups[kind]
+            values, partials, _ = dual_groups.get(kind) or ((), (), ())
+            if not partials:  # a kind of an earlier table that no launch of this one has
+                inputs += [np.zeros(1, dtype), np.zeros((1, 1), dtype)]
+                continue
             inputs += [np.array(values, dtype), np.stack(partials)]
         inputs += self.tail
         for group in self.plain_kinds:

@@ -519,3 +519,21 @@ def test_complex_buffers_are_captured_and_traced_bit_for_bit(dtype):
     np.testing.assert_allclose(np.ravel(reference), fd,
                                **({"rtol": 1e-6, "atol": 1e-9} if dtype == np.complex128
                                   else {"rtol": 1e-2, "atol": 1e-3}))
+
+
+@pytest.mark.parametrize("mode", ["auto", "trace"])  # (True refuses the uncaptured launches)
+def test_a_table_without_the_dual_kinds_of_an_earlier_one(mode, monkeypatch):
+    """A launch with a dual scalar, then an uncaptured (compute-bound) launch that flushes the
+    table, then a table of launches with plain numbers only: its program knows the dual kind
+    from the earlier table, its inputs had none (``np.stack([])``: a crash under the default
+    "auto" from the third call; found by an unseen port, a split-step Schrodinger code)."""
+    monkeypatch.setattr(capture, "AUTO_LAUNCHES", 1)
+    with dualgpu.using_backend("cpu"):
+        expected = dualgpu.jvp(K.run_split_step, (0.7,), (1.0,), capture=False)
+        for g in (0.7, 0.7, 0.9, 0.7):
+            got = dualgpu.jvp(K.run_split_step, (g,), (1.0,), capture=mode)
+            if g == 0.7:
+                assert same_bits(got[0], expected[0]) and same_bits(got[1], expected[1])
+        h = 1e-6
+        fd = (K.run_split_step(0.7 + h) - K.run_split_step(0.7 - h)) / (2 * h)
+    np.testing.assert_allclose(expected[1], fd, rtol=1e-6)
