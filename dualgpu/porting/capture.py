@@ -68,7 +68,7 @@ from dualgpu.porting import capture_tables as _tables
 from dualgpu.porting.captured_duals import captured_duals
 
 __all__ = ["ENABLED", "AUTO_LAUNCHES", "AUTO_SECONDS", "CapturedArray", "recording", "mode",
-           "current", "adopt", "members", "statistics", "run_launch"]
+           "current", "adopt", "members", "statistics", "run_launch", "escape_copy"]
 
 #: False: no run is captured (for comparisons; see the tests and benchmarks)
 ENABLED = True
@@ -186,6 +186,11 @@ class CapturedArray(DualArray):
     def __len__(self):
         return _RAW_VALUES(self).shape[0]
 
+    def copy_to_device(self, ary, stream=0):
+        """Run the pending launches, then copy (as :meth:`DualArray.copy_to_device`)."""
+        _escape(self, "copy_to_device")
+        return self.copy_to_device(ary, stream)
+
     def copy_to_host(self, ary=None, stream=0):
         """Run the pending launches, then copy (as :meth:`DualArray.copy_to_host`)."""
         if ary is not None:
@@ -214,6 +219,12 @@ def _owner(array):
         if id(array) in recorder.buffers:
             return recorder
     return None
+
+
+def escape_copy(array):
+    """``cuda.to_device(x, to=array)`` into a captured buffer: pending launches run, and the
+    buffer is f's own from here (a copy from the host is not replayed)."""
+    _escape(array, "copy_to_device")
 
 
 def _escape(array, what):
@@ -299,13 +310,18 @@ class _Recorder:
         return array
 
     def escape(self, array, what):
+        copied = what == "copy_to_device"
         if self.trace is not None:
-            self.trace.untraceable(f"host code read a buffer's {what}")
+            self.trace.untraceable("host code copied into a buffer" if copied
+                                   else f"host code read a buffer's {what}")
         self.flush()
         self.buffers.pop(id(array), None)
         where = caller_line()
         at = f" at {where[0]}:{where[1]} ({where[2]})" if where else ""
-        self.escaped[id(array)] = f"host code read its {what}{at}"
+        self.escaped[id(array)] = (
+            f"host code wrote with copy_to_device{at} (a copy from the host is not replayed: "
+            "make the buffer from the data instead, d = cuda.to_device(x), which is captured)"
+            if copied else f"host code read its {what}{at}")
 
     # -- launches --------------------------------------------------------------------
     def launch(self, configured, args):
@@ -412,6 +428,10 @@ class _Recorder:
         if isinstance(a, np.ndarray):
             return f"a {type(a).__name__} argument (plain arrays are read by host code " \
                    "unseen; only dual arrays f allocates are captured)"
+        if type(a).__name__ == "ComplexDual":
+            return ("a complex dual scalar (its launches are not captured: pass its real and "
+                    "imaginary parts as two real dual scalars, or the number in a one-element "
+                    "complex array made with cuda.to_device, to capture them)")
         return f"an argument of type {type(a).__name__}"
 
     def _dual(self, dual):

@@ -25,7 +25,7 @@ import numpy as np
 from numba.cuda import args as _numba_args
 
 from dualgpu.backends.common.translate import unwrap
-from dualgpu.core._context import active_lanes
+from dualgpu.core._context import active_lanes, active_levels
 from dualgpu.core.dual import Dual
 from dualgpu.core.dualarray import DualArray
 from dualgpu.core.nested import lane_key
@@ -366,6 +366,15 @@ class Kernel:
                     "Fix: pass a writeable copy (np.array(a)) or, if the array is yours, "
                     "set a.flags.writeable = True first. numba's message follows.\n\n"
                     f"{exc}") from exc
+        if len(active_levels()) > 1 and "complex" in str(exc).lower():
+            raise DualgpuError(
+                f"kernel {self.__name__}{_kernel_line(exc)}: complex arithmetic with the duals "
+                "of a nested derivative (hessian, hvp, jacfwd of jacfwd) is not supported: "
+                "complex duals carry first-order partials only. Fix: write the complex "
+                "quantity as two real arrays or numbers (real and imaginary parts; e.g. "
+                "z * exp(-i p) as (re cos p + im sin p, im cos p - re sin p)), so that the "
+                "nested duals only meet real numbers, or take a first-order derivative "
+                "(jacobian, jvp) of this simulation.") from exc
         if COMPLEX_DUAL in str(exc):
             found = re.search(re.escape(COMPLEX_DUAL) + r" \((.*?)\) is not", str(exc))
             raise DualgpuError(
@@ -558,10 +567,11 @@ class Kernel:
                 f"kernel {self.__name__} stores a dual into {', '.join(names)}{at}, an array "
                 "the kernel did not receive as an argument and that cannot hold partials: a "
                 "cuda.shared.array or cuda.local.array of a dtype other than float32/float64 "
-                "(float16, an integer type), an array made with numpy inside the kernel, or a "
-                "global array. Make tiles and scratch with cuda.shared.array / "
-                "cuda.local.array in float32 or float64 (a dual launch makes those dual), or "
-                "pass the array as a DualArray argument."
+                "(float16, an integer type, or complex: complex scratch is not made dual), an "
+                "array made with numpy inside the kernel, or a global array. Make tiles and "
+                "scratch with cuda.shared.array / cuda.local.array in float32 or float64 (a "
+                "dual launch makes those dual; complex scratch as two such arrays, real and "
+                "imaginary parts), or pass the array as a DualArray argument."
             )
         which = f"the plain array argument(s) {', '.join(names)}" if names else "a plain array"
         given = dict(zip(self._params, args))

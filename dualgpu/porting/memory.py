@@ -250,6 +250,8 @@ def _to_device(obj, stream=0, copy=True, to=None):
     (3, 2)
     """
     if to is not None:  # (a kept host buffer: with its partials, as below)
+        if isinstance(to, capture.CapturedArray):
+            capture.escape_copy(to)
         source = host_buffers.kept_source(obj)
         if isinstance(source, DualArray) and not isinstance(to, DualArray) and (
                 isinstance(to, HostArray) or hasattr(type(to), "host_memory")):

@@ -67,6 +67,7 @@ _NUMBER_TYPES = (bool, int, float, np.bool_, np.int8, np.int16, np.int32, np.int
 
 
 _FLOAT_TYPES = (float, np.float32, np.float64)
+_COMPLEX_TYPES = (complex, np.complex64, np.complex128)
 
 
 class _ByValue:
@@ -116,6 +117,8 @@ def _kind(a):
     if t in _NUMBER_TYPES:  # a number argument: its value is part of the kind (-0.0 is not
         # 0.0: atan2, copysign and 1 / x tell them apart; a NaN matches nothing)
         return ("n", t, float(a).hex() if t in _FLOAT_TYPES else a)
+    if t in _COMPLEX_TYPES:  # (its two parts, as floats)
+        return ("n", t, float(a.real).hex(), float(a.imag).hex())
     if a is None:
         return ("none",)
     return None

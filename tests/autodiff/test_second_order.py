@@ -513,3 +513,31 @@ def test_nested_three_dimensional_arrays_compile_to_ptx(offline_ptx):
     nested = tagged_array_type(dual_array_type(f64, 3, 2), dual_array_type(f64, 4, 2), 3, 1)
     ptx, _ = numba_cuda.compile_ptx(_react_3d.py_func, (nested, f64, f64), cc=offline_ptx)
     assert ".entry" in ptx
+
+
+@cuda.jit
+def _kick(z, g, dt):
+    i = cuda.grid(1)
+    if i < z.shape[0]:
+        a = abs(z[i])
+        ph = g * a * a * dt
+        z[i] = z[i] * complex(math.cos(ph), -math.sin(ph))
+
+
+@pytest.mark.parametrize("backend", ["cpu", "cudasim"])
+def test_complex_kernels_under_a_nested_derivative_say_so(backend):
+    """Complex duals are first order: a Hessian through a complex kernel was "complex(Dual)
+    has no dual version... use rules.define" (cpu) or advice about the cuda backend (cudasim);
+    found by an unseen port. The message names the nesting and the real/imaginary split."""
+    z0 = np.exp(0.3j * np.arange(8)) * np.linspace(0.5, 1.5, 8)
+
+    def energy(g):
+        z = cuda.to_device(z0)
+        _kick[1, 8](z, g, 0.1)
+        return np.sum(np.abs(z.copy_to_host() - z0) ** 2)
+
+    with dualgpu.using_backend(backend):
+        assert np.isfinite(dualgpu.jacobian(energy, 0.8))  # first order runs
+        with pytest.raises(dualgpu.DualgpuError,
+                           match=r"duals of a nested derivative \(hessian.*real and imaginary"):
+            dualgpu.hessian(energy, 0.8)

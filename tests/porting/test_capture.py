@@ -537,3 +537,39 @@ def test_a_table_without_the_dual_kinds_of_an_earlier_one(mode, monkeypatch):
         h = 1e-6
         fd = (K.run_split_step(0.7 + h) - K.run_split_step(0.7 - h)) / (2 * h)
     np.testing.assert_allclose(expected[1], fd, rtol=1e-6)
+
+
+def test_a_copy_from_the_host_into_a_buffer_is_named_as_a_write():
+    """``d.copy_to_device(u0)`` (and ``to_device(u0, to=d)``) into a buffer f allocated: the
+    launches on it run as written; capture=True names the copy, a write, and the captured
+    fix (the refusal said host code *read* the buffer; found by an unseen port)."""
+    def f(a, into):
+        d = dualgpu.cuda.device_array(8)
+        if into:
+            dualgpu.cuda.to_device(np.linspace(0.0, 1.0, 8), to=d)
+        else:
+            d.copy_to_device(np.linspace(0.0, 1.0, 8))
+        for _ in range(3):
+            K.scale_by[1, 8](d, a)
+        return d.copy_to_host()
+
+    with dualgpu.using_backend("cpu"):
+        for into in (False, True):
+            expected = dualgpu.jvp(lambda a: f(a, into), (0.5,), (1.0,), capture=False)
+            got = dualgpu.jvp(lambda a: f(a, into), (0.5,), (1.0,), capture="auto")
+            assert same_bits(got[1], expected[1])
+            with pytest.raises(UnsupportedFeatureError,
+                               match=r"host code wrote with copy_to_device.*cuda\.to_device"):
+                dualgpu.jvp(lambda a: f(a, into), (0.5,), (1.0,), capture=True)
+
+
+def test_a_complex_dual_scalar_is_named_with_its_fix():
+    """capture=True named "an argument of type ComplexDual" and advised dual scalars, which a
+    complex dual is (found by an unseen port); capture='auto' runs it as written."""
+    with dualgpu.using_backend("cpu"):
+        expected = dualgpu.jvp(K.run_rotations, (0.3,), (1.0,), capture=False)
+        got = dualgpu.jvp(K.run_rotations, (0.3,), (1.0,), capture="auto")
+        assert same_bits(got[1], expected[1])
+        with pytest.raises(UnsupportedFeatureError,
+                           match=r"a complex dual scalar.*real and imaginary parts"):
+            dualgpu.jvp(K.run_rotations, (0.3,), (1.0,), capture=True)
