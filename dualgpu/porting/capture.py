@@ -114,9 +114,8 @@ def statistics():
 
 @functools.lru_cache(maxsize=None)
 def memo_key(count):
-    """``key(launcher, args)``: ``(launcher, id(args[0]), ...)`` for ``count`` arguments,
-    unrolled (a captured loop looks its step up by it: ``tuple(map(id, args))`` costs twice
-    as much); another number of arguments raises ValueError."""
+    """``key(launcher, args)``: ``(launcher, id(args[0]), ...)``, unrolled for ``count``
+    arguments (twice as fast as ``tuple(map(id, args))``); ValueError for another count."""
     names = "".join(f"a{k}, " for k in range(count))
     source = (f"def key(s, args):\n    [{names}] = args\n"
               f"    return (s, {''.join(f'id(a{k}), ' for k in range(count))})\n")
@@ -222,8 +221,7 @@ def _owner(array):
 
 
 def escape_copy(array):
-    """``cuda.to_device(x, to=array)`` into a captured buffer: pending launches run, and the
-    buffer is f's own from here (a copy from the host is not replayed)."""
+    """``cuda.to_device(x, to=array)`` into a captured buffer (a copy is not replayed)."""
     _escape(array, "copy_to_device")
 
 
@@ -312,8 +310,7 @@ class _Recorder:
     def escape(self, array, what):
         copied = what == "copy_to_device"
         if self.trace is not None:
-            self.trace.untraceable("host code copied into a buffer" if copied
-                                   else f"host code read a buffer's {what}")
+            self.trace.untraceable(f"host code {'copied into' if copied else 'read'} a buffer")
         self.flush()
         self.buffers.pop(id(array), None)
         where = caller_line()
