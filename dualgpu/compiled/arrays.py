@@ -32,7 +32,8 @@ from dualgpu.compiled.attributes import array_attributes
 from dualgpu.compiled.intrinsics import intrinsic
 from dualgpu.compiled.lowering import lower_call, register_lowered
 from dualgpu.compiled.types import (
-    ComplexDualType, DualArrayType, DualType, build_dual, dual_array_type, pack_lanes,
+    ComplexDualType, DualArrayType, DualType, TaggedDualType, build_dual, dual_array_type,
+    pack_lanes,
 )
 from dualgpu.core.dualarray import DualArray
 
@@ -261,7 +262,8 @@ def _dual_array_getitem(a, i):
 
 @overload(operator.setitem)
 def _dual_array_setitem(a, i, v):
-    if isinstance(a, types.Array) and isinstance(v, (DualType, ComplexDualType)):
+    if isinstance(a, types.Array) and isinstance(v, (DualType, ComplexDualType,
+                                                     TaggedDualType)):
         raise TypingError(
             f"a Dual ({v}) is stored into a plain {a.dtype} array: its partials would be "
             "dropped. Allocate that array as a DualArray (dualgpu.dual_array, or "

@@ -66,6 +66,16 @@ def _formulas():
             f"x {symbol} y")
     add("fma fmaf fma_rd fma_rn fma_ru fma_rz fmaf_rd fmaf_rn fmaf_ru fmaf_rz", 3,
         "x * y + z")
+    # rounding to an integral float: the value alone (a dual's derivative is zero there)
+    add("floor floorf", 1, "float(math.floor(x))")
+    add("ceil ceilf", 1, "float(math.ceil(x))")
+    add("trunc truncf", 1, "float(math.trunc(x))")
+    add("rint rintf nearbyint nearbyintf", 1, "float(round(x))")  # (half to even)
+    add("round roundf", 1,  # (half away from zero)
+        "float(math.floor(x + 0.5)) if x >= 0 else -float(math.floor(0.5 - x))")
+    add("ldexp ldexpf scalbn scalbnf", 2, "x * 2.0 ** y")
+    add("normcdf normcdff", 1, "0.5 * math.erfc(-0.7071067811865476 * x)")
+    add("erfcx erfcxf", 1, "math.exp(x * x) * math.erfc(x)")
     return table
 
 

@@ -648,6 +648,7 @@ def keep_copy(ary, source):
         return True
     if not active_lanes():
         return False  # outside the driver: the caller's refusal
+    nested = len(active_levels()) > 1
     where = caller_line()
     found = _DEVICE_COPY_CALL.search(where[2]) if where else None
     found = found or _TO_DEVICE_CALL.search(where[2]) if where else None
@@ -656,9 +657,10 @@ def keep_copy(ary, source):
         f"a copy into {name}{_at(where)}: {name} is a plain device array (made before "
         f"the driver ran f: by a solver's __init__, a module global), which would drop the "
         f"{source.lanes} lanes of partials copied into it. Fix: allocate it inside f "
-        f"(cuda.device_array_like(x) there makes a DualArray under the driver), or run the "
-        "driver inside `with dualgpu.keep_host_buffers():`, which keeps the partials beside "
-        "such arrays (cpu and cudasim backends).")
+        f"(cuda.device_array_like(x) there makes a DualArray under the driver)"
+        + ("; a nested derivative (hessian) keeps nothing beside it." if nested else
+           ", or run the driver inside `with dualgpu.keep_host_buffers():`, which keeps the "
+           "partials beside such arrays (cpu and cudasim backends)."))
 
 
 def _host_memory(item):
