@@ -244,7 +244,7 @@ INPLACE = {
 #: Names a derivative expression may call, with the ``math`` function each
 #: stands for. Compiled code calls these; the pure-Python dual calls the numpy
 #: function of the same name so that float32 stays float32. ``digamma`` (the derivative of
-#: ``lgamma``) is dualgpu's own (:mod:`dualgpu.core.special`), on every path. ``floor``, ``trunc``
+#: ``lgamma``) is dualgpu's own (``dualgpu/core/special.py``), on every path. ``floor``, ``trunc``
 #: and ``rint`` (round half to even) return floats (not ints, as ``math.floor``
 #: does in numba; there is no ``math.rint``), and
 #: ``same(a, b)`` is True when two floats have the same bits (NaN and the sign of
