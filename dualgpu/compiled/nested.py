@@ -185,8 +185,8 @@ _VALUE_FUNCTIONS = {"floor": _of_innermost("floor", float_floor),
                     "trunc": _of_innermost("trunc", float_trunc),
                     "rint": _of_innermost("rint", float_rint),
                     "same": _of_innermost("same", same_bits, as_float64=True)}
-_NAMESPACE = {name: _VALUE_FUNCTIONS.get(name) or getattr(math, name, None)
-              or (digamma if name == "digamma" else None)
+_OWN_FUNCTIONS = {**_VALUE_FUNCTIONS, "digamma": digamma}
+_NAMESPACE = {name: _OWN_FUNCTIONS.get(name) or getattr(math, name)
               for name in rules.EXPRESSION_FUNCTIONS}
 
 

@@ -92,14 +92,20 @@ def _with_rule(name, rule_name):
     plain = getattr(_math, name)
 
     def fn(*args):
-        if name == "log" and len(args) == 2 and _has_dual(args):
-            # math.log(x, base), as Python computes it: log(x) / log(base), the rule twice
-            return fn(args[0]) / fn(args[1])
         if _has_dual(args):
             return _apply_rule(rule_name, *args, primal=plain)  # math.pow is not **
         if _primals.in_kernel():
             return _primals.compiled_value(plain, args)
         return plain(*args)
+
+    if name == "log":
+        one = fn
+
+        def fn(*args):
+            if len(args) == 2 and _has_dual(args):
+                # math.log(x, base), as Python computes it: log(x) / log(base), the rule twice
+                return one(args[0]) / one(args[1])
+            return one(*args)
 
     fn.__name__ = name
     fn.__doc__ = _doc(name, f"math.{name}, with partials propagated for Dual arguments.", "rule")

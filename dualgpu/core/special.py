@@ -17,11 +17,20 @@ recurrence ``psi(x) = psi(x + 1) - 1/x`` up to 10, then the asymptotic series to
 import math
 
 import numpy as np
+from numba.core.extending import register_jitable
 
 __all__ = ["digamma_with", "digamma_scalar", "digamma_numpy"]
 
 #: the series starts where the recurrence stops
 _SHIFT = 10.0
+
+
+@register_jitable
+def _series(f):
+    """The asymptotic series' terms in ``f = 1 / x**2`` past ``log(x) - 1 / 2x``: Bernoulli
+    numbers B_2k / 2k up to x**-12 (numba compiles it too, on floats and duals)."""
+    return f * (0.08333333333333333 - f * (0.008333333333333333 - f * (
+        0.003968253968253968 - f * (0.004166666666666667 - f * 0.007575757575757576))))
 
 
 def digamma_with(log, tan, floor):
@@ -45,10 +54,7 @@ def digamma_with(log, tan, floor):
         while x < _SHIFT:
             result = result - 1.0 / x
             x = x + 1.0
-        f = 1.0 / (x * x)
-        series = f * (0.08333333333333333 - f * (0.008333333333333333 - f * (
-            0.003968253968253968 - f * (0.004166666666666667 - f * 0.007575757575757576))))
-        return result + log(x) - 0.5 / x - series
+        return result + log(x) - 0.5 / x - _series(1.0 / (x * x))
 
     return digamma
 
@@ -81,9 +87,6 @@ def digamma_numpy(x):
                 break
             result = result - np.where(low, 1.0 / v, 0.0)
             v = np.where(low, v + 1.0, v)
-        f = 1.0 / (v * v)
-        series = f * (0.08333333333333333 - f * (0.008333333333333333 - f * (
-            0.003968253968253968 - f * (0.004166666666666667 - f * 0.007575757575757576))))
-        result = result + np.log(v) - 0.5 / v - series
+        result = result + np.log(v) - 0.5 / v - _series(1.0 / (v * v))
         result = np.where(pole | np.isinf(x), np.nan, result)
     return result.astype(dtype)[()]

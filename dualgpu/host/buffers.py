@@ -69,9 +69,8 @@ from dualgpu.host.shadow import read_only_params as _read_only_params  # noqa: F
 from dualgpu.host.shadow import root_of as _root
 from dualgpu.host.shadow import shape_text as _shape_text
 
-__all__ = ["zeros", "keep_host_buffers", "scope", "active", "kept_source", "keep_copy", "Registry",
-           "host_store_message",
-           "register_porting",
+__all__ = ["zeros", "keep_host_buffers", "scope", "active", "kept_source", "keep_copy",
+           "device_buffer_fix", "Registry", "host_store_message", "register_porting",
            "caller_line", "launch_store_fix", "copy_to_plain", "substitute"]
 
 _PACKAGE_DIR = PACKAGE_DIR
@@ -648,19 +647,24 @@ def keep_copy(ary, source):
         return True
     if not active_lanes():
         return False  # outside the driver: the caller's refusal
-    nested = len(active_levels()) > 1
     where = caller_line()
     found = _DEVICE_COPY_CALL.search(where[2]) if where else None
     found = found or _TO_DEVICE_CALL.search(where[2]) if where else None
     name = found.group(1) if found else "the device array"
     raise DualgpuError(
-        f"a copy into {name}{_at(where)}: {name} is a plain device array (made before "
-        f"the driver ran f: by a solver's __init__, a module global), which would drop the "
-        f"{source.lanes} lanes of partials copied into it. Fix: allocate it inside f "
-        f"(cuda.device_array_like(x) there makes a DualArray under the driver)"
-        + ("; a nested derivative (hessian) keeps nothing beside it." if nested else
-           ", or run the driver inside `with dualgpu.keep_host_buffers():`, which keeps the "
-           "partials beside such arrays (cpu and cudasim backends)."))
+        f"a copy into {name}{_at(where)} would drop the {source.lanes} lanes of partials "
+        f"copied into it: " + device_buffer_fix(name))
+
+
+def device_buffer_fix(name):
+    """What a plain device array ``name`` made before the driver ran f is, and the fixes (a
+    copy or a kernel store of duals into it is refused with them)."""
+    keep = ("; a nested derivative (hessian) keeps nothing beside it." if len(active_levels()) > 1
+            else ", or run the driver inside `with dualgpu.keep_host_buffers():`, which keeps "
+            "the partials beside such arrays (cpu and cudasim backends).")
+    return (f"{name} is a plain device array made before the driver ran f (by a solver's "
+            "__init__, a module global). Fix: allocate it inside f (cuda.device_array_like(x) "
+            f"there makes a DualArray under the driver){keep}")
 
 
 def _host_memory(item):

@@ -34,7 +34,8 @@ from dualgpu.core.selection import backend
 from dualgpu.errors import (
     COMPLEX_DUAL, DualgpuError, LaunchCoverageWarning, MissingRuleError, complex_dual_message,
 )
-from dualgpu.host.buffers import _read_only_params, active, caller_line, launch_store_fix
+from dualgpu.host.buffers import (_read_only_params, active, caller_line, device_buffer_fix,
+                                  launch_store_fix)
 from dualgpu.porting import tuple_arguments
 from dualgpu.porting.captured_duals import Plan, captured_duals, lift
 from dualgpu.porting.launch_errors import (
@@ -605,14 +606,7 @@ class Kernel:
         device = [n for n in names if hasattr(given.get(n), "copy_to_host")
                   and not isinstance(given.get(n), DualArray)]
         if active_lanes() and device:
-            keep = ("" if len(active_levels()) > 1 else
-                    ", or run the driver inside `with dualgpu.keep_host_buffers():`, which "
-                    "keeps the partials beside such arrays (cpu and cudasim backends)")
-            fix = (f"{', '.join(device)} is a plain device array made before the driver ran f "
-                   "(by a solver's __init__, a module global). Fix: allocate it inside f "
-                   f"(cuda.device_array_like(x) there makes a DualArray under the driver){keep}"
-                   + ("; a nested derivative (hessian) keeps nothing beside it."
-                      if len(active_levels()) > 1 else "."))
+            fix = device_buffer_fix(", ".join(device))
         host = [n for n in names if type(given.get(n)) is np.ndarray]
         if len(names) == 1 and host:
             return (f"kernel {self.__name__} stores a dual into the host numpy array "

@@ -208,7 +208,7 @@ class Configured:
         if kernel.signatures:  # the full path converts them again (it takes ``given``)
             args = kernel.apply_signatures(args)
         try:  # signature(args), inline: this is every launch's path
-            key = (backend(), active() is None, active_tile_lanes(),
+            key = (backend(), True, active_tile_lanes(),  # (True: no kept buffers, above)
                    tuple([_KINDS.get(type(a), _fingerprint)(a) for a in args]))
         except Exception:  # noqa: BLE001 - a kind numba cannot fingerprint: no plan
             key = None

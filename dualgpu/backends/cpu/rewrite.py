@@ -238,14 +238,14 @@ class CpuRewriter(CudaRewriter):
             )
         if len(path) == 1 and path[0] in _FENCES:
             return ast.Constant(None)  # threads run one after another: fences are no-ops
-        if len(path) == 2 and path[0] == "libdevice" and not hasattr(
-                self.namespace.cuda_value(("libdevice",)), path[1]):
-            raise DualgpuError(f"{self.where}: numba.cuda.libdevice has no function "
-                               f"'{path[1]}' ('{dotted(node.func)}'); check its name.")
-        if len(path) == 2 and path[0] == "libdevice" and path[1] in LIBDEVICE_FUNCTIONS:
-            # libdevice has no CPU code: its formula in math (plain values and duals alike)
-            return ast.Call(func=self.bind(LIBDEVICE_FUNCTIONS[path[1]], "libdevice"),
-                            args=node.args, keywords=node.keywords)
+        if len(path) == 2 and path[0] == "libdevice":
+            if not hasattr(self.namespace.cuda_value(("libdevice",)), path[1]):
+                raise DualgpuError(f"{self.where}: numba.cuda.libdevice has no function "
+                                   f"'{path[1]}' ('{dotted(node.func)}'); check its name.")
+            if path[1] in LIBDEVICE_FUNCTIONS:
+                # libdevice has no CPU code: its formula in math (plain values and duals alike)
+                return ast.Call(func=self.bind(LIBDEVICE_FUNCTIONS[path[1]], "libdevice"),
+                                args=node.args, keywords=node.keywords)
         if path == ("fma",) and len(node.args) == 3 and not node.keywords:
             return ast.Call(func=_name("_dg_fma"), args=node.args, keywords=[])
         if path == ("selp",) and len(node.args) == 3 and not node.keywords:
