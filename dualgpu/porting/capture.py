@@ -115,7 +115,7 @@ def statistics():
 @functools.lru_cache(maxsize=None)
 def memo_key(count):
     """``key(launcher, args)``: ``(launcher, id(args[0]), ...)``, unrolled for ``count``
-    arguments (twice as fast as ``tuple(map(id, args))``); ValueError for another count."""
+    arguments (a step builds it inline: ``launch_plan.configured_class``); ValueError else."""
     names = "".join(f"a{k}, " for k in range(count))
     source = (f"def key(s, args):\n    [{names}] = args\n"
               f"    return (s, {''.join(f'id(a{k}), ' for k in range(count))})\n")

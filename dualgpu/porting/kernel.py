@@ -47,7 +47,7 @@ from dualgpu.porting.launch_errors import (
     missing_dual_version as _missing_dual_version,
     read_only as _read_only,
 )
-from dualgpu.porting.launch_plan import Configured, make_plan, register_device_arrays
+from dualgpu.porting.launch_plan import configured, make_plan, register_device_arrays
 from dualgpu.porting.signatures import apply_signature, parse_signatures
 
 __all__ = ["jit", "Kernel", "DeviceFunction", "LaunchCoverageWarning", "flat_kernel"]
@@ -222,7 +222,7 @@ class Kernel:
             )
         stream = config[2] if len(config) > 2 else 0
         sharedmem = config[3] if len(config) > 3 else 0
-        launcher = Configured(self, griddim, blockdim, stream, sharedmem)
+        launcher = configured(self, griddim, blockdim, stream, sharedmem)
         try:
             if len(self._launchers) < 256:
                 self._launchers[config] = launcher

@@ -34,6 +34,7 @@ True
 False
 """
 import functools
+import linecache
 import math
 from threading import get_ident
 
@@ -52,8 +53,8 @@ from dualgpu.porting.capture import memo_key as _memo_key
 from dualgpu.porting.capture import run_launch as _run_captured
 from dualgpu.porting.captured_duals import captured_duals
 
-__all__ = ["signature", "plan_key", "make_plan", "Configured", "MAX_PLANS", "ENABLED",
-           "register_device_arrays"]
+__all__ = ["signature", "plan_key", "make_plan", "Configured", "configured",
+           "configured_class", "MAX_PLANS", "ENABLED", "register_device_arrays"]
 
 #: False: every launch takes the full path (for comparisons; see the tests and benchmarks).
 ENABLED = True
@@ -162,43 +163,27 @@ class Configured:
     """``kernel[griddim, blockdim, stream, sharedmem]``: call it with the kernel's arguments.
 
     Keeps the plans of its launches (see the module docstring), at most :data:`MAX_PLANS`.
+    Made by :func:`configured` for the kernel's number of arguments: its ``__call__`` looks
+    up a captured loop's step with a key built inline (the step's Python is the loop's cost).
     """
 
     __slots__ = ("kernel", "griddim", "blockdim", "stream", "sharedmem", "plans", "memo_key")
 
     def __init__(self, kernel, griddim, blockdim, stream, sharedmem):
         self.kernel = kernel
-        self.memo_key = _memo_key(len(kernel._params))  # (a captured loop's lookup)
+        self.memo_key = _memo_key(len(kernel._params))  # (the recorder's key of a step)
         self.griddim = griddim
         self.blockdim = blockdim
         self.stream = stream
         self.sharedmem = sharedmem
         self.plans = {}
 
-    def __call__(self, *args, **kwargs):
-        if _graphs.ACTIVE is not None and _graphs.ACTIVE.thread == get_ident():
-            return _graphs.ACTIVE.record(self, args, kwargs)  # capture_graph(): recorded
-        recorder = _capturing()
-        if recorder is not None and not kwargs:  # a recorded run of f (dualgpu.porting.capture)
-            if recorder.capturing:
-                # a captured loop's step: the same objects as a launch deferred since the
-                # table ran (its Python per step, kept lean; the kernels' state is checked
-                # when the table runs)
-                try:
-                    hit = recorder.memo.get(self.memo_key(self, args))
-                except ValueError:  # another number of arguments: the launch says so
-                    hit = None
-                if hit is not None:
-                    for d, v, p in hit[1]:  # a dual scalar changed in place since
-                        if d.value is not v or d.partials is not p:
-                            break
-                    else:  # (a kernel reading globals: none of them holds a dual now)
-                        if hit[2] is None or not captured_duals(hit[2]):
-                            recorder.log.append(hit[0])
-                            return None
-                found = recorder.launch(self, args)
-                return None if found is None else _run_captured(self, recorder, found)
-            recorder.launches += 1  # a run "auto" does not capture (yet): counted, run as is
+    def __call__(self, *args, **kwargs):  # (the class of each argument count has its own)
+        call = configured_class(len(self.kernel._params)).__call__
+        return call(self, *args, **kwargs)
+
+    def launch(self, args, kwargs):
+        """Launch outside a captured loop: by a plan where one holds, else the full path."""
         kernel = self.kernel
         if kwargs or not ENABLED or active() is not None:
             # (kept host buffers: every launch substitutes them, which no plan does)
@@ -233,3 +218,57 @@ class Configured:
     def __repr__(self):
         return (f"<{self.kernel!r} launcher [{self.griddim}, {self.blockdim}, {self.stream}, "
                 f"{self.sharedmem}]>")
+
+
+#: ``Configured.__call__`` for kernels of ``{n}`` arguments: a captured loop's step looks
+#: itself up in the recorder's memo with its key ``(launcher, id(arg0), ...)`` built inline
+#: (a call of ``memo_key`` cost a third of the step's Python), else :meth:`Configured.launch`
+_call_source = """
+def __call__(self, *args, **kwargs):
+    graph = _graphs.ACTIVE
+    if graph is not None and graph.thread == get_ident():
+        return graph.record(self, args, kwargs)  # capture_graph(): recorded
+    recorder = _capturing()
+    if recorder is not None and not kwargs:  # a recorded run of f (dualgpu.porting.capture)
+        if recorder.capturing:
+            # a captured loop's step: the same objects as a launch deferred since the
+            # table ran (its Python per step, kept lean; the kernels' state is checked
+            # when the table runs)
+            if len(args) == {n}:
+                [{names}] = args
+                hit = recorder.memo.get((self, {ids}))
+                if hit is not None:
+                    for d, v, p in hit[1]:  # a dual scalar changed in place since
+                        if d.value is not v or d.partials is not p:
+                            break
+                    else:  # (a kernel reading globals: none of them holds a dual now)
+                        if hit[2] is None or not captured_duals(hit[2]):
+                            recorder.log.append(hit[0])
+                            return None
+            found = recorder.launch(self, args)
+            return None if found is None else _run_captured(self, recorder, found)
+        recorder.launches += 1  # a run "auto" does not capture (yet): counted, run as is
+    return self.launch(args, kwargs)
+"""
+
+
+@functools.lru_cache(maxsize=None)
+def configured_class(count):
+    """The :class:`Configured` class of kernels of ``count`` arguments."""
+    names = "".join(f"a{k}, " for k in range(count))
+    ids = "".join(f"id(a{k}), " for k in range(count))
+    namespace = {"_graphs": _graphs, "get_ident": get_ident, "_capturing": _capturing,
+                 "captured_duals": captured_duals, "_run_captured": _run_captured}
+    source = _call_source.format(n=count, names=names, ids=ids)
+    # a file name in the package: messages that name the user's line skip its frame
+    filename = f"{__file__[:-3]}<Configured{count}.__call__>"
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    exec(compile(source, filename, "exec"), namespace)  # noqa: S102 - a fixed template
+    return type(f"Configured{count}", (Configured,), {
+        "__slots__": (), "__call__": namespace["__call__"], "__doc__": Configured.__doc__})
+
+
+def configured(kernel, griddim, blockdim, stream, sharedmem):
+    """``kernel[griddim, blockdim, stream, sharedmem]``: a :class:`Configured` launcher."""
+    return configured_class(len(kernel._params))(kernel, griddim, blockdim, stream,
+                                                 sharedmem)
