@@ -182,6 +182,10 @@ class Configured:
         call = configured_class(len(self.kernel._params)).__call__
         return call(self, *args, **kwargs)
 
+    def __reduce__(self):  # (its class is made at run time: pickled as the kernel's launcher)
+        return configured, (self.kernel, self.griddim, self.blockdim, self.stream,
+                            self.sharedmem)
+
     def launch(self, args, kwargs):
         """Launch outside a captured loop: by a plan where one holds, else the full path."""
         kernel = self.kernel
