@@ -12,6 +12,7 @@ on every run) or fall back: silently under "auto", with a clear error under True
 """
 import logging
 import os
+import pickle
 
 import numpy as np
 import pytest
@@ -573,3 +574,29 @@ def test_a_complex_dual_scalar_is_named_with_its_fix():
         with pytest.raises(UnsupportedFeatureError,
                            match=r"a complex dual scalar.*real and imaginary parts"):
             dualgpu.jvp(K.run_rotations, (0.3,), (1.0,), capture=True)
+
+
+def test_a_launch_with_another_argument_count_is_refused_clearly_in_a_captured_loop():
+    # each kernel's launcher class builds a captured step's key for its own argument count
+    # (launch_plan.configured_class): another count is numba.cuda's error, named as such
+    def run(x, args):
+        u = dualgpu.cuda.to_device(x)
+        u_new = dualgpu.cuda.device_array_like(u)
+        for _ in range(3):
+            K.heat_step[1, 32](u, u_new, *args)
+            u, u_new = u_new, u
+        return u.copy_to_host()
+
+    x = u0()
+    before = deferred()
+    J = dualgpu.jacobian(lambda v: run(v, (0.2,)), x, capture=True)
+    assert deferred() > before
+    assert same_bits(J, dualgpu.jacobian(lambda v: run(v, (0.2,)), x, capture=False))
+    for args in ((), (0.2, 1.0)):
+        with pytest.raises(DualgpuError, match=r"takes 3 arguments \(u, u_new, r\); got "
+                                                f"{2 + len(args)}"):
+            dualgpu.jacobian(lambda v: run(v, args), x, capture=True)
+    launcher = K.heat_step[1, 32]
+    assert type(launcher).__name__ == "Configured3"
+    again = pickle.loads(pickle.dumps(launcher))
+    assert (type(again), again.kernel, again.griddim) == (type(launcher), K.heat_step, (1,))
