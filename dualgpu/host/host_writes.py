@@ -93,7 +93,7 @@ def _writes(stmt):
 
 
 class _Sub(ast.NodeTransformer):
-    """Wraps every name and attribute read in ``__dg_sub(...)`` (a kept buffer -> its
+    """Wraps every name, attribute and element read in ``__dg_sub(...)`` (a kept buffer -> its
     DualArray), and rewrites ``x op= e`` on a whole array as ``t[...] = t op e``."""
 
     def visit_Name(self, node):
@@ -103,6 +103,14 @@ class _Sub(ast.NodeTransformer):
         return node
 
     def visit_Attribute(self, node):
+        self.generic_visit(node)
+        if isinstance(node.ctx, ast.Load):
+            return ast.copy_location(ast.Call(ast.Name("__dg_sub", ast.Load()), [node], []),
+                                     node)
+        return node
+
+    def visit_Subscript(self, node):
+        # an element of a list or dict of buffers (`bufs[1]`, `d["rhs"]`) may be one
         self.generic_visit(node)
         if isinstance(node.ctx, ast.Load):
             return ast.copy_location(ast.Call(ast.Name("__dg_sub", ast.Load()), [node], []),
@@ -127,15 +135,23 @@ class _Statement:
     """One candidate statement: what it writes, what it calls, and its replay."""
 
     __slots__ = ("node", "writes", "calls", "replay", "first", "last", "source", "value",
-                 "names")
+                 "names", "reads")
 
     def __init__(self, node, filename):
         self.node = node
         self.writes = tuple(compile(ast.unparse(w), filename, "eval") for w in _writes(node)
                             if not any(isinstance(n, ast.Call) for n in ast.walk(w)))
+        # (`self.u *= c` stores self.u again: its replay writes the array in place)
+        inplace = node.target if isinstance(node, ast.AugAssign) else None
         if any(isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Store)
-               for n in ast.walk(node)):
+               and n is not inplace for n in ast.walk(node)):
             raise ValueError("an attribute store: not replayed")
+        # what it reads through attributes and elements (`self.u_new`, `bufs[1]`,
+        # `d["rhs"]`), evaluated as the writes are: a kept buffer there brings partials
+        self.reads = tuple((ast.unparse(n), compile(ast.Expression(_load(n)), filename, "eval"))
+                           for n in ast.walk(node)
+                           if isinstance(n, (ast.Attribute, ast.Subscript))
+                           and not any(isinstance(c, ast.Call) for c in ast.walk(n)))
         self.calls = [(ast.unparse(c.func), compile(ast.Expression(c.func), filename, "eval"))
                       for c in ast.walk(node) if isinstance(c, ast.Call)]
         tree = _Sub().visit(ast.Module([_copy(node)], []))
@@ -160,6 +176,11 @@ class _Statement:
 
 def _copy(node):
     return ast.parse(ast.unparse(node)).body[0]
+
+
+def _load(node):
+    """``node`` (an attribute or element, maybe a store's target) as an expression read."""
+    return ast.parse(ast.unparse(node), mode="eval").body
 
 
 _FILES = {}
@@ -309,7 +330,8 @@ class Follower:
                 continue
             kept = [t for t in targets if registry.find(t) is not None]
             names = statement.names
-            brings = any(_brings(scope.get(n), registry) for n in names)
+            brings = any(_brings(scope.get(n), registry) for n in names) or any(
+                _brings(value, registry) for _, value in _reads(statement, scope))
             if not (kept or brings):
                 continue  # plain host code on plain arrays
             self._check_calls(statement, scope, frame)
@@ -363,9 +385,9 @@ class Follower:
         line cannot be replayed on a dual target without running twice. Refused, unless
         the value carries no partials of a kept buffer."""
         registry = self.registry
-        kept = sorted(n for n in statement.names if isinstance(scope.get(n), np.ndarray)
-                      and not isinstance(scope.get(n), DualArray)
-                      and _brings(scope.get(n), registry))
+        found = [(n, scope.get(n)) for n in sorted(statement.names)]
+        kept = [n for n, v in found + _reads(statement, scope) if isinstance(v, np.ndarray)
+                and not isinstance(v, DualArray) and _brings(v, registry)]
         if not kept:
             return
         self._check_calls(statement, scope, frame)
@@ -419,6 +441,17 @@ class Follower:
             view.flags.writeable = False
         for shadow in shadows:
             shadow.adopt(statement.source, where)
+
+
+def _reads(statement, scope):
+    """``[(text, value)]`` of what ``statement`` reads through attributes and elements."""
+    found = []
+    for text, code in statement.reads:
+        try:
+            found.append((text, eval(code, scope)))  # no calls: attributes and elements
+        except Exception:  # noqa: BLE001 - the line itself will raise, or reads no array
+            pass
+    return found
 
 
 def _brings(value, registry):

@@ -143,10 +143,43 @@ def optimiser_step(p):
     return para
 
 
+class _Solver:
+    """Buffers held as attributes, in a list and in a dict (a solver class's host code)."""
+
+    def __init__(self):
+        self.u, self.u_new = _u0(), np.zeros(8)
+        self.pair = [self.u, self.u_new]
+        self.named = {"new": self.u_new}
+
+    def run(self, r, form):
+        for _ in range(3):
+            step[1, 8](self.u, self.u_new, r)
+            if form == "attribute":
+                self.u[:] = self.u_new
+            elif form == "element":
+                self.u[:] = self.pair[1]
+            elif form == "item":
+                np.copyto(self.u, self.named["new"])
+            else:
+                self.u[:] = self.u_new
+                self.u *= 1.5
+        return self.u * r  # (also through r directly: a lost copy would be a wrong number)
+
+
+def _solver(form):
+    """A copy back read through ``self.u_new``, ``self.pair[1]``, ``self.named["new"]`` or
+    followed by ``self.u *= 1.5``: the copy was not followed (only bare names were looked
+    at) and the derivative through the steps was lost silently; ``self.u *= c`` was
+    refused (found by an unseen round)."""
+    return lambda r: _Solver().run(r, form)
+
+
 CODES = {
     "copy_back": copy_back, "copyto_back": copyto_back, "scaled_in_place": scaled_in_place,
     "interior_copy": interior_copy, "reset_to_held_value": reset_to_held_value,
     "photon_counts": photon_counts, "optimiser_step": optimiser_step,
+    **{f"solver_{form}": _solver(form) for form in ("attribute", "element", "item",
+                                                     "attribute_in_place")},
 }
 
 
@@ -361,7 +394,8 @@ def _minus_square(u, out, k):
         out[i] = -k * u[i] * u[i]
 
 
-@pytest.mark.parametrize("form", ["plain_target", "direct", "scaled", "through_a_dual"])
+@pytest.mark.parametrize("form", ["plain_target", "direct", "scaled", "through_a_dual",
+                                  "scaled_element", "scaled_attribute"])
 def test_a_dual_target_written_from_a_kept_buffer_through_numpy(form):
     """``u += 0.1 * rhs`` with u a DualArray (the differentiated u0 copied) and rhs a kept
     buffer: numpy's 0.1 * rhs has no partials, and the line was not followed (its target is
@@ -374,21 +408,31 @@ def test_a_dual_target_written_from_a_kept_buffer_through_numpy(form):
         else:
             u = u0.copy()
         rhs = np.zeros(u0.shape[0])
+        held = [rhs]
+        box = _Solver()
+        box.rhs = rhs
         for _ in range(3):
             _minus_square[1, 8](u, rhs, 0.7)
             if form == "direct":
                 u += rhs
             elif form == "through_a_dual":
                 u[:] = u + np.sin(rhs) * amp
+            elif form == "scaled_element":  # (was silently wrong: not a bare name)
+                u += 0.1 * held[0]
+            elif form == "scaled_attribute":
+                u += 0.1 * box.rhs
             else:
                 u += 0.1 * rhs
         return u
 
     x = np.linspace(0.5, 1.0, 3)
     with dualgpu.using_backend("cpu"), dualgpu.keep_host_buffers():
-        if form in ("scaled", "through_a_dual"):
+        if form not in ("plain_target", "direct"):
+            name = {"scaled_element": r"held\[0\]", "scaled_attribute": r"box\.rhs"}.get(
+                form, "rhs")
             with pytest.raises(DualgpuError, match=r"writes a dual array with a value numpy "
-                                                   r"computes from the kept host buffer\(s\) rhs"):
+                                                   r"computes from the kept host buffer\(s\) "
+                                                   + name):
                 dualgpu.jacobian(f, x, 0.3)
             return
         J = dualgpu.jacobian(f, x, 0.3)
