@@ -214,7 +214,7 @@ def scope():
     follower = None
     if registry is not None:
         follower = Follower(registry)
-        registry.followed = follower.install()
+        registry.followed = follower.install() and follower  # (its launch_arguments)
     try:
         yield registry
     except Exception as error:  # numpy's ValueError, numba's TypingError for a read-only array
@@ -373,7 +373,7 @@ class Registry:
         self._shadows = {}
         self.replaying: set[int] | None = None  # the shadows a replay synced (replay())
         self._gone = []  # buffers with partials that host code dropped: for messages
-        self.followed = False  # True while host lines are followed (dualgpu.host.host_writes)
+        self.followed = False  # the Follower while host lines are followed (host_writes)
 
     def _forget(self, key):
         """A registered array was freed: drop its hidden DualArray, keep a note for messages."""

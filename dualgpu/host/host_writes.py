@@ -148,10 +148,7 @@ class _Statement:
             raise ValueError("an attribute store: not replayed")
         # what it reads through attributes and elements (`self.u_new`, `bufs[1]`,
         # `d["rhs"]`), evaluated as the writes are: a kept buffer there brings partials
-        self.reads = tuple((ast.unparse(n), compile(ast.Expression(_load(n)), filename, "eval"))
-                           for n in ast.walk(node)
-                           if isinstance(n, (ast.Attribute, ast.Subscript))
-                           and not any(isinstance(c, ast.Call) for c in ast.walk(n)))
+        self.reads = _attribute_reads(node, filename)
         self.calls = [(ast.unparse(c.func), compile(ast.Expression(c.func), filename, "eval"))
                       for c in ast.walk(node) if isinstance(c, ast.Call)]
         tree = _Sub().visit(ast.Module([_copy(node)], []))
@@ -172,6 +169,55 @@ class _Statement:
                 _copy(ast.Expr(value)).value)))
             self.value = (compile(computed, filename, "eval"),
                           compile(on_duals, filename, "eval"))
+
+
+def _derives(node):
+    """True for ``name = expr``, ``a, b = expr``, ``a = b = expr`` and ``name op= expr``
+    (names bound to a computed value)."""
+    if isinstance(node, ast.Assign):
+        return not isinstance(node.value, ast.Constant) and all(
+            isinstance(t, ast.Name) or isinstance(t, (ast.Tuple, ast.List))
+            and all(isinstance(e, ast.Name) for e in t.elts) for t in node.targets)
+    return isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name)
+
+
+def _attribute_reads(node, filename):
+    return tuple((ast.unparse(n), compile(ast.Expression(_load(n)), filename, "eval"))
+                 for n in ast.walk(node) if isinstance(n, (ast.Attribute, ast.Subscript))
+                 and not any(isinstance(c, ast.Call) for c in ast.walk(n)))
+
+
+class _Derivation:
+    """``name = expr`` (or ``name op= expr`` on a number): a value host code computes from
+    kept buffers (``s = np.sum(u)``, ``tmp = u * 2.0``). numpy gives it no partials; the
+    follower computes it on the duals too and keeps them beside it (see
+    :meth:`Follower._bind`), so that a later line or launch that uses it gets them."""
+
+    __slots__ = ("target", "targets", "dual", "calls", "reads", "names", "first", "last",
+                 "source", "augmented")
+
+    def __init__(self, node, filename):
+        self.augmented = isinstance(node, ast.AugAssign)
+        if self.augmented:
+            self.target = node.target.id
+            value = ast.BinOp(ast.Name(self.target, ast.Load()), node.op, node.value)
+            self.targets = [self.target]
+        else:
+            value = node.value
+            # per target, a name or the names a tuple unpacks into
+            self.targets = [t.id if isinstance(t, ast.Name) else tuple(e.id for e in t.elts)
+                            for t in node.targets]
+            self.target = ", ".join(t if isinstance(t, str) else ", ".join(t)
+                                    for t in self.targets)
+        value = ast.parse(ast.unparse(value), mode="eval").body
+        self.names = {n.id for n in ast.walk(value) if isinstance(n, ast.Name)}
+        self.reads = _attribute_reads(value, filename)
+        self.calls = [(ast.unparse(c.func), compile(ast.Expression(c.func), filename, "eval"))
+                      for c in ast.walk(value) if isinstance(c, ast.Call)]
+        on_duals = ast.fix_missing_locations(_Sub().visit(ast.Expression(value)))
+        self.dual = compile(on_duals, filename, "eval")
+        self.first, self.last = node.lineno, getattr(node, "end_lineno", node.lineno)
+        self.source = ast.unparse(node)
 
 
 def _copy(node):
@@ -199,17 +245,21 @@ def _statements(filename):
         tree = None
     if tree is not None:
         for node in ast.walk(tree):
-            if not (isinstance(node, (ast.Assign, ast.AugAssign, ast.Expr)) and _writes(node)):
+            write = isinstance(node, (ast.Assign, ast.AugAssign, ast.Expr)) and _writes(node)
+            derived = _derives(node)
+            if not (write or derived):
                 continue
             text = lines[node.lineno - 1]
             if node.col_offset != len(text) - len(text.lstrip()):
                 # after a header or another statement on its line (`if c: u[:] = v`): the
                 # line's event does not say it runs; not followed (read-only: refused)
                 continue
-            try:
-                table.setdefault(node.lineno, []).append(_Statement(node, filename))
-            except (SyntaxError, ValueError, TypeError):
-                pass  # not replayable (an attribute store): not followed, so refused
+            for kind, wanted in ((_Statement, write), (_Derivation, derived)):
+                try:
+                    if wanted:
+                        table.setdefault(node.lineno, []).append(kind(node, filename))
+                except (SyntaxError, ValueError, TypeError):
+                    pass  # not replayable (an attribute store): not followed, so refused
     _FILES[filename] = table
     return table
 
@@ -247,6 +297,11 @@ class Follower:
         self.installed = False
         self.pending = {}
         self._codes = {}
+        # values host code computed from kept buffers (:class:`_Derivation`), by id: the
+        # object and its value on the duals, or the object and why that was not possible;
+        # per place (code, name), the ids its last run bound
+        self.derived, self.lost, self.sites = {}, {}, {}
+        self.at = None  # the line being replayed on the duals (for messages)
 
     def install(self):
         """Trace the calling thread's new frames; False when another tracer (a debugger,
@@ -308,6 +363,10 @@ class Follower:
     def _before(self, frame, statements):
         registry = self.registry
         for statement in statements:
+            if type(statement) is _Derivation:
+                if self.derived or self.lost or registry.holds_any():
+                    self._derive(frame, statement)
+                continue
             scope = dict(frame.f_globals)
             scope.update(frame.f_locals)
             targets, others, duals = [], [], []
@@ -330,8 +389,8 @@ class Follower:
                 continue
             kept = [t for t in targets if registry.find(t) is not None]
             names = statement.names
-            brings = any(_brings(scope.get(n), registry) for n in names) or any(
-                _brings(value, registry) for _, value in _reads(statement, scope))
+            brings = any(self._carries(scope.get(n)) for n in names) or any(
+                self._carries(value) for _, value in _reads(statement, scope))
             if not (kept or brings):
                 continue  # plain host code on plain arrays
             self._check_calls(statement, scope, frame)
@@ -352,20 +411,23 @@ class Follower:
                         "it with dualgpu.zeros(shape) where it is made.")
                 if shadow not in shadows:
                     shadows.append(shadow)
-            scope["__dg_sub"] = registry.substitute_one
+            scope["__dg_sub"] = self._substitute
             try:
                 hooks.FOLLOWED.on = False
+                self.at = _where(frame)
                 with registry.replay():
                     exec(statement.replay, scope)  # the same statement on the partials
             except DualgpuError:
                 raise
             except Exception as error:
                 raise DualgpuError(
-                    f"at {_where(frame)}: `{statement.source}` writes a kept host buffer, and "
+                    f"at {self.at}: `{statement.source}` writes a kept host buffer, and "
                     f"running it on the duals failed ({type(error).__name__}: {error}), so "
                     "its derivative cannot be followed. Fix: make the buffer with "
                     "dualgpu.zeros(shape) where it is made, so that numpy keeps its partials."
                 ) from error
+            finally:
+                self.at = None
             for shadow in shadows:
                 shadow.unprotect()
             views = []  # views made while their buffer was read-only are read-only too
@@ -386,8 +448,8 @@ class Follower:
         the value carries no partials of a kept buffer."""
         registry = self.registry
         found = [(n, scope.get(n)) for n in sorted(statement.names)]
-        kept = [n for n, v in found + _reads(statement, scope) if isinstance(v, np.ndarray)
-                and not isinstance(v, DualArray) and _brings(v, registry)]
+        kept = [n for n, v in found + _reads(statement, scope) if self._carries(v) and (
+            isinstance(v, (np.ndarray, np.generic, float)) and not isinstance(v, DualArray))]
         if not kept:
             return
         self._check_calls(statement, scope, frame)
@@ -396,8 +458,9 @@ class Follower:
             plain = eval(plain_code, scope)
             if registry.find(plain) is not None:
                 return  # a kept buffer meets the target: its partials are used
-            scope["__dg_sub"] = registry.substitute_one
+            scope["__dg_sub"] = self._substitute
             hooks.FOLLOWED.on = False
+            self.at = _where(frame)
             with registry.replay():
                 on_duals = eval(dual_code, scope)
             lost = np.asarray(getattr(on_duals, "partials", 0)) - np.asarray(
@@ -406,6 +469,8 @@ class Follower:
             raise
         except Exception:  # noqa: BLE001 - the line itself will raise, or run as written
             return
+        finally:
+            self.at = None
         if not np.any(lost):
             return
         raise DualgpuError(
@@ -436,11 +501,155 @@ class Follower:
 
     def _finish(self, pending):
         statement, shadows, where, views, _ = pending
+        if type(statement) is _Derivation:
+            self._bind(statement, *shadows, where)
+            return
         hooks.FOLLOWED.on = False
         for view in views:
             view.flags.writeable = False
         for shadow in shadows:
             shadow.adopt(statement.source, where)
+
+
+    # -- values computed from kept buffers -------------------------------------------
+    def _carries(self, value):
+        """True when ``value`` brings partials into a line: a dual, a kept buffer with
+        partials, a value computed from them (or one whose partials were lost: refused)."""
+        key = id(value)
+        found = self.derived.get(key) or self.lost.get(key)
+        return (found is not None and found[0] is value) or _brings(value, self.registry)
+
+    def _substitute(self, item):
+        """``item`` as a replay on the duals reads it (:meth:`Registry.substitute_one`,
+        and a value computed from kept buffers: its value on the duals)."""
+        return self.registry.substitute_one(self.launch_argument(item))
+
+    def launch_argument(self, item):
+        """``item``, or its value on the duals if host code computed it from kept buffers;
+        DualgpuError where that value's partials were lost."""
+        key = id(item)
+        found = self.derived.get(key)
+        if found is not None and found[0] is item:
+            return found[1]
+        lost = self.lost.get(key)
+        if lost is not None and lost[0] is item:
+            raise DualgpuError(
+                f"{lost[1]}, and it is used at {self.at or _user_where()} with duals, so its "
+                "share of the derivative would be lost. Fix: compute it on the line that uses "
+                "it (`u[:] = u / np.sum(u)`) or with numpy, math and builtin functions only "
+                "(no functions of your own, no float() or int()); or make the buffers "
+                "DualArrays where they are made (dualgpu.zeros(shape)).")
+        return item
+
+    def launch_arguments(self, args):
+        """A launch's ``args`` with values computed from kept buffers on their duals."""
+        if not (self.derived or self.lost):
+            return args
+        return tuple(map(self.launch_argument, args))
+
+    def _derive(self, frame, derivation):
+        """Before ``name = expr`` runs: where expr reads kept buffers (or values computed
+        from them), compute it on the duals (pending until the line ran: :meth:`_bind`)."""
+        local, names = frame.f_locals, frame.f_globals
+        if derivation.augmented and isinstance(local.get(derivation.target), np.ndarray):
+            return  # `u += expr` on an array: a write, followed as such
+        values = [local[n] if n in local else names.get(n) for n in derivation.names]
+        if not (derivation.reads or any(map(self._carries, values))):
+            return  # (every line of a traced function that binds a name passes here)
+        scope = dict(names)
+        scope.update(local)
+        if not any(map(self._carries, values + [v for _, v in _reads(derivation, scope)])):
+            return
+        dual, reason = None, None
+        for text, code in derivation.calls:
+            try:
+                callee = eval(code, scope)
+            except Exception:  # noqa: BLE001 - the line itself will raise
+                return
+            if not _pure(callee):
+                reason = f"it calls {text}, which dualgpu cannot run again on the duals"
+                break
+        if reason is None:
+            scope["__dg_sub"] = self._substitute
+            try:
+                hooks.FOLLOWED.on = False
+                self.at = _where(frame)
+                with self.registry.replay():
+                    dual = eval(derivation.dual, scope)
+            except Exception as error:  # noqa: BLE001 - a refusal of its own use, later
+                reason = f"running it on the duals failed ({type(error).__name__}: " \
+                         f"{str(error).splitlines()[0] if str(error) else ''})"
+            finally:
+                self.at = None
+        self.pending[frame] = (derivation, (dual, reason, frame), _where(frame), None,
+                               frame.f_lasti)
+
+    def _bind(self, derivation, dual, reason, frame, where):
+        """After ``name = expr`` ran: the value host code got (each item of a tuple or list)
+        is kept with its value on the duals; where that value differs or could not be had,
+        its uses with duals are refused (:meth:`launch_argument`)."""
+        try:
+            local = frame.f_locals
+        except Exception:  # noqa: BLE001 - the frame is gone
+            return
+        pairs = []
+        for target in derivation.targets:
+            got = tuple(local.get(n) for n in target) if type(target) is tuple \
+                else local.get(target)
+            if isinstance(got, (tuple, list)):  # each item, beside the duals' item
+                items = dual if isinstance(dual, (tuple, list)) and len(dual) == len(got) \
+                    else [None] * len(got)
+                if items is not dual and reason is None and dual is not None:
+                    reason = "its items on the duals do not match the ones host code got"
+                pairs += zip(got, items)
+            else:
+                pairs.append((got, dual))
+        if reason is None and not all(_same_values(a, b) for a, b in pairs):
+            reason = "its value on the duals differs from the one host code got"
+        site = (frame.f_code, derivation.first)
+        for key in self.sites.pop(site, ()):
+            self.derived.pop(key, None)
+            self.lost.pop(key, None)
+        keys = []
+        for plain, on_duals in pairs:
+            if reason is None and not isinstance(on_duals, (Dual, DualArray)):
+                continue  # no partials: the plain value is the whole story
+            if isinstance(plain, np.ndarray) and plain.dtype.kind in "fc" and reason is None:
+                shadow = self.registry.keep(plain, derivation.target)
+                view = None if shadow is None else shadow.view(plain)
+                if view is not None:  # an array: kept beside its partials, as buffers are
+                    view[...] = on_duals
+                    shadow.writer = f"host code at {where}"
+                    shadow.write_back()
+                    continue
+            if isinstance(plain, (float, complex, np.floating, np.complexfloating,
+                                  np.ndarray)) and not isinstance(plain, DualArray):
+                if reason is None:
+                    self.derived[id(plain)] = (plain, on_duals)
+                else:
+                    self.lost[id(plain)] = (plain, f"{derivation.target} was computed by "
+                                                   f"`{derivation.source}` at {where} from "
+                                                   f"kept host buffers, but {reason}")
+                keys.append(id(plain))
+        self.sites[site] = keys
+
+
+def _user_where():
+    """:func:`_where` of the innermost frame outside dualgpu (a launch's line)."""
+    frame = sys._getframe(1)
+    while frame is not None and frame.f_code.co_filename.startswith(PACKAGE_DIR):
+        frame = frame.f_back
+    return "an unknown line" if frame is None else _where(frame)
+
+
+def _same_values(plain, on_duals):
+    """True when a value host code got equals (bit for bit, NaNs alike) the duals' value."""
+    value = getattr(on_duals, "values", getattr(on_duals, "value", on_duals))
+    try:
+        a, b = np.asarray(plain), np.asarray(value)
+        return a.shape == b.shape and bool(np.all((a == b) | (np.isnan(a) & np.isnan(b))))
+    except (TypeError, ValueError):
+        return False
 
 
 def _reads(statement, scope):

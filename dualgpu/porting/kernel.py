@@ -279,6 +279,8 @@ class Kernel:
         registry, shadows = active(), None
         if registry is not None:  # under the driver: host buffers that receive duals
             captured = self._may_capture and bool(self._captured())
+            if registry.followed:  # numbers host code computed from them: on their duals
+                args = registry.followed.launch_arguments(args)
             args, shadows = registry.before_launch(self, args, captured)
         objects = {i: a for i, a in enumerate(args) if is_object_array(a)}
         if objects:  # np.array([dual, 0.0]) built by host code: launched as a DualArray
