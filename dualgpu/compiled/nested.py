@@ -305,8 +305,8 @@ def _register_comparison(fn):
 
 
 def _register_value_only(fn):
-    def typer(*args):
-        if len(args) != 1 or not _accepts(args):
+    def typer(x):  # (one named argument: numba's builtins int, round, bool refuse *args)
+        if not _accepts((x,)):
             return None
         return lambda x: fn(x.value)
 
