@@ -58,6 +58,7 @@ from dualgpu.backends.cudasim.kernel import uses_grid_group
 __all__ = ["DualArguments", "GpuKernel", "compile_kernel", "marshal", "prepare_function"]
 
 _DEVICE_CACHE = {}
+_PREPARING = set()  # (function, lanes) whose device copy is being made (recursion)
 
 
 def marshal(ty, val):
@@ -238,8 +239,11 @@ def _dual_source_copy(py_func, lanes, replace):
         return rebind(py_func, replace)
     frozen, cells = frozen_values(py_func)  # the values of the plain copy (numba's rule)
     new_globals = {**py_func.__globals__, **frozen}
-    for name, value in list(new_globals.items()):
-        new_globals[name] = replace(value) if not name.startswith("__") else value
+    # the names it reads only, as rebind does (replacing every global of its module made a
+    # device function that is rewritten too replace itself, and recurse without end)
+    for name in global_names(py_func.__code__):
+        if name in new_globals and not name.startswith("__"):
+            new_globals[name] = replace(new_globals[name])
     for name, cell, value in zip(py_func.__code__.co_freevars, py_func.__closure__ or (), cells):
         # closure values become globals
         new_globals[name] = replace(cell.cell_contents if value is cell else value)
@@ -291,9 +295,21 @@ def _device(py_func, options, lanes=0):
     import numba.cuda
 
     key = (py_func, lanes)
-    if key not in _DEVICE_CACHE:
-        _DEVICE_CACHE[key] = numba.cuda.jit(device=True, **options)(_prepare(py_func, lanes))
-    return _DEVICE_CACHE[key]
+    found = _DEVICE_CACHE.get(key)
+    if found is None:
+        if key in _PREPARING:
+            raise DualgpuError(
+                f"device function {py_func.__qualname__!r} calls itself (directly or through "
+                "other device functions): the cuda backend compiles a copy of each device "
+                "function for its kernel (plain or dual), which dualgpu cannot make for a "
+                "recursive one. Fix: write the recursion as a loop.")
+        _PREPARING.add(key)
+        try:
+            found = _DEVICE_CACHE[key] = numba.cuda.jit(device=True, **options)(
+                _prepare(py_func, lanes))
+        finally:
+            _PREPARING.discard(key)
+    return found
 
 
 def _device_functions(py_func):

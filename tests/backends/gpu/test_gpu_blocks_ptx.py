@@ -315,3 +315,34 @@ def test_dual_ptx_assembles_for_sm90(tmp_path, name):
                              str(tmp_path / f"{name}.cubin")], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
     assert "Used" in result.stderr and "registers" in result.stderr
+
+
+@pytest.mark.parametrize("name", ["scale", "smooth", "calls_dev"])
+def test_rewritten_device_functions_beside_others_compile(offline_ptx, name):
+    import kernels_rewritten_devices as R
+
+    kernel = getattr(R, name)
+
+    def f(u):
+        d = dualgpu.cuda.to_device(u)
+        out = dualgpu.cuda.device_array_like(d)
+        out[...] = 0.0
+        kernel[1, 32](d, out)
+        return out.copy_to_host()
+
+    x = np.linspace(0.2, 0.9, 6)
+    with dualgpu.using_backend("cpu"):
+        J = dualgpu.jacobian(f, x)
+        fd = np.stack([(f(x + 1e-6 * e) - f(x - 1e-6 * e)) / 2e-6 for e in np.eye(6)], 1)
+    np.testing.assert_allclose(J, fd, rtol=1e-6, atol=1e-8)
+    for lanes in (1, 8):
+        t = dual_array_type(types.float64, 1, lanes)
+        ptx, _ = cuda.compile_ptx(gpu.prepare_function(kernel, lanes), (t, t), cc=offline_ptx)
+        assert ".entry" in ptx
+
+
+def test_a_recursive_device_function_needing_a_dual_copy_is_refused(offline_ptx):
+    import kernels_rewritten_devices as R
+
+    with pytest.raises(DualgpuError, match="'countdown' calls itself"):
+        gpu.prepare_function(R.recursive, 1)
