@@ -10,8 +10,12 @@ function without a formula (integer bit tricks, Bessel functions, ``erfinv``...)
 dual with its name and the fix.
 """
 import math
+import re
 
 import numba.cuda.libdevice as _libdevice
+import numba.cuda.libdevicefuncs as _libdevicefuncs
+import numpy as np
+from numba.core import types as _types
 from numba.core.extending import register_jitable
 from numba.cuda.extending import overload  # CUDA's registry: numba-cuda keeps core's
                                            # overloads of numba's own functions out
@@ -78,13 +82,33 @@ def _formulas():
 FORMULAS = _formulas()
 
 
+def _single(name):
+    """True for a float32 function of libdevice (``rsqrtf``, ``saturatef``, ``frcp_rn``)."""
+    found = _libdevicefuncs.functions.get(f"__nv_{name}")
+    return found is not None and any(a.ty == _types.float32 for a in found[1])
+
+
+_LITERAL = re.compile(r"(?<![\w.])(\d+\.\d+|math\.pi)")
+
+
+def _in_float32(text):
+    """A formula of float64 literals written for float32 arguments: its constants float32
+    (numba types ``1.0`` as float64, and ``1.0 / math.sqrt(x)`` of a float32 dual was a
+    float64 dual whose type spread through the kernel), ``float(...)`` float32."""
+    text = _LITERAL.sub(r"_f32(\1)", text.replace("(1.0 / 3.0)", "_THIRD"))
+    return text.replace("_THIRD", "_f32(1.0 / 3.0)").replace("float(", "_f32(")
+
+
 def formula_functions(math_module):
     """``{name: function}``: the formulas as Python functions whose ``math`` is
-    ``math_module`` (the dual-aware :mod:`dualgpu.dmath` for the simulator)."""
+    ``math_module`` (the dual-aware :mod:`dualgpu.dmath` for the simulator); those of
+    float32 functions compute in float32, as libdevice's do."""
     functions = {}
     for name, (arity, text) in FORMULAS.items():
         params = ", ".join("xyz"[:arity])
-        namespace = {"math": math_module}
+        namespace = {"math": math_module, "_f32": np.float32}
+        if _single(name):
+            text = _in_float32(text)
         exec(f"def {name}({params}):\n    return {text}\n", namespace)  # noqa: S102
         functions[name] = namespace[name]
     return functions

@@ -119,3 +119,31 @@ def _run2(kernel, u, extra):
     else:
         kernel[1, 8](d, out, extra)
     return out.copy_to_host()
+
+
+# float32 functions whose formulas hold constants or float(): 1.0 / math.sqrt(x) of a float32
+# dual was a float64 dual, whose type spread through float32 kernels (53 float64 operations in
+# a float32 N-body's dual PTX; found by an unseen round of GPU-path checks)
+SINGLE = ["rsqrtf", "frsqrt_rn", "exp2f", "exp10f", "sinpif", "sincospif", "cbrtf", "rcbrtf",
+          "normcdff", "fdimf", "saturatef", "ldexpf", "frcp_rn", "rintf", "roundf", "floorf"]
+
+
+@pytest.mark.parametrize("name", SINGLE)
+def test_libdevice_float32_formulas_stay_float32(name):
+    from numba import njit
+
+    from dualgpu.compiled.libdevice import CPU_FUNCTIONS, FORMULAS
+
+    fn, arity = CPU_FUNCTIONS[name], FORMULAS[name][0]
+    call = njit(lambda x: fn(x)) if arity == 1 else njit(lambda x, y: fn(x, y))
+    second = () if arity == 1 else (np.int32(2) if name == "ldexpf" else np.float32(0.2),)
+    x = np.float32(0.3)
+    plain = call(x, *second)
+    dual = call(dualgpu.Dual(x, np.ones(2, np.float32)), *second)
+    for signature in call.nopython_signatures:
+        result = signature.return_type
+        for t in getattr(result, "types", (result,)):
+            assert str(getattr(t, "dtype", t)) == "float32", (name, signature)
+    values = [d.value if isinstance(d, dualgpu.Dual) else d
+              for d in (dual if isinstance(dual, tuple) else (dual,))]
+    assert np.array_equal(np.float32(values), np.float32(np.ravel(plain)))  # as the plain value
