@@ -113,7 +113,10 @@ def _kind(a):
             return None
         return ("D", type(a.value), _fingerprint(a.partials), a.partials.shape, a.weak)
     if t is np.ndarray:
-        return ("a", _fingerprint(a), a.shape) if a.dtype.kind in "biuf" else None
+        if a.dtype.kind not in "biuf":
+            return None
+        # a 0-d array is a number (`c = 0.1 if scheme > 0.5 else 0.01`): its value too
+        return ("a", _fingerprint(a), a.shape) + ((a.tobytes(),) if a.ndim == 0 else ())
     if t in _NUMBER_TYPES:  # a number argument: its value is part of the kind (-0.0 is not
         # 0.0: atan2, copysign and 1 / x tell them apart; a NaN matches nothing)
         return ("n", t, float(a).hex() if t in _FLOAT_TYPES else a)

@@ -159,6 +159,20 @@ def test_number_arguments_are_part_of_the_kind_and_closures_are_read_again():
     assert same_bits(got, dualgpu.jvp(f, (0.2, 20), (1.0, None), capture=False))
 
 
+def test_a_zero_dimensional_array_argument_is_a_number_of_the_kind():
+    # `0.1 if scheme > 0.5 else 0.01` on np.array(0.0) then np.array(1.0): the second replayed
+    # the first's trace (found by an unseen round); a 0-d array is a number, by its value
+    x = u0()
+
+    def f(rr, scheme):
+        return K.run_heat(x, rr, steps=20 if scheme > 0.5 else 10)
+
+    for scheme in (0.0, 0.0, 0.0, 0.0, 1.0, 1.0, 0.0):
+        got = dualgpu.jvp(f, (0.2, np.array(scheme)), (1.0, None), capture="trace")
+        assert same_bits(got, dualgpu.jvp(f, (0.2, np.array(scheme)), (1.0, None),
+                                          capture=False))
+
+
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 def test_time_dependent_numbers_replay_as_traced(dtype):
     # run_forced makes its output with device_array and launches with a float and an int
