@@ -247,8 +247,10 @@ _DUAL = []  # a dual device array and a stream, made by the test before its capt
     (lambda u: cuda.vectorize(["float64(float64)"])(lambda x: 2.0 * x)(u),
      r"the ufunc <lambda>\(\) inside capture_graph\(\), which records kernel launches only"),
 ])
-def test_what_a_capture_cannot_hold_is_refused(make, match):
-    with dualgpu.using_backend("cpu"):
+@pytest.mark.parametrize("backend", ["cpu", "cudasim"])
+def test_what_a_capture_cannot_hold_is_refused(make, match, backend):
+    # (the simulator's device arrays copied into the capture: once, silently; unseen round)
+    with dualgpu.using_backend(backend):
         u = cuda.device_array(12)
         _DUAL[:] = [cuda.to_device(dualgpu.dual_array(np.zeros(12), lanes=1)), cuda.stream()]
         with pytest.raises(DualgpuError, match=match):

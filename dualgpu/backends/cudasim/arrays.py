@@ -8,6 +8,7 @@ HostArray` does, or is refused with the buffer's name, the line and the fixes.
 """
 from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray
 
+from dualgpu.core import hooks
 from dualgpu.core.dualarray import DualArray, copy_into
 from dualgpu.host import buffers as host_buffers
 
@@ -29,6 +30,7 @@ class SimArray(FakeCUDAArray):
         return super().copy_to_host(ary, stream)
 
     def copy_to_device(self, ary, stream=0):
+        hooks.device_copy("copy_to_device()")  # inside capture_graph(): refused, as on cpu
         source = host_buffers.kept_source(ary)
         if isinstance(source, DualArray):
             if not host_buffers.keep_copy(self._ary, source):  # (refused under the driver)
