@@ -65,11 +65,21 @@ _MOVED_NAMES = {
 }
 # optional or heavy dependencies, imported on first use
 _LAZY_MODULES = ("plot", "sensitivity", "distributed", "interop")
+# numba's number types, as `from numba import cuda, int32, void` names them: a port that edits
+# that line to `from dualgpu import ...` gets numba's own (float32, float64: dualgpu's casts,
+# numba's types in kernels)
+_NUMBA_TYPES = frozenset(
+    "int8 int16 int32 int64 uint8 uint16 uint32 uint64 intp uintp intc uintc boolean bool_ "
+    "complex64 complex128 void i1 i2 i4 i8 u1 u2 u4 u8 f4 f8 c8 c16 b1".split())
 
 
 def __getattr__(name):
     import importlib
 
+    if name in _NUMBA_TYPES:
+        import numba
+
+        return getattr(numba, name)
     if name in _LAZY_MODULES:
         # matplotlib only when plotting is asked for; scipy.stats (global sensitivity) only
         # when that is; Dask and JAX likewise

@@ -22,6 +22,7 @@ from dualgpu.backends.cpu import remainder as _remainder
 from dualgpu.core.dualarray import DualArray
 from dualgpu.backends.common.local_array_types import literal_shape, scalar_dtype
 from dualgpu.backends.cpu.blocks import runtime as _blocks_runtime
+from dualgpu.backends.cpu import bits as _bits
 from dualgpu.backends.cpu.fused import cpu_fma
 
 __all__ = ["ATOMIC_OPS", "RUNTIME", "FLOAT_TO_INT", "stack_array", "tracer_local_array",
@@ -280,6 +281,7 @@ RUNTIME = {"_dg_local_array": _dg_local_array, "_dg_lanemask_lt": _blocks_runtim
             "_dg_fma": cpu_fma}
 RUNTIME.update({f"_dg_atomic_{op}": globals()[f"_dg_atomic_{op}"] for op in ATOMIC_OPS})
 RUNTIME.update({f"_dg_{f.__name__}": f for f in _float_to_int.REPLACEMENTS.values()})
+RUNTIME.update({f"_dg_{name}": fn for name, fn in _bits.FUNCTIONS.items()})
 RUNTIME["_dg_power"] = _int_power.power
 RUNTIME["_dg_mod"] = _remainder.remainder
 #: math.floor/ceil/trunc -> the runtime name of their saturating int64 version

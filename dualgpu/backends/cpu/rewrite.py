@@ -17,6 +17,7 @@ from dualgpu.backends.common.translate import CudaRewriter, dotted
 from dualgpu.backends.cpu import BACKEND
 from dualgpu.backends.cpu.blocks import markers as _block_markers
 from dualgpu.backends.cpu.blocks.markers import WARP_SIZE
+from dualgpu.backends.cpu.bits import FUNCTIONS as BIT_FUNCTIONS
 from dualgpu.backends.cpu.intrinsics import ATOMIC_OPS, FLOAT_TO_INT
 from dualgpu.backends.cpu.launchers import CONTEXT
 
@@ -166,7 +167,8 @@ class CpuRewriter(CudaRewriter):
             "cuda.const.array_like, cuda.atomic.*, cuda.syncthreads(_count/_and/_or), "
             "cuda.syncwarp, cuda.shfl_*_sync, cuda.all/any/eq/ballot_sync, "
             "cuda.match_any/all_sync, cuda.activemask, cuda.lanemask_lt, cuda.cg.this_grid() "
-            "with grid.sync(), cuda.threadfence*, cuda.fma, cuda.selp, cuda.libdevice's float "
+            "with grid.sync(), cuda.threadfence*, cuda.fma, cuda.selp, cuda.popc/ffs/clz/brev/"
+            "cbrt, cuda.libdevice's float "
             "functions (exp, rsqrt, fma, sincos, fast_expf...), numba types and device "
             "functions. Run this kernel on the 'cuda' backend, or rewrite that line with these."
         )
@@ -246,6 +248,9 @@ class CpuRewriter(CudaRewriter):
                 # libdevice has no CPU code: its formula in math (plain values and duals alike)
                 return ast.Call(func=self.bind(LIBDEVICE_FUNCTIONS[path[1]], "libdevice"),
                                 args=node.args, keywords=node.keywords)
+        if len(path) == 1 and path[0] in BIT_FUNCTIONS and len(node.args) == 1 \
+                and not node.keywords:  # popc, ffs, clz, brev, cbrt
+            return ast.Call(func=_name(f"_dg_{path[0]}"), args=node.args, keywords=[])
         if path == ("fma",) and len(node.args) == 3 and not node.keywords:
             return ast.Call(func=_name("_dg_fma"), args=node.args, keywords=[])
         if path == ("selp",) and len(node.args) == 3 and not node.keywords:

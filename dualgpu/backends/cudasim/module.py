@@ -28,6 +28,7 @@ from dualgpu.compiled.libdevice import formula_functions
 from dualgpu.core import dmath
 from dualgpu.core.dualarray import DualArray
 from dualgpu.errors import DualgpuError
+from dualgpu.backends.cudasim import bits as _bits
 from dualgpu.backends.cudasim.casts import as_dtype, cast_for
 from dualgpu.backends.cudasim.threads import WARP_SIZE, caller_frame, current_thread
 
@@ -264,6 +265,16 @@ class LaunchModule(FakeCUDAModule):
         """numba.cuda.libdevice's float functions, as their formulas in dual-aware math
         (libdevice has no code off the GPU; :mod:`dualgpu.compiled.libdevice`)."""
         return _simulated_libdevice()
+
+    # bit functions with numba.cuda's widths and types (numba's simulator counts 32 bits)
+    popc, clz, ffs, brev = (staticmethod(_bits.FUNCTIONS[n]) for n in ("popc", "clz", "ffs",
+                                                                        "brev"))
+
+    @staticmethod
+    def cbrt(x):
+        """libdevice's cbrt formula (numba's simulator: ``x ** (1 / 3)``, complex below 0)."""
+        single = np.float32 in (type(x), type(getattr(x, "value", None)))
+        return getattr(_simulated_libdevice(), "cbrtf" if single else "cbrt")(x)
 
     # -- block barriers ----------------------------------------------------------------------
     def _barrier(self, what, predicate, resolve):

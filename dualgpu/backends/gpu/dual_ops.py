@@ -7,6 +7,8 @@ arguments each calls numba.cuda's own, so nothing changes for plain values:
 * ``_dg_fma(a, b, c)``: the value is ``cuda.fma`` of the values (one rounding, bit for bit
   the plain kernel's), the partials those of ``a * b + c``;
 * ``_dg_selp(cond, a, b)``: value and partials of the operand chosen;
+* ``_dg_cbrt(x)``: the value is ``cuda.cbrt`` of the value, the partials those of libdevice's
+  cbrt formula (:mod:`dualgpu.compiled.libdevice`);
 * ``_dg_atomic_add`` / ``_dg_atomic_sub`` on a dual array: one atomic per member (the value,
   then each lane of the partials). Sums commute member by member, so the result is exact
   whatever the order of the threads. The old value such an atomic returns is refused when the
@@ -26,12 +28,13 @@ from numba.core.errors import TypingError
 
 from dualgpu.errors import DualgpuError, UnsupportedFeatureError
 from dualgpu.compiled.arrays import DualArrayType
+from dualgpu.compiled.libdevice import CPU_FUNCTIONS
 from dualgpu.compiled.types import DualType, make_dual
 
-__all__ = ["ATOMIC_FUNCTIONS", "DUAL_OP_NAMES", "dual_fma", "dual_selp"]
+__all__ = ["ATOMIC_FUNCTIONS", "DUAL_OP_NAMES", "dual_cbrt", "dual_fma", "dual_selp"]
 
 #: numba.cuda names whose calls the dual source rewrite replaces here
-DUAL_OP_NAMES = frozenset(("fma", "selp", "atomic"))
+DUAL_OP_NAMES = frozenset(("fma", "selp", "cbrt", "atomic"))
 
 #: atomics with a dual version on the GPU (one atomic per member)
 _SUMS = ("add", "sub")
@@ -89,6 +92,22 @@ def _ov_selp(cond, a, b):
 
     def impl(cond, a, b):
         return a if cond else b
+
+    return impl
+
+
+dual_cbrt = _stub("_dg_cbrt")
+
+
+@numba.cuda.extending.overload(dual_cbrt)
+def _ov_cbrt(x):
+    if not isinstance(x, DualType):
+        return lambda x: numba.cuda.cbrt(x)
+    dtype = x.dtype
+    formula = CPU_FUNCTIONS["cbrtf" if dtype == types.float32 else "cbrt"]
+
+    def impl(x):
+        return make_dual(dtype(numba.cuda.cbrt(x.value)), formula(x).partials)
 
     return impl
 

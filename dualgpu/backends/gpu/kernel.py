@@ -41,7 +41,8 @@ from dualgpu.backends.gpu.shared import (
     _dg_dynamic_shared, _dg_region_length, _dg_shared_array, check_static_shared,
     dynamic_request, shared_sites, site_shape_and_dtype,
 )
-from dualgpu.backends.gpu.dual_ops import ATOMIC_FUNCTIONS, DUAL_OP_NAMES, dual_fma, dual_selp
+from dualgpu.backends.gpu.dual_ops import (
+    ATOMIC_FUNCTIONS, DUAL_OP_NAMES, dual_cbrt, dual_fma, dual_selp)
 from dualgpu.backends.common.rebind import (
     SHUFFLES, frozen_values, global_names, rebind, uses_dual_scratch,
 )
@@ -168,7 +169,7 @@ class _DualSourceRewriter(ast.NodeTransformer):
         discarded = getattr(node, "_dg_discarded", False)
         self.generic_visit(node)
         path = self.namespace.cuda_path(node.func)
-        if path in (("fma",), ("selp",)):
+        if path in (("fma",), ("selp",), ("cbrt",)):
             self.count += 1
             return ast.Call(ast.Name(f"_dg_{path[0]}", ast.Load()), node.args, node.keywords)
         if path is not None and len(path) == 2 and path[0] == "atomic" and not node.keywords:
@@ -253,7 +254,7 @@ def _dual_source_copy(py_func, lanes, replace):
     new_globals["_dg_region_length"] = _dg_region_length
     new_globals.update({f"_dg_{name}": fn for name, fn in SHUFFLE_FUNCTIONS.items()})
     new_globals.update({f"_dg_atomic_{op}": fn for op, fn in ATOMIC_FUNCTIONS.items()})
-    new_globals.update(_dg_fma=dual_fma, _dg_selp=dual_selp)
+    new_globals.update(_dg_fma=dual_fma, _dg_selp=dual_selp, _dg_cbrt=dual_cbrt)
     copy = compile_function(tree, new_globals, source.filename)
     copy.__wrapped__ = py_func
     copy.__dualgpu_shared__ = rewriter.sites
