@@ -80,3 +80,18 @@ def test_numba_number_types_import_from_dualgpu():
                                               numba.boolean)
     with pytest.raises(ImportError):
         from dualgpu import no_such_type  # noqa: F401
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_shuffle_in_a_loop_over_a_literal_tuple(backend):
+    u = np.linspace(0.1, 1.0, 32)
+
+    def f(x):
+        out = cuda.device_array(32)
+        K.butterfly_sum[1, 32](cuda.to_device(x), out)
+        return out.copy_to_host()
+
+    with dualgpu.using_backend(backend):
+        np.testing.assert_allclose(f(u), np.full(32, u.sum() ** 2), rtol=1e-14)
+        J = dualgpu.jacobian(f, u)
+    np.testing.assert_allclose(J, np.full((32, 32), 2 * u.sum()), rtol=1e-14)

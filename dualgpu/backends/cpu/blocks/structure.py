@@ -203,7 +203,8 @@ class _Builder:
         before.stmts.extend(generated(f"{lm} = True\n_dg_bk{k}[_dg_t] = False", stmt))
         header = self.unit(chain + (lm,), None, True, counter=k)
         if isinstance(stmt, ast.For):
-            start, stop, step = self._range(stmt)
+            start, stop, step, items = self._range(stmt)
+            it = f"_dg_it{k}[_dg_t]"  # (the item of a literal tuple at that index)
             check = "" if isinstance(step, ast.Constant) else (
                 f"\nif _dg_step{k}[_dg_t] == 0:\n"
                 "    raise ValueError('range() arg 3 must not be zero')")
@@ -214,14 +215,15 @@ class _Builder:
             header.stmts.extend(generated(
                 f"if (_dg_step{k}[_dg_t] > 0 and _dg_it{k}[_dg_t] < _dg_stop{k}[_dg_t]) or "
                 f"(_dg_step{k}[_dg_t] < 0 and _dg_it{k}[_dg_t] > _dg_stop{k}[_dg_t]):\n"
-                f"    __TARGET__ = _dg_it{k}[_dg_t]\n"
+                f"    __TARGET__ = {f'__ITEMS__[{it}]' if items else it}\n"
                 f"    _dg_it{k}[_dg_t] += _dg_step{k}[_dg_t]\n"
                 f"    {im} = True\n"
                 f"    _dg_cnt{k} += 1\n"
                 "else:\n"
                 f"    {lm} = False\n"
                 f"    {im} = False",
-                stmt, TARGET=ast.Name(id=stmt.target.id, ctx=ast.Store())))
+                stmt, TARGET=ast.Name(id=stmt.target.id, ctx=ast.Store()),
+                **({"ITEMS": items} if items else {})))
         else:
             header.stmts.extend(generated(
                 f"if __TEST__:\n    {im} = True\n    _dg_cnt{k} += 1\n"
@@ -237,8 +239,14 @@ class _Builder:
         return LoopOp(k, header, body, orelse)
 
     def _range(self, stmt):
+        """``(start, stop, step, items)`` of a loop over ``range(...)``, or over a literal
+        tuple or list (``for m in (16, 8, 4, 2, 1)``: its indices, ``items`` the literal)."""
         it = stmt.iter
         values = self.prepared.values
+        if isinstance(it, (ast.Tuple, ast.List)) and it.elts and isinstance(stmt.target,
+                                                                            ast.Name):
+            items = ast.Tuple(elts=it.elts, ctx=ast.Load())
+            return ast.Constant(0), ast.Constant(len(it.elts)), ast.Constant(1), items
         ok = (
             isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id == "range"
             and values.get("range", builtins.range) is builtins.range
@@ -249,16 +257,17 @@ class _Builder:
             site = first_sync(stmt)
             raise DualgpuError(
                 f"{_where(stmt, site.where)}, line {stmt.lineno}: a for loop that contains "
-                f"{site.text} (line {site.line}) must be 'for name in range(...)' on the cpu "
-                f"backend; got 'for {ast.unparse(stmt.target)} in {ast.unparse(it)}'. Loop over "
+                f"{site.text} (line {site.line}) must be 'for name in range(...)' (or a "
+                "literal tuple, 'for m in (16, 8, 4, 2, 1)') on the cpu backend; got "
+                f"'for {ast.unparse(stmt.target)} in {ast.unparse(it)}'. Loop over "
                 "range(len(...)) and index instead."
             )
         args = list(it.args)
         if len(args) == 1:
-            return ast.Constant(0), args[0], ast.Constant(1)
+            return ast.Constant(0), args[0], ast.Constant(1), None
         if len(args) == 2:
-            return args[0], args[1], ast.Constant(1)
-        return args[0], args[1], args[2]
+            return args[0], args[1], ast.Constant(1), None
+        return args[0], args[1], args[2], None
 
 
 # ---------------------------------------------------------------------------
