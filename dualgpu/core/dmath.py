@@ -102,8 +102,9 @@ def _with_rule(name, rule_name):
         one = fn
 
         def fn(*args):
-            if len(args) == 2 and _has_dual(args):
+            if len(args) == 2:
                 # math.log(x, base), as Python computes it: log(x) / log(base), the rule twice
+                # (plain numbers too: the kernel's compiled value is the one-argument log's)
                 return one(args[0]) / one(args[1])
             return one(*args)
 

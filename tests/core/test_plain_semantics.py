@@ -261,3 +261,19 @@ def test_log_to_a_base_on_the_host_and_in_the_simulator():
                                               -math.log(2) / (3 * math.log(3) ** 2)], rtol=1e-15)
     assert dmath.log(x, 10.0).value == math.log(2.0, 10.0)
     assert dmath.log(2.0, 3.0) == math.log(2.0, 3.0)
+
+
+@dualgpu.cuda.jit
+def _log_base(x, out):
+    i = dualgpu.cuda.grid(1)
+    if i < x.shape[0]:
+        out[i] = math.log(x[i], 3.0)
+
+
+def test_log_to_a_base_in_a_plain_simulated_kernel():
+    # numba's simulator runs it; dualgpu's gave a ctypes error on plain numbers in kernels
+    # (found by an unseen round)
+    out = np.zeros(2)
+    with dualgpu.using_backend("cudasim"):
+        _log_base[1, 32](np.array([3.0, 9.0]), out)
+    np.testing.assert_allclose(out, [1.0, 2.0], rtol=1e-15)
