@@ -193,16 +193,15 @@ def missing_rule_message(qualname, nargs=1):
                 f"functions that have rules, in the kernel as on the host: {written}.")
     if nargs == 2:
         return (
-            f"{qualname} has no derivative rule in dualgpu, so it cannot take a Dual. "
-            f"Add one line to BINARY_RULES in dualgpu/rules.py, e.g. '{short}': "
-            f"Rule('{qualname}', ('<d/dx>', '<d/dy>'), ((lo, hi), (lo, hi))) in x, y and ans, "
-            f"or from your own code: dualgpu.rules.define('{qualname}', ('<d/dx>', '<d/dy>')); "
-            f"or, if its derivative is not needed, call it on the values: {short}(x.value, y)."
+            f"{qualname} has no derivative rule in dualgpu, so it cannot take a Dual. Fix: "
+            f"give it one from your own code, dualgpu.rules.define('{qualname}', ('<d/dx>', "
+            f"'<d/dy>')) in x, y and ans; or, if its derivative is not needed, call it on the "
+            f"values: {short}(x.value, y). (In dualgpu itself: a line in BINARY_RULES of "
+            f"dualgpu/rules.py.)"
         )
     return (
-        f"{qualname} has no derivative rule in dualgpu, so it cannot take a Dual. "
-        f"Add one line to UNARY_RULES or BINARY_RULES in dualgpu/rules.py, e.g. "
-        f"'{short}': Rule('{qualname}', ('<d{short}/dx in x and ans>',), ((lo, hi),)), or "
-        f"from your own code: dualgpu.rules.define('{qualname}', '<d{short}/dx>'); "
-        f"or, if its derivative is not needed, call it on the value: {short}(d.value)."
+        f"{qualname} has no derivative rule in dualgpu, so it cannot take a Dual. Fix: give "
+        f"it one from your own code, dualgpu.rules.define('{qualname}', '<d{short}/dx in x "
+        f"and ans>'); or, if its derivative is not needed, call it on the value: "
+        f"{short}(d.value). (In dualgpu itself: a line in UNARY_RULES of dualgpu/rules.py.)"
     )
