@@ -696,7 +696,8 @@ def copy_to_plain(source, ary):
         f"outside the driver), which would drop the {source.lanes} lanes of partials. Fix, "
         "one line: "
         f"{name} = <device array>.copy_to_host() (a new host DualArray that keeps them), or "
-        f"make the buffer with {name} = dualgpu.zeros({shape}) (a DualArray under the "
+        f"make the buffer with {name} = dualgpu.zeros({shape}, "
+        f"np.{np.dtype(getattr(ary, 'dtype', source.dtype)).name}) (a DualArray under the "
         "driver, plain outside it)" + _keep_hint() + "."
     )
 

@@ -66,6 +66,7 @@ class HostArray(np.ndarray):
             return kept.copy_to_host(ary, stream)
         if ary is None:
             return np.array(self, copy=True).view(np.ndarray)
+        _compatible(self, ary)
         ary[...] = self
         return ary
 
@@ -77,7 +78,24 @@ class HostArray(np.ndarray):
         source = host_buffers.kept_source(ary)
         if isinstance(source, DualArray) and host_buffers.keep_copy(self, source):
             return  # (kept beside it; refused with the fixes under the driver)
+        if type(source) is np.ndarray:  # (numba makes the source contiguous first)
+            _compatible(self, np.asarray(source, order="F" if self.flags.f_contiguous
+                                         and not self.flags.c_contiguous else "C"))
         copy_into(self, source, stream)
+
+
+def _compatible(device, host):
+    """numba.cuda's check of a copy between a device array and a host array (its TypeError
+    or ValueError): the same dtype, and the same shape and strides once squeezed."""
+    if not isinstance(host, np.ndarray) or isinstance(host, DualArray) or not device.size:
+        return
+    if device.dtype != host.dtype:
+        raise TypeError(f"incompatible dtype: {device.dtype} vs. {host.dtype}")
+    a, b = device.view(np.ndarray).squeeze(), host.squeeze()
+    if a.shape != b.shape:
+        raise ValueError(f"incompatible shape: {device.shape} vs. {host.shape}")
+    if a.strides != b.strides:
+        raise ValueError(f"incompatible strides: {device.strides} vs. {host.strides}")
 
 
 def _sim_array(ary):

@@ -159,3 +159,22 @@ def test_large_cpu_device_arrays_do_not_start_at_one_address_modulo_4_kib():
     assert all(type(a) is memory.HostArray for a in arrays + [small])
     assert np.array_equal(arrays[0], data) and np.array_equal(arrays[3], data)
     assert not arrays[1].any() and not arrays[2].any() and not small.any()
+
+
+def test_copies_between_host_and_device_check_as_numba_cuda_does():
+    # a float32 device array copied into a float64 host buffer: numba.cuda's TypeError (the cpu
+    # backend cast silently, so code ran here and failed on a GPU; found by an unseen round)
+    with dualgpu.using_backend("cpu"):
+        d = cuda.device_array(4, np.float32)
+        d.copy_to_host(np.zeros(4, np.float32))
+        d.copy_to_host(np.zeros((1, 4), np.float32))  # (the same shape once squeezed)
+        d.copy_to_device(np.arange(8.0, dtype=np.float32)[::2])  # (made contiguous first)
+        assert d.copy_to_host().tolist() == [0.0, 2.0, 4.0, 6.0]
+        with pytest.raises(TypeError, match="incompatible dtype: float32 vs. float64"):
+            d.copy_to_host(np.zeros(4))
+        with pytest.raises(TypeError, match="incompatible dtype: float32 vs. float64"):
+            d.copy_to_device(np.zeros(4))
+        with pytest.raises(ValueError, match="incompatible shape"):
+            d.copy_to_host(np.zeros(3, np.float32))
+        with pytest.raises(ValueError, match="incompatible strides"):
+            d.copy_to_host(np.zeros(8, np.float32)[::2])
