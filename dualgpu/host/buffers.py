@@ -67,14 +67,14 @@ from dualgpu.host.shadow import buffer_fix as _fix
 from dualgpu.host.shadow import contiguous as _contiguous
 from dualgpu.host.shadow import read_only_params as _read_only_params  # noqa: F401 (porting)
 from dualgpu.host.shadow import root_of as _root
-from dualgpu.host.shadow import shape_text as _shape_text
+from dualgpu.host.shadow import shape_text as _shape_text, value_in as _value_in
 
 __all__ = ["zeros", "keep_host_buffers", "scope", "active", "kept_source", "keep_copy",
            "device_buffer_fix", "Registry", "host_store_message", "register_porting",
            "caller_line", "launch_store_fix", "copy_to_plain", "substitute"]
 
 _PACKAGE_DIR = PACKAGE_DIR
-_SUBSCRIPT_STORE = re.compile(r"^\s*([A-Za-z_]\w*)\s*\[.*\]\s*(?:[-+*/%]|//|\*\*)?=(?!=)")
+_SUBSCRIPT_STORE = re.compile(r"^\s*([A-Za-z_][\w.]*)\s*\[.*\]\s*(?:[-+*/%]|//|\*\*)?=(?!=)")
 
 _REGISTRY = contextvars.ContextVar("dualgpu_host_buffers", default=None)
 _DEVICE_COPY_CALL = re.compile(r"([A-Za-z_][\w.]*)\.copy_to_device\(")
@@ -270,7 +270,7 @@ def _store_into_float_array(frame):
     if match is None:
         return None
     name = match.group(1)
-    target = frame.f_locals.get(name, frame.f_globals.get(name))
+    target = _value_in(frame, name)  # (`u[:] = ...`, `self.u[:] = ...`)
     if not isinstance(target, np.ndarray) or target.dtype.kind not in "fc":
         return None
     return filename, line, name, target

@@ -16,7 +16,8 @@ from dualgpu.core.dualarray import DualArray
 from dualgpu.errors import DualgpuError
 from dualgpu.host.host_writes import FOLLOWED_FORMS
 
-__all__ = ["Shadow", "read_only_params", "root_of", "shape_text", "buffer_fix", "contiguous"]
+__all__ = ["Shadow", "read_only_params", "root_of", "shape_text", "buffer_fix", "contiguous",
+           "value_in"]
 
 
 def root_of(array):
@@ -25,6 +26,19 @@ def root_of(array):
     while isinstance(array.base, np.ndarray) and array.base.dtype == array.dtype:
         array = array.base
     return array
+
+
+def value_in(frame, dotted):
+    """The value ``dotted`` (``u``, ``self.u``) names in ``frame``, or None (attributes read,
+    nothing called)."""
+    first, *rest = dotted.split(".")
+    value = frame.f_locals.get(first, frame.f_globals.get(first))
+    try:
+        for attribute in rest:
+            value = getattr(value, attribute)
+    except Exception:  # noqa: BLE001 - a property that raises: no name to give
+        return None
+    return value
 
 
 def shape_text(shape):

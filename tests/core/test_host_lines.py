@@ -94,6 +94,25 @@ def test_numpy_buffer_store_names_the_array():
     assert "numpy array 'state'" in message and "state = dualgpu.zeros((2, 3)" in message
 
 
+class _Solver:
+    def __init__(self):
+        self.state = np.zeros((2, 3))
+
+
+def test_numpy_buffer_held_by_an_object_is_named_too():
+    # `self.state[...] = dual` got the generic message, without the line or the buffer
+    # (only bare names were looked up; found by an unseen round)
+    def f(p):
+        solver = _Solver()
+        solver.state[0, 1] = p
+        return solver.state
+
+    message = _message(f)
+    _assert_common(message, "solver.state[0, 1] = p")
+    assert "numpy array 'solver.state'" in message
+    assert "solver.state = dualgpu.zeros((2, 3)" in message
+
+
 def test_numpy_array_with_float_dtype():
     def f(p):
         return np.array([p, 2.0 * p], dtype=np.float64)
