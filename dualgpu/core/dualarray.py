@@ -294,19 +294,18 @@ class DualArray(DualArrayBase):
         DualArray (``dualgpu.dual_array(np.empty(shape), lanes=N)``) or call
         ``copy_to_host()`` without one.
         """
-        if self.is_nested:
+        nested = self.is_nested
+        if nested:
             host = DualArray(self.values.copy_to_host(), self.partials.copy_to_host(), tag=self.tag)
-            if ary is None:
-                return host
-            ary[...] = host
-            return ary
-        values = self.values.copy_to_host() if self.is_device else np.array(self.values)
-        partials = self.partials.copy_to_host() if self.is_device else np.array(self.partials)
+        else:
+            values = self.values.copy_to_host() if self.is_device else np.array(self.values)
+            partials = self.partials.copy_to_host() if self.is_device else np.array(self.partials)
+            host = DualArray(np.asarray(values), np.asarray(partials), tag=self.tag)
         if ary is None:
-            return DualArray(np.asarray(values), np.asarray(partials), tag=self.tag)
-        if not isinstance(ary, DualArray):  # kept by the driver's registry, or refused
-            return hooks.copy_to_plain(self, ary)  # (dualgpu.host.buffers)
-        ary[...] = DualArray(values, partials)
+            return host
+        if not isinstance(ary, DualArray):  # kept by the driver's registry, or refused (naming
+            return hooks.copy_to_plain(host, ary)  # the buffer and line; dualgpu.host.buffers)
+        ary[...] = host if nested else DualArray(host.values, host.partials)
         return ary
 
     def copy_to_device(self, ary, stream=0):
