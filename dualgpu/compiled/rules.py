@@ -57,7 +57,7 @@ __all__ = ["resolve_primal", "result_dtype", "rule_targets", "register_variadic"
 
 _MODULES = {"math": math, "operator": operator, "builtins": builtins}
 #: the derivative of lgamma: numba compiles it on floats and on duals (a Hessian's)
-digamma = register_jitable(digamma_with(math.log, math.tan, math.floor))
+digamma = register_jitable(digamma_with(math.log, math.tan))
 #: what the names of the rule table's derivative expressions call in compiled code
 _EXPRESSION_IMPLEMENTATIONS = {"floor": float_floor, "trunc": float_trunc, "rint": float_rint,
                                "same": same_bits, "digamma": digamma}

@@ -2,7 +2,7 @@
 
 ``math.lgamma`` and ``math.gamma`` run in numba.cuda kernels, so they need rules; their
 derivatives are ``digamma(x)`` and ``gamma(x) * digamma(x)``, and ``digamma`` is in neither
-``math`` nor numba. It is written here once, as an algorithm in ``log``, ``tan`` and ``floor``
+``math`` nor numba. It is written here once, as an algorithm in ``log`` and ``tan``
 (:func:`digamma_with`), and each path binds those to what it runs on:
 
 * compiled code (numba on the CPU and CUDA): ``math``'s, on floats and on compiled duals, so
@@ -33,21 +33,23 @@ def _series(f):
         0.003968253968253968 - f * (0.004166666666666667 - f * 0.007575757575757576))))
 
 
-def digamma_with(log, tan, floor):
+def digamma_with(log, tan):
     """``digamma(x)`` computed with the functions given (see the module docstring).
 
     Examples
     --------
     >>> import math
-    >>> digamma = digamma_with(math.log, math.tan, math.floor)
+    >>> digamma = digamma_with(math.log, math.tan)
     >>> round(digamma(1.0), 12)  # -Euler's gamma
     -0.577215664902
     """
 
     def digamma(x):
         result = x * 0.0
-        if x <= 0.0 and x == floor(x):
-            return result + math.nan  # a pole
+        # a pole (0, -1, ...; every float below -2**52): x % 1.0, not floor, which compiled
+        # code gives as an int64 that a float32 beyond -2**63 overflows (a finite derivative)
+        if x <= 0.0 and x % 1.0 == 0.0:
+            return result + math.nan
         if x < 0.5:
             result = result - math.pi / tan(math.pi * x)
             x = 1.0 - x
@@ -60,7 +62,7 @@ def digamma_with(log, tan, floor):
 
 
 #: the pure-Python dual's (numpy's functions take numpy scalars and Python duals)
-digamma_scalar = digamma_with(np.log, np.tan, np.floor)
+digamma_scalar = digamma_with(np.log, np.tan)
 
 
 def digamma_numpy(x):

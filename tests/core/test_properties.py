@@ -744,6 +744,8 @@ def test_known_edge_programs(interpreters, dtype):
          [1.0, 1.0, 1.0]),
         # a power of zero with a negative int exponent in a kernel: inf, as numba.cuda's
         ([(0, 0), (_code("** -1"), 0)], [0.0, 0.0, 0.0], [0.0, 0.0, 0.0]),
+        # lgamma at a pole below -2**63: compiled floor() overflowed int64 and missed it
+        ([(0, 0), (_code("lgamma"), 0)], [-3.4028235e38, 0.0, 0.0], [0.0, 0.0, 0.0]),
         # a partial that cancels: d/dx x / degrees(x) = 0 up to rounding (fma or not)
         ([(0, 0), (0, 0), (_code("degrees"), 0), (_code("operator.truediv dd"), 0)],
          [1.0, 0.0, 0.0], [0.0, 0.0, 0.0]),
