@@ -35,6 +35,10 @@ ATOMIC_OPS = (
 )
 
 
+#: the dtypes of scratch that becomes dual in a dual run (a dual is float32 or float64)
+_DUAL_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+
+
 def _dg_local_array(shape, dtype, lanes):
     """Return scratch like ``cuda.local.array`` (a DualArray when lanes > 0 and dtype is float).
 
@@ -47,7 +51,7 @@ def _dg_local_array(shape, dtype, lanes):
     if isinstance(dtype, types.Type):
         dtype = numpy_support.as_dtype(dtype)
     dtype = np.dtype(dtype)
-    if lanes and dtype.kind == "f":
+    if lanes and dtype in _DUAL_DTYPES:  # (float16 scratch stays plain, as on the GPU)
         return empty_dual_array(shape, dtype, lanes)
     return np.empty(shape, dtype)
 
@@ -105,7 +109,7 @@ def _local_array_lanes(dtype, lanes):
         raise TypingError(
             f"cuda.local.array: dtype must be a numba or numpy scalar type; got {dtype}."
         )
-    return lanes.literal_value, isinstance(element, types.Float)
+    return lanes.literal_value, element in (types.float32, types.float64)  # (not float16)
 
 
 @overload(_dg_local_array, prefer_literal=True, jit_options={"inline": "always"})
@@ -139,7 +143,7 @@ def _tracer_local_array(lane_dtype):
         dtype = np.dtype(numpy_support.as_dtype(dtype) if isinstance(dtype, types.Type)
                          else dtype)
         shape = (shape,) if np.ndim(shape) == 0 else tuple(shape)
-        if lanes and dtype.kind == "f":
+        if lanes and dtype in _DUAL_DTYPES:
             return DualArray(np.empty(shape, dtype), np.zeros((lanes,) + shape, lane_dtype))
         return np.empty(shape, dtype)
 

@@ -101,7 +101,7 @@ class Layout:
         return types.int64 if self.tracer == "global" else types.uint64
 
     def dual(self, dtype):
-        return bool(self.lanes) and np.dtype(dtype).kind == "f"
+        return bool(self.lanes) and np.dtype(dtype) in (np.float32, np.float64)  # (not float16)
 
     # -- numba types of the arrays the launcher makes (typing function parameters) --
     def array_type(self, dtype, ndim):
