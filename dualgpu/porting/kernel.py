@@ -46,6 +46,7 @@ from dualgpu.porting.launch_errors import (
     kernel_line as _kernel_line,
     missing_dual_version as _missing_dual_version,
     read_only as _read_only,
+    whole_array_operation,
 )
 from dualgpu.porting.launch_plan import configured, make_plan, register_device_arrays
 from dualgpu.porting.signatures import apply_signature, parse_signatures
@@ -383,6 +384,15 @@ class Kernel:
             raise DualgpuError(
                 f"kernel {self.__name__}{_kernel_line(exc)}: " + complex_dual_message(
                     found.group(1) if found else "a complex number and a dual")) from exc
+        whole = whole_array_operation(exc)
+        if whole is not None:
+            raise DualgpuError(
+                f"kernel {self.__name__}{_kernel_line(exc)}: {whole} works on a whole array "
+                "(a row of a 2-D array, u[i] for u[i, j]?), which kernels cannot: numba.cuda "
+                "compiles operations on elements only (the cpu backend runs array arithmetic "
+                "on plain arrays, which a GPU refuses). Fix: index every dimension (u[i, j]), "
+                "with a loop over the row if needed. numba's message follows.\n\n" + str(exc)
+            ) from exc
         missing = _missing_dual_version(exc)
         if missing is not None:
             raise MissingRuleError(

@@ -16,7 +16,7 @@ from dualgpu.core.dualarray import DualArray
 
 __all__ = ["COMPILED_STORE", "PYTHON_FLOAT", "NUMBA_LOCATION", "SUBSCRIPT_STORE", "ANSI",
            "READ_ONLY_STORE", "read_only", "missing_dual_version", "kernel_line",
-           "dual_store_target"]
+           "dual_store_target", "whole_array_operation"]
 
 #: numba's message for a dual stored into a plain array (numba_arrays' setitem overload)
 COMPILED_STORE = "is stored into a plain"
@@ -60,6 +60,17 @@ def missing_dual_version(exc):
     if re.search(r"dualgpu|partials|lanes", candidates):
         return None
     return last.group(2).strip()
+
+
+def whole_array_operation(exc):
+    """``"mul(float64, DualArray(...))"`` when ``exc`` is numba's typing failure of an
+    operation on a whole dual array in a kernel (``2.0 * u[i]`` with u 2-D), else None."""
+    if type(exc).__name__ != "TypingError":
+        return None
+    text = ANSI.sub("", str(exc))
+    calls = [m for m in NO_IMPLEMENTATION.finditer(text) if "DualArray(" in m.group(2)
+             and "setitem" not in m.group(2)]
+    return calls[-1].group(2).strip() if calls else None
 
 
 def kernel_line(exc):

@@ -221,3 +221,25 @@ def test_a_write_into_a_read_only_array_names_the_argument_and_the_fix(backend):
     if backend == "cpu":  # (numba's simulator copies every host array back, as a GPU does)
         with dualgpu.using_backend(backend):
             _double_into[1, 4](a, np.zeros(4))  # a read-only array that is only read
+
+
+@cuda.jit
+def _whole_row(u, out):
+    i = cuda.grid(1)
+    if i < u.shape[0]:
+        out[i] = 2.0 * u[i]  # a row, for a 2-D u: array arithmetic, which kernels cannot do
+
+
+def test_arithmetic_on_a_whole_dual_array_in_a_kernel_names_the_line_and_the_fix():
+    # numba's raw TypingError "mul(float64, DualArray(...))" on the cpu backend (unseen round)
+    def f(x):
+        d = cuda.to_device(x)
+        out = cuda.device_array_like(d)
+        _whole_row[1, 32](d, out)
+        return out.copy_to_host()
+
+    with dualgpu.using_backend("cpu"), pytest.raises(DualgpuError) as info:
+        dualgpu.jacobian(f, np.ones((2, 3)))
+    message = str(info.value)
+    assert "kernel _whole_row (at " in message and "test_porting_messages.py:" in message
+    assert "works on a whole array" in message and "index every dimension" in message
