@@ -17,6 +17,7 @@ import numpy as np
 
 from dualgpu import nansafe, rules
 from dualgpu.core import _primals, complex_dual, hooks
+from dualgpu.core import dual_fast as _fast
 from dualgpu.core._expressions import expression
 from dualgpu.core.special import digamma_numpy, digamma_scalar
 from dualgpu.core.traced_branch import refuse_traced_python
@@ -507,61 +508,9 @@ _SYMBOLS = {"add": "+", "sub": "-", "mul": "*", "truediv": "/", "floordiv": "//"
             "pow": "**"}
 
 
-_F64 = np.dtype(np.float64)
-#: rules whose Python duals take :func:`_fast_binary` (while dualgpu.rules.define has not
-#: replaced them: :func:`_on_rule_defined` removes a replaced one)
+#: rules whose Python duals take :func:`dualgpu.core.dual_fast.binary` (while
+#: dualgpu.rules.define has not replaced them: :func:`_on_rule_defined` removes a replaced one)
 _FAST = {"add", "sub", "mul", "truediv"}
-
-
-def _fast_operand(a):
-    """``(value, partials or None, weak)`` of an operand the fast path takes, or None."""
-    t = type(a)
-    if t is Dual:
-        if a.tag or a.partials.dtype != _F64 or a.partials.ndim != 1:
-            return None
-        return float(a.value), a.partials, a.weak
-    if t is float or (t is int and -2 ** 53 <= a <= 2 ** 53):
-        return float(a), None, True
-    if t is np.float64:
-        return float(a), None, False
-    return None
-
-
-def _fast_binary(name, a, b):
-    """``a <op> b`` for float64 duals and float64 or Python numbers: the rules of ``+ - * /``
-    written out (what :func:`apply_rule` computes, bit for bit, in a fifth of its time: host
-    code of a simulation runs several per step), or None where the general path must run (a
-    zero divisor, float32, nested or tagged duals, different lane counts, NaN-safe mode)."""
-    left, right = _fast_operand(a), _fast_operand(b)
-    if left is None or right is None:
-        return None
-    (x, pa, wa), (y, pb, wb) = left, right
-    if pa is not None and pb is not None and pa.size != pb.size:
-        return None
-    # the terms as apply_rule adds them: factor * lanes per dual operand, in argument order
-    if name == "add":
-        ans, fa, fb = x + y, 1.0, 1.0
-    elif name == "sub":
-        ans, fa, fb = x - y, 1.0, -1.0
-    elif name == "mul":
-        ans, fa, fb = x * y, y, x
-    else:
-        if y == 0.0:
-            return None
-        ans = x / y
-        fa, fb = 1.0 / y, -ans / y
-    with np.errstate(all="ignore"):
-        if pa is None:
-            lanes = pb.copy() if name == "add" else (-pb if name == "sub" else fb * pb)
-        elif pb is None:
-            lanes = pa.copy() if name in ("add", "sub") else fa * pa
-        else:
-            left_term = pa if name in ("add", "sub") else fa * pa
-            right_term = pb if name == "add" else (-pb if name == "sub" else fb * pb)
-            lanes = left_term + right_term
-    result = Dual.__new__(Dual)
-    result.value, result.partials, result.tag, result.weak = _F64.type(ans), lanes, 0, wa and wb
-    return result
 
 
 def _binary_method(name, reflected=False):
@@ -569,8 +518,8 @@ def _binary_method(name, reflected=False):
 
     def method(self, other):
         if fast and name in _FAST and not nansafe.NANSAFE_MODE_ENABLED:
-            found = _fast_binary(name, other, self) if reflected else _fast_binary(
-                name, self, other)
+            found = _fast.binary(Dual, name, other, self) if reflected else _fast.binary(
+                Dual, name, self, other)
             if found is not None:
                 return found
         if not _is_operand(other):

@@ -584,7 +584,8 @@ class Kernel:
                 "array made with numpy inside the kernel, or a global array. Make tiles and "
                 "scratch with cuda.shared.array / cuda.local.array in float32 or float64 (a "
                 "dual launch makes those dual; complex scratch as two such arrays, real and "
-                "imaginary parts), or pass the array as a DualArray argument."
+                "imaginary parts), or pass the array as a DualArray argument. An integer "
+                "array where the truncation is meant (a bin index): store int(x)."
             )
         which = f"the plain array argument(s) {', '.join(names)}" if names else "a plain array"
         given = dict(zip(self._params, args))

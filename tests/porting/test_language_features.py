@@ -432,3 +432,4 @@ def test_unported_kernels_compile_for_the_gpu(offline_ptx):
     for py_func, argtypes in _plain_launch_types().items():
         ptx, _ = numba.cuda.compile_ptx(rebind(py_func, unport), argtypes, cc=offline_ptx)
         assert ".entry" in ptx, py_func.__name__
+
