@@ -28,7 +28,6 @@ is refused with the buffer's name. Nothing is lost silently.
 import ast
 import builtins
 import linecache
-import math
 import os
 import sys
 import sysconfig
@@ -37,9 +36,12 @@ import numpy as np
 
 from dualgpu.core import hooks
 from dualgpu.core._paths import PACKAGE_DIR
-from dualgpu.core.dual import Dual
 from dualgpu.core.dualarray import DualArray
 from dualgpu.errors import DualgpuError
+from dualgpu.host.derived import (
+    _METHODS, DerivedValues, _attribute_reads, _copy, _Derivation, _derives,
+    _launch_arguments, _pure, _reads, _Sub, _where,
+)
 
 __all__ = ["Follower", "FOLLOWED_FORMS"]
 
@@ -52,10 +54,6 @@ FOLLOWED_FORMS = ("stores `u[...] = expr`, in-place operators `u op= expr` and "
 _SKIP_DIRS = tuple(d for d in {PACKAGE_DIR, os.path.dirname(np.__file__),
                                sysconfig.get_paths().get("stdlib", "\0"),
                                sysconfig.get_paths().get("platstdlib", "\0")} if d)
-_METHODS = {"fill", "put", "itemset", "sort", "partition", "resize", "setfield"}
-_FOLLOWED_METHODS = {"fill"}
-_PURE_BUILTINS = {abs, min, max, len, float, int, round, range, sum, slice, tuple, list,
-                  bool, complex}
 
 
 #: code objects of expressions (their lines belong to the statement around them)
@@ -90,45 +88,6 @@ def _writes(stmt):
                 found.append(func.value)
         return tuple(found)
     return ()
-
-
-class _Sub(ast.NodeTransformer):
-    """Wraps every name, attribute and element read in ``__dg_sub(...)`` (a kept buffer -> its
-    DualArray), and rewrites ``x op= e`` on a whole array as ``t[...] = t op e``."""
-
-    def visit_Name(self, node):
-        if isinstance(node.ctx, ast.Load) and node.id != "__dg_sub":
-            return ast.copy_location(ast.Call(ast.Name("__dg_sub", ast.Load()), [node], []),
-                                     node)
-        return node
-
-    def visit_Attribute(self, node):
-        self.generic_visit(node)
-        if isinstance(node.ctx, ast.Load):
-            return ast.copy_location(ast.Call(ast.Name("__dg_sub", ast.Load()), [node], []),
-                                     node)
-        return node
-
-    def visit_Subscript(self, node):
-        # an element of a list or dict of buffers (`bufs[1]`, `d["rhs"]`) may be one
-        self.generic_visit(node)
-        if isinstance(node.ctx, ast.Load):
-            return ast.copy_location(ast.Call(ast.Name("__dg_sub", ast.Load()), [node], []),
-                                     node)
-        return node
-
-    def visit_AugAssign(self, node):
-        if isinstance(node.target, ast.Subscript):
-            return self.generic_visit(node)
-        target = ast.Name(node.target.id, ast.Load()) if isinstance(node.target, ast.Name) \
-            else ast.Attribute(node.target.value, node.target.attr, ast.Load())
-        read = self.visit(target)
-        value = self.visit(node.value)
-        whole = ast.Subscript(ast.Name("__dg_t", ast.Load()), ast.Constant(Ellipsis),
-                              ast.Store())
-        return [ast.Assign([ast.Name("__dg_t", ast.Store())], read, lineno=0),
-                ast.Assign([whole], ast.BinOp(ast.Name("__dg_t", ast.Load()), node.op, value),
-                           lineno=0)]
 
 
 class _Statement:
@@ -171,64 +130,6 @@ class _Statement:
                           compile(on_duals, filename, "eval"))
 
 
-def _derives(node):
-    """True for ``name = expr``, ``a, b = expr``, ``a = b = expr`` and ``name op= expr``
-    (names bound to a computed value)."""
-    if isinstance(node, ast.Assign):
-        return not isinstance(node.value, ast.Constant) and all(
-            isinstance(t, ast.Name) or isinstance(t, (ast.Tuple, ast.List))
-            and all(isinstance(e, ast.Name) for e in t.elts) for t in node.targets)
-    return isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name)
-
-
-def _attribute_reads(node, filename):
-    return tuple((ast.unparse(n), compile(ast.Expression(_load(n)), filename, "eval"))
-                 for n in ast.walk(node) if isinstance(n, (ast.Attribute, ast.Subscript))
-                 and not any(isinstance(c, ast.Call) for c in ast.walk(n)))
-
-
-class _Derivation:
-    """``name = expr`` (or ``name op= expr`` on a number): a value host code computes from
-    kept buffers (``s = np.sum(u)``, ``tmp = u * 2.0``). numpy gives it no partials; the
-    follower computes it on the duals too and keeps them beside it (see
-    :meth:`Follower._bind`), so that a later line or launch that uses it gets them."""
-
-    __slots__ = ("target", "targets", "dual", "calls", "reads", "names", "first", "last",
-                 "source", "augmented")
-
-    def __init__(self, node, filename):
-        self.augmented = isinstance(node, ast.AugAssign)
-        if self.augmented:
-            self.target = node.target.id
-            value = ast.BinOp(ast.Name(self.target, ast.Load()), node.op, node.value)
-            self.targets = [self.target]
-        else:
-            value = node.value
-            # per target, a name or the names a tuple unpacks into
-            self.targets = [t.id if isinstance(t, ast.Name) else tuple(e.id for e in t.elts)
-                            for t in node.targets]
-            self.target = ", ".join(t if isinstance(t, str) else ", ".join(t)
-                                    for t in self.targets)
-        value = ast.parse(ast.unparse(value), mode="eval").body
-        self.names = {n.id for n in ast.walk(value) if isinstance(n, ast.Name)}
-        self.reads = _attribute_reads(value, filename)
-        self.calls = [(ast.unparse(c.func), compile(ast.Expression(c.func), filename, "eval"))
-                      for c in ast.walk(value) if isinstance(c, ast.Call)]
-        on_duals = ast.fix_missing_locations(_Sub().visit(ast.Expression(value)))
-        self.dual = compile(on_duals, filename, "eval")
-        self.first, self.last = node.lineno, getattr(node, "end_lineno", node.lineno)
-        self.source = ast.unparse(node)
-
-
-def _copy(node):
-    return ast.parse(ast.unparse(node)).body[0]
-
-
-def _load(node):
-    """``node`` (an attribute or element, maybe a store's target) as an expression read."""
-    return ast.parse(ast.unparse(node), mode="eval").body
-
-
 _FILES = {}
 
 
@@ -247,7 +148,7 @@ def _statements(filename):
         for node in ast.walk(tree):
             write = isinstance(node, (ast.Assign, ast.AugAssign, ast.Expr)) and _writes(node)
             derived = _derives(node)
-            if not (write or derived):
+            if not (write or derived or _launch_arguments(node)):
                 continue
             text = lines[node.lineno - 1]
             if node.col_offset != len(text) - len(text.lstrip()):
@@ -260,35 +161,14 @@ def _statements(filename):
                         table.setdefault(node.lineno, []).append(kind(node, filename))
                 except (SyntaxError, ValueError, TypeError):
                     pass  # not replayable (an attribute store): not followed, so refused
+            for slot, argument in _launch_arguments(node):  # kernel[g, b](u, 0.5 / vmax)
+                table.setdefault(node.lineno, []).append(
+                    _Derivation(argument, filename, slot=slot))
     _FILES[filename] = table
     return table
 
 
-def _pure(value):
-    """True for a callable a replay may call again: numpy, math, builtins, array methods."""
-    if _hashable(value) and value in _PURE_BUILTINS:
-        return True
-    if isinstance(value, np.ufunc):
-        return True
-    owner = getattr(value, "__self__", None)
-    if isinstance(owner, (np.ndarray, DualArray, Dual, np.generic)):
-        name = getattr(value, "__name__", "")
-        return name not in _METHODS or name in _FOLLOWED_METHODS
-    module = getattr(value, "__module__", None) or ""
-    if owner is math or module == "math":
-        return True
-    return callable(value) and (module == "numpy" or module.startswith("numpy."))
-
-
-def _hashable(value):
-    try:
-        hash(value)
-    except TypeError:
-        return False
-    return True
-
-
-class Follower:
+class Follower(DerivedValues):
     """Follows the host lines of one run of f that write kept buffers (see the module)."""
 
     def __init__(self, registry):
@@ -301,7 +181,9 @@ class Follower:
         # object and its value on the duals, or the object and why that was not possible;
         # per place (code, name), the ids its last run bound
         self.derived, self.lost, self.sites = {}, {}, {}
+        self.refused = False  # a line was refused (lines pending then are not finished)
         self.at = None  # the line being replayed on the duals (for messages)
+        self.expected = {}  # a launch's computed arguments on this line: slot -> on duals
 
     def install(self):
         """Trace the calling thread's new frames; False when another tracer (a debugger,
@@ -319,10 +201,15 @@ class Follower:
         if self.installed:
             sys.settrace(self.previous)
             self.installed = False
-        for pending in list(self.pending.values()):
-            self._finish(pending)
-        self.pending.clear()
-        hooks.FOLLOWED.on = False
+        try:
+            for pending in list(self.pending.values()):
+                self._finish(pending)
+        except DualgpuError:
+            if not self.refused:  # (after a refusal: that one is the error raised)
+                raise
+        finally:
+            self.pending.clear()
+            hooks.FOLLOWED.on = False
 
     def _lines(self, code):
         lines = self._codes.get(code)
@@ -352,11 +239,16 @@ class Follower:
                     and frame.f_lasti > pending[4]):
                 self.pending[frame] = pending
                 return self._local
-            self._finish(pending)
+            self._finish(pending, arg if event == "return" else None)
         if event == "line":
+            self.expected = {}
             statements = self._lines(frame.f_code).get(frame.f_lineno)
             if statements:
-                self._before(frame, statements)
+                try:
+                    self._before(frame, statements)
+                except DualgpuError:
+                    self.refused = True
+                    raise
         return self._local
 
     # -- one line ----------------------------------------------------------------------
@@ -499,10 +391,10 @@ class Follower:
                     "with `u[...] = tmp`; or make the buffer with dualgpu.zeros(shape) where "
                     "it is made.")
 
-    def _finish(self, pending):
+    def _finish(self, pending, returned=None):
         statement, shadows, where, views, _ = pending
         if type(statement) is _Derivation:
-            self._bind(statement, *shadows, where)
+            self._bind(statement, *shadows, where, returned)
             return
         hooks.FOLLOWED.on = False
         for view in views:
@@ -511,180 +403,11 @@ class Follower:
             shadow.adopt(statement.source, where)
 
 
-    # -- values computed from kept buffers -------------------------------------------
-    def _carries(self, value):
-        """True when ``value`` brings partials into a line: a dual, a kept buffer with
-        partials, a value computed from them (or one whose partials were lost: refused)."""
-        key = id(value)
-        found = self.derived.get(key) or self.lost.get(key)
-        return (found is not None and found[0] is value) or _brings(value, self.registry)
-
-    def _substitute(self, item):
-        """``item`` as a replay on the duals reads it (:meth:`Registry.substitute_one`,
-        and a value computed from kept buffers: its value on the duals)."""
-        return self.registry.substitute_one(self.launch_argument(item))
-
-    def launch_argument(self, item):
-        """``item``, or its value on the duals if host code computed it from kept buffers;
-        DualgpuError where that value's partials were lost."""
-        key = id(item)
-        found = self.derived.get(key)
-        if found is not None and found[0] is item:
-            return found[1]
-        lost = self.lost.get(key)
-        if lost is not None and lost[0] is item:
-            raise DualgpuError(
-                f"{lost[1]}, and it is used at {self.at or _user_where()} with duals, so its "
-                "share of the derivative would be lost. Fix: compute it on the line that uses "
-                "it (`u[:] = u / np.sum(u)`) or with numpy, math and builtin functions only "
-                "(no functions of your own, no float() or int()); or make the buffers "
-                "DualArrays where they are made (dualgpu.zeros(shape)).")
-        return item
-
-    def launch_arguments(self, args):
-        """A launch's ``args`` with values computed from kept buffers on their duals."""
-        if not (self.derived or self.lost):
-            return args
-        return tuple(map(self.launch_argument, args))
-
-    def _derive(self, frame, derivation):
-        """Before ``name = expr`` runs: where expr reads kept buffers (or values computed
-        from them), compute it on the duals (pending until the line ran: :meth:`_bind`)."""
-        local, names = frame.f_locals, frame.f_globals
-        if derivation.augmented and isinstance(local.get(derivation.target), np.ndarray):
-            return  # `u += expr` on an array: a write, followed as such
-        values = [local[n] if n in local else names.get(n) for n in derivation.names]
-        if not (derivation.reads or any(map(self._carries, values))):
-            return  # (every line of a traced function that binds a name passes here)
-        scope = dict(names)
-        scope.update(local)
-        if not any(map(self._carries, values + [v for _, v in _reads(derivation, scope)])):
-            return
-        dual, reason = None, None
-        for text, code in derivation.calls:
-            try:
-                callee = eval(code, scope)
-            except Exception:  # noqa: BLE001 - the line itself will raise
-                return
-            if not _pure(callee):
-                reason = f"it calls {text}, which dualgpu cannot run again on the duals"
-                break
-        if reason is None:
-            scope["__dg_sub"] = self._substitute
-            try:
-                hooks.FOLLOWED.on = False
-                self.at = _where(frame)
-                with self.registry.replay():
-                    dual = eval(derivation.dual, scope)
-            except Exception as error:  # noqa: BLE001 - a refusal of its own use, later
-                reason = f"running it on the duals failed ({type(error).__name__}: " \
-                         f"{str(error).splitlines()[0] if str(error) else ''})"
-            finally:
-                self.at = None
-        self.pending[frame] = (derivation, (dual, reason, frame), _where(frame), None,
-                               frame.f_lasti)
-
-    def _bind(self, derivation, dual, reason, frame, where):
-        """After ``name = expr`` ran: the value host code got (each item of a tuple or list)
-        is kept with its value on the duals; where that value differs or could not be had,
-        its uses with duals are refused (:meth:`launch_argument`)."""
-        try:
-            local = frame.f_locals
-        except Exception:  # noqa: BLE001 - the frame is gone
-            return
-        pairs = []
-        for target in derivation.targets:
-            got = tuple(local.get(n) for n in target) if type(target) is tuple \
-                else local.get(target)
-            if isinstance(got, (tuple, list)):  # each item, beside the duals' item
-                items = dual if isinstance(dual, (tuple, list)) and len(dual) == len(got) \
-                    else [None] * len(got)
-                if items is not dual and reason is None and dual is not None:
-                    reason = "its items on the duals do not match the ones host code got"
-                pairs += zip(got, items)
-            else:
-                pairs.append((got, dual))
-        if reason is None and not all(_same_values(a, b) for a, b in pairs):
-            reason = "its value on the duals differs from the one host code got"
-        site = (frame.f_code, derivation.first)
-        for key in self.sites.pop(site, ()):
-            self.derived.pop(key, None)
-            self.lost.pop(key, None)
-        keys = []
-        for plain, on_duals in pairs:
-            if reason is None and not isinstance(on_duals, (Dual, DualArray)):
-                continue  # no partials: the plain value is the whole story
-            if isinstance(plain, np.ndarray) and plain.dtype.kind in "fc" and reason is None:
-                shadow = self.registry.keep(plain, derivation.target)
-                view = None if shadow is None else shadow.view(plain)
-                if view is not None:  # an array: kept beside its partials, as buffers are
-                    view[...] = on_duals
-                    shadow.writer = f"host code at {where}"
-                    shadow.write_back()
-                    continue
-            if isinstance(plain, (float, complex, np.floating, np.complexfloating,
-                                  np.ndarray)) and not isinstance(plain, DualArray):
-                if reason is None:
-                    self.derived[id(plain)] = (plain, on_duals)
-                else:
-                    self.lost[id(plain)] = (plain, f"{derivation.target} was computed by "
-                                                   f"`{derivation.source}` at {where} from "
-                                                   f"kept host buffers, but {reason}")
-                keys.append(id(plain))
-        self.sites[site] = keys
-
-
-def _user_where():
-    """:func:`_where` of the innermost frame outside dualgpu (a launch's line)."""
-    frame = sys._getframe(1)
-    while frame is not None and frame.f_code.co_filename.startswith(PACKAGE_DIR):
-        frame = frame.f_back
-    return "an unknown line" if frame is None else _where(frame)
-
-
-def _same_values(plain, on_duals):
-    """True when a value host code got equals (bit for bit, NaNs alike) the duals' value."""
-    value = getattr(on_duals, "values", getattr(on_duals, "value", on_duals))
-    try:
-        a, b = np.asarray(plain), np.asarray(value)
-        return a.shape == b.shape and bool(np.all((a == b) | (np.isnan(a) & np.isnan(b))))
-    except (TypeError, ValueError):
-        return False
-
-
-def _reads(statement, scope):
-    """``[(text, value)]`` of what ``statement`` reads through attributes and elements."""
-    found = []
-    for text, code in statement.reads:
-        try:
-            found.append((text, eval(code, scope)))  # no calls: attributes and elements
-        except Exception:  # noqa: BLE001 - the line itself will raise, or reads no array
-            pass
-    return found
-
-
-def _brings(value, registry):
-    """True when ``value`` carries partials into a store: a dual, a kept buffer with partials."""
-    if isinstance(value, (Dual, DualArray)):
-        return True
-    if isinstance(value, (list, tuple)):
-        return any(isinstance(v, (Dual, DualArray)) for v in value)
-    if isinstance(value, np.ndarray) and value.dtype.kind in "fc":
-        shadow = registry.find(value)
-        return shadow is not None and shadow.live
-    return False
-
-
 def _name_of(array, scope, names):
     for name in names:
         if scope.get(name) is array:
             return name
     return None
-
-
-def _where(frame):
-    line = linecache.getline(frame.f_code.co_filename, frame.f_lineno).strip()
-    return f"{frame.f_code.co_filename}:{frame.f_lineno} (`{line}`)"
 
 
 assert builtins  # the replay resolves builtins through the frame's globals
