@@ -44,6 +44,7 @@ from dualgpu.backends.common.translate import (
 from dualgpu.core.dual import Dual
 from dualgpu.core.dualarray import DualArray
 from dualgpu.errors import DualgpuError, DualgpuWarning
+from dualgpu.host import buffers as host_buffers
 from dualgpu.porting.tuple_arguments import holds_duals
 
 __all__ = ["captured_duals", "lift"]
@@ -192,10 +193,14 @@ class Plan:
     def scan(self):
         """``[(py_func, name, value)]`` of every Dual read now; refuses captured DualArrays."""
         found = []
+        registry = host_buffers.active()
+        followed = registry.followed if registry is not None else None
         for py_func, sources in self.functions.items():
             for source in sources:
                 name, cell = source.name, source.cell
                 value = source.read()
+                if followed and type(value) in (float, np.float64):  # kept host buffers:
+                    value = followed.launch_argument(value)  # a value computed from them
                 if isinstance(value, Dual) or (holds_duals(value) and not _holds_arrays(value)):
                     if "." not in name:
                         _note_frozen(py_func, self.kernel, name, cell)

@@ -207,6 +207,18 @@ def _derived(form):
     return run
 
 
+def _scaler(s):
+    """A kernel factory: ``s`` captured by the closure (compiled in as a plain number, it lost
+    its derivative when computed from kept buffers)."""
+    @cuda.jit
+    def scale(u):
+        i = cuda.grid(1)
+        if i < u.shape[0]:
+            u[i] = u[i] * s
+
+    return scale
+
+
 class _Stepper:
     """Values computed from kept buffers held and passed as solver codes do (found silently
     wrong by an unseen round: attributes, dict items, list appends, a method's return value,
@@ -235,6 +247,9 @@ class _Stepper:
             elif form == "returned":
                 rate = self.stable_rate()
                 decay[1, 8](self.u, rate)
+            elif form == "factory":
+                s = 8.0 / np.sum(self.u)
+                _scaler(s)[1, 8](self.u)
             elif form == "in_the_launch":
                 vmax = np.max(np.abs(self.u))
                 decay[1, 8](self.u, 0.1 / vmax)
@@ -250,7 +265,7 @@ CODES = {
                                                         "accumulated", "to_a_kernel")},
     **{f"held_{form}": (lambda form: lambda r: _Stepper().run(r, form))(form)
        for form in ("attribute", "dict_item", "appended", "returned", "in_the_launch",
-                    "across_steps")},
+                    "factory", "across_steps")},
     "copy_back": copy_back, "copyto_back": copyto_back, "scaled_in_place": scaled_in_place,
     "interior_copy": interior_copy, "reset_to_held_value": reset_to_held_value,
     "photon_counts": photon_counts, "optimiser_step": optimiser_step,
