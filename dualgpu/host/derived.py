@@ -233,11 +233,17 @@ def _hashable(value):
     return True
 
 
-def _user_where():
-    """:func:`_where` of the innermost frame outside dualgpu (a launch's line)."""
+def _user_frame():
+    """The innermost frame outside dualgpu (a launch's caller), or None."""
     frame = sys._getframe(1)
     while frame is not None and frame.f_code.co_filename.startswith(PACKAGE_DIR):
         frame = frame.f_back
+    return frame
+
+
+def _user_where():
+    """:func:`_where` of the innermost frame outside dualgpu (a launch's line)."""
+    frame = _user_frame()
     return "an unknown line" if frame is None else _where(frame)
 
 
@@ -326,7 +332,9 @@ class DerivedValues:
     def launch_arguments(self, args):
         """A launch's ``args`` with values computed from kept buffers on their duals (also
         those computed on the launch's own line: :attr:`expected`)."""
-        expected, self.expected = self.expected, {}
+        expected = {}
+        if self.expected and _user_frame() is self.expected_frame:  # (not a launch inside a
+            expected, self.expected = self.expected, {}  # function the launch line calls)
         if not (self.derived or self.lost or expected):
             return args
         args = list(map(self.launch_argument, args))
@@ -396,6 +404,7 @@ class DerivedValues:
                 self.at = None
         if derivation.slot is not None:  # a launch on this line takes it (launch_arguments)
             self.expected[derivation.slot] = (dual, reason, derivation)
+            self.expected_frame = frame
             return
         self.pending[frame] = (derivation, (dual, reason, frame), _where(frame), None,
                                frame.f_lasti)

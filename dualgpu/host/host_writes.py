@@ -184,6 +184,7 @@ class Follower(DerivedValues):
         self.refused = False  # a line was refused (lines pending then are not finished)
         self.at = None  # the line being replayed on the duals (for messages)
         self.expected = {}  # a launch's computed arguments on this line: slot -> on duals
+        self.expected_frame = None  # the frame of that line
 
     def install(self):
         """Trace the calling thread's new frames; False when another tracer (a debugger,

@@ -714,12 +714,21 @@ def test_parameters_in_an_object_array_beside_a_kept_buffer(backend):
 _mean_of = lambda a: np.mean(a)  # noqa: E731 - a lambda's lines are not followed
 
 
-@pytest.mark.parametrize("form", ["lambda", "float", "to_a_kernel"])
+def _launching(u):  # launches a kernel itself, and returns a plain number
+    decay[1, 8](u, 0.0)
+    return 2.0
+
+
+@pytest.mark.parametrize("form", ["lambda", "float", "to_a_kernel", "in_the_launch"])
 def test_a_value_computed_from_a_kept_buffer_that_cannot_be_followed_is_refused(form):
     def run(r):
         u, u_new = _u0() + 1.0, np.zeros(8)
         for _ in range(2):
             step[1, 8](u, u_new, r)
+            if form == "in_the_launch":  # (the inner launch must not take its slot)
+                u[:] = u_new
+                decay[1, 8](u, _launching(u_new) / np.sum(u_new))
+                continue
             s = float(np.sum(u_new)) if form == "float" else _mean_of(u_new)
             if form == "to_a_kernel":
                 u[:] = u_new
@@ -732,5 +741,7 @@ def test_a_value_computed_from_a_kept_buffer_that_cannot_be_followed_is_refused(
         with pytest.raises(DualgpuError, match=r"s was computed by `s = .*` at .* from kept "
                                                r"host buffers, but .* and it is used at "
                                                r".*test_host_writes.py:\d+ \(`(u\[:\] = "
-                                               r"u_new / s|decay\[1, 8\]\(u, s\))`\)"):
+                                               r"u_new / s|decay\[1, 8\]\(u, s\))`\)"
+                           if form != "in_the_launch" else r"argument 1 of the launch at "
+                           r".*test_host_writes.py:\d+ .* calls _launching"):
             dualgpu.jacobian(run, 0.3)
