@@ -10,10 +10,12 @@ identity; the items of tuples, lists and dicts too). A later followed line or ke
 that uses the value gets its dual (:meth:`DerivedValues.launch_argument`), and so does a
 launch's argument computed on the launch's own line (``kernel[g, b](u, 0.5 / vmax)``). Where
 the value cannot be had on the duals (a call of a function that is not followed, ``float()``)
-or differs, its later use with duals is refused with both lines. What is not seen (a value
-bound by a form not followed: a walrus, a ``for`` target, a second statement on a line; a
-value captured by a kernel factory's closure) keeps its plain value: that limit is
-documented (:func:`dualgpu.keep_host_buffers`).
+or differs, its later use with duals is refused with both lines; a kernel factory's closure
+value bound so is lifted with its partials (:mod:`dualgpu.porting.captured_duals`). What is
+not seen (a value bound by a form not followed: an assignment expression, a ``for`` target,
+a second statement on a line, an annotated assignment; an expression passed straight to a
+function of the user's) keeps its plain value: that limit is documented in the guide's
+host-buffers page.
 
 It also holds the line-level helpers :mod:`dualgpu.host.host_writes` shares: the rewrite of a
 line onto the duals (:class:`_Sub`), which callables may run again (:func:`_pure`).
