@@ -11,7 +11,7 @@ that uses the value gets its dual (:meth:`DerivedValues.launch_argument`), and s
 launch's argument computed on the launch's own line (``kernel[g, b](u, 0.5 / vmax)``). Where
 the value cannot be had on the duals (a call of a function that is not followed, ``float()``)
 or differs, its later use with duals is refused with both lines; a kernel factory's closure
-value bound so is lifted with its partials (:mod:`dualgpu.porting.captured_duals`). What is
+value bound so is lifted with its partials (``dualgpu.porting.captured_duals``). What is
 not seen (a value bound by a form not followed: an assignment expression, a ``for`` target,
 a second statement on a line, an annotated assignment; an expression passed straight to a
 function of the user's) keeps its plain value: that limit is documented in the guide's
