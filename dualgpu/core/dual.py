@@ -514,10 +514,8 @@ _FAST = {"add", "sub", "mul", "truediv"}
 
 
 def _binary_method(name, reflected=False):
-    fast = name in _FAST
-
     def method(self, other):
-        if fast and name in _FAST and not nansafe.NANSAFE_MODE_ENABLED:
+        if name in _FAST and not nansafe.NANSAFE_MODE_ENABLED:
             found = _fast.binary(Dual, name, other, self) if reflected else _fast.binary(
                 Dual, name, self, other)
             if found is not None:

@@ -61,13 +61,8 @@ class _Sub(ast.NodeTransformer):
                                      node)
         return node
 
-    def visit_Subscript(self, node):
-        # an element of a list or dict of buffers (`bufs[1]`, `d["rhs"]`) may be one
-        self.generic_visit(node)
-        if isinstance(node.ctx, ast.Load):
-            return ast.copy_location(ast.Call(ast.Name("__dg_sub", ast.Load()), [node], []),
-                                     node)
-        return node
+    # an element of a list or dict of buffers (`bufs[1]`, `d["rhs"]`) may be one too
+    visit_Subscript = visit_Attribute
 
     def visit_AugAssign(self, node):
         if isinstance(node.target, ast.Subscript):
@@ -235,6 +230,13 @@ def _hashable(value):
     return True
 
 
+def _scope(frame):
+    """The names a line of ``frame`` reads: its globals, its locals over them."""
+    scope = dict(frame.f_globals)
+    scope.update(frame.f_locals)
+    return scope
+
+
 def _user_frame():
     """The innermost frame outside dualgpu (a launch's caller), or None."""
     frame = sys._getframe(1)
@@ -367,8 +369,7 @@ class DerivedValues:
         for place in derivation.targets:
             if type(place) is _Place:  # an array's element or `self.u *= c`: a write
                 if scope is None:
-                    scope = dict(names)
-                    scope.update(local)
+                    scope = _scope(frame)
                 try:
                     held = eval(place.container or place.code, scope)
                 except Exception:  # noqa: BLE001 - a place not there yet (self.dt = ...)
@@ -379,8 +380,7 @@ class DerivedValues:
         if not (derivation.reads or any(map(self._carries, values))):
             return  # (every line of a traced function that binds a name passes here)
         if scope is None:
-            scope = dict(names)
-            scope.update(local)
+            scope = _scope(frame)
         if not any(map(self._carries, values + [v for _, v in _reads(derivation, scope)])):
             return
         dual, reason = None, None
@@ -417,8 +417,7 @@ class DerivedValues:
         its uses with duals are refused (:meth:`launch_argument`)."""
         try:
             local = frame.f_locals
-            scope = dict(frame.f_globals)
-            scope.update(local)
+            scope = _scope(frame)
         except Exception:  # noqa: BLE001 - the frame is gone
             return
         pairs = []

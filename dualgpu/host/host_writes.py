@@ -40,7 +40,7 @@ from dualgpu.core.dualarray import DualArray
 from dualgpu.errors import DualgpuError
 from dualgpu.host.derived import (
     _METHODS, DerivedValues, _attribute_reads, _copy, _Derivation, _derives,
-    _launch_arguments, _pure, _reads, _Sub, _where,
+    _launch_arguments, _pure, _reads, _scope, _Sub, _where,
 )
 
 __all__ = ["Follower", "FOLLOWED_FORMS"]
@@ -260,8 +260,7 @@ class Follower(DerivedValues):
                 if self.derived or self.lost or registry.holds_any():
                     self._derive(frame, statement)
                 continue
-            scope = dict(frame.f_globals)
-            scope.update(frame.f_locals)
+            scope = _scope(frame)
             targets, others, duals = [], [], []
             for code in statement.writes:
                 try:

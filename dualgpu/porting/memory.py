@@ -13,6 +13,7 @@ import math
 
 import numpy as np
 from numba import cuda as _cuda
+from numba.cuda.cudadrv.devicearray import check_array_compatibility
 
 from dualgpu.core._context import active_lanes, active_levels, lane_dtype
 from dualgpu.core._transfer import copy_into
@@ -87,15 +88,8 @@ class HostArray(np.ndarray):
 def _compatible(device, host):
     """numba.cuda's check of a copy between a device array and a host array (its TypeError
     or ValueError): the same dtype, and the same shape and strides once squeezed."""
-    if not isinstance(host, np.ndarray) or isinstance(host, DualArray) or not device.size:
-        return
-    if device.dtype != host.dtype:
-        raise TypeError(f"incompatible dtype: {device.dtype} vs. {host.dtype}")
-    a, b = device.view(np.ndarray).squeeze(), host.squeeze()
-    if a.shape != b.shape:
-        raise ValueError(f"incompatible shape: {device.shape} vs. {host.shape}")
-    if a.strides != b.strides:
-        raise ValueError(f"incompatible strides: {device.strides} vs. {host.strides}")
+    if isinstance(host, np.ndarray) and not isinstance(host, DualArray) and device.size:
+        check_array_compatibility(device.view(np.ndarray), host)
 
 
 def _sim_array(ary):
